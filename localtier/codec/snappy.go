@@ -1,0 +1,123 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/klauspost/compress/snappy"
+)
+
+// xerialMagic starts a payload in snappy-java's stream framing, which the
+// Java client writes. The header continues with two big-endian int32s, the
+// format version and the oldest compatible version, both 1.
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+const (
+	xerialHeaderLen = 16
+	// xerialBlockSize is the uncompressed size of the blocks snappy-java's
+	// SnappyOutputStream writes by default (its DEFAULT_BLOCK_SIZE), which is
+	// what Kafka's Java producer uses.
+	xerialBlockSize = 32 << 10
+)
+
+func decompressSnappy(dst, src []byte, maxOut int) ([]byte, error) {
+	if bytes.HasPrefix(src, xerialMagic) {
+		return decompressXerial(dst, src, maxOut)
+	}
+	n, err := snappy.DecodedLen(src)
+	if err != nil {
+		return dst, corrupt(Snappy, err, "read raw snappy length")
+	}
+	if n > maxOut {
+		return dst, tooLarge(Snappy, maxOut)
+	}
+	out, err := decodeSnappyBlock(dst, src, n)
+	if err != nil {
+		return dst, corrupt(Snappy, err, "decode raw snappy block")
+	}
+	return out, nil
+}
+
+// decodeSnappyBlock appends the n-byte decoding of one raw snappy block.
+func decodeSnappyBlock(dst, block []byte, n int) ([]byte, error) {
+	dst = grow(dst, n)
+	at := len(dst)
+	got, err := snappy.Decode(dst[at:at+n], block)
+	if err != nil {
+		return dst, err
+	}
+	if len(got) != n {
+		// Decode writes in place given the room, and the length is the
+		// one DecodedLen read; anything else would be a decoder bug.
+		return dst, snappy.ErrCorrupt
+	}
+	return dst[:at+n], nil
+}
+
+// decompressXerial decodes snappy-java framing. A first pass walks the chunk
+// headers and sums the decoded lengths the blocks declare, so the limit is
+// enforced before anything is allocated and dst grows once.
+func decompressXerial(dst, src []byte, maxOut int) ([]byte, error) {
+	total := 0
+	for rest, off := src, 0; len(rest) > 0; {
+		if bytes.HasPrefix(rest, xerialMagic) {
+			// snappy-java also reads streams concatenated header and all.
+			if len(rest) < xerialHeaderLen {
+				return dst, corrupt(Snappy, nil, "xerial header at byte %d truncated to %d bytes", off, len(rest))
+			}
+			rest, off = rest[xerialHeaderLen:], off+xerialHeaderLen
+			continue
+		}
+		if len(rest) < 4 {
+			return dst, corrupt(Snappy, nil, "xerial chunk length at byte %d truncated to %d bytes", off, len(rest))
+		}
+		size := binary.BigEndian.Uint32(rest)
+		rest, off = rest[4:], off+4
+		if size == 0 || uint64(size) > uint64(len(rest)) {
+			return dst, corrupt(Snappy, nil, "xerial chunk at byte %d has length %d, %d bytes remain", off-4, size, len(rest))
+		}
+		n, err := snappy.DecodedLen(rest[:size])
+		if err != nil {
+			return dst, corrupt(Snappy, err, "read length of xerial chunk at byte %d", off-4)
+		}
+		if n > maxOut-total {
+			return dst, tooLarge(Snappy, maxOut)
+		}
+		total += n
+		rest, off = rest[size:], off+int(size)
+	}
+	out := grow(dst, total)
+	for rest, off := src, 0; len(rest) > 0; {
+		if bytes.HasPrefix(rest, xerialMagic) {
+			rest, off = rest[xerialHeaderLen:], off+xerialHeaderLen
+			continue
+		}
+		size := binary.BigEndian.Uint32(rest)
+		block := rest[4 : 4+size]
+		n, _ := snappy.DecodedLen(block) // checked by the first pass
+		var err error
+		if out, err = decodeSnappyBlock(out, block, n); err != nil {
+			return dst, corrupt(Snappy, err, "decode xerial chunk at byte %d", off)
+		}
+		rest, off = rest[4+size:], off+4+int(size)
+	}
+	return out, nil
+}
+
+// compressSnappy writes xerial framing with 32 KiB blocks, as Kafka's Java
+// producer does.
+func compressSnappy(dst, src []byte) []byte {
+	dst = append(dst, xerialMagic...)
+	dst = binary.BigEndian.AppendUint32(dst, 1) // version
+	dst = binary.BigEndian.AppendUint32(dst, 1) // compatible version
+	for len(src) > 0 {
+		n := min(len(src), xerialBlockSize)
+		dst = grow(dst, 4+snappy.MaxEncodedLen(n))
+		at := len(dst)
+		block := snappy.Encode(dst[at+4:cap(dst)], src[:n])
+		binary.BigEndian.PutUint32(dst[at:at+4], uint32(len(block)))
+		dst = dst[:at+4+len(block)]
+		src = src[n:]
+	}
+	return dst
+}
