@@ -552,30 +552,17 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 
 // appendLocked rolls if needed and writes validated, offset-assigned data.
 func (l *Log) appendLocked(data []byte, info AppendInfo) error {
-	// Offset of the batch holding the max timestamp (Kafka's shallow offset).
-	offsetOfMax := info.LastOffset
-	it := record.NewIter(data)
-	for {
-		b, ok := it.Next()
-		if !ok {
-			break
-		}
-		if b.MaxTimestamp() == info.MaxTimestamp {
-			offsetOfMax = b.LastOffset()
-			break
-		}
-	}
 	seg := l.active()
-	if seg.shouldRoll(int64(len(data)), info.MaxTimestamp, info.LastOffset, l.cfg.EffectiveSegmentBytes(), l.cfg.MaxSegmentMs()-l.cfg.SegmentJitterMs, l.now()) {
+	if seg.shouldRoll(int64(len(data)), info.MaxTimestamp, info.LastOffset, l.cfg.EffectiveSegmentBytes(), l.cfg.MaxSegmentMs()-seg.rollJitterMs(l.cfg.SegmentJitterMs), l.now()) {
 		var err error
 		if seg, err = l.rollLocked(info.FirstOffset); err != nil {
 			return err
 		}
 	}
-	if err := seg.append(data, info.LastOffset, info.MaxTimestamp, offsetOfMax); err != nil {
+	if err := seg.append(data); err != nil {
 		return err
 	}
-	it = record.NewIter(data)
+	it := record.NewIter(data)
 	for {
 		b, ok := it.Next()
 		if !ok {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -76,6 +77,19 @@ type Segment struct {
 	firstBatchTimestamp int64 // max timestamp of the first batch (segment.ms roll)
 	created             time.Time
 	bytesSinceIndex     int64
+	jitter              int64 // segment.jitter.ms drawn for this segment, -1 until drawn
+}
+
+// rollJitterMs draws this segment's roll jitter once, uniformly in
+// [0, maxJitter), as Kafka does per segment.
+func (s *Segment) rollJitterMs(maxJitter int64) int64 {
+	if maxJitter <= 0 {
+		return 0
+	}
+	if s.jitter < 0 || s.jitter >= maxJitter {
+		s.jitter = rand.Int64N(maxJitter)
+	}
+	return s.jitter
 }
 
 func (s *Segment) path(suffix string) string { return SegmentPath(s.dir, s.base, suffix+s.opts.suffix) }
@@ -99,7 +113,7 @@ func (s *Segment) LogPath() string { return s.path(LogSuffix) }
 // createSegment makes a new empty segment with empty indexes.
 func createSegment(fsys vfs.FS, dir string, base int64, opts segmentOptions, now time.Time) (*Segment, error) {
 	s := &Segment{fs: fsys, dir: dir, base: base, opts: opts, nextOffset: base, maxTimestamp: record.NoTimestamp,
-		offsetOfMaxTS: base, firstBatchTimestamp: record.NoTimestamp, created: now}
+		offsetOfMaxTS: base, firstBatchTimestamp: record.NoTimestamp, created: now, jitter: -1}
 	f, err := fsys.OpenFile(s.path(LogSuffix), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
@@ -134,7 +148,7 @@ func (s *Segment) openIndexes() error {
 // reports missing or insane indexes.
 func openSegment(fsys vfs.FS, dir string, base int64, opts segmentOptions) (s *Segment, needRecovery bool, err error) {
 	s = &Segment{fs: fsys, dir: dir, base: base, opts: opts, nextOffset: base, maxTimestamp: record.NoTimestamp,
-		offsetOfMaxTS: base, firstBatchTimestamp: record.NoTimestamp}
+		offsetOfMaxTS: base, firstBatchTimestamp: record.NoTimestamp, jitter: -1}
 	f, err := fsys.OpenFile(s.path(LogSuffix), os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, false, fmt.Errorf("open segment %d: %w", base, err)
@@ -245,7 +259,7 @@ func (s *Segment) recover() (truncated int64, err error) {
 	s.firstBatchTimestamp = record.NoTimestamp
 	var lastIndexed int64
 	valid, _, scanErr := scanBatches(s.log, s.LogPath(), 0, s.size, true, func(pos int64, b record.Batch) error {
-		if b.BaseOffset() < s.base || b.LastOffset()-s.base > 1<<31-1 || b.LastOffset() < s.nextOffset-1 && pos > 0 {
+		if b.BaseOffset() < s.nextOffset || b.LastOffset()-s.base > 1<<31-1 {
 			return &record.CorruptError{File: s.LogPath(), Pos: pos, Offset: b.BaseOffset(),
 				Reason: fmt.Sprintf("batch offsets [%d, %d] out of order or out of range for segment %d", b.BaseOffset(), b.LastOffset(), s.base)}
 		}
@@ -256,6 +270,7 @@ func (s *Segment) recover() (truncated int64, err error) {
 			s.maxTimestamp, s.offsetOfMaxTS = b.MaxTimestamp(), b.LastOffset()
 		}
 		if pos-lastIndexed > s.opts.indexIntervalBytes {
+			// Same rule as append: more than index.interval.bytes since the last entry.
 			if err := s.offIdx.Append(b.LastOffset(), int32(pos)); err != nil {
 				return err
 			}
@@ -282,35 +297,45 @@ func (s *Segment) recover() (truncated int64, err error) {
 }
 
 // append writes batches (already validated, offsets assigned) at the end of
-// the log and adds index entries as Kafka's LogSegment.append does.
-func (s *Segment) append(data []byte, lastOffset, maxTS, offsetOfMaxTS int64) error {
-	pos := s.size
-	if pos+int64(len(data)) > 1<<31-1 {
+// the log and adds index entries per batch as Kafka's LogSegment.append
+// does: an entry (batch last offset, batch position) once more than
+// index.interval.bytes were written since the last one.
+func (s *Segment) append(data []byte) error {
+	start := s.size
+	if start+int64(len(data)) > 1<<31-1 {
 		return fmt.Errorf("append to %s: segment would exceed 2 GiB", s.LogPath())
 	}
-	if _, err := s.log.WriteAt(data, pos); err != nil {
+	if _, err := s.log.WriteAt(data, start); err != nil {
 		// Leave no half-written batch behind.
-		_ = s.log.Truncate(pos)
+		_ = s.log.Truncate(start)
 		return fmt.Errorf("append to %s: %w", s.LogPath(), err)
 	}
 	s.size += int64(len(data))
-	if pos == 0 {
-		s.firstBatchTimestamp = record.Batch(data).MaxTimestamp()
-	}
-	if maxTS > s.maxTimestamp {
-		s.maxTimestamp, s.offsetOfMaxTS = maxTS, offsetOfMaxTS
-	}
-	if s.bytesSinceIndex > s.opts.indexIntervalBytes {
-		if err := s.offIdx.Append(lastOffset, int32(pos)); err != nil {
-			return err
+	it := record.NewIter(data)
+	for {
+		b, ok := it.Next()
+		if !ok {
+			break
 		}
-		if err := s.timIdx.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTS); err != nil {
-			return err
+		pos := start + int64(it.Pos()-b.Size())
+		if pos == 0 {
+			s.firstBatchTimestamp = b.MaxTimestamp()
 		}
-		s.bytesSinceIndex = 0
+		if b.MaxTimestamp() > s.maxTimestamp {
+			s.maxTimestamp, s.offsetOfMaxTS = b.MaxTimestamp(), b.LastOffset()
+		}
+		if s.bytesSinceIndex > s.opts.indexIntervalBytes {
+			if err := s.offIdx.Append(b.LastOffset(), int32(pos)); err != nil {
+				return err
+			}
+			if err := s.timIdx.MaybeAppend(s.maxTimestamp, s.offsetOfMaxTS); err != nil {
+				return err
+			}
+			s.bytesSinceIndex = 0
+		}
+		s.bytesSinceIndex += int64(b.Size())
+		s.nextOffset = b.NextOffset()
 	}
-	s.bytesSinceIndex += int64(len(data))
-	s.nextOffset = lastOffset + 1
 	return nil
 }
 

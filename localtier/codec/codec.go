@@ -23,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 )
 
 // Codec is a record batch compression codec: the value of bits 0-2 of the
@@ -124,9 +126,10 @@ func Parse(name string) (Codec, error) {
 // *CorruptError (errors.Is(err, ErrCorrupt)). On error the returned slice is
 // dst, unchanged in length.
 //
-// For None, src is appended as is (still subject to maxOut).
+// A maxOut above math.MaxInt32 counts as math.MaxInt32: Kafka sizes are
+// int32s. For None, src is appended as is (still subject to maxOut).
 func Decompress(c Codec, dst, src []byte, maxOut int) ([]byte, error) {
-	maxOut = max(maxOut, 0)
+	maxOut = min(max(maxOut, 0), math.MaxInt32)
 	if c == None {
 		if len(src) > maxOut {
 			return dst, tooLarge(c, maxOut)
@@ -227,14 +230,10 @@ func readBounded(r io.Reader, dst []byte, maxOut, hint int) ([]byte, error) {
 // errTooLarge is readBounded's internal signal; callers translate it.
 var errTooLarge = errors.New("output limit reached")
 
-// grow returns dst with room for at least n more bytes.
+// grow returns dst with room for at least n more bytes, growing
+// geometrically so repeated calls stay linear.
 func grow(dst []byte, n int) []byte {
-	if cap(dst)-len(dst) >= n {
-		return dst
-	}
-	out := make([]byte, len(dst), len(dst)+n)
-	copy(out, dst)
-	return out
+	return slices.Grow(dst, n)
 }
 
 // appender is an io.Writer that appends to a byte slice.

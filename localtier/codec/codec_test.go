@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -183,11 +184,12 @@ func TestCompressFormat(t *testing.T) {
 		var sizes []int
 		for rest := comp[16:]; len(rest) > 0; {
 			n := int(binary.BigEndian.Uint32(rest))
-			l, err := snappy.DecodedLen(rest[4 : 4+n])
+			// Each block is standard snappy, not an s2 extension.
+			blk, err := snappy.DecodeStrict(nil, rest[4:4+n])
 			if err != nil {
 				t.Fatal(err)
 			}
-			sizes = append(sizes, l)
+			sizes = append(sizes, len(blk))
 			rest = rest[4+n:]
 		}
 		want2 := []int{32 << 10, 32 << 10, 32 << 10, 100<<10 - 96<<10}
@@ -281,6 +283,11 @@ func TestDecodeOtherWriters(t *testing.T) {
 		a, _ := Compress(Zstd, nil, src[:5000])
 		both, _ := Compress(Zstd, a, src[5000:])
 		check(t, Zstd, both)
+	})
+	t.Run("lz4 two frames", func(t *testing.T) {
+		a, _ := Compress(LZ4, nil, src[:5000])
+		both, _ := Compress(LZ4, a, src[5000:])
+		check(t, LZ4, both)
 	})
 	t.Run("gzip two members", func(t *testing.T) {
 		a, _ := Compress(Gzip, nil, src[:5000])
@@ -388,6 +395,15 @@ func TestCorrupt(t *testing.T) {
 	}
 	if _, err := Compress(Codec(7), nil, []byte{1}); !errors.Is(err, ErrUnknownCodec) {
 		t.Fatalf("compress codec 7: err = %v", err)
+	}
+	for _, c := range allCodecs {
+		comp, _ := Compress(c, nil, src)
+		if out, err := Decompress(c, nil, comp, math.MaxInt); err != nil || !bytes.Equal(out, src) {
+			t.Fatalf("%s with maxOut MaxInt: %v", c, err)
+		}
+		if _, err := Decompress(c, nil, comp, -1); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("%s with negative maxOut: err = %v, want ErrTooLarge", c, err)
+		}
 	}
 	if _, err := Decompress(None, nil, []byte{1, 2}, 1); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("none over limit: err = %v", err)

@@ -107,7 +107,7 @@ func TestTxnIndexCollectAbortedTxns(t *testing.T) {
 		{"first_only", 0, 5, all[:1], true},
 		{"last_offset_inclusive", 10, 12, all[:2], true},
 		{"after_first", 11, 23, []AbortedTxn{all[1], all[3]}, true},
-		{"middle", 21, 26, all[1:4], true},
+		{"middle", 21, 26, all[2:4], true},
 		{"after_all", 41, 100, nil, false},
 	}
 	for _, tt := range tests {

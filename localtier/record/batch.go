@@ -42,17 +42,17 @@ const (
 
 // Attribute bits of a v2 batch.
 const (
-	AttrCodecMask      = 0x07
-	AttrLogAppendTime  = 0x08
-	AttrTransactional  = 0x10
-	AttrControl        = 0x20
-	AttrDeleteHorizon  = 0x40
-	NoProducerID       = -1
-	NoProducerEpoch    = -1
-	NoSequence         = -1
-	NoPartitionLeader  = -1
-	NoTimestamp        = -1
-	CurrentMagic       = 2
+	AttrCodecMask     = 0x07
+	AttrLogAppendTime = 0x08
+	AttrTransactional = 0x10
+	AttrControl       = 0x20
+	AttrDeleteHorizon = 0x40
+	NoProducerID      = -1
+	NoProducerEpoch   = -1
+	NoSequence        = -1
+	NoPartitionLeader = -1
+	NoTimestamp       = -1
+	CurrentMagic      = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

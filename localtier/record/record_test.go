@@ -456,9 +456,10 @@ func TestControlAndHorizon(t *testing.T) {
 		t.Fatalf("coordinator epoch %d err %v", epoch, err)
 	}
 	// kmsg's own end-txn marker encoding agrees with ours.
-	kk := kmsg.EndTxnMarkerKey{Type: 1}
-	if !bytes.Equal(kk.AppendTo(nil), key) {
-		t.Fatalf("control key %x, kmsg %x", key, kk.AppendTo(nil))
+	kk := kmsg.ControlRecordKey{Type: kmsg.ControlRecordKeyTypeCommit}
+	kv := kmsg.EndTxnMarker{CoordinatorEpoch: 7}
+	if !bytes.Equal(kk.AppendTo(nil), key) || !bytes.Equal(kv.AppendTo(nil), val) {
+		t.Fatalf("control key %x value %x, kmsg %x %x", key, val, kk.AppendTo(nil), kv.AppendTo(nil))
 	}
 
 	spec = NewBatchSpec(0, codec.None)

@@ -357,6 +357,7 @@ func checkLocal(localName string, local int64, totalName string, total int64, li
 // result. It reports every problem at once: unknown names, values that do not parse, values out
 // of range and cross-field conflicts, as an errors.Join of *InvalidConfigError in name order,
 // cross-field problems last. Values are trimmed as Kafka does; "uncompressed" becomes "none".
+// On error the returned Config is the zero Config.
 func Parse(overrides map[string]string) (Config, error) {
 	c := Defaults()
 	var errs []error
@@ -380,7 +381,7 @@ func Parse(overrides map[string]string) (Config, error) {
 	errs = append(errs, c.validate(skip)...)
 	if len(errs) > 0 {
 		sortErrors(errs)
-		return c, joinErrors(errs)
+		return Config{}, joinErrors(errs)
 	}
 	return c, nil
 }

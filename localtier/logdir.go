@@ -1,0 +1,425 @@
+package localtier
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tiered/tiered/localtier/checkpoint"
+	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/localtier/vfs"
+)
+
+// Checkpoint file names in a log dir, as Kafka names them.
+const (
+	RecoveryPointCheckpoint  = "recovery-point-offset-checkpoint"
+	LogStartOffsetCheckpoint = "log-start-offset-checkpoint"
+	ReplicationCheckpoint    = "replication-offset-checkpoint"
+	CleanerCheckpoint        = "cleaner-offset-checkpoint"
+	LeaderEpochCheckpoint    = "leader-epoch-checkpoint"
+	lockFile                 = ".lock"
+	// metaDir holds tiered's own topic metadata; it is not a partition
+	// directory, so Kafka tools and tiered's loader skip it.
+	metaDir = ".tiered"
+)
+
+// MaxPartitions bounds --partitions on topic create.
+const MaxPartitions = 10000
+
+// UnknownTopicOrPartitionError is Kafka's UNKNOWN_TOPIC_OR_PARTITION.
+type UnknownTopicOrPartitionError struct {
+	Topic     string
+	Partition int32 // -1 when the topic itself is unknown
+}
+
+func (e *UnknownTopicOrPartitionError) Error() string {
+	if e.Partition < 0 {
+		return fmt.Sprintf("unknown topic %q", e.Topic)
+	}
+	return fmt.Sprintf("unknown topic or partition %s-%d", e.Topic, e.Partition)
+}
+
+// TopicExistsError is Kafka's TOPIC_ALREADY_EXISTS.
+type TopicExistsError struct{ Topic string }
+
+func (e *TopicExistsError) Error() string { return fmt.Sprintf("topic %q already exists", e.Topic) }
+
+// LogDirOptions configure OpenLogDir.
+type LogDirOptions struct {
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Topic is one topic of a log dir.
+type Topic struct {
+	Name       string
+	Overrides  map[string]string
+	Partitions []*Log
+}
+
+// LogDir is a data directory of partitions, held by one process at a time
+// through an flock on <dir>/.lock.
+type LogDir struct {
+	fs     vfs.FS
+	dir    string
+	now    func() time.Time
+	logger *slog.Logger
+	lock   io.Closer
+
+	mu     sync.RWMutex
+	topics map[string]*Topic
+	closed bool
+}
+
+// LoadReport says what OpenLogDir found and repaired.
+type LoadReport struct {
+	Partitions int
+	Skipped    []string // directory entries that are not partitions
+	Recovery   RecoveryReport
+}
+
+// OpenLogDir locks and loads the data directory dir, creating it if needed.
+func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadReport, error) {
+	var rep LoadReport
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
+		return nil, rep, fmt.Errorf("open data dir: %w", err)
+	}
+	lk, err := fsys.Lock(filepath.Join(dir, lockFile))
+	if err != nil {
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, rep, fmt.Errorf("data dir %s is in use by another tiered process (%s is locked)", dir, filepath.Join(dir, lockFile))
+		}
+		return nil, rep, fmt.Errorf("lock data dir: %w", err)
+	}
+	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}}
+	if err := d.load(&rep); err != nil {
+		_ = d.closeLogs()
+		_ = lk.Close()
+		return nil, rep, err
+	}
+	return d, rep, nil
+}
+
+func (d *LogDir) load(rep *LoadReport) error {
+	recovery, err := checkpoint.ReadOffsets(d.fs, filepath.Join(d.dir, RecoveryPointCheckpoint))
+	if err != nil {
+		return fmt.Errorf("load data dir: %w", err)
+	}
+	starts, err := checkpoint.ReadOffsets(d.fs, filepath.Join(d.dir, LogStartOffsetCheckpoint))
+	if err != nil {
+		return fmt.Errorf("load data dir: %w", err)
+	}
+	entries, err := d.fs.ReadDir(d.dir)
+	if err != nil {
+		return fmt.Errorf("load data dir: %w", err)
+	}
+	parts := map[string][]int32{}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		info, err := topicconfig.ParseDir(e.Name())
+		if err != nil || info.Kind != topicconfig.DirLog {
+			rep.Skipped = append(rep.Skipped, e.Name())
+			continue
+		}
+		parts[info.Topic] = append(parts[info.Topic], info.Partition)
+	}
+	for name, ps := range parts {
+		overrides, err := d.readOverrides(name)
+		if err != nil {
+			return err
+		}
+		cfg, err := topicconfig.Parse(overrides)
+		if err != nil {
+			return fmt.Errorf("load topic %s config: %w", name, err)
+		}
+		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+		t := &Topic{Name: name, Overrides: overrides}
+		for i, p := range ps {
+			if int32(i) != p {
+				return fmt.Errorf("load topic %s: partition %d is missing (found %v)", name, i, ps)
+			}
+			tp := checkpoint.TopicPartition{Topic: name, Partition: p}
+			rp, ok := recovery[tp]
+			if !ok {
+				rp = -1 // unknown: recover everything
+			}
+			l, lr, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, p)), LogOptions{
+				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], Now: d.now, Logger: d.logger,
+			})
+			if err != nil {
+				return err
+			}
+			t.Partitions = append(t.Partitions, l)
+			rep.Partitions++
+			rep.Recovery.SegmentsRecovered += lr.SegmentsRecovered
+			rep.Recovery.BytesTruncated += lr.BytesTruncated
+			rep.Recovery.SegmentsDeleted += lr.SegmentsDeleted
+			rep.Recovery.SwapsCompleted += lr.SwapsCompleted
+			rep.Recovery.TempFilesRemoved += lr.TempFilesRemoved
+		}
+		d.topics[name] = t
+	}
+	return nil
+}
+
+func (d *LogDir) overridesPath(topic string) string {
+	return filepath.Join(d.dir, metaDir, "topics", topic+".json")
+}
+
+func (d *LogDir) readOverrides(topic string) (map[string]string, error) {
+	f, err := d.fs.Open(d.overridesPath(topic))
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read topic %s config: %w", topic, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, topicconfig.MaxOverridesFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read topic %s config: %w", topic, err)
+	}
+	m, err := topicconfig.DecodeOverrides(data)
+	if err != nil {
+		return nil, fmt.Errorf("read topic %s config %s: %w", topic, d.overridesPath(topic), err)
+	}
+	return m, nil
+}
+
+func (d *LogDir) writeOverrides(topic string, m map[string]string) error {
+	dir := filepath.Dir(d.overridesPath(topic))
+	if err := vfs.MkdirAllSync(d.fs, dir, 0o755); err != nil {
+		return err
+	}
+	return vfs.WriteFileAtomic(d.fs, d.overridesPath(topic), topicconfig.EncodeOverrides(m))
+}
+
+// Dir is the data directory path.
+func (d *LogDir) Dir() string { return d.dir }
+
+// CreateTopic validates the name and config and creates every partition
+// directory with an empty active segment.
+func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]string) (*Topic, error) {
+	if err := topicconfig.ValidateTopicName(name); err != nil {
+		return nil, err
+	}
+	if partitions < 1 || partitions > MaxPartitions {
+		return nil, fmt.Errorf("invalid partition count %d: must be between 1 and %d", partitions, MaxPartitions)
+	}
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	cfg, err := topicconfig.Parse(overrides)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errors.New("create topic: data dir is closed")
+	}
+	if _, ok := d.topics[name]; ok {
+		return nil, &TopicExistsError{Topic: name}
+	}
+	for other := range d.topics {
+		if topicconfig.CollidesWith(name, other) {
+			return nil, fmt.Errorf("topic %q collides with existing topic %q: '.' and '_' are treated as the same character in metric names", name, other)
+		}
+	}
+	if err := d.writeOverrides(name, overrides); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	t := &Topic{Name: name, Overrides: overrides}
+	for p := 0; p < partitions; p++ {
+		l, _, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, int32(p))), LogOptions{
+			Config: cfg, RecoveryPoint: 0, Now: d.now, Logger: d.logger,
+		})
+		if err != nil {
+			for _, l := range t.Partitions {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("create topic %s: %w", name, err)
+		}
+		t.Partitions = append(t.Partitions, l)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	d.topics[name] = t
+	d.logger.Info("created topic", "topic", name, "partitions", partitions)
+	return t, nil
+}
+
+// AlterTopic sets and deletes config overrides, validating the result.
+func (d *LogDir) AlterTopic(name string, set map[string]string, del []string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.topics[name]
+	if !ok {
+		return &UnknownTopicOrPartitionError{Topic: name, Partition: -1}
+	}
+	merged := topicconfig.Merge(t.Overrides, set, del)
+	cfg, err := topicconfig.Parse(merged)
+	if err != nil {
+		return err
+	}
+	if err := d.writeOverrides(name, merged); err != nil {
+		return fmt.Errorf("alter topic %s: %w", name, err)
+	}
+	t.Overrides = merged
+	for _, l := range t.Partitions {
+		l.SetConfig(cfg)
+	}
+	return nil
+}
+
+// TopicDescription is what topic describe shows.
+type TopicDescription struct {
+	Name       string              `json:"topic"`
+	Partitions []PartitionDesc     `json:"partitions"`
+	Configs    []topicconfig.Entry `json:"configs"`
+}
+
+// PartitionDesc summarises one partition.
+type PartitionDesc struct {
+	Partition      int32 `json:"partition"`
+	LogStartOffset int64 `json:"log_start_offset"`
+	LogEndOffset   int64 `json:"log_end_offset"`
+	Segments       int   `json:"segments"`
+	SizeBytes      int64 `json:"size_bytes"`
+}
+
+// DescribeTopic reports a topic's partitions and every config with its source.
+func (d *LogDir) DescribeTopic(name string) (TopicDescription, error) {
+	d.mu.RLock()
+	t, ok := d.topics[name]
+	d.mu.RUnlock()
+	if !ok {
+		return TopicDescription{}, &UnknownTopicOrPartitionError{Topic: name, Partition: -1}
+	}
+	entries, err := topicconfig.Describe(t.Overrides)
+	if err != nil {
+		return TopicDescription{}, err
+	}
+	desc := TopicDescription{Name: name, Configs: entries}
+	for i, l := range t.Partitions {
+		desc.Partitions = append(desc.Partitions, PartitionDesc{Partition: int32(i), LogStartOffset: l.LogStartOffset(),
+			LogEndOffset: l.LogEndOffset(), Segments: len(l.Segments()), SizeBytes: l.Size()})
+	}
+	return desc, nil
+}
+
+// Topic returns a topic by name.
+func (d *LogDir) Topic(name string) (*Topic, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	t, ok := d.topics[name]
+	return t, ok
+}
+
+// Topics lists topic names, sorted.
+func (d *LogDir) Topics() []string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]string, 0, len(d.topics))
+	for n := range d.topics {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Partition returns one partition's log.
+func (d *LogDir) Partition(topic string, partition int32) (*Log, error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	t, ok := d.topics[topic]
+	if !ok {
+		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
+	}
+	return t.Partitions[partition], nil
+}
+
+// Checkpoint flushes nothing; it records every partition's recovery point and
+// log start offset in the dir's checkpoint files.
+func (d *LogDir) Checkpoint() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.checkpointLocked()
+}
+
+func (d *LogDir) checkpointLocked() error {
+	rps := map[checkpoint.TopicPartition]int64{}
+	starts := map[checkpoint.TopicPartition]int64{}
+	for name, t := range d.topics {
+		for i, l := range t.Partitions {
+			tp := checkpoint.TopicPartition{Topic: name, Partition: int32(i)}
+			rps[tp] = l.RecoveryPoint()
+			starts[tp] = l.LogStartOffset()
+		}
+	}
+	if err := checkpoint.WriteOffsets(d.fs, filepath.Join(d.dir, RecoveryPointCheckpoint), rps); err != nil {
+		return fmt.Errorf("checkpoint recovery points: %w", err)
+	}
+	if err := checkpoint.WriteOffsets(d.fs, filepath.Join(d.dir, LogStartOffsetCheckpoint), starts); err != nil {
+		return fmt.Errorf("checkpoint log start offsets: %w", err)
+	}
+	return nil
+}
+
+// Flush flushes every partition and checkpoints the recovery points.
+func (d *LogDir) Flush() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, t := range d.topics {
+		for _, l := range t.Partitions {
+			if err := l.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return d.checkpointLocked()
+}
+
+func (d *LogDir) closeLogs() error {
+	var errs []error
+	for _, t := range d.topics {
+		for _, l := range t.Partitions {
+			errs = append(errs, l.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close flushes and closes every partition, writes the checkpoints and
+// releases the lock.
+func (d *LogDir) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	err := d.closeLogs()
+	if err == nil {
+		err = d.checkpointLocked()
+	}
+	return errors.Join(err, d.lock.Close())
+}
