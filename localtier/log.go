@@ -174,10 +174,11 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 	// every later segment is deleted, as Kafka does.
 	for i := 0; i < len(l.segments); i++ {
 		s := l.segments[i]
-		last := i == len(l.segments)-1
-		pastRP := last && s.base <= recoveryPoint && s.size > 0 || s.base >= recoveryPoint ||
-			(!last && l.segments[i+1].base > recoveryPoint)
-		if !pastRP && !needs[i] {
+		// nextOffset comes from the tail scan openSegment did (when the
+		// indexes were sane); it is only trusted below the recovery point.
+		unflushed := s.size > 0 && (s.base >= recoveryPoint || s.nextOffset > recoveryPoint ||
+			(i+1 < len(l.segments) && l.segments[i+1].base > recoveryPoint))
+		if !unflushed && !needs[i] {
 			continue
 		}
 		truncated, err := s.recover()
@@ -197,7 +198,22 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 			l.segments = l.segments[:i+1]
 		}
 	}
-	// Drop empty trailing segments whose base is below the previous end? Kafka keeps them.
+	// An empty segment past the recovery point is what a roll leaves when
+	// power fails before the data reached the disk: its base offset points
+	// past data that no longer exists. Drop such segments so the log end
+	// is the end of the surviving data (the only segment always stays).
+	kept := l.segments[:0]
+	for i, s := range l.segments {
+		if s.size == 0 && s.base > recoveryPoint && (len(kept) > 0 || i < len(l.segments)-1) {
+			if err := s.delete(); err != nil {
+				return err
+			}
+			rep.SegmentsDeleted++
+			continue
+		}
+		kept = append(kept, s)
+	}
+	l.segments = kept
 	if len(l.segments) == 0 {
 		start := l.logStart
 		if start < 0 {
@@ -662,9 +678,6 @@ func (l *Log) rollLocked(base int64) (*Segment, error) {
 		return nil, fmt.Errorf("roll: %w", err)
 	}
 	l.segments = append(l.segments, s)
-	if old.size > 0 {
-		l.recoveryPoint = base
-	}
 	l.logger.Debug("rolled segment", "dir", l.dir, "new_base", base)
 	return s, nil
 }

@@ -352,14 +352,16 @@ func (s *Segment) shouldRoll(size int64, maxTS, lastOffset int64, segmentBytes, 
 		lastOffset-s.base > 1<<31-1 || lastOffset < s.base
 }
 
-// onRoll writes the final time index entry and flushes the segment.
+// onRoll writes the final time index entry. The segment is not fsynced
+// here: like Kafka, the append path never waits for the disk; Log.Flush
+// makes rolled segments durable and advances the recovery point.
 func (s *Segment) onRoll() error {
 	if s.maxTimestamp >= 0 {
 		if err := s.timIdx.MaybeAppendOnRoll(s.maxTimestamp, s.offsetOfMaxTS); err != nil && !errors.Is(err, index.ErrIndexFull) {
 			return err
 		}
 	}
-	return s.flush()
+	return nil
 }
 
 func (s *Segment) flush() error {

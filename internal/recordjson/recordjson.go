@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tiered/tiered/localtier/record"
@@ -69,7 +70,7 @@ func Decode(line []byte) (Line, error) {
 	dec.UseNumber()
 	var in lineIn
 	if err := dec.Decode(&in); err != nil {
-		return out, fmt.Errorf("invalid JSON: %s", jsonErrText(err))
+		return out, errors.New(jsonErrText(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return out, errors.New("invalid JSON: unexpected data after the record object")
@@ -147,19 +148,38 @@ func jsonErrText(err error) string {
 		return fmt.Sprintf("field %q must not be %s", ute.Field, ute.Value)
 	}
 	if errors.Is(err, io.EOF) {
-		return "empty input"
+		return "invalid JSON: empty input"
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return "unexpected end of line"
+		return "invalid JSON: unexpected end of line"
 	}
-	return err.Error()
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if strings.HasPrefix(msg, "unknown field ") {
+		return msg + " (allowed: key, key_b64, value, value_b64, timestamp, headers)"
+	}
+	return "invalid JSON: " + msg
 }
 
-// AppendLine appends r as one JSON line (with a trailing newline) to dst.
+// AppendLine appends r as one JSON line (with a trailing newline) to dst:
+// the shape consume prints, "partition" and "offset" first.
 func AppendLine(dst []byte, partition int32, r *record.Record) []byte {
 	dst = append(dst, `{"partition":`...)
 	dst = strconv.AppendInt(dst, int64(partition), 10)
-	dst = append(dst, `,"offset":`...)
+	dst = append(dst, ',')
+	dst = appendBody(dst, r)
+	return append(dst, '}', '\n')
+}
+
+// AppendObject appends r as a JSON object without "partition" and without a
+// newline (for reports that embed records).
+func AppendObject(dst []byte, r *record.Record) []byte {
+	dst = append(dst, '{')
+	dst = appendBody(dst, r)
+	return append(dst, '}')
+}
+
+func appendBody(dst []byte, r *record.Record) []byte {
+	dst = append(dst, `"offset":`...)
 	dst = strconv.AppendInt(dst, r.Offset, 10)
 	dst = append(dst, `,"timestamp":`...)
 	dst = strconv.AppendInt(dst, r.Timestamp, 10)
@@ -181,10 +201,10 @@ func AppendLine(dst []byte, partition int32, r *record.Record) []byte {
 		dst = appendField(dst, "value", h.Value)
 		dst = append(dst, '}')
 	}
-	return append(dst, "]}\n"...)
+	return append(dst, ']')
 }
 
-// AppendBytes appends "name":"text", "name":null or "name_b64":"..." for b.
+// appendField appends "name":"text", "name":null or "name_b64":"..." for b.
 func appendField(dst []byte, name string, b []byte) []byte {
 	switch {
 	case b == nil:

@@ -13,7 +13,9 @@
 //	lz4     an LZ4 frame: 64 KiB blocks, independent, no block or content
 //	        checksum. Frames whose header checksum was computed over the magic
 //	        number too (KAFKA-3160, magic 0 messages) are accepted as well.
-//	zstd    one or more zstd frames.
+//	        Blocks up to 4 MiB (other producers' defaults) are read; the
+//	        legacy LZ4 frame, which Kafka never wrote, is refused.
+//	zstd    one or more zstd frames, windows up to 128 MiB.
 //
 // Decompression is bounded: Decompress never produces, and never allocates
 // for, more than the caller's maxOut bytes, whatever the payload claims.
@@ -189,34 +191,29 @@ func initialGuess(srcLen, maxOut int) int {
 
 // readBounded appends everything r produces to dst, growing dst as needed,
 // and fails with errTooLarge once more than maxOut bytes have been produced.
-// It never grows dst beyond len(dst)+maxOut. hint is the expected output size.
+// It never asks for room beyond len(dst)+maxOut. hint is the expected output
+// size.
 func readBounded(r io.Reader, dst []byte, maxOut, hint int) ([]byte, error) {
 	start := len(dst)
 	limit := start + maxOut
 	if hint = min(hint, maxOut); cap(dst)-len(dst) < hint {
 		dst = grow(dst, hint)
 	}
-	for {
-		if len(dst) == limit {
-			// At the limit: any further byte means the payload is too large.
-			var probe [1]byte
-			for {
-				n, err := r.Read(probe[:])
-				if n > 0 {
-					return dst, errTooLarge
-				}
-				if err == io.EOF {
-					return dst, nil
-				}
-				if err != nil {
-					return dst, err
-				}
+	var probe [1]byte
+	for empty := 0; empty < 100; {
+		buf := probe[:]
+		if len(dst) < limit {
+			if len(dst) == cap(dst) {
+				dst = grow(dst, min(limit-len(dst), max(cap(dst)-start, 4<<10)))
 			}
+			buf = dst[len(dst):min(cap(dst), limit)]
 		}
-		if len(dst) == cap(dst) {
-			dst = grow(dst, min(limit-len(dst), max(cap(dst)-start, 4<<10)))
+		// At the limit, buf is the one-byte probe: any further byte
+		// means the payload is too large.
+		n, err := r.Read(buf)
+		if n > 0 && len(dst) == limit {
+			return dst, errTooLarge
 		}
-		n, err := r.Read(dst[len(dst):min(cap(dst), limit)])
 		dst = dst[:len(dst)+n]
 		if err == io.EOF {
 			return dst, nil
@@ -224,7 +221,13 @@ func readBounded(r io.Reader, dst []byte, maxOut, hint int) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
+		if n == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
 	}
+	return dst, io.ErrNoProgress
 }
 
 // errTooLarge is readBounded's internal signal; callers translate it.

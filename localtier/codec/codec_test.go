@@ -471,7 +471,7 @@ func TestBomb(t *testing.T) {
 			}
 			alloc := after.TotalAlloc - before.TotalAlloc
 			t.Logf("refused %d-byte payload after allocating %d bytes", len(b.data), alloc)
-			if alloc > 4*maxOut {
+			if alloc > 4*maxOut && !raceEnabled { // pooled decoders may be rebuilt under -race
 				t.Fatalf("allocated %d bytes refusing a %d-byte bomb with limit %d", alloc, len(b.data), maxOut)
 			}
 		})
@@ -481,6 +481,9 @@ func TestBomb(t *testing.T) {
 // TestDecompressAllocs checks that decoding into a buffer with room
 // allocates (almost) nothing once the pools are warm.
 func TestDecompressAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
 	src := recordLike(256<<10, 5)
 	for _, c := range allCodecs {
 		comp, _ := Compress(c, nil, src)

@@ -32,7 +32,7 @@ func OpenOffsetIndex(fsys vfs.FS, path string, baseOffset int64, maxBytes int) (
 	if maxBytes < OffsetEntrySize {
 		return nil, fmt.Errorf("open offset index %s: invalid max index size %d", path, maxBytes)
 	}
-	x := &OffsetIndex{t: table{fsys: fsys, path: path, entrySize: OffsetEntrySize}, base: baseOffset, maxEntries: maxBytes / OffsetEntrySize}
+	x := &OffsetIndex{t: table{fsys: fsys, path: path, entrySize: OffsetEntrySize, lazy: true}, base: baseOffset, maxEntries: maxBytes / OffsetEntrySize}
 	if err := x.t.openWritable(true); err != nil {
 		return nil, err
 	}

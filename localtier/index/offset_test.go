@@ -273,6 +273,7 @@ func TestOffsetIndexRenameDelete(t *testing.T) {
 			t.Fatalf("Path = %s", x.Path())
 		}
 		must(t, x.Append(2, 2)) // the open file followed the rename
+		must(t, x.Flush())      // appends reach the file on flush (lazy, like Kafka's mmap)
 		if got := len(readFile(t, fsys, join(dir, "a.index.deleted"))); got != 16 {
 			t.Fatalf("renamed file is %d bytes, want 16", got)
 		}

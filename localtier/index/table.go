@@ -23,6 +23,11 @@ type table struct {
 	entrySize int
 	buf       []byte // the valid entries, len(buf) = n * entrySize
 	fileLen   int64  // length of the file as last read or written
+	// lazy defers writing appended entries to the file until flush or
+	// close, as Kafka's mmap'd indexes do: an append costs no system call.
+	// Entries lost in a crash are rebuilt from the log by recovery.
+	lazy    bool
+	written int // bytes of buf known to be in the file
 }
 
 // maxIndexFileBytes bounds what we read into memory. Kafka's index size is an
@@ -38,6 +43,7 @@ func (t *table) load(data []byte) {
 		n--
 	}
 	t.buf = append([]byte(nil), data[:n*t.entrySize]...)
+	t.written = len(t.buf)
 }
 
 func allZero(b []byte) bool {
@@ -128,15 +134,31 @@ func (t *table) appendEntry(e []byte) error {
 			return err
 		}
 	}
-	off := int64(len(t.buf))
-	n, err := t.f.WriteAt(e, off)
+	t.buf = append(t.buf, e...)
+	if t.lazy {
+		return nil
+	}
+	if err := t.writePending(); err != nil {
+		t.buf = t.buf[:len(t.buf)-len(e)]
+		return err
+	}
+	return nil
+}
+
+// writePending writes the entries appended since the last write.
+func (t *table) writePending() error {
+	if t.f == nil || t.written == len(t.buf) {
+		return nil
+	}
+	off := int64(t.written)
+	n, err := t.f.WriteAt(t.buf[t.written:], off)
 	if end := off + int64(n); end > t.fileLen {
 		t.fileLen = end
 	}
 	if err != nil {
 		return fmt.Errorf("append to index %s: %w", t.path, err)
 	}
-	t.buf = append(t.buf, e...)
+	t.written = len(t.buf)
 	return nil
 }
 
@@ -153,12 +175,16 @@ func (t *table) truncateEntries(n int) error {
 		t.fileLen = size
 	}
 	t.buf = t.buf[:size]
+	t.written = min(t.written, len(t.buf))
 	return nil
 }
 
 func (t *table) flush() error {
 	if t.readOnly || t.f == nil {
 		return nil
+	}
+	if err := t.writePending(); err != nil {
+		return err
 	}
 	if err := t.f.Sync(); err != nil {
 		return fmt.Errorf("sync index %s: %w", t.path, err)
@@ -174,6 +200,9 @@ func (t *table) close() error {
 		return nil
 	}
 	var errs []error
+	if err := t.writePending(); err != nil {
+		errs = append(errs, err)
+	}
 	if size := int64(len(t.buf)); t.fileLen != size {
 		if err := t.f.Truncate(size); err != nil {
 			errs = append(errs, fmt.Errorf("trim index %s: %w", t.path, err))
@@ -191,6 +220,9 @@ func (t *table) close() error {
 
 func (t *table) rename(newPath string) error {
 	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := t.writePending(); err != nil {
 		return err
 	}
 	err := t.fsys.Rename(t.path, newPath)

@@ -38,7 +38,7 @@ func OpenTimeIndex(fsys vfs.FS, path string, baseOffset int64, maxBytes int) (*T
 	if maxBytes < TimeEntrySize {
 		return nil, fmt.Errorf("open time index %s: invalid max index size %d", path, maxBytes)
 	}
-	x := &TimeIndex{t: table{fsys: fsys, path: path, entrySize: TimeEntrySize}, base: baseOffset, maxEntries: maxBytes / TimeEntrySize}
+	x := &TimeIndex{t: table{fsys: fsys, path: path, entrySize: TimeEntrySize, lazy: true}, base: baseOffset, maxEntries: maxBytes / TimeEntrySize}
 	if err := x.t.openWritable(true); err != nil {
 		return nil, err
 	}

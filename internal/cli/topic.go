@@ -1,0 +1,332 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/topicconfig"
+)
+
+var topicCreateCmd = &command{
+	name:    "topic create",
+	summary: "create a topic with empty partitions",
+	help: `usage: tiered topic create --topic T [--partitions N] [--config k=v ...] [--data-dir DIR] [--json]
+
+Creates topic T in the data dir: one directory T-<p> per partition, each with an empty
+active segment, and stores the config overrides. Config names and values are Kafka's
+topic configs (cleanup.policy, retention.ms, segment.bytes, compression.type, ...);
+invalid values and combinations are refused with Kafka's messages.
+
+Flags:
+  --data-dir DIR     data directory (default ./data; created if missing)
+  --topic T          topic name (required; Kafka's rules: [a-zA-Z0-9._-], at most 249 chars)
+  --partitions N     partition count (default 1)
+  --config k=v       config override; repeat for several
+  --json             print the new topic's description as JSON
+
+Example:
+  tiered topic create --topic orders --partitions 3 --config cleanup.policy=compact --config compression.type=zstd
+`,
+	run: runTopicCreate,
+}
+
+var topicAlterCmd = &command{
+	name:    "topic alter",
+	summary: "set or delete topic config overrides",
+	help: `usage: tiered topic alter --topic T [--config k=v ...] [--delete-config k ...] [--data-dir DIR] [--json]
+
+Sets and deletes config overrides of an existing topic (like kafka-configs --alter
+--add-config/--delete-config). The merged config is validated as a whole before it is
+stored; a deleted override goes back to the default. The partition count cannot be changed.
+
+Flags:
+  --data-dir DIR       data directory (default ./data; must exist)
+  --topic T            topic name (required)
+  --config k=v         override to set; repeat for several
+  --delete-config k    override to delete; repeat for several
+  --json               print the topic's description as JSON afterwards
+
+Example:
+  tiered topic alter --topic orders --config retention.ms=86400000 --delete-config compression.type
+`,
+	run: runTopicAlter,
+}
+
+var topicDescribeCmd = &command{
+	name:    "topic describe",
+	summary: "show partitions, offsets and every config",
+	help: `usage: tiered topic describe [--topic T] [--data-dir DIR] [--json]
+
+Shows each partition (log start and end offsets, segment count, bytes on disk) and every
+topic config with its effective value, marked "(default)" or "(override)" like
+kafka-configs --describe --all. Without --topic, describes every topic.
+
+Flags:
+  --data-dir DIR     data directory (default ./data; must exist)
+  --topic T          topic to describe (default: all topics)
+  --json             print JSON: {"topic", "partitions": [{"partition", "log_start_offset",
+                     "log_end_offset", "segments", "size_bytes"}], "configs": [{"name",
+                     "value", "is_default", "source"}]}; without --topic, {"topics": [...]}
+
+Example:
+  tiered topic describe --topic orders
+`,
+	run: runTopicDescribe,
+}
+
+// parseConfigs turns repeated --config k=v flags into a map.
+func parseConfigs(list []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, usagef("invalid --config %q: want name=value", kv)
+		}
+		if _, dup := m[k]; dup {
+			return nil, usagef("--config %s is given more than once", k)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func requireTopic(topic string) error {
+	if topic == "" {
+		return usagef("missing required flag --topic")
+	}
+	return nil
+}
+
+func runTopicCreate(r *Runner, _ context.Context, args []string) error {
+	fs := newFlags("topic create")
+	dataDir := fs.String("data-dir", DefaultDataDir, "")
+	topic := fs.String("topic", "", "")
+	partitions := fs.Int("partitions", 1, "")
+	var cfgs stringList
+	fs.Var(&cfgs, "config", "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	if err := requireTopic(*topic); err != nil {
+		return err
+	}
+	if *partitions < 1 || *partitions > localtier.MaxPartitions {
+		return usagef("--partitions %d is out of range: must be between 1 and %d", *partitions, localtier.MaxPartitions)
+	}
+	overrides, err := parseConfigs(cfgs)
+	if err != nil {
+		return err
+	}
+	d, _, err := r.openDataDir(*dataDir, false, r.lockWait())
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if _, err := d.CreateTopic(*topic, *partitions, overrides); err != nil {
+		return err
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("close data dir: %w", err)
+	}
+	if *asJSON {
+		desc, err := describeAfterClose(r, *dataDir, *topic)
+		if err != nil {
+			return err
+		}
+		return writeJSON(r.Stdout, desc)
+	}
+	fmt.Fprintf(r.Stdout, "Created topic %s with %d partition(s).\n", *topic, *partitions)
+	return nil
+}
+
+// describeAfterClose reopens the data dir to describe a topic (create and
+// alter close first so their changes are durable before they report).
+func describeAfterClose(r *Runner, dir, topic string) (topicJSON, error) {
+	d, _, err := r.openDataDir(dir, true, r.lockWait())
+	if err != nil {
+		return topicJSON{}, err
+	}
+	defer d.Close()
+	desc, err := d.DescribeTopic(topic)
+	if err != nil {
+		return topicJSON{}, err
+	}
+	return toTopicJSON(desc), d.Close()
+}
+
+func runTopicAlter(r *Runner, _ context.Context, args []string) error {
+	fs := newFlags("topic alter")
+	dataDir := fs.String("data-dir", DefaultDataDir, "")
+	topic := fs.String("topic", "", "")
+	fs.Int("partitions", 0, "")
+	var cfgs, dels stringList
+	fs.Var(&cfgs, "config", "")
+	fs.Var(&dels, "delete-config", "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	if err := requireTopic(*topic); err != nil {
+		return err
+	}
+	if setFlags(fs)["partitions"] {
+		return usagef("--partitions cannot be changed by topic alter")
+	}
+	if len(cfgs) == 0 && len(dels) == 0 {
+		return usagef("nothing to alter: give --config k=v or --delete-config k")
+	}
+	set, err := parseConfigs(cfgs)
+	if err != nil {
+		return err
+	}
+	known := topicconfig.Names()
+	for _, k := range dels {
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("--delete-config %s: unknown topic config", k)
+		}
+	}
+	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.AlterTopic(*topic, set, dels); err != nil {
+		return err
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("close data dir: %w", err)
+	}
+	if *asJSON {
+		desc, err := describeAfterClose(r, *dataDir, *topic)
+		if err != nil {
+			return err
+		}
+		return writeJSON(r.Stdout, desc)
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		parts = append(parts, fmt.Sprintf("set %s=%s", k, set[k]))
+	}
+	for _, k := range dels {
+		parts = append(parts, "deleted "+k)
+	}
+	fmt.Fprintf(r.Stdout, "Altered topic %s: %s.\n", *topic, strings.Join(parts, ", "))
+	return nil
+}
+
+// topicJSON is the --json shape of a topic description.
+type topicJSON struct {
+	Topic      string                    `json:"topic"`
+	Partitions []localtier.PartitionDesc `json:"partitions"`
+	Configs    []configJSON              `json:"configs"`
+}
+
+type configJSON struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	IsDefault bool   `json:"is_default"`
+	Source    string `json:"source"` // "default" or "override"
+}
+
+func toTopicJSON(desc localtier.TopicDescription) topicJSON {
+	out := topicJSON{Topic: desc.Name, Partitions: desc.Partitions, Configs: []configJSON{}}
+	if out.Partitions == nil {
+		out.Partitions = []localtier.PartitionDesc{}
+	}
+	for _, e := range desc.Configs {
+		out.Configs = append(out.Configs, configJSON{Name: e.Name, Value: e.Value, IsDefault: e.IsDefault, Source: source(e.IsDefault)})
+	}
+	return out
+}
+
+func source(isDefault bool) string {
+	if isDefault {
+		return "default"
+	}
+	return "override"
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func runTopicDescribe(r *Runner, _ context.Context, args []string) error {
+	fs := newFlags("topic describe")
+	dataDir := fs.String("data-dir", DefaultDataDir, "")
+	topic := fs.String("topic", "", "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	names := []string{*topic}
+	if *topic == "" {
+		names = d.Topics()
+	}
+	var descs []topicJSON
+	for _, n := range names {
+		desc, err := d.DescribeTopic(n)
+		if err != nil {
+			return err
+		}
+		descs = append(descs, toTopicJSON(desc))
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("close data dir: %w", err)
+	}
+	if *asJSON {
+		if *topic != "" {
+			return writeJSON(r.Stdout, descs[0])
+		}
+		if descs == nil {
+			descs = []topicJSON{}
+		}
+		return writeJSON(r.Stdout, map[string]any{"topics": descs})
+	}
+	if len(descs) == 0 {
+		fmt.Fprintf(r.Stdout, "No topics in %s.\n", *dataDir)
+		return nil
+	}
+	for i, t := range descs {
+		if i > 0 {
+			fmt.Fprintln(r.Stdout)
+		}
+		fmt.Fprintf(r.Stdout, "Topic: %s\tPartitionCount: %d\n", t.Topic, len(t.Partitions))
+		for _, p := range t.Partitions {
+			fmt.Fprintf(r.Stdout, "\tPartition: %d\tLogStartOffset: %d\tLogEndOffset: %d\tSegments: %d\tSize: %d\n",
+				p.Partition, p.LogStartOffset, p.LogEndOffset, p.Segments, p.SizeBytes)
+		}
+		fmt.Fprintln(r.Stdout, "Configs:")
+		for _, c := range t.Configs {
+			fmt.Fprintf(r.Stdout, "\t%s=%s (%s)\n", c.Name, c.Value, c.Source)
+		}
+	}
+	return nil
+}

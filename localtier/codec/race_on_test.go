@@ -1,0 +1,6 @@
+//go:build race
+
+package codec
+
+// raceEnabled: sync.Pool drops items at random under the race detector.
+const raceEnabled = true
