@@ -135,10 +135,14 @@ func (s *Segment) openIndexes() error {
 		return fmt.Errorf("open segment %d: %w", s.base, err)
 	}
 	// Kafka creates the .txnindex only when a transaction aborts in the segment.
-	if _, err := s.fs.Stat(s.path(TxnIndexSuffix)); err == nil {
+	_, err = s.fs.Stat(s.path(TxnIndexSuffix))
+	switch {
+	case err == nil:
 		if s.txnIdx, err = index.OpenTxnIndex(s.fs, s.path(TxnIndexSuffix), s.base); err != nil {
 			return fmt.Errorf("open segment %d: %w", s.base, err)
 		}
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("open segment %d: %w", s.base, err)
 	}
 	return nil
 }
@@ -160,8 +164,11 @@ func openSegment(fsys vfs.FS, dir string, base int64, opts segmentOptions) (s *S
 	}
 	s.log, s.size, s.created = f, fi.Size(), fi.ModTime()
 	for _, suf := range []string{IndexSuffix, TimeIndexSuffix} {
-		if _, err := fsys.Stat(s.path(suf)); err != nil {
+		if _, err := fsys.Stat(s.path(suf)); errors.Is(err, os.ErrNotExist) {
 			needRecovery = true
+		} else if err != nil {
+			_ = f.Close()
+			return nil, false, fmt.Errorf("open segment %d: %w", base, err)
 		}
 	}
 	if err := s.openIndexes(); err != nil {
@@ -511,7 +518,7 @@ func (s *Segment) close() error {
 // indexFiles lists the segment's files that exist, log first.
 func (s *Segment) files() []string {
 	out := []string{s.path(LogSuffix), s.path(IndexSuffix), s.path(TimeIndexSuffix)}
-	if _, err := s.fs.Stat(s.path(TxnIndexSuffix)); err == nil {
+	if s.txnIdx != nil {
 		out = append(out, s.path(TxnIndexSuffix))
 	}
 	return out

@@ -1,0 +1,154 @@
+// Command benchreport turns `go test -bench` output into BENCHMARKS.md:
+// each target figure next to its baseline measured in the same run, the
+// ratio, and whether it meets the target. scripts/bench runs it.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// pair is one target: figure / baseline throughput must reach min.
+type pair struct {
+	what     string
+	figure   string // benchmark name without the -N GOMAXPROCS suffix
+	baseline string
+	min      float64
+	issue    string
+}
+
+var pairs = []pair{
+	{"append 1 KiB records in 16 KiB batches vs raw sequential write", "BenchmarkAppend/log", "BenchmarkAppend/rawwrite", 0.8, "#2"},
+	{"batch iteration + CRC verify vs plain CRC-32C", "BenchmarkIterate/iter_verify", "BenchmarkIterate/crc32c", 0.5, "#2"},
+	{"record decode vs franz-go kmsg", "BenchmarkDecode/tiered", "BenchmarkDecode/kmsg", 1.0, "#2"},
+}
+
+type result struct {
+	mbps  []float64
+	nsop  []float64
+	alloc []float64
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func parse(r io.Reader) (map[string]*result, string, error) {
+	res := map[string]*result{}
+	cpu := ""
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "cpu: ") {
+			cpu = strings.TrimPrefix(line, "cpu: ")
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		r := res[name]
+		if r == nil {
+			r = &result{}
+			res[name] = r
+		}
+		for i := 2; i+1 < len(f); i++ {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			switch f[i+1] {
+			case "MB/s":
+				r.mbps = append(r.mbps, v)
+			case "ns/op":
+				r.nsop = append(r.nsop, v)
+			case "allocs/op":
+				r.alloc = append(r.alloc, v)
+			}
+		}
+	}
+	return res, cpu, sc.Err()
+}
+
+func main() {
+	in := flag.String("in", "-", "go test -bench output")
+	out := flag.String("out", "BENCHMARKS.md", "report to write")
+	flag.Parse()
+	var r io.Reader = os.Stdin
+	if *in != "-" {
+		f, err := os.Open(*in)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		r = f
+	}
+	res, cpu, err := parse(r)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Benchmarks\n\nWritten by `scripts/bench` on %s. Machine: %s, %d CPUs, %s/%s, %s.\n",
+		time.Now().UTC().Format("2006-01-02"), cpu, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	b.WriteString("Each figure is the median of the runs, and its baseline was measured in the same run on the same bytes.\n")
+	b.WriteString("These machines are shared and noisy; ratios matter, absolute numbers less so.\n\n")
+	b.WriteString("| issue | what | figure MB/s | baseline MB/s | ratio | target | allocs/op |\n|---|---|---|---|---|---|---|\n")
+	failed := 0
+	for _, p := range pairs {
+		f, base := res[p.figure], res[p.baseline]
+		if f == nil || base == nil || len(f.mbps) == 0 || len(base.mbps) == 0 {
+			fmt.Fprintf(&b, "| %s | %s | not run | | | ≥ %.2f | |\n", p.issue, p.what, p.min)
+			continue
+		}
+		fm, bm := median(f.mbps), median(base.mbps)
+		ratio := fm / bm
+		mark := "met"
+		if ratio < p.min {
+			mark = "**missed**"
+			failed++
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.2f | ≥ %.2f %s | %.0f |\n", p.issue, p.what, fm, bm, ratio, p.min, mark, median(f.alloc))
+	}
+	b.WriteString("\n## All results (median of runs)\n\n| benchmark | MB/s | ns/op | allocs/op | runs |\n|---|---|---|---|---|\n")
+	names := make([]string, 0, len(res))
+	for n := range res {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r := res[n]
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %d |\n", n, median(r.mbps), median(r.nsop), median(r.alloc), len(r.nsop))
+	}
+	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+	fmt.Print(b.String())
+	if failed > 0 {
+		fmt.Fprintf(os.Stderr, "benchreport: %d target(s) missed\n", failed)
+	}
+}
