@@ -1,0 +1,20 @@
+// Package localtier is tiered's Kafka-compatible log engine. It owns the
+// partition log (segments of Kafka's .log/.index/.timeindex/.txnindex files:
+// append with a leader's validation and offset assignment, roll on
+// segment.bytes, segment.ms, full index or offset overflow, read by offset as
+// Kafka's Fetch does, find offsets by timestamp, recover on open the way
+// Kafka's LogLoader does), the log dir (many partitions, topic configs, the
+// checkpoint files, the flock that keeps one process per data dir), and a
+// read-only view of a real broker's log dir.
+//
+// The byte formats live in subpackages: record (batches and records), codec
+// (compression), index (the three index files), checkpoint (checkpoint
+// files), topicconfig (Kafka's topic configs and names), and vfs (the
+// filesystem seam every file access goes through, so tests can inject
+// faults and crashes). docs/format describes every file.
+//
+// Durability follows Kafka: appends reach the page cache; Flush (and Close)
+// fsyncs and advances the recovery point, which the log dir checkpoints.
+// On open, segments past the recovery point are scanned, CRC-checked and
+// their indexes rebuilt; a torn or corrupt tail is truncated.
+package localtier
