@@ -403,6 +403,19 @@ func (l *Log) LogEndOffset() int64 {
 	return l.logEndLocked()
 }
 
+// LastStableOffset is the first offset of the earliest open transaction,
+// or the log end offset when none is open: READ_COMMITTED consumers and the
+// compactor never go past it.
+func (l *Log) LastStableOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	lso := l.logEndLocked()
+	for _, first := range l.ongoingTxns {
+		lso = min(lso, first)
+	}
+	return lso
+}
+
 // RecoveryPoint is the offset below which everything is flushed.
 func (l *Log) RecoveryPoint() int64 {
 	l.mu.RLock()
