@@ -99,7 +99,7 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 	lk, err := fsys.Lock(filepath.Join(dir, lockFile))
 	if err != nil {
 		if errors.Is(err, vfs.ErrLocked) {
-			return nil, rep, fmt.Errorf("data dir %s is in use by another tiered process (%s is locked)", dir, filepath.Join(dir, lockFile))
+			return nil, rep, fmt.Errorf("data dir %s is in use by another tiered process: %w", dir, err)
 		}
 		return nil, rep, fmt.Errorf("lock data dir: %w", err)
 	}

@@ -268,23 +268,8 @@ func lastSequence(b record.Batch) int32 {
 	return int32((int64(b.BaseSequence()) + int64(b.LastOffsetDelta())) % (1 << 31))
 }
 
-// controlTypeName names a control record type, including KRaft's.
-func controlTypeName(t int16) string {
-	switch t {
-	case 3:
-		return "snapshot header"
-	case 4:
-		return "snapshot footer"
-	case 5:
-		return "kraft version"
-	case 6:
-		return "kraft voters"
-	}
-	return record.ControlTypeName(t)
-}
-
 func controlText(t int16) string {
-	name := controlTypeName(t)
+	name := record.ControlTypeName(t)
 	if strings.HasPrefix(name, "control type") {
 		return fmt.Sprintf("control type %d", t)
 	}
@@ -322,7 +307,7 @@ func (s *segInspector) printBatch(b record.Batch, pos int64, recs []record.Recor
 	if b.IsControl() && len(recs) > 0 {
 		if t, ok := controlType(&recs[0]); ok {
 			bj.ControlType = &t
-			bj.ControlTypeName = controlTypeName(t)
+			bj.ControlTypeName = record.ControlTypeName(t)
 		}
 	}
 	if s.json {

@@ -10,6 +10,11 @@ const (
 	ControlAbort        int16 = 0
 	ControlCommit       int16 = 1
 	ControlLeaderChange int16 = 2
+	// KRaft's own control records (__cluster_metadata and snapshots).
+	ControlSnapshotHeader int16 = 3
+	ControlSnapshotFooter int16 = 4
+	ControlKRaftVersion   int16 = 5
+	ControlKRaftVoters    int16 = 6
 )
 
 // ControlTypeName names a control record type; unknown types print as a number.
@@ -21,6 +26,14 @@ func ControlTypeName(t int16) string {
 		return "commit"
 	case ControlLeaderChange:
 		return "leader change"
+	case ControlSnapshotHeader:
+		return "snapshot header"
+	case ControlSnapshotFooter:
+		return "snapshot footer"
+	case ControlKRaftVersion:
+		return "kraft version"
+	case ControlKRaftVoters:
+		return "kraft voters"
 	default:
 		return fmt.Sprintf("control type %d", t)
 	}

@@ -5,9 +5,9 @@ import "maps"
 // Entry is one line of `topic describe`: a config name, its effective value as Kafka prints it,
 // and whether that value is the default (not overridden for the topic).
 type Entry struct {
-	Name      string
-	Value     string
-	IsDefault bool
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	IsDefault bool   `json:"is_default"`
 }
 
 // Describe parses overrides like Parse and lists every config with its effective value, sorted
