@@ -480,7 +480,7 @@ func TestBrokerViewSegmentsAndRolled(t *testing.T) {
 }
 
 func TestBrokerViewReadNeverPastHW(t *testing.T) {
-	dir, _ := brokerPartition(t, 3, 6, 4, 30)
+	dir, _ := brokerPartition(t, 3, 3, 4, 30)
 	v := openView(t, dir)
 	var all []scannedBatch
 	segs, _ := v.Segments("t", 0)
@@ -822,6 +822,33 @@ func TestBrokerViewPreallocatedIndex(t *testing.T) {
 			t.Fatalf("read at %d gave [%d, %d]", off, b.BaseOffset(), b.LastOffset())
 		}
 	}
+
+	// The ends come from the indexes: with the first batch of every segment
+	// made unreadable, listing and reading late offsets still work.
+	for _, s := range got {
+		f, err := os.OpenFile(s.LogPath, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{99}, 16); err != nil { // magic
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
+	v = openView(t, dir)
+	if again, err := v.Segments("t", 0); err != nil || fmt.Sprint(again) != fmt.Sprint(want) {
+		t.Fatalf("segments did not use the indexes: %+v, %v", again, err)
+	}
+	for _, s := range got {
+		if _, err := v.Read("t", 0, s.NextOffset-1, 1, end); err != nil {
+			t.Fatalf("read at %d did not use the index: %v", s.NextOffset-1, err)
+		}
+		var ce *record.CorruptError
+		if _, err := v.Read("t", 0, s.BaseOffset, 1, end); !errors.As(err, &ce) || ce.Pos != 0 || ce.File != s.LogPath {
+			t.Fatalf("read of a broken first batch: %v", err)
+		}
+	}
+
 	r, err := v.OpenSegment("t", 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -953,4 +980,80 @@ func FuzzBrokerView(f *testing.F) {
 			_ = r.Close()
 		}
 	})
+}
+
+// TestBrokerViewConcurrentBroker lists and reads while the log engine (the
+// broker here) appends and rolls: every listing is consistent with a scan
+// and every read ends below the hw it was given.
+func TestBrokerViewConcurrentBroker(t *testing.T) {
+	dir, l := brokerPartition(t, 1, 1, 3, 50)
+	v := openView(t, dir)
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	var once sync.Once
+	stop := func() { once.Do(func() { close(done) }) }
+	defer func() {
+		stop()
+		for range errc { // wait for the reader
+		}
+	}()
+	go func() {
+		defer close(errc)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			segs, err := v.Segments("t", 0)
+			if err != nil {
+				errc <- err
+				return
+			}
+			for i := 1; i < len(segs); i++ {
+				if segs[i-1].NextOffset != segs[i].BaseOffset || segs[i-1].Active {
+					errc <- fmt.Errorf("inconsistent listing %+v", segs)
+					return
+				}
+			}
+			hw := segs[len(segs)-1].NextOffset
+			for off := segs[0].BaseOffset; off < hw; {
+				res, err := v.Read("t", 0, off, 2000, hw)
+				if err != nil {
+					errc <- err
+					return
+				}
+				it := record.NewIter(res.Data)
+				for {
+					b, ok := it.Next()
+					if !ok {
+						break
+					}
+					if b.BaseOffset() != off || b.NextOffset() > hw {
+						errc <- fmt.Errorf("read at %d (hw %d) gave [%d, %d]", off, hw, b.BaseOffset(), b.LastOffset())
+						return
+					}
+					off = b.NextOffset()
+				}
+				if len(res.Data) == 0 {
+					errc <- fmt.Errorf("read at %d below hw %d returned nothing", off, hw)
+					return
+				}
+			}
+		}
+	}()
+	for i := 0; i < 150; i++ {
+		if i%25 == 24 {
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := l.Append(batchOf(t, 3, 50, 1_700_000_000_000+int64(i), codec.None)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 }

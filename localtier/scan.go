@@ -23,7 +23,7 @@ var errStopScan = errors.New("stop scan")
 // verify, checksum errors are returned as *record.CorruptError naming path and
 // the file position.
 func scanBatches(f vfs.File, path string, from, end int64, verify bool, fn func(pos int64, b record.Batch) error) (next int64, torn bool, err error) {
-	buf := make([]byte, 0, scanChunk)
+	buf := make([]byte, 0, min(scanChunk, max(end-from, 0)))
 	pos := from
 	for pos < end {
 		want := int64(scanChunk)
@@ -31,8 +31,13 @@ func scanBatches(f vfs.File, path string, from, end int64, verify bool, fn func(
 			want = end - pos
 		}
 		buf = buf[:want]
-		if _, err := f.ReadAt(buf, pos); err != nil && !(errors.Is(err, io.EOF)) {
+		n, err := f.ReadAt(buf, pos)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return pos, false, fmt.Errorf("read %s at %d: %w", path, pos, err)
+		}
+		if n < len(buf) {
+			// The file shrank underneath us: what is missing is a torn tail.
+			buf, end = buf[:n], pos+int64(n)
 		}
 		it := record.NewIter(buf)
 		it.Verify = verify
@@ -72,8 +77,10 @@ func scanBatches(f vfs.File, path string, from, end int64, verify bool, fn func(
 				}
 				want = size
 				buf = buf[:want]
-				if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
+				if n, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
 					return pos, false, fmt.Errorf("read %s at %d: %w", path, pos, err)
+				} else if n < len(buf) {
+					return pos, true, nil
 				}
 				it := record.NewIter(buf)
 				it.Verify = verify
