@@ -84,7 +84,7 @@ var allCommands []*command
 func init() {
 	allCommands = []*command{
 		topicCreateCmd, topicAlterCmd, topicDescribeCmd,
-		produceCmd, consumeCmd,
+		produceCmd, consumeCmd, retentionCmd,
 		inspectSegmentCmd, inspectIndexCmd,
 		versionCmd, helpCmd,
 	}
