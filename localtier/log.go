@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -28,7 +29,7 @@ type OffsetOutOfRangeError struct {
 
 func (e *OffsetOutOfRangeError) Error() string {
 	return fmt.Sprintf("offset %d is out of range for %s: log start offset %d, log end offset %d",
-		e.Offset, filepath_base(e.Dir), e.LogStartOffset, e.LogEndOffset)
+		e.Offset, filepath.Base(e.Dir), e.LogStartOffset, e.LogEndOffset)
 }
 
 // InvalidRecordError is Kafka's INVALID_RECORD / CORRUPT_MESSAGE /
@@ -47,13 +48,6 @@ func (e *InvalidRecordError) Error() string {
 }
 
 func (e *InvalidRecordError) Unwrap() error { return e.Err }
-
-func filepath_base(dir string) string {
-	if i := strings.LastIndexByte(dir, '/'); i >= 0 {
-		return dir[i+1:]
-	}
-	return dir
-}
 
 // LogOptions configure OpenLog.
 type LogOptions struct {
@@ -297,7 +291,7 @@ func (l *Log) removeTempFiles(rep *RecoveryReport) ([]int64, error) {
 	return bases, nil
 }
 
-func (l *Log) path(name string) string { return l.dir + "/" + name }
+func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
 
 // completeSwaps finishes swaps interrupted by a crash: segments the swap
 // files replace are deleted and the .swap files renamed into place.
