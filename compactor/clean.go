@@ -1,0 +1,423 @@
+package compactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/localtier/record"
+)
+
+// SegmentTooLargeError is returned when the first dirty segment of a log may
+// hold more keys than an empty offset map accepts: that log cannot be
+// cleaned until log.cleaner.dedupe.buffer.size grows (or segments shrink).
+type SegmentTooLargeError struct {
+	Dir        string
+	BaseOffset int64
+	Offsets    int64 // offsets the segment spans from the first dirty offset
+	MaxEntries int   // keys the offset map holds
+}
+
+func (e *SegmentTooLargeError) Error() string {
+	return fmt.Sprintf("%s: dirty segment %d spans %d offsets, more than the %d keys an empty offset map holds; raise log.cleaner.dedupe.buffer.size or lower segment.bytes",
+		e.Dir, e.BaseOffset, e.Offsets, e.MaxEntries)
+}
+
+// runStats counts one cleaning run of one log.
+type runStats struct {
+	mapBytesRead      int64
+	bytesRead         int64
+	bytesWritten      int64
+	recordsRead       int64
+	recordsKept       int64
+	keyless           int64
+	tombstonesDropped int64
+	abortedDropped    int64
+	markersDropped    int64
+	batchesCopied     int64
+	batchesRewritten  int64
+	emptyBatchesKept  int64
+	segmentsIn        int
+	segmentsOut       int
+	endOffset         int64
+	mapEntries        int
+	mapUtilization    float64
+}
+
+// producerLast is what the cleaner keeps of a producer's state: the last
+// offset of its last data batch (-1 if none) and its latest epoch.
+type producerLast struct {
+	lastData      int64
+	epoch         int16
+	lastTimestamp int64 // max timestamp of its last batch
+}
+
+// worker is one cleaner thread: its offset map (fixed memory, reused for
+// every run) and scratch buffers.
+type worker struct {
+	m    *OffsetMap
+	thr  *throttler
+	dec  record.Decoder
+	enc  record.Encoder
+	out  []byte
+	kept []record.Record
+	// unthrottled bytes not yet reported to the throttler
+	pending int64
+}
+
+func (w *worker) account(ctx context.Context, n int) error {
+	w.pending += int64(n)
+	if w.pending < 64<<10 {
+		return ctx.Err()
+	}
+	n64 := w.pending
+	w.pending = 0
+	if err := w.thr.maybeThrottle(ctx, n64); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// clean runs Kafka's Cleaner.doClean on one log.
+func (w *worker) clean(ctx context.Context, p *logToClean, nowMs, producerExpirationMs int64) (runStats, error) {
+	var st runStats
+	l, v := p.log, p.view
+	// The dirty region's offset span bounds its keys: size the map to it.
+	var span int64
+	for _, i := range overlapping(v, p.firstDirty, p.firstUncleanable) {
+		if s := v.Segments[i]; !s.Active {
+			span += max(s.NextOffset-max(s.BaseOffset, p.firstDirty), 0)
+		}
+	}
+	if err := w.m.ResetFor(span); err != nil {
+		return st, err
+	}
+	w.m.SetLatestOffset(p.firstDirty - 1)
+	producers, err := w.producerState(ctx, l, v)
+	if err != nil {
+		return st, err
+	}
+	// Expired producers (producer.id.expiration.ms) keep no state, except
+	// one with a transaction still open (at or past the last stable offset).
+	for pid, pl := range producers {
+		if pl.lastTimestamp >= 0 && nowMs-pl.lastTimestamp >= producerExpirationMs && pl.lastData < v.LastStableOffset {
+			delete(producers, pid)
+		}
+	}
+	if err := w.buildOffsetMap(ctx, p, &st); err != nil {
+		return st, err
+	}
+	st.endOffset = w.m.LatestOffset() + 1
+	st.mapEntries, st.mapUtilization = w.m.Size(), w.m.Utilization()
+	var segs []localtier.CleanerSegment
+	nextBase := map[int64]int64{}
+	for i, s := range v.Segments {
+		if s.Active || s.BaseOffset >= st.endOffset {
+			break
+		}
+		segs = append(segs, s)
+		nextBase[s.BaseOffset] = segEnd(v, i)
+	}
+	cfg := v.Config
+	txn := newTxnState()
+	for _, g := range groupSegments(segs, cfg.EffectiveSegmentBytes(), cfg.SegmentIndexBytes, p.firstUncleanable) {
+		if err := w.cleanGroup(ctx, l, g, nextBase, txn, producers, nowMs, cfg.DeleteRetentionMs, &st); err != nil {
+			return st, err
+		}
+		st.segmentsIn += len(g)
+		st.segmentsOut++
+	}
+	return st, nil
+}
+
+// producerState reads every batch header of the log for each producer's
+// last data batch and epoch (Kafka asks its producer state manager).
+func (w *worker) producerState(ctx context.Context, l *localtier.Log, v localtier.CleanerView) (map[int64]producerLast, error) {
+	m := map[int64]producerLast{}
+	for _, seg := range v.Segments {
+		if seg.Size == 0 {
+			continue
+		}
+		err := l.ScanBatchHeaders(seg, func(_ int64, _ int, h record.Batch) error {
+			if h.IsLegacy() || h.ProducerID() < 0 {
+				return nil
+			}
+			p, ok := m[h.ProducerID()]
+			if !ok {
+				p.lastData = -1
+			}
+			if !h.IsControl() {
+				p.lastData = h.LastOffset()
+			}
+			p.epoch = h.ProducerEpoch()
+			p.lastTimestamp = h.MaxTimestamp()
+			m[h.ProducerID()] = p
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read producer state: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// buildOffsetMap puts the keys of the dirty region [firstDirty,
+// firstUncleanable) in the map, whole segments at a time while they fit.
+func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats) error {
+	l, v := p.log, p.view
+	txn := newTxnState()
+	txn.addAborted(l.AbortedTxns(p.firstDirty, p.firstUncleanable))
+	for k, i := range overlapping(v, p.firstDirty, p.firstUncleanable) {
+		seg := v.Segments[i]
+		if seg.Active {
+			break
+		}
+		from := max(seg.BaseOffset, p.firstDirty)
+		if span := seg.NextOffset - from; span > int64(w.m.MaxEntries()-w.m.Size()) {
+			if k == 0 {
+				return &SegmentTooLargeError{Dir: v.Dir, BaseOffset: seg.BaseOffset, Offsets: span, MaxEntries: w.m.MaxEntries()}
+			}
+			return nil // full: clean what the map covers, the rest next run
+		}
+		err := l.ScanSegment(seg, from, false, func(_ int64, b record.Batch) error {
+			st.mapBytesRead += int64(len(b))
+			if err := w.account(ctx, len(b)); err != nil {
+				return err
+			}
+			if b.LastOffset() < p.firstDirty {
+				return nil
+			}
+			switch {
+			case b.IsLegacy():
+				// Legacy messages are kept as they are, so they need no entry.
+			case b.IsControl():
+				recs, err := w.dec.Records(b)
+				if err != nil {
+					return err
+				}
+				var key []byte
+				if len(recs) > 0 {
+					key = recs[0].Key
+				}
+				if _, err := txn.onControl(b, key, len(recs) > 0); err != nil {
+					return err
+				}
+			case !txn.onBatch(b):
+				recs, err := w.dec.Records(b)
+				if err != nil {
+					return err
+				}
+				for _, r := range recs {
+					if r.Key != nil && r.Offset >= p.firstDirty {
+						if err := w.m.Put(r.Key, r.Offset); err != nil {
+							return fmt.Errorf("build offset map at offset %d: %w", r.Offset, err)
+						}
+					}
+				}
+			}
+			w.m.SetLatestOffset(b.LastOffset())
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("build offset map: %w", err)
+		}
+	}
+	return nil
+}
+
+// cleanGroup rewrites one group of segments into one cleaned segment and
+// swaps it in.
+func (w *worker) cleanGroup(ctx context.Context, l *localtier.Log, g []localtier.CleanerSegment, nextBase map[int64]int64,
+	txn *txnState, producers map[int64]producerLast, nowMs, deleteRetentionMs int64, st *runStats) (err error) {
+	cs, err := l.NewCleanedSegment(g[0].BaseOffset)
+	if err != nil {
+		return err
+	}
+	replaced := false
+	defer func() {
+		if !replaced {
+			err = errors.Join(err, cs.Abort())
+		}
+	}()
+	txn.keep = cs.AppendAbortedTxn
+	f := &batchFilter{ctx: ctx, w: w, cs: cs, txn: txn, producers: producers, nowMs: nowMs, deleteRetentionMs: deleteRetentionMs, st: st}
+	for _, seg := range g {
+		txn.addAborted(l.AbortedTxns(seg.BaseOffset, nextBase[seg.BaseOffset]))
+		if err := l.ScanSegment(seg, seg.BaseOffset, true, f.filter); err != nil {
+			return fmt.Errorf("clean segment %d: %w", seg.BaseOffset, err)
+		}
+	}
+	txn.keep = nil
+	st.bytesWritten += cs.Size()
+	replaced = true // ReplaceSegments removes the cleaned files itself on failure
+	return l.ReplaceSegments(cs, g)
+}
+
+// batchFilter decides, batch by batch, what a cleaned segment keeps
+// (Kafka's logCleanerFilter over MemoryRecords.filterTo).
+type batchFilter struct {
+	ctx               context.Context
+	w                 *worker
+	cs                *localtier.CleanedSegment
+	txn               *txnState
+	producers         map[int64]producerLast
+	nowMs             int64
+	deleteRetentionMs int64
+	st                *runStats
+}
+
+func (f *batchFilter) isLastOfProducer(b record.Batch) bool {
+	p, ok := f.producers[b.ProducerID()]
+	if !ok {
+		return false
+	}
+	if p.lastData >= 0 {
+		return !b.IsControl() && b.LastOffset() == p.lastData
+	}
+	return b.IsControl() && b.ProducerEpoch() == p.epoch
+}
+
+func (f *batchFilter) filter(_ int64, b record.Batch) error {
+	w, st := f.w, f.st
+	st.bytesRead += int64(len(b))
+	if err := w.account(f.ctx, len(b)); err != nil {
+		return err
+	}
+	if b.IsLegacy() {
+		// Magic 0/1 messages predate every feature the cleaner relies on
+		// (delete horizons, producer state): keep them unchanged.
+		st.recordsRead++
+		st.recordsKept++
+		st.batchesCopied++
+		return f.cs.Append(b)
+	}
+	recs, err := w.dec.Records(b)
+	if err != nil {
+		return err
+	}
+	st.recordsRead += int64(len(recs))
+	var canDiscard bool
+	if b.IsControl() {
+		var key []byte
+		if len(recs) > 0 {
+			key = recs[0].Key
+		}
+		if canDiscard, err = f.txn.onControl(b, key, len(recs) > 0); err != nil {
+			return fmt.Errorf("control batch at offset %d: %w", b.BaseOffset(), err)
+		}
+	} else {
+		canDiscard = f.txn.onBatch(b)
+	}
+	discardRecords := canDiscard
+	if b.IsControl() {
+		discardRecords = canDiscard && b.HasDeleteHorizon() && b.DeleteHorizon() <= f.nowMs
+	}
+	retainEmpty := b.ProducerID() >= 0 && f.isLastOfProducer(b)
+	dropAll := func() {
+		switch {
+		case b.IsControl():
+			st.markersDropped += int64(len(recs))
+		default:
+			st.abortedDropped += int64(len(recs))
+		}
+	}
+	if discardRecords && !retainEmpty {
+		dropAll()
+		return nil
+	}
+	kept := w.kept[:0]
+	tombstones := false
+	for _, r := range recs {
+		var keep bool
+		switch {
+		case discardRecords:
+		case b.IsControl():
+			keep = true
+		default:
+			keep = f.retain(b, r)
+		}
+		if keep {
+			kept = append(kept, r)
+			tombstones = tombstones || r.Value == nil
+		}
+	}
+	w.kept = kept
+	if discardRecords {
+		dropAll()
+	}
+	needHorizon := (tombstones || (canDiscard && b.IsControl())) && !b.HasDeleteHorizon()
+	switch {
+	case len(kept) == len(recs) && len(kept) > 0 && !needHorizon:
+		st.recordsKept += int64(len(kept))
+		st.batchesCopied++
+		return f.cs.Append(b)
+	case len(kept) > 0:
+		spec := specOf(b)
+		if needHorizon {
+			spec.DeleteHorizon = f.nowMs + f.deleteRetentionMs
+		}
+		if w.out, err = w.enc.AppendBatch(w.out[:0], spec, kept); err != nil {
+			return fmt.Errorf("rewrite batch at offset %d: %w", b.BaseOffset(), err)
+		}
+		st.recordsKept += int64(len(kept))
+		st.batchesRewritten++
+		return f.cs.Append(w.out)
+	case retainEmpty:
+		// Keep the batch header so the producer's last sequence and epoch
+		// survive (Kafka's BatchRetention.RETAIN_EMPTY).
+		spec := specOf(b)
+		spec.Codec = codec.None
+		spec.DeleteHorizon = record.NoTimestamp
+		spec.MaxTimestamp = b.MaxTimestamp()
+		if w.out, err = w.enc.AppendBatch(w.out[:0], spec, nil); err != nil {
+			return fmt.Errorf("rewrite batch at offset %d: %w", b.BaseOffset(), err)
+		}
+		st.emptyBatchesKept++
+		return f.cs.Append(w.out)
+	}
+	return nil
+}
+
+// specOf copies a batch's header fields into a spec, keeping its offsets
+// (base and last offset delta), producer fields, flags and codec.
+func specOf(b record.Batch) record.BatchSpec {
+	spec := record.NewBatchSpec(b.BaseOffset(), b.Codec())
+	spec.PartitionLeaderEpoch = b.PartitionLeaderEpoch()
+	spec.Transactional = b.IsTransactional()
+	spec.Control = b.IsControl()
+	spec.LogAppendTime = b.LogAppendTime()
+	if spec.LogAppendTime {
+		spec.MaxTimestamp = b.MaxTimestamp()
+	}
+	spec.DeleteHorizon = b.DeleteHorizon()
+	spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = b.ProducerID(), b.ProducerEpoch(), b.BaseSequence()
+	spec.LastOffsetDelta = b.LastOffsetDelta()
+	return spec
+}
+
+// retain is Kafka's Cleaner.shouldRetainRecord for a v2 data record.
+func (f *batchFilter) retain(b record.Batch, r record.Record) bool {
+	if r.Offset > f.w.m.LatestOffset() {
+		return true // past what the map covers: next run's business
+	}
+	if r.Key == nil {
+		f.st.keyless++
+		return false
+	}
+	if r.Offset < f.w.m.Get(r.Key) {
+		return false
+	}
+	if r.Value != nil {
+		return true
+	}
+	if !b.HasDeleteHorizon() || f.nowMs < b.DeleteHorizon() {
+		return true
+	}
+	f.st.tombstonesDropped++
+	return false
+}
