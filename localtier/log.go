@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -273,13 +274,27 @@ func (l *Log) removeTempFiles(rep *RecoveryReport) ([]int64, error) {
 			rep.TempFilesRemoved++
 			continue
 		}
-		if suf == LogSuffix+SwapSuffix {
+		switch suf {
+		case LogSuffix + SwapSuffix:
 			bases = append(bases, base)
-		} else {
-			// Index swap files are rebuilt from the log.
+		case TxnIndexSuffix + SwapSuffix:
+			// Kept: aborted transactions cannot be re-derived from the
+			// swapped segment alone. completeSwaps renames it with its log.
+		default:
+			// Offset and time index swap files are rebuilt from the log.
 			if err := l.fs.Remove(l.path(name)); err != nil {
 				return nil, err
 			}
+		}
+	}
+	for _, name := range swaps {
+		base, suf, ok := ParseSegmentName(name)
+		if ok && suf == TxnIndexSuffix+SwapSuffix && base < minCleaned && !slices.Contains(bases, base) {
+			// A transaction index swap file without its log: nothing to complete.
+			if err := l.fs.Remove(l.path(name)); err != nil {
+				return nil, err
+			}
+			rep.TempFilesRemoved++
 		}
 	}
 	for _, name := range cleaned {
@@ -341,11 +356,15 @@ func (l *Log) completeSwaps(bases []int64, rep *RecoveryReport) error {
 		if err := l.fs.Rename(SegmentPath(l.dir, base, LogSuffix+SwapSuffix), SegmentPath(l.dir, base, LogSuffix)); err != nil {
 			return err
 		}
-		// Indexes are rebuilt: remove any stale ones.
-		for _, suf := range []string{IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
+		// Offset and time indexes are rebuilt: remove any stale ones.
+		for _, suf := range []string{IndexSuffix, TimeIndexSuffix} {
 			if err := l.fs.Remove(SegmentPath(l.dir, base, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
+		}
+		err := l.fs.Rename(SegmentPath(l.dir, base, TxnIndexSuffix+SwapSuffix), SegmentPath(l.dir, base, TxnIndexSuffix))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 		rep.SwapsCompleted++
 	}

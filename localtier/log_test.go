@@ -420,6 +420,21 @@ func TestTransactionsIndexAborts(t *testing.T) {
 	if _, err := os.Stat(SegmentPath(dir, 0, TxnIndexSuffix)); err != nil {
 		t.Fatalf("no .txnindex: %v", err)
 	}
+	// Recovery (a torn tail after the markers) keeps the aborted transaction.
+	f, err := os.OpenFile(SegmentPath(dir, 0, LogSuffix), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.Write(txBatch(9)[:40])
+	_ = f.Close()
+	l2, rep := openTestLog(t, vfs.Default, dir, testConfig(t, nil), clock, 0)
+	defer l2.Close()
+	if rep.BytesTruncated != 40 {
+		t.Fatalf("truncated %d", rep.BytesTruncated)
+	}
+	if got := l2.AbortedTxns(0, 100); len(got) != 1 || got[0] != aborted[0] {
+		t.Fatalf("aborted txns after recovery %+v, want %+v", got, aborted)
+	}
 }
 
 // corruptCase builds a log, damages it, reopens it and checks what survives.

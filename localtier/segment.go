@@ -256,12 +256,6 @@ func (s *Segment) recover() (truncated int64, err error) {
 	if err := s.timIdx.Reset(); err != nil {
 		return 0, err
 	}
-	if s.txnIdx != nil {
-		// Aborted transactions are re-derived by the log's producer state.
-		if err := s.txnIdx.Reset(); err != nil {
-			return 0, err
-		}
-	}
 	s.nextOffset, s.maxTimestamp, s.offsetOfMaxTS = s.base, record.NoTimestamp, s.base
 	s.firstBatchTimestamp = record.NoTimestamp
 	var lastIndexed int64
@@ -293,6 +287,14 @@ func (s *Segment) recover() (truncated int64, err error) {
 		return 0, scanErr
 	}
 	s.bytesSinceIndex = valid - lastIndexed
+	// The .txnindex cannot be rebuilt from this segment alone (a
+	// transaction may begin in an earlier one), so it is kept, minus the
+	// entries whose abort marker did not survive.
+	if s.txnIdx != nil {
+		if err := s.txnIdx.TruncateTo(s.nextOffset); err != nil {
+			return 0, err
+		}
+	}
 	truncated = s.size - valid
 	if truncated > 0 {
 		if err := s.log.Truncate(valid); err != nil {
