@@ -84,7 +84,7 @@ var allCommands []*command
 func init() {
 	allCommands = []*command{
 		topicCreateCmd, topicAlterCmd, topicDescribeCmd,
-		produceCmd, consumeCmd, retentionCmd,
+		produceCmd, consumeCmd, compactCmd, retentionCmd,
 		inspectSegmentCmd, inspectIndexCmd,
 		versionCmd, helpCmd,
 	}
