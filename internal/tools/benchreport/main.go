@@ -29,12 +29,14 @@ var pairs = []pair{
 	{"append 1 KiB records in 16 KiB batches vs raw sequential write", "BenchmarkAppend/log", "BenchmarkAppend/rawwrite", 0.8, "#2"},
 	{"batch iteration + CRC verify vs plain CRC-32C", "BenchmarkIterate/iter_verify", "BenchmarkIterate/crc32c", 0.5, "#2"},
 	{"record decode vs franz-go kmsg", "BenchmarkDecode/tiered", "BenchmarkDecode/kmsg", 1.0, "#2"},
+	{"compaction (1 KiB records, 10% distinct keys) vs copying the file", "BenchmarkClean/clean", "BenchmarkClean/copy", 0.5, "#3"},
 }
 
 type result struct {
-	mbps  []float64
-	nsop  []float64
-	alloc []float64
+	mbps   []float64
+	nsop   []float64
+	alloc  []float64
+	extras map[string][]float64 // b.ReportMetric units such as peak-RSS-MiB
 }
 
 func median(v []float64) float64 {
@@ -86,6 +88,14 @@ func parse(r io.Reader) (map[string]*result, string, error) {
 				r.nsop = append(r.nsop, v)
 			case "allocs/op":
 				r.alloc = append(r.alloc, v)
+			case "B/op":
+			default:
+				if strings.ContainsAny(f[i+1], "/-") && !strings.Contains(f[i+1], "ns/op") {
+					if r.extras == nil {
+						r.extras = map[string][]float64{}
+					}
+					r.extras[f[i+1]] = append(r.extras[f[i+1]], v)
+				}
 			}
 		}
 	}
@@ -133,7 +143,7 @@ func main() {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.2f | ≥ %.2f %s | %.0f |\n", p.issue, p.what, fm, bm, ratio, p.min, mark, median(f.alloc))
 	}
-	b.WriteString("\n## All results (median of runs)\n\n| benchmark | MB/s | ns/op | allocs/op | runs |\n|---|---|---|---|---|\n")
+	b.WriteString("\n## All results (median of runs)\n\n| benchmark | MB/s | ns/op | allocs/op | runs | other |\n|---|---|---|---|---|---|\n")
 	names := make([]string, 0, len(res))
 	for n := range res {
 		names = append(names, n)
@@ -141,7 +151,12 @@ func main() {
 	sort.Strings(names)
 	for _, n := range names {
 		r := res[n]
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %d |\n", n, median(r.mbps), median(r.nsop), median(r.alloc), len(r.nsop))
+		var extra []string
+		for unit, v := range r.extras {
+			extra = append(extra, fmt.Sprintf("%.3g %s", median(v), unit))
+		}
+		sort.Strings(extra)
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %d | %s |\n", n, median(r.mbps), median(r.nsop), median(r.alloc), len(r.nsop), strings.Join(extra, ", "))
 	}
 	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
