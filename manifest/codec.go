@@ -1,0 +1,222 @@
+package manifest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// MaxEncodedBytes caps the size of an encoded manifest or sub-manifest.
+// Decoding refuses larger input before parsing it, so a hostile object cannot
+// make a reader allocate without bound. With the default Policy a root stays
+// well under 1 MiB for millions of segments.
+const MaxEncodedBytes = 64 << 20
+
+// wireRoot and wireSub fix the field order of the encoding.
+type wireRoot struct {
+	Version        int64     `json:"version"`
+	Kind           string    `json:"kind"`
+	Topic          string    `json:"topic"`
+	Partition      int32     `json:"partition"`
+	Generation     int64     `json:"generation"`
+	LogStartOffset int64     `json:"log_start_offset"`
+	Sealed         []SubRef  `json:"sealed"`
+	Segments       []Segment `json:"segments"`
+}
+
+type wireSub struct {
+	Version   int64     `json:"version"`
+	Kind      string    `json:"kind"`
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Segments  []Segment `json:"segments"`
+}
+
+// EncodeRoot validates m and encodes it: UTF-8 JSON, fields in a fixed
+// order, one sub reference or segment per line. Equal manifests encode to
+// equal bytes.
+func EncodeRoot(m *Manifest) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"version":%d,"kind":%q,"topic":%q,"partition":%d,"generation":%d,"log_start_offset":%d,`,
+		Version, KindPartition, m.Topic, m.Partition, m.Generation, m.LogStartOffset)
+	b.WriteString("\n\"sealed\":[")
+	if err := writeLines(&b, m.Sealed); err != nil {
+		return nil, err
+	}
+	b.WriteString("],\n\"segments\":[")
+	if err := writeLines(&b, m.Segments); err != nil {
+		return nil, err
+	}
+	b.WriteString("]}\n")
+	if b.Len() > MaxEncodedBytes {
+		return nil, fmt.Errorf("encode manifest: %d bytes exceeds the %d-byte limit", b.Len(), MaxEncodedBytes)
+	}
+	return b.Bytes(), nil
+}
+
+// EncodeSub validates s and encodes it like EncodeRoot.
+func EncodeSub(s *SubManifest) ([]byte, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("encode sub-manifest: %w", err)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"version":%d,"kind":%q,"topic":%q,"partition":%d,`,
+		Version, KindSegments, s.Topic, s.Partition)
+	b.WriteString("\n\"segments\":[")
+	if err := writeLines(&b, s.Segments); err != nil {
+		return nil, err
+	}
+	b.WriteString("]}\n")
+	if b.Len() > MaxEncodedBytes {
+		return nil, fmt.Errorf("encode sub-manifest: %d bytes exceeds the %d-byte limit", b.Len(), MaxEncodedBytes)
+	}
+	return b.Bytes(), nil
+}
+
+func writeLines[T any](b *bytes.Buffer, items []T) error {
+	for i := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+		enc, err := json.Marshal(&items[i])
+		if err != nil {
+			return fmt.Errorf("encode manifest: %w", err)
+		}
+		b.Write(enc)
+	}
+	if len(items) > 0 {
+		b.WriteByte('\n')
+	}
+	return nil
+}
+
+// DecodeRoot decodes and validates the root manifest stored at key. The key
+// must be ManifestKey of the manifest's own topic and partition; its prefix
+// becomes Manifest.Prefix. Corrupt input is a *CorruptManifestError; a newer
+// format version is an *UnsupportedVersionError.
+func DecodeRoot(key string, data []byte) (*Manifest, error) {
+	var w wireRoot
+	if err := decode(key, data, KindPartition, &w); err != nil {
+		return nil, err
+	}
+	k, err := ParseKey(key)
+	if err != nil || k.Type != KeyRoot || k.Topic != w.Topic || k.Partition != w.Partition {
+		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
+			"holds topic %q partition %d, which is not the partition its key names", w.Topic, w.Partition)}
+	}
+	m := &Manifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, Generation: w.Generation,
+		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: w.Segments}
+	if err := m.Validate(); err != nil {
+		return nil, withKey(key, err)
+	}
+	m.idx = buildIndex(m.Sealed, m.Segments)
+	return m, nil
+}
+
+// DecodeSub decodes and validates the sub-manifest stored at key. Callers
+// holding a SubRef should use LoadSub, which also checks the bytes against
+// the reference.
+func DecodeSub(key string, data []byte) (*SubManifest, error) {
+	var w wireSub
+	if err := decode(key, data, KindSegments, &w); err != nil {
+		return nil, err
+	}
+	k, err := ParseKey(key)
+	if err != nil || k.Type != KeySub || k.Topic != w.Topic || k.Partition != w.Partition {
+		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
+			"holds topic %q partition %d, which is not the partition its key names", w.Topic, w.Partition)}
+	}
+	s := &SubManifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, Segments: w.Segments}
+	if err := s.Validate(); err != nil {
+		return nil, withKey(key, err)
+	}
+	if first, last := s.Segments[0].BaseOffset, s.Segments[len(s.Segments)-1].LastOffset; first != k.BaseOffset || last != k.LastOffset {
+		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
+			"segments cover [%d, %d], the key names [%d, %d]", first, last, k.BaseOffset, k.LastOffset)}
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:subSumDigits/2]) != k.SumPrefix {
+		return nil, &CorruptManifestError{Key: key, Reason: "content does not match the hash in its key"}
+	}
+	s.idx = buildIndex(nil, s.Segments)
+	return s, nil
+}
+
+func withKey(key string, err error) error {
+	var ce *CorruptManifestError
+	if errors.As(err, &ce) {
+		return &CorruptManifestError{Key: key, Reason: ce.Reason}
+	}
+	return &CorruptManifestError{Key: key, Reason: err.Error()}
+}
+
+// decode checks size, version and kind, then decodes strictly: unknown
+// fields, trailing data and wrong types are errors.
+func decode(key string, data []byte, kind string, v any) error {
+	corrupt := func(format string, args ...any) error {
+		return &CorruptManifestError{Key: key, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(data) > MaxEncodedBytes {
+		return corrupt("%d bytes exceeds the %d-byte limit", len(data), MaxEncodedBytes)
+	}
+	// Version first, leniently, so a newer format is refused as such rather
+	// than reported as unknown fields.
+	var head struct {
+		Version json.RawMessage `json:"version"`
+		Kind    *string         `json:"kind"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&head); err != nil {
+		return corrupt("not a JSON object: %v", err)
+	}
+	if head.Version == nil {
+		return corrupt("no \"version\" field")
+	}
+	ver, err := strconv.ParseInt(string(head.Version), 10, 64)
+	if err != nil {
+		return corrupt("version %s is not an integer", truncate(string(head.Version)))
+	}
+	if ver > Version {
+		return &UnsupportedVersionError{Key: key, Version: ver}
+	}
+	if ver < 1 {
+		return corrupt("unknown version %d", ver)
+	}
+	if head.Kind == nil || *head.Kind != kind {
+		got := "none"
+		if head.Kind != nil {
+			got = fmt.Sprintf("%q", truncate(*head.Kind))
+		}
+		return corrupt("kind is %s, want %q", got, kind)
+	}
+	dec = json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return corrupt("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return corrupt("data after the JSON object")
+	}
+	return nil
+}
+
+// ReadLimited reads a whole manifest object from r, refusing more than
+// MaxEncodedBytes with a *CorruptManifestError naming key.
+func ReadLimited(key string, r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxEncodedBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read manifest %s: %w", key, err)
+	}
+	if len(data) > MaxEncodedBytes {
+		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf("larger than the %d-byte limit", MaxEncodedBytes)}
+	}
+	return data, nil
+}

@@ -1,0 +1,25 @@
+// Package manifest owns the remote tier's commit record: the per-partition
+// manifest that lists every segment committed to the object store, its
+// encoding, its validation, the object key scheme shared by everything that
+// reads or writes the bucket, and offset/timestamp → segment lookup.
+//
+// The package does no I/O. Commit operations (Append, Replace, RemoveBelow)
+// are pure functions from one manifest to the next; they return the
+// sub-manifest objects to write before the new root, and the keys the new
+// root no longer references. Reading a sealed sub-manifest goes through a
+// Resolver the caller implements over its object store.
+//
+// Layout (docs/format/manifest.md, docs/format/bucket-layout.md):
+//
+//	<prefix>/manifests/<hash>/<topic>-<partition>/manifest.json     root: the commit point
+//	<prefix>/manifests/<hash>/<topic>-<partition>/sub/<base>-<last>-<sha256[:16]>.json
+//	                                                                 sealed sub-manifests, immutable
+//	<prefix>/data/<hash>/<topic>-<partition>/<base>-<attempt>.log    segment objects, one set per
+//	                      .index, .timeindex, .txnindex              upload attempt
+//
+// The root holds the most recent segments inline and a list of sealed
+// sub-manifests, each a contiguous, immutable run of older segments with its
+// offset and timestamp range, so serving one offset reads the root and at
+// most one sub-manifest. Objects are written data first, sub-manifests next,
+// root last (conditionally); deletion runs the other way.
+package manifest

@@ -1,0 +1,380 @@
+package manifest
+
+import (
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// Version is the manifest format version this build writes and the newest it
+// reads.
+const Version = 1
+
+// Values of the encoded "kind" field.
+const (
+	KindPartition = "partition" // a root manifest
+	KindSegments  = "segments"  // a sealed sub-manifest
+)
+
+// UnknownCount is Segment.RecordCount when the uploader did not count.
+const UnknownCount = -1
+
+// NoTimestamp is Kafka's RecordBatch.NO_TIMESTAMP: a segment of legacy
+// messages without timestamps has min and max timestamp -1.
+const NoTimestamp = -1
+
+// maxUploaderLen bounds Segment.Uploader.
+const maxUploaderLen = 256
+
+// EpochEntry is one leader epoch in a segment: the leader of Epoch wrote the
+// segment's offsets from StartOffset up to the next entry's StartOffset.
+type EpochEntry struct {
+	Epoch       int32 `json:"epoch"`
+	StartOffset int64 `json:"start_offset"`
+}
+
+// Object is one object of a segment.
+type Object struct {
+	Key      string   `json:"key"`
+	Size     int64    `json:"size"`
+	Checksum Checksum `json:"checksum"`
+}
+
+// Segment is one committed segment: a Kafka segment's .log and index files,
+// uploaded by one attempt. It serves offsets [BaseOffset, LastOffset]; a
+// compacted segment may hold fewer records than that range.
+type Segment struct {
+	BaseOffset int64 `json:"base_offset"` // the .log's name; index entries are relative to it
+	LastOffset int64 `json:"last_offset"` // last offset of the last batch, inclusive
+	// RecordCount is the number of records, or UnknownCount.
+	RecordCount int64 `json:"record_count"`
+	// MinTimestamp and MaxTimestamp are over the segment's batches' max
+	// timestamps as Kafka keeps them (NoTimestamp without timestamps).
+	MinTimestamp int64 `json:"min_timestamp"`
+	MaxTimestamp int64 `json:"max_timestamp"`
+	// LeaderEpochs covering the segment, from the leader-epoch checkpoint
+	// (EpochsForSegment); empty when unknown.
+	LeaderEpochs []EpochEntry `json:"leader_epochs"`
+	Compacted    bool         `json:"compacted"`
+	Log          Object       `json:"log"`
+	Index        Object       `json:"index"`
+	TimeIndex    Object       `json:"time_index"`
+	TxnIndex     *Object      `json:"txn_index,omitempty"` // only when the segment has one
+	UploadTimeMs int64        `json:"upload_time_ms"`      // Unix milliseconds
+	Uploader     string       `json:"uploader"`            // id of the uploading process
+	AttemptID    string       `json:"attempt_id"`          // names the objects' keys
+}
+
+// NextOffset is LastOffset + 1.
+func (s Segment) NextOffset() int64 { return s.LastOffset + 1 }
+
+// Size is the size of the .log object.
+func (s Segment) Size() int64 { return s.Log.Size }
+
+// Objects lists the segment's objects: log, index, time index and, when
+// present, transaction index.
+func (s Segment) Objects() []Object {
+	objs := []Object{s.Log, s.Index, s.TimeIndex}
+	if s.TxnIndex != nil {
+		objs = append(objs, *s.TxnIndex)
+	}
+	return objs
+}
+
+// Keys lists the keys of Objects.
+func (s Segment) Keys() []string {
+	objs := s.Objects()
+	keys := make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.Key
+	}
+	return keys
+}
+
+// Validate checks everything about the segment that does not depend on the
+// manifest it is in: offsets, counts, timestamps, epochs, sizes, checksums,
+// and that its keys are data keys of its base offset and attempt.
+func (s Segment) Validate() error {
+	_, err := s.validate()
+	return err
+}
+
+// validate returns the segment's keys' parsed prefix/topic/partition so the
+// manifest can check them.
+func (s Segment) validate() (Key, error) {
+	switch {
+	case s.BaseOffset < 0:
+		return Key{}, fmt.Errorf("negative base offset %d", s.BaseOffset)
+	case s.LastOffset < s.BaseOffset:
+		return Key{}, fmt.Errorf("last offset %d below base offset %d", s.LastOffset, s.BaseOffset)
+	case s.LastOffset == math.MaxInt64:
+		return Key{}, fmt.Errorf("last offset %d leaves no next offset", s.LastOffset)
+	case s.RecordCount < UnknownCount:
+		return Key{}, fmt.Errorf("record count %d", s.RecordCount)
+	case s.RecordCount > s.LastOffset-s.BaseOffset+1:
+		return Key{}, fmt.Errorf("record count %d exceeds the %d offsets of [%d, %d]",
+			s.RecordCount, s.LastOffset-s.BaseOffset+1, s.BaseOffset, s.LastOffset)
+	case s.MinTimestamp < NoTimestamp || s.MaxTimestamp < NoTimestamp:
+		return Key{}, fmt.Errorf("timestamps [%d, %d] below -1", s.MinTimestamp, s.MaxTimestamp)
+	case s.MinTimestamp > s.MaxTimestamp:
+		return Key{}, fmt.Errorf("min timestamp %d above max timestamp %d", s.MinTimestamp, s.MaxTimestamp)
+	case s.UploadTimeMs < 0:
+		return Key{}, fmt.Errorf("negative upload time %d", s.UploadTimeMs)
+	case len(s.Uploader) > maxUploaderLen || !utf8.ValidString(s.Uploader):
+		return Key{}, fmt.Errorf("uploader id is longer than %d bytes or not UTF-8", maxUploaderLen)
+	}
+	if err := validateAttemptID(s.AttemptID); err != nil {
+		return Key{}, err
+	}
+	for i, e := range s.LeaderEpochs {
+		switch {
+		case e.Epoch < 0:
+			return Key{}, fmt.Errorf("negative leader epoch %d", e.Epoch)
+		case e.StartOffset < s.BaseOffset || e.StartOffset > s.LastOffset:
+			return Key{}, fmt.Errorf("leader epoch %d starts at %d, outside the segment", e.Epoch, e.StartOffset)
+		case i > 0 && (e.Epoch <= s.LeaderEpochs[i-1].Epoch || e.StartOffset <= s.LeaderEpochs[i-1].StartOffset):
+			return Key{}, fmt.Errorf("leader epochs not strictly increasing at epoch %d", e.Epoch)
+		}
+	}
+	objs := []struct {
+		o    *Object
+		file FileType
+	}{{&s.Log, FileLog}, {&s.Index, FileIndex}, {&s.TimeIndex, FileTimeIndex}, {s.TxnIndex, FileTxnIndex}}
+	var owner Key
+	for _, x := range objs {
+		if x.o == nil {
+			continue
+		}
+		if x.o.Size < 0 || x.file == FileLog && x.o.Size == 0 {
+			return Key{}, fmt.Errorf("%s object size %d", x.file, x.o.Size)
+		}
+		if err := x.o.Checksum.Validate(); err != nil {
+			return Key{}, fmt.Errorf("%s object: %w", x.file, err)
+		}
+		k, err := ParseDataKey(x.o.Key)
+		if err != nil {
+			return Key{}, err
+		}
+		if k.File != x.file || k.BaseOffset != s.BaseOffset || k.AttemptID != s.AttemptID {
+			return Key{}, fmt.Errorf("%s object key %q does not name the %s of base offset %d, attempt %s",
+				x.file, x.o.Key, x.file, s.BaseOffset, s.AttemptID)
+		}
+		if x.file == FileLog {
+			owner = k
+		} else if k.Prefix != owner.Prefix || k.Topic != owner.Topic || k.Partition != owner.Partition {
+			return Key{}, fmt.Errorf("%s object key %q is not in the log object's partition", x.file, x.o.Key)
+		}
+	}
+	return owner, nil
+}
+
+// SubRef is the root's entry for one sealed sub-manifest: where it is, how to
+// check it, and a summary of what it holds, so lookups and retention by
+// size or time need not read it.
+type SubRef struct {
+	Key          string   `json:"key"`
+	Size         int64    `json:"size"`     // bytes of the encoded sub-manifest
+	Checksum     Checksum `json:"checksum"` // SHA-256 of those bytes
+	BaseOffset   int64    `json:"base_offset"`
+	LastOffset   int64    `json:"last_offset"`
+	MinTimestamp int64    `json:"min_timestamp"`
+	MaxTimestamp int64    `json:"max_timestamp"`
+	Segments     int      `json:"segment_count"`
+	LogBytes     int64    `json:"log_bytes"` // sum of the segments' .log sizes
+}
+
+// Manifest is a partition's root manifest: the commit point of its remote
+// tier. Older segments live in sealed sub-manifests (Sealed, in offset
+// order), the newest inline (Segments); every sealed offset is below every
+// inline one. Treat a Manifest as immutable: the commit functions return a
+// new one.
+type Manifest struct {
+	// Prefix is the key prefix the manifest lives under. It is not encoded:
+	// DecodeRoot takes it from the manifest's own key, and every key in the
+	// manifest must be under it.
+	Prefix    string
+	Topic     string
+	Partition int32
+	// Generation is incremented by every commit; 0 for a manifest never
+	// written.
+	Generation int64
+	// LogStartOffset is the first offset of the remote log. When Sealed and
+	// Segments are empty, it is also the next offset to commit.
+	LogStartOffset int64
+	Sealed         []SubRef
+	Segments       []Segment
+
+	idx *lookupIndex // built by DecodeRoot and the commit functions
+}
+
+// SubManifest is a sealed, immutable run of segments.
+type SubManifest struct {
+	Prefix    string // not encoded; from the key
+	Topic     string
+	Partition int32
+	Segments  []Segment
+
+	idx *lookupIndex
+}
+
+// New returns an empty manifest (generation 0) for a partition whose remote
+// log starts at logStart.
+func New(prefix, topic string, partition int32, logStart int64) (*Manifest, error) {
+	m := &Manifest{Topic: topic, Partition: partition, LogStartOffset: logStart}
+	p, err := NormalizePrefix(prefix)
+	if err != nil {
+		return nil, fmt.Errorf("new manifest: %w", err)
+	}
+	m.Prefix = p
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("new manifest: %w", err)
+	}
+	return m, nil
+}
+
+// Key is the manifest's own object key.
+func (m *Manifest) Key() string {
+	k, err := ManifestKey(m.Prefix, m.Topic, m.Partition)
+	if err != nil {
+		return ""
+	}
+	return k
+}
+
+// Validate checks the whole root: header, every inline segment, every sub
+// reference, ordering (sorted, no offset in two segments) and that every key
+// belongs to this partition under Prefix. It returns a *CorruptManifestError.
+func (m *Manifest) Validate() error {
+	if err := validateHeader(m.Prefix, m.Topic, m.Partition); err != nil {
+		return err
+	}
+	switch {
+	case m.Generation < 0:
+		return invalidf("negative generation %d", m.Generation)
+	case m.LogStartOffset < 0:
+		return invalidf("negative log start offset %d", m.LogStartOffset)
+	}
+	prevLast := int64(-1)
+	for i, r := range m.Sealed {
+		if err := validateRef(m.Prefix, m.Topic, m.Partition, r); err != nil {
+			return invalidf("sealed[%d]: %v", i, err)
+		}
+		if r.BaseOffset <= prevLast {
+			return invalidf("sealed[%d] [%d, %d] overlaps or precedes the one before (last offset %d)",
+				i, r.BaseOffset, r.LastOffset, prevLast)
+		}
+		prevLast = r.LastOffset
+	}
+	if err := validateSegments(m.Prefix, m.Topic, m.Partition, m.Segments, prevLast, "segments"); err != nil {
+		return err
+	}
+	if first, ok := m.firstLast(); ok && m.LogStartOffset > first {
+		return invalidf("log start offset %d is above the first segment's last offset %d", m.LogStartOffset, first)
+	}
+	return nil
+}
+
+// firstLast is the last offset of the first segment (or of the first sealed
+// range, whose first segment's last offset is not known without loading it).
+func (m *Manifest) firstLast() (int64, bool) {
+	if len(m.Sealed) > 0 {
+		return m.Sealed[0].LastOffset, true
+	}
+	if len(m.Segments) > 0 {
+		return m.Segments[0].LastOffset, true
+	}
+	return 0, false
+}
+
+// Validate checks a sub-manifest: header, segments, ordering and keys.
+func (s *SubManifest) Validate() error {
+	if err := validateHeader(s.Prefix, s.Topic, s.Partition); err != nil {
+		return err
+	}
+	if len(s.Segments) == 0 {
+		return invalidf("sub-manifest has no segments")
+	}
+	return validateSegments(s.Prefix, s.Topic, s.Partition, s.Segments, -1, "segments")
+}
+
+func validateHeader(prefix, topic string, partition int32) error {
+	if p, err := NormalizePrefix(prefix); err != nil || p != prefix {
+		return invalidf("key prefix %q is not normalized", prefix)
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return invalidf("%v", err)
+	}
+	if partition < 0 {
+		return invalidf("negative partition %d", partition)
+	}
+	return nil
+}
+
+func validateSegments(prefix, topic string, partition int32, segs []Segment, prevLast int64, field string) error {
+	for i := range segs {
+		s := &segs[i]
+		owner, err := s.validate()
+		if err != nil {
+			return invalidf("%s[%d] (base offset %d): %v", field, i, s.BaseOffset, err)
+		}
+		if owner.Prefix != prefix || owner.Topic != topic || owner.Partition != partition {
+			return invalidf("%s[%d] (base offset %d): key %q is not under this partition (%s/%s-%d)",
+				field, i, s.BaseOffset, s.Log.Key, prefix, topic, partition)
+		}
+		if s.BaseOffset <= prevLast {
+			return invalidf("%s[%d] [%d, %d] overlaps or precedes the segment before (last offset %d)",
+				field, i, s.BaseOffset, s.LastOffset, prevLast)
+		}
+		prevLast = s.LastOffset
+	}
+	return nil
+}
+
+func validateRef(prefix, topic string, partition int32, r SubRef) error {
+	k, err := ParseKey(r.Key)
+	if err != nil {
+		return err
+	}
+	switch {
+	case k.Type != KeySub:
+		return fmt.Errorf("key %q is not a sub-manifest key", r.Key)
+	case k.Prefix != prefix || k.Topic != topic || k.Partition != partition:
+		return fmt.Errorf("key %q is not under this partition", r.Key)
+	case k.BaseOffset != r.BaseOffset || k.LastOffset != r.LastOffset:
+		return fmt.Errorf("key %q does not match range [%d, %d]", r.Key, r.BaseOffset, r.LastOffset)
+	case r.Checksum.Algorithm() != SHA256:
+		return fmt.Errorf("checksum %q is not %s", r.Checksum, SHA256)
+	case r.Checksum.Validate() != nil:
+		return r.Checksum.Validate()
+	case string(r.Checksum[len(SHA256)+1:len(SHA256)+1+subSumDigits]) != k.SumPrefix:
+		return fmt.Errorf("key %q does not match checksum %s", r.Key, r.Checksum)
+	case r.Size <= 0 || r.Size > MaxEncodedBytes:
+		return fmt.Errorf("size %d outside (0, %d]", r.Size, MaxEncodedBytes)
+	case r.Segments <= 0 || int64(r.Segments) > r.LastOffset-r.BaseOffset+1:
+		return fmt.Errorf("segment count %d for range [%d, %d]", r.Segments, r.BaseOffset, r.LastOffset)
+	case r.LogBytes < int64(r.Segments):
+		return fmt.Errorf("log bytes %d for %d segments", r.LogBytes, r.Segments)
+	case r.MinTimestamp < NoTimestamp || r.MinTimestamp > r.MaxTimestamp:
+		return fmt.Errorf("timestamps [%d, %d]", r.MinTimestamp, r.MaxTimestamp)
+	}
+	return nil
+}
+
+// EpochsForSegment returns the leader epochs covering [base, last] from a
+// leader-epoch checkpoint (entries ascending): the entry in force at base,
+// with its start moved up to base, and every entry starting inside the
+// segment. Kafka's tiered storage records a segment's epochs the same way.
+func EpochsForSegment(checkpoint []EpochEntry, base, last int64) []EpochEntry {
+	var out []EpochEntry
+	for _, e := range checkpoint {
+		switch {
+		case e.StartOffset > last:
+			return out
+		case e.StartOffset <= base:
+			out = append(out[:0], EpochEntry{Epoch: e.Epoch, StartOffset: base})
+		default:
+			out = append(out, e)
+		}
+	}
+	return out
+}
