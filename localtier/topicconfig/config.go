@@ -323,16 +323,10 @@ func (c Config) crossCheck(bad map[string]bool) []error {
 			errs = append(errs, err)
 		}
 	}
-	// LogConfig.validateRemoteStorageRequiresDeleteCleanupPolicy.
-	if ok(RemoteStorageEnableConfig, CleanupPolicyConfig) && c.RemoteStorageEnable && c.CleanupPolicy.Compact {
-		errs = append(errs, &InvalidConfigError{
-			Name:       CleanupPolicyConfig,
-			Value:      c.CleanupPolicy.String(),
-			Reason:     "Remote log storage only supports topics with cleanup.policy=delete or cleanup.policy being an empty list.",
-			standalone: true,
-			cross:      true,
-		})
-	}
+	// Kafka refuses remote storage on compacted topics
+	// (LogConfig.validateRemoteStorageRequiresDeleteCleanupPolicy); tiered
+	// does not: cleaned segments replace their remote copies in one manifest
+	// commit, so a compacted topic's remote tier converges to the compacted log.
 	return errs
 }
 

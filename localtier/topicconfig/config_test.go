@@ -251,10 +251,9 @@ func TestCrossFieldRules(t *testing.T) {
 			[]string{"conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)"}},
 		{"remote with delete", map[string]string{"remote.storage.enable": "true", "cleanup.policy": "delete"}, nil},
 		{"remote with empty policy", map[string]string{"remote.storage.enable": "true", "cleanup.policy": ""}, nil},
-		{"remote with compact", map[string]string{"remote.storage.enable": "true", "cleanup.policy": "compact"},
-			[]string{"Remote log storage only supports topics with cleanup.policy=delete or cleanup.policy being an empty list."}},
-		{"remote with compact,delete", map[string]string{"remote.storage.enable": "true", "cleanup.policy": "delete,compact"},
-			[]string{"Remote log storage only supports topics with cleanup.policy=delete or cleanup.policy being an empty list."}},
+		// Unlike Kafka, tiered tiers compacted topics (see crossCheck).
+		{"remote with compact", map[string]string{"remote.storage.enable": "true", "cleanup.policy": "compact"}, nil},
+		{"remote with compact,delete", map[string]string{"remote.storage.enable": "true", "cleanup.policy": "delete,compact"}, nil},
 		{"compact without remote", map[string]string{"cleanup.policy": "compact"}, nil},
 		// A rule with an invalid input is not checked: only the input's own problem is reported.
 		{"unparsable retention skips local rule", map[string]string{"retention.ms": "x", "local.retention.ms": "604800001"},
@@ -300,7 +299,6 @@ func TestParseReportsEveryProblem(t *testing.T) {
 		"Unknown topic config name: zzz",
 		"conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)",
 		"Invalid value 2000 for configuration local.retention.ms: Value must not be more than retention.ms property value: 1000",
-		"Remote log storage only supports topics with cleanup.policy=delete or cleanup.policy being an empty list.",
 	}
 	got := errMessages(t, err)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
