@@ -249,7 +249,7 @@ func TestAlterTopicRefusesBadRetention(t *testing.T) {
 		{map[string]string{"local.retention.ms": "2000"}, "Invalid value 2000 for configuration local.retention.ms: Value must not be more than retention.ms property value: 1000"},
 		{map[string]string{"retention.bytes": "100", "local.retention.bytes": "101"}, "Invalid value 101 for configuration local.retention.bytes: Value must not be more than retention.bytes property value: 100"},
 		{map[string]string{"local.retention.ms": "-1"}, "Invalid value -1 for configuration local.retention.ms: Value must not be -1 as retention.ms value is set as 1000."},
-		{map[string]string{"remote.storage.enable": "true", "cleanup.policy": "compact"}, "Remote log storage only supports topics with cleanup.policy=delete"},
+		{map[string]string{"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)"},
 		{map[string]string{"retention.ms": "-2"}, "Invalid value -2 for configuration retention.ms"},
 	} {
 		err := d.AlterTopic("orders", tc.set, nil)
