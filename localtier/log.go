@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,6 +82,8 @@ type Log struct {
 	logStart      int64
 	recoveryPoint int64
 	ongoingTxns   map[int64]int64 // producer id -> first offset of its open transaction
+	unflushed     int64           // records appended since the last flush
+	lastFlush     time.Time
 	closed        bool
 	enc           record.Encoder
 	dec           record.Decoder
@@ -106,7 +109,7 @@ func OpenLog(fsys vfs.FS, dir string, opts LogOptions) (*Log, RecoveryReport, er
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &Log{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, epoch: opts.LeaderEpoch, cfg: opts.Config,
-		logStart: opts.LogStartOffset, ongoingTxns: map[int64]int64{}}
+		logStart: opts.LogStartOffset, ongoingTxns: map[int64]int64{}, lastFlush: opts.Now()}
 	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, rep, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -477,6 +480,10 @@ type AppendInfo struct {
 	Batches      int
 	Records      int
 	Bytes        int
+	// Durable reports that the records were fsynced before Append returned
+	// (flush.messages or flush.ms was reached); otherwise they are in the
+	// page cache until the next flush, as with Kafka's defaults.
+	Durable bool
 }
 
 // Append validates the batches in data as a Kafka leader does, assigns their
@@ -495,7 +502,39 @@ func (l *Log) Append(data []byte) (AppendInfo, error) {
 	if err := l.appendLocked(data, info); err != nil {
 		return AppendInfo{}, err
 	}
+	l.unflushed += int64(info.Records)
+	if err := l.maybeFlushLocked(); err != nil {
+		return info, fmt.Errorf("append: records written but flush failed: %w", err)
+	}
+	info.Durable = l.recoveryPoint > info.LastOffset
 	return info, nil
+}
+
+// maybeFlushLocked flushes when flush.messages records were appended or
+// flush.ms passed since the last flush (Kafka's flush policy).
+func (l *Log) maybeFlushLocked() error {
+	if l.unflushed == 0 {
+		return nil
+	}
+	due := l.unflushed >= l.cfg.FlushMessages
+	if !due && l.cfg.FlushMs < math.MaxInt64 {
+		due = l.now().Sub(l.lastFlush).Milliseconds() >= l.cfg.FlushMs
+	}
+	if !due {
+		return nil
+	}
+	return l.flushLocked()
+}
+
+// FlushIfDue flushes when the topic's flush.ms has passed since the last
+// flush; serve calls it periodically (Kafka's log flusher).
+func (l *Log) FlushIfDue() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	return l.maybeFlushLocked()
 }
 
 func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
@@ -724,6 +763,8 @@ func (l *Log) flushLocked() error {
 		}
 	}
 	l.recoveryPoint = l.logEndLocked()
+	l.unflushed = 0
+	l.lastFlush = l.now()
 	return nil
 }
 

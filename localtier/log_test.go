@@ -670,3 +670,41 @@ func FuzzRecovery(f *testing.F) {
 		}
 	})
 }
+
+// TestFlushPolicy: flush.messages=1 makes every append durable (it survives
+// a power loss); the default leaves it to Flush.
+func TestFlushPolicy(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	for _, tc := range []struct {
+		name    string
+		cfg     map[string]string
+		advance time.Duration
+		durable bool
+	}{
+		{"default", nil, 0, false},
+		{"flush.messages=1", map[string]string{"flush.messages": "1"}, 0, true},
+		{"flush.messages=4 after 3", map[string]string{"flush.messages": "4"}, 0, false},
+		{"flush.ms=1000 reached", map[string]string{"flush.ms": "1000"}, 1500 * time.Millisecond, true},
+		{"flush.ms=1000 not reached", map[string]string{"flush.ms": "1000"}, 500 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			c := &fakeClock{t: clock.t}
+			l, _ := openTestLog(t, mem, "/d/t-0", testConfig(t, tc.cfg), c, 0)
+			c.t = c.t.Add(tc.advance)
+			info := mustAppend(t, l, batchOf(t, 3, 10, 1_700_000_000_000, codec.None))
+			if info.Durable != tc.durable {
+				t.Fatalf("Durable = %v, want %v", info.Durable, tc.durable)
+			}
+			crashed := mem.CrashClone()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l2, _ := openTestLog(t, crashed, "/d/t-0", testConfig(t, tc.cfg), c, 0)
+			defer l2.Close()
+			if got := l2.LogEndOffset(); (got == 3) != tc.durable {
+				t.Fatalf("after power loss the log ends at %d; durable=%v", got, tc.durable)
+			}
+		})
+	}
+}

@@ -21,6 +21,8 @@ const (
 	MaxCompactionLagMsConfig     = "max.compaction.lag.ms"
 	DeleteRetentionMsConfig      = "delete.retention.ms"
 	FileDeleteDelayMsConfig      = "file.delete.delay.ms"
+	FlushMessagesConfig          = "flush.messages"
+	FlushMsConfig                = "flush.ms"
 	IndexIntervalBytesConfig     = "index.interval.bytes"
 	RemoteStorageEnableConfig    = "remote.storage.enable"
 	MaxMessageBytesConfig        = "max.message.bytes"
@@ -48,6 +50,8 @@ const (
 	DefaultMaxCompactionLagMs     = math.MaxInt64
 	DefaultDeleteRetentionMs      = 24 * 60 * 60 * 1000 // 1 day
 	DefaultFileDeleteDelayMs      = 60000
+	DefaultFlushMessages          = math.MaxInt64 // never by count: rely on the page cache, as Kafka does
+	DefaultFlushMs                = math.MaxInt64
 	DefaultIndexIntervalBytes     = 4096
 	DefaultRemoteStorageEnable    = false
 	DefaultMaxMessageBytes        = 1<<20 + 12 // 1 MiB + Records.LOG_OVERHEAD = 1048588
@@ -156,6 +160,13 @@ type Config struct {
 	// FileDeleteDelayMs (file.delete.delay.ms, default 60000, at least 0): how long a segment
 	// renamed to .deleted waits before its files are removed.
 	FileDeleteDelayMs int64
+	// FlushMessages (flush.messages, default Long.MAX_VALUE, at least 1): the log is
+	// fsynced once this many records were appended since the last flush; 1 makes every
+	// acknowledged append durable.
+	FlushMessages int64
+	// FlushMs (flush.ms, default Long.MAX_VALUE, at least 0): the log is fsynced once this
+	// long has passed since the last flush (checked on append and by the periodic flusher).
+	FlushMs int64
 	// IndexIntervalBytes (index.interval.bytes, INT, default 4096, at least 0): an offset and
 	// time index entry is added after more than this many bytes since the last one.
 	IndexIntervalBytes int64
@@ -194,6 +205,8 @@ func Defaults() Config {
 		MaxCompactionLagMs:     DefaultMaxCompactionLagMs,
 		DeleteRetentionMs:      DefaultDeleteRetentionMs,
 		FileDeleteDelayMs:      DefaultFileDeleteDelayMs,
+		FlushMessages:          DefaultFlushMessages,
+		FlushMs:                DefaultFlushMs,
 		IndexIntervalBytes:     DefaultIndexIntervalBytes,
 		RemoteStorageEnable:    DefaultRemoteStorageEnable,
 		MaxMessageBytes:        DefaultMaxMessageBytes,

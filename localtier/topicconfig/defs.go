@@ -74,6 +74,8 @@ var defs = []def{
 		str:      func(c *Config) *string { return &c.CompressionType }},
 	{name: DeleteRetentionMsConfig, kind: kindLong, hasMin: true, min: 0, i64: func(c *Config) *int64 { return &c.DeleteRetentionMs }},
 	{name: FileDeleteDelayMsConfig, kind: kindLong, hasMin: true, min: 0, i64: func(c *Config) *int64 { return &c.FileDeleteDelayMs }},
+	{name: FlushMessagesConfig, kind: kindLong, hasMin: true, min: 1, i64: func(c *Config) *int64 { return &c.FlushMessages }},
+	{name: FlushMsConfig, kind: kindLong, hasMin: true, min: 0, i64: func(c *Config) *int64 { return &c.FlushMs }},
 	{name: IndexIntervalBytesConfig, kind: kindInt, hasMin: true, min: 0, i64: func(c *Config) *int64 { return &c.IndexIntervalBytes }},
 	{name: InternalSegmentBytesConfig, kind: kindInt, internal: true, hasMin: true, min: MinInternalSegmentBytes, minIfSet: true,
 		i64: func(c *Config) *int64 { return &c.InternalSegmentBytes }},
