@@ -119,7 +119,9 @@ func TestConsumeFollow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb syncBuffer
-	r := &Runner{Stdout: &out, Stderr: &errb, PollInterval: 5 * time.Millisecond, LockWait: time.Second}
+	// The poll interval leaves the producer (which waits up to 50 ms for the
+	// lock) room to take the data dir between polls.
+	r := &Runner{Stdout: &out, Stderr: &errb, PollInterval: 40 * time.Millisecond, LockWait: time.Second}
 	done := make(chan int)
 	go func() {
 		done <- r.Run(ctx, []string{"consume", "--data-dir", dir, "--topic", "f", "--partition", "0", "--follow"})
