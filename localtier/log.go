@@ -232,7 +232,10 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 	if end := l.logEndLocked(); l.logStart > end {
 		l.logStart = end
 	}
-	l.recoveryPoint = l.logEndLocked()
+	// As Kafka's LogLoader: what recovery read back from the page cache was
+	// never fsynced, so the recovery point stays where the checkpoint put it
+	// (a clean Close checkpoints the log end, so nothing is lost there).
+	l.recoveryPoint = min(max(recoveryPoint, 0), l.logEndLocked())
 	return l.rebuildTxnState()
 }
 
@@ -634,7 +637,7 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 // appendLocked rolls if needed and writes validated, offset-assigned data.
 func (l *Log) appendLocked(data []byte, info AppendInfo) error {
 	seg := l.active()
-	if seg.shouldRoll(int64(len(data)), info.MaxTimestamp, info.LastOffset, l.cfg.EffectiveSegmentBytes(), l.cfg.MaxSegmentMs()-seg.rollJitterMs(l.cfg.SegmentJitterMs), l.now()) {
+	if seg.shouldRoll(int64(len(data)), info.Batches, info.MaxTimestamp, info.LastOffset, l.cfg.EffectiveSegmentBytes(), l.cfg.MaxSegmentMs()-seg.rollJitterMs(l.cfg.SegmentJitterMs), l.now()) {
 		var err error
 		if seg, err = l.rollLocked(info.FirstOffset); err != nil {
 			return err

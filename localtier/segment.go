@@ -311,6 +311,7 @@ func (s *Segment) recover() (truncated int64, err error) {
 // index.interval.bytes were written since the last one.
 func (s *Segment) append(data []byte) error {
 	start := s.size
+	saved := *s
 	if start+int64(len(data)) > 1<<31-1 {
 		return fmt.Errorf("append to %s: segment would exceed 2 GiB", s.LogPath())
 	}
@@ -320,6 +321,18 @@ func (s *Segment) append(data []byte) error {
 		return fmt.Errorf("append to %s: %w", s.LogPath(), err)
 	}
 	s.size += int64(len(data))
+	if err := s.indexAppended(data, start); err != nil {
+		// Leave the segment as it was: no bytes, no entries, no state.
+		s.size, s.nextOffset, s.maxTimestamp, s.offsetOfMaxTS, s.firstBatchTimestamp, s.bytesSinceIndex = saved.size, saved.nextOffset, saved.maxTimestamp, saved.offsetOfMaxTS, saved.firstBatchTimestamp, saved.bytesSinceIndex
+		first := record.Batch(data).BaseOffset()
+		return errors.Join(err, s.log.Truncate(start), s.offIdx.TruncateTo(first), s.timIdx.TruncateTo(first))
+	}
+	return nil
+}
+
+// indexAppended updates the segment state and indexes for data just written
+// at start.
+func (s *Segment) indexAppended(data []byte, start int64) error {
 	it := record.NewIter(data)
 	for {
 		b, ok := it.Next()
@@ -350,7 +363,10 @@ func (s *Segment) append(data []byte) error {
 
 // shouldRoll reports whether an append of size bytes with the given max
 // timestamp and last offset must go to a new segment (Kafka's shouldRoll).
-func (s *Segment) shouldRoll(size int64, maxTS, lastOffset int64, segmentBytes, segmentMs int64, now time.Time) bool {
+// Beyond Kafka's rule, a non-empty segment also rolls when the indexes could
+// not take one entry per batch of the append, so a multi-batch append never
+// fails half way on a full index.
+func (s *Segment) shouldRoll(size int64, batches int, maxTS, lastOffset int64, segmentBytes, segmentMs int64, now time.Time) bool {
 	waited := now.Sub(s.created).Milliseconds()
 	if s.firstBatchTimestamp >= 0 {
 		waited = maxTS - s.firstBatchTimestamp
@@ -358,6 +374,7 @@ func (s *Segment) shouldRoll(size int64, maxTS, lastOffset int64, segmentBytes, 
 	return s.size > segmentBytes-size ||
 		(s.size > 0 && waited > segmentMs) ||
 		s.offIdx.IsFull() || s.timIdx.IsFull() ||
+		(s.size > 0 && (s.offIdx.Entries()+batches > s.offIdx.MaxEntries() || s.timIdx.Entries()+batches > s.timIdx.MaxEntries()-1)) ||
 		lastOffset-s.base > 1<<31-1 || lastOffset < s.base
 }
 
@@ -444,15 +461,14 @@ func (s *Segment) read(offset int64, maxBytes int, maxPos int64, minOne bool) ([
 // findOffsetByTimestamp returns the first record at or after startOffset
 // with timestamp >= ts.
 func (s *Segment) findOffsetByTimestamp(ts int64, startOffset int64) (offset, timestamp int64, ok bool, err error) {
+	// As Kafka: the time index only picks where to start scanning; records
+	// are filtered by startOffset alone (the entry's offset is the last of a
+	// batch whose earlier records may carry the same timestamp).
 	e := s.timIdx.Lookup(ts)
-	from := e.Offset
-	if startOffset > from {
-		from = startOffset
-	}
-	start := int64(s.offIdx.Lookup(from).Position)
+	start := int64(s.offIdx.Lookup(max(e.Offset, startOffset)).Position)
 	var d record.Decoder
 	_, _, err = scanBatches(s.log, s.LogPath(), start, s.size, false, func(p int64, b record.Batch) error {
-		if b.MaxTimestamp() < ts || b.LastOffset() < from {
+		if b.MaxTimestamp() < ts || b.LastOffset() < startOffset {
 			return nil
 		}
 		recs, err := d.Records(b)
@@ -460,7 +476,7 @@ func (s *Segment) findOffsetByTimestamp(ts int64, startOffset int64) (offset, ti
 			return record.WithFile(err, s.LogPath(), p)
 		}
 		for _, r := range recs {
-			if r.Timestamp >= ts && r.Offset >= from {
+			if r.Timestamp >= ts && r.Offset >= startOffset {
 				offset, timestamp, ok = r.Offset, r.Timestamp, true
 				return errStopScan
 			}

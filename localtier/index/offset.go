@@ -29,7 +29,9 @@ type OffsetIndex struct {
 // if it does not exist, and loads its entries. maxBytes is
 // segment.index.bytes; the index holds at most maxBytes/8 entries.
 func OpenOffsetIndex(fsys vfs.FS, path string, baseOffset int64, maxBytes int) (*OffsetIndex, error) {
-	if maxBytes < OffsetEntrySize {
+	// Kafka accepts segment.index.bytes down to 4: a size below one entry
+	// means an index that is always full, so every append rolls.
+	if maxBytes < 0 {
 		return nil, fmt.Errorf("open offset index %s: invalid max index size %d", path, maxBytes)
 	}
 	x := &OffsetIndex{t: table{fsys: fsys, path: path, entrySize: OffsetEntrySize, lazy: true}, base: baseOffset, maxEntries: maxBytes / OffsetEntrySize}

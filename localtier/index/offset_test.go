@@ -130,9 +130,18 @@ func TestOffsetIndexAppendRules(t *testing.T) {
 	})
 }
 
-func TestOffsetIndexInvalidMaxBytes(t *testing.T) {
-	if _, err := OpenOffsetIndex(vfs.NewMem(), "/x.index", 0, 7); err == nil {
-		t.Fatal("maxBytes 7 accepted")
+func TestOffsetIndexMaxBytes(t *testing.T) {
+	if _, err := OpenOffsetIndex(vfs.NewMem(), "/x.index", 0, -1); err == nil {
+		t.Fatal("maxBytes -1 accepted")
+	}
+	// Below one entry (Kafka accepts segment.index.bytes >= 4): always full.
+	x, err := OpenOffsetIndex(vfs.NewMem(), "/x.index", 0, 7)
+	must(t, err)
+	if !x.IsFull() {
+		t.Fatal("an index with room for no entry is not full")
+	}
+	if err := x.Append(1, 1); !errors.Is(err, ErrIndexFull) {
+		t.Fatalf("append to a zero-entry index: %v", err)
 	}
 }
 

@@ -35,7 +35,9 @@ type TimeIndex struct {
 // the index holds at most maxBytes/12 entries, the last slot reserved for
 // MaybeAppendOnRoll.
 func OpenTimeIndex(fsys vfs.FS, path string, baseOffset int64, maxBytes int) (*TimeIndex, error) {
-	if maxBytes < TimeEntrySize {
+	// Kafka accepts segment.index.bytes down to 4: a size below one entry
+	// means an index that is always full, so every append rolls.
+	if maxBytes < 0 {
 		return nil, fmt.Errorf("open time index %s: invalid max index size %d", path, maxBytes)
 	}
 	x := &TimeIndex{t: table{fsys: fsys, path: path, entrySize: TimeEntrySize, lazy: true}, base: baseOffset, maxEntries: maxBytes / TimeEntrySize}
