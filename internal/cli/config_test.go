@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigPrintMasksSecrets(t *testing.T) {
+	const fileSecret, envSecret = "file-secret-7f3a9", "env-secret-c41d2"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tiered.yaml")
+	body := "data_dir: " + filepath.Join(dir, "data") + "\n" +
+		"auth:\n  tokens: [{principal: ci, token: " + fileSecret + "}]\n  acls: {ci: ['*'], reader: [orders]}\n" +
+		"broker:\n  log.retention.hours: 24\n"
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TIERED_AUTH_SASL_PLAIN", "[{username: reader, password: "+envSecret+"}]")
+	t.Setenv("TIERED_FETCH_CACHE_BYTES", "64MiB")
+
+	for _, args := range [][]string{
+		{"config", "print", "--config", file},
+		{"config", "print", "--config", file, "--sources", "--http", "127.0.0.1:0"},
+		{"config", "print", "--config", file, "--json"},
+	} {
+		res := mustRun(t, "", args...)
+		for _, s := range []string{fileSecret, envSecret} {
+			if strings.Contains(res.stdout, s) || strings.Contains(res.stderr, s) {
+				t.Errorf("%v printed secret %q:\n%s", args, s, res.stdout)
+			}
+		}
+		if !strings.Contains(res.stdout, "******") {
+			t.Errorf("%v: no masked value in output:\n%s", args, res.stdout)
+		}
+	}
+
+	res := mustRun(t, "", "config", "print", "--config", file, "--sources", "--http", "127.0.0.1:0")
+	for _, want := range []string{
+		"log.retention.hours: 24 # file",
+		"cache_bytes: 67108864 # env",
+		"addr: 127.0.0.1:0 # flag",
+		"addr: 127.0.0.1:9092 # default",
+		"sasl_plain: # env",
+	} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("--sources output lacks %q:\n%s", want, res.stdout)
+		}
+	}
+
+	res = mustRun(t, "", "config", "print", "--config", file, "--json")
+	var out struct {
+		Config  map[string]any    `json:"config"`
+		Sources map[string]string `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, res.stdout)
+	}
+	if out.Sources["fetch.cache_bytes"] != "env" || out.Sources["auth.tokens"] != "file" || out.Sources["log.level"] != "default" {
+		t.Errorf("sources: %v", out.Sources)
+	}
+}
+
+func TestConfigPrintRefusesBadConfig(t *testing.T) {
+	const secret = "bad-config-secret-99"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bad.yaml")
+	body := "data_dir: " + dir + "\nhttp:\n  adr: x\nfetch:\n  cache_bytes: -1\nauth:\n  tokens:\n    - {principal: a, token: " + secret + "}\n    - {principal: b, token: " + secret + "}\n"
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TIERED_LOG_LEVEL", "chatty")
+	res := run(t, "", "config", "print", "--config", file)
+	if res.code != ExitError || res.stdout != "" {
+		t.Fatalf("exit %d, stdout %q", res.code, res.stdout)
+	}
+	for _, want := range []string{
+		file + ":3: http.adr: unknown key",
+		file + ":5: fetch.cache_bytes: must not be negative (got -1)",
+		file + ":9: auth.tokens[1].token: same token as auth.tokens[0]",
+		"env TIERED_LOG_LEVEL: log.level: \"chatty\" is not one of",
+	} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, res.stderr)
+		}
+	}
+	if strings.Contains(res.stderr, secret) {
+		t.Errorf("stderr shows the secret: %s", res.stderr)
+	}
+	if n := strings.Count(strings.TrimSpace(res.stderr), "\n"); n != 0 {
+		t.Errorf("stderr is %d lines, want one", n+1)
+	}
+}
+
+func TestConfigCommandUsage(t *testing.T) {
+	if res := run(t, "", "config"); res.code != ExitUsage || !strings.Contains(res.stderr, "missing subcommand") {
+		t.Errorf("tiered config: %+v", res)
+	}
+	if res := run(t, "", "config", "print", "--nope"); res.code != ExitUsage || !strings.Contains(res.stderr, "unknown flag --nope") {
+		t.Errorf("unknown flag: %+v", res)
+	}
+	if res := run(t, "", "config", "print", "--config", filepath.Join(t.TempDir(), "missing.yaml")); res.code != ExitError || !strings.Contains(res.stderr, "read config file") {
+		t.Errorf("missing file: %+v", res)
+	}
+	if res := mustRun(t, "", "help", "config", "print"); !strings.Contains(res.stdout, "TIERED_") {
+		t.Errorf("help: %s", res.stdout)
+	}
+}

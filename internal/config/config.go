@@ -1,0 +1,312 @@
+package config
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Built-in defaults. Listeners bind to loopback so a default process is reachable only from
+// the machine it runs on; set http.addr / kafka.addr (and kafka.advertised_addr) to serve others.
+const (
+	DefaultDataDir         = "./data"
+	DefaultHTTPAddr        = "127.0.0.1:8080"
+	DefaultKafkaAddr       = "127.0.0.1:9092"
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "text"
+	DefaultShutdownTimeout = 30 * time.Second
+
+	DefaultUploaderConcurrency = 4
+	DefaultUploaderInterval    = 10 * time.Second
+	DefaultUploaderGCGrace     = time.Hour
+
+	// The fetch defaults match fetchcache's.
+	DefaultFetchCacheBytes        = 512 << 20
+	DefaultFetchChunkBytes        = 4 << 20
+	DefaultFetchMaxConcurrentGets = 16
+	DefaultFetchMaxInFlightBytes  = 16 * DefaultFetchChunkBytes
+	DefaultFetchMaxWait           = 2 * time.Second
+	DefaultFetchReadAheadChunks   = 2
+)
+
+// Config is the configuration of a long-running tiered process. Not every process reads every
+// section: fetch ignores the broker and uploader sections, sidecar the local log engine's.
+// Start from Defaults (or Load); the zero Config is not valid.
+type Config struct {
+	// DataDir is serve's local-tier data directory (flag --data-dir, default ./data). One
+	// process holds it at a time.
+	DataDir string `yaml:"data_dir"`
+	// Bucket is the object-store URL (flag --bucket): file:///dir, mem://name or
+	// s3://bucket/prefix?endpoint=...&region=...&path_style=true. Empty means
+	// file://<absolute data_dir>/bucket, filled in by Load.
+	Bucket string `yaml:"bucket"`
+	// HTTP is the HTTP listener: API, /metrics, /healthz, /readyz.
+	HTTP HTTPListener `yaml:"http"`
+	// Kafka is the Kafka-protocol fetch listener.
+	Kafka KafkaListener `yaml:"kafka"`
+	// Sidecar locates the Kafka broker a sidecar runs beside.
+	Sidecar Sidecar `yaml:"sidecar"`
+	// Log configures the process's structured logs.
+	Log Log `yaml:"log"`
+	// Broker holds Kafka broker configs by their Kafka names: broker-wide topic defaults
+	// (log.retention.hours, log.segment.bytes, ...), the log cleaner (log.cleaner.*), the
+	// retention loop (log.retention.check.interval.ms), auto.create.topics.enable and
+	// num.partitions. Values are Kafka's strings; see BrokerConfigNames.
+	Broker map[string]string `yaml:"broker"`
+	// Uploader configures the copy of rolled segments to the bucket and orphan collection.
+	Uploader Uploader `yaml:"uploader"`
+	// Fetch configures the fetch service's cache and overload gates.
+	Fetch Fetch `yaml:"fetch"`
+	// Auth configures authentication and per-principal topic allow-lists.
+	Auth Auth `yaml:"auth"`
+	// ShutdownTimeout bounds a graceful stop after SIGTERM (default 30s).
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	meta *meta // where each value came from; nil for a Config built by hand
+}
+
+// HTTPListener is the HTTP listener.
+type HTTPListener struct {
+	// Addr is host:port (flag --http, default 127.0.0.1:8080). Port 0 picks a free port.
+	Addr string `yaml:"addr"`
+	TLS  TLS    `yaml:"tls"`
+}
+
+// KafkaListener is the Kafka-protocol listener.
+type KafkaListener struct {
+	// Addr is host:port (flag --kafka, default 127.0.0.1:9092); empty disables the listener.
+	Addr string `yaml:"addr"`
+	// AdvertisedAddr is the host:port returned to clients in Metadata (flag
+	// --advertised-addr); empty means Addr. Required when Addr binds all interfaces.
+	AdvertisedAddr string `yaml:"advertised_addr"`
+	TLS            TLS    `yaml:"tls"`
+}
+
+// TLS enables TLS on a listener. Empty CertFile and KeyFile mean plaintext.
+type TLS struct {
+	// CertFile and KeyFile are PEM files of the server certificate chain and its key.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile, when set, requires clients to present a certificate signed by one of its
+	// PEM CAs (mutual TLS); the certificate's subject common name is the principal.
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// Enabled reports whether the listener serves TLS.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Sidecar locates the Kafka broker a sidecar reads.
+type Sidecar struct {
+	// KafkaLogDir is the broker's log.dirs directory, read only (flag --kafka-log-dir).
+	KafkaLogDir string `yaml:"kafka_log_dir"`
+	// BootstrapServer is the broker's host:port list, comma-separated (flag
+	// --bootstrap-server), used to learn high watermarks.
+	BootstrapServer string `yaml:"bootstrap_server"`
+}
+
+// Log configures log/slog output.
+type Log struct {
+	// Level is debug, info, warn or error (default info).
+	Level string `yaml:"level"`
+	// Format is text or json (default text).
+	Format string `yaml:"format"`
+}
+
+// Uploader configures the remote-tier uploader.
+type Uploader struct {
+	// Concurrency is how many segments upload at once (default 4).
+	Concurrency int `yaml:"concurrency"`
+	// BytesPerSecond caps upload throughput; 0 means unlimited.
+	BytesPerSecond ByteSize `yaml:"bytes_per_second"`
+	// Interval is the pause between upload passes (default 10s).
+	Interval time.Duration `yaml:"interval"`
+	// GCGrace is how old an object no manifest references must be before garbage collection
+	// deletes it (default 1h). It must exceed the longest upload, or an upload whose manifest
+	// commit is still coming loses its data.
+	GCGrace time.Duration `yaml:"gc_grace"`
+}
+
+// Fetch configures the fetch service.
+type Fetch struct {
+	// CacheBytes bounds the in-memory chunk cache (flag --cache-bytes, default 512MiB).
+	CacheBytes ByteSize `yaml:"cache_bytes"`
+	// ChunkBytes is the aligned range-GET size (flag --chunk-bytes, default 4MiB).
+	ChunkBytes ByteSize `yaml:"chunk_bytes"`
+	// CacheDir enables a disk chunk cache (flag --cache-dir); needs DiskCacheBytes.
+	CacheDir string `yaml:"cache_dir"`
+	// DiskCacheBytes bounds the disk cache (flag --disk-cache-bytes).
+	DiskCacheBytes ByteSize `yaml:"disk_cache_bytes"`
+	// MaxConcurrentGets bounds GETs in flight against the bucket (default 16).
+	MaxConcurrentGets int `yaml:"max_concurrent_gets"`
+	// MaxInFlightBytes bounds bytes being fetched at once (default 64MiB, at least one chunk).
+	MaxInFlightBytes ByteSize `yaml:"max_inflight_bytes"`
+	// MaxWait bounds how long a request waits for the gates before it is throttled
+	// (HTTP 429 / Kafka throttle; default 2s).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// ReadAheadChunks is how many chunks past a sequential read are prefetched (default 2;
+	// 0 disables).
+	ReadAheadChunks int `yaml:"readahead_chunks"`
+}
+
+// Auth configures authentication and authorization. With no tokens, no SASL users and no
+// client CA, listeners accept anyone and ACLs must be empty. Once a listener authenticates,
+// a principal reads only the topics its ACL entry allows; a principal without an entry reads
+// nothing.
+type Auth struct {
+	// Tokens are HTTP bearer tokens ("Authorization: Bearer <token>"); when any is set the
+	// HTTP API (except /healthz, /readyz, /metrics) requires one.
+	Tokens []Token `yaml:"tokens"`
+	// SASLPlain are the SASL/PLAIN users of the Kafka listener; when any is set the listener
+	// requires SASL/PLAIN (or a client certificate, with kafka.tls.client_ca_file).
+	SASLPlain []PlainUser `yaml:"sasl_plain"`
+	// ACLs maps a principal (token principal, SASL username or client-certificate common
+	// name) to the topics it may read: exact names, prefixes ending in '*', or "*" for all.
+	ACLs map[string][]string `yaml:"acls"`
+}
+
+// Token is one bearer token and the principal it authenticates.
+type Token struct {
+	Principal string `yaml:"principal"`
+	Token     Secret `yaml:"token"`
+}
+
+// PlainUser is one SASL/PLAIN user.
+type PlainUser struct {
+	Username string `yaml:"username"`
+	Password Secret `yaml:"password"`
+}
+
+// Defaults returns the built-in configuration: Kafka's defaults for the broker keys that have
+// a non-null default, and loopback listeners. Bucket is left empty (Load derives it from
+// DataDir).
+func Defaults() Config {
+	c := Config{
+		DataDir: DefaultDataDir,
+		HTTP:    HTTPListener{Addr: DefaultHTTPAddr},
+		Kafka:   KafkaListener{Addr: DefaultKafkaAddr},
+		Log:     Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
+		Broker:  map[string]string{},
+		Uploader: Uploader{
+			Concurrency: DefaultUploaderConcurrency,
+			Interval:    DefaultUploaderInterval,
+			GCGrace:     DefaultUploaderGCGrace,
+		},
+		Fetch: Fetch{
+			CacheBytes:        DefaultFetchCacheBytes,
+			ChunkBytes:        DefaultFetchChunkBytes,
+			MaxConcurrentGets: DefaultFetchMaxConcurrentGets,
+			MaxInFlightBytes:  DefaultFetchMaxInFlightBytes,
+			MaxWait:           DefaultFetchMaxWait,
+			ReadAheadChunks:   DefaultFetchReadAheadChunks,
+		},
+		ShutdownTimeout: DefaultShutdownTimeout,
+		meta:            newMeta(),
+	}
+	for i := range brokerDefs {
+		if d := &brokerDefs[i]; d.def != "" {
+			c.Broker[d.name] = d.def
+		}
+	}
+	return c
+}
+
+// masked is what every printing path shows for a non-empty Secret.
+const masked = "******"
+
+// Secret is a string that never prints: String, Format (all fmt verbs, also inside structs),
+// GoString, MarshalYAML, MarshalJSON, MarshalText and LogValue all give "******" ("" when
+// empty). Reveal returns the value.
+type Secret string
+
+func (s Secret) shown() string {
+	if s == "" {
+		return ""
+	}
+	return masked
+}
+
+// Reveal returns the secret's value. Call it only to authenticate.
+func (s Secret) Reveal() string { return string(s) }
+
+// Equal reports whether candidate is the secret, in time independent of where they differ.
+func (s Secret) Equal(candidate string) bool {
+	return subtle.ConstantTimeCompare([]byte(s), []byte(candidate)) == 1
+}
+
+// String returns "******".
+func (s Secret) String() string { return s.shown() }
+
+// GoString returns the masked value for %#v.
+func (s Secret) GoString() string { return strconv.Quote(s.shown()) }
+
+// Format masks the secret for every fmt verb.
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.shown()) }
+
+// MarshalYAML masks the secret.
+func (s Secret) MarshalYAML() (any, error) { return s.shown(), nil }
+
+// MarshalJSON masks the secret.
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(s.shown())), nil }
+
+// MarshalText masks the secret.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.shown()), nil }
+
+// LogValue masks the secret in log/slog records.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.shown()) }
+
+// ByteSize is a size in bytes. In YAML, the environment and flags it is an integer, optionally
+// followed by a unit: KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000),
+// e.g. 4MiB. It prints as a plain integer.
+type ByteSize int64
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12}, {"b", 1},
+}
+
+// ParseByteSize parses "4194304", "4MiB", "512 KiB" or "1GB". Negative values parse (Validate
+// refuses them where a size must not be negative).
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	lower := strings.ToLower(t)
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(lower, u.suffix) {
+			mult = u.mult
+			t = strings.TrimSpace(t[:len(t)-len(u.suffix)])
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size (want bytes as an integer, optionally with a unit: 4MiB, 512KiB, 1GB)", s)
+	}
+	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return ByteSize(n * mult), nil
+}
+
+// UnmarshalYAML accepts an integer or a size with a unit, so ByteSize also decodes with
+// yaml.Unmarshal directly.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a size in bytes", n.Line)}}
+	}
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
+	}
+	*b = v
+	return nil
+}

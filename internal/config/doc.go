@@ -1,0 +1,51 @@
+// Package config owns the configuration of tiered's long-running processes (serve, sidecar,
+// fetch): one Config type with its built-in defaults, the loader that layers a YAML file,
+// TIERED_* environment variables and command-line flags over those defaults, and the one
+// validation pass that reports every problem at once. It also maps Kafka's broker config names
+// (log.retention.hours, log.cleaner.threads, ...) to topic configs, so broker-wide topic
+// defaults can sit under per-topic overrides.
+//
+// # Precedence
+//
+// Later layers win, key by key:
+//
+//	built-in defaults  <  YAML file (--config FILE)  <  TIERED_* environment  <  command-line flags
+//
+// Only flags the user actually gave count as a layer (LoadOptions.Flags); a flag's own default
+// never overrides the file or the environment. Mappings (broker, auth.acls) merge key by key
+// across layers; lists (auth.tokens, auth.sasl_plain) are replaced as a whole.
+//
+// # YAML file
+//
+// Keys are the yaml tags of Config, e.g.
+//
+//	data_dir: /var/lib/tiered
+//	bucket: s3://logs/tiered?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true
+//	http: {addr: 127.0.0.1:8080}
+//	fetch: {cache_bytes: 1GiB, chunk_bytes: 4MiB}
+//	broker:
+//	  log.retention.hours: 72
+//	  log.cleaner.threads: 2
+//
+// Unknown keys, duplicate keys and values of the wrong type are refused with the file name,
+// line and key path. A key with no value (null) leaves the default in place. Sizes are bytes,
+// written as an integer or with a unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB). Durations are Go
+// durations ("30s", "5m", "1h").
+//
+// # Environment
+//
+// Every key has one variable: TIERED_ followed by the key path in upper case with every '.'
+// replaced by '_'. Examples: data_dir → TIERED_DATA_DIR, fetch.cache_bytes →
+// TIERED_FETCH_CACHE_BYTES, http.tls.cert_file → TIERED_HTTP_TLS_CERT_FILE, broker key
+// log.retention.ms → TIERED_BROKER_LOG_RETENTION_MS. Scalars are taken literally; lists and
+// mappings (TIERED_AUTH_TOKENS, TIERED_AUTH_ACLS, TIERED_BROKER) are YAML flow text, e.g.
+// TIERED_AUTH_TOKENS='[{principal: ci, token: s3cret}]'. A TIERED_* variable whose first word
+// names a config section (TIERED_FETCH_..., TIERED_BROKER_...) but no key is refused; other
+// TIERED_* variables (tools and tests use some) are ignored.
+//
+// # Secrets
+//
+// Bearer tokens and SASL passwords have type Secret, whose String, Format (every fmt verb),
+// GoString, MarshalYAML, MarshalJSON, MarshalText and LogValue all print "******". Only
+// Secret.Reveal returns the value. Error messages never quote a secret's value.
+package config
