@@ -85,8 +85,7 @@ func init() {
 	allCommands = []*command{
 		topicCreateCmd, topicAlterCmd, topicDescribeCmd,
 		produceCmd, consumeCmd, compactCmd, retentionCmd,
-		inspectSegmentCmd, inspectIndexCmd, inspectManifestCmd,
-		bucketVerifyCmd,
+		inspectSegmentCmd, inspectIndexCmd,
 		configPrintCmd,
 		versionCmd, helpCmd,
 	}
@@ -97,8 +96,7 @@ func commands() []*command { return allCommands }
 // groups are words that need a subcommand.
 var groups = map[string]string{
 	"topic":   "create|alter|describe",
-	"inspect": "segment|index|manifest",
-	"bucket":  "verify",
+	"inspect": "segment|index",
 	"config":  "print",
 }
 
