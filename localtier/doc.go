@@ -3,7 +3,8 @@
 // append with a leader's validation and offset assignment, roll on
 // segment.bytes, segment.ms, full index or offset overflow, read by offset as
 // Kafka's Fetch does, find offsets by timestamp, recover on open the way
-// Kafka's LogLoader does), the log dir (many partitions, topic configs, the
+// Kafka's LogLoader does; per-producer state and open transactions persisted
+// in Kafka's .snapshot files), the log dir (many partitions, topic configs, the
 // checkpoint files, the flock that keeps one process per data dir), and a
 // read-only view of a real broker's log dir.
 //

@@ -76,17 +76,20 @@ type Log struct {
 	logger *slog.Logger
 	epoch  int32
 
-	mu            sync.RWMutex
-	cfg           topicconfig.Config
-	segments      []*Segment
-	logStart      int64
-	recoveryPoint int64
-	ongoingTxns   map[int64]int64 // producer id -> first offset of its open transaction
-	unflushed     int64           // records appended since the last flush
-	lastFlush     time.Time
-	closed        bool
-	enc           record.Encoder
-	dec           record.Decoder
+	mu             sync.RWMutex
+	cfg            topicconfig.Config
+	segments       []*Segment
+	logStart       int64
+	recoveryPoint  int64
+	ongoingTxns    map[int64]int64 // producer id -> first offset of its open transaction
+	producers      map[int64]*ProducerEntry
+	snapshots      []int64 // offsets of the .snapshot files, ascending (producerstate.go)
+	lastSnapOffset int64   // offset of the newest snapshot, or where producer state was loaded from
+	unflushed      int64   // records appended since the last flush
+	lastFlush      time.Time
+	closed         bool
+	enc            record.Encoder
+	dec            record.Decoder
 }
 
 // RecoveryReport says what OpenLog had to repair.
@@ -109,7 +112,7 @@ func OpenLog(fsys vfs.FS, dir string, opts LogOptions) (*Log, RecoveryReport, er
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &Log{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, epoch: opts.LeaderEpoch, cfg: opts.Config,
-		logStart: opts.LogStartOffset, ongoingTxns: map[int64]int64{}, lastFlush: opts.Now()}
+		logStart: opts.LogStartOffset, ongoingTxns: map[int64]int64{}, producers: map[int64]*ProducerEntry{}, lastFlush: opts.Now()}
 	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, rep, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -236,7 +239,7 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 	// never fsynced, so the recovery point stays where the checkpoint put it
 	// (a clean Close checkpoints the log end, so nothing is lost there).
 	l.recoveryPoint = min(max(recoveryPoint, 0), l.logEndLocked())
-	return l.rebuildTxnState()
+	return l.loadProducerState()
 }
 
 // removeTempFiles deletes .deleted and .cleaned files and returns the base
@@ -377,16 +380,6 @@ func (l *Log) completeSwaps(bases []int64, rep *RecoveryReport) error {
 	return l.fs.SyncDir(l.dir)
 }
 
-// rebuildTxnState scans the active segment for transactions left open.
-func (l *Log) rebuildTxnState() error {
-	s := l.active()
-	_, _, err := scanBatches(s.log, s.LogPath(), 0, s.size, false, func(_ int64, b record.Batch) error {
-		l.trackTxn(b, nil)
-		return nil
-	})
-	return err
-}
-
 func (l *Log) active() *Segment { return l.segments[len(l.segments)-1] }
 
 func (l *Log) logEndLocked() int64 { return l.active().nextOffset }
@@ -424,7 +417,8 @@ func (l *Log) LogEndOffset() int64 {
 
 // LastStableOffset is the first offset of the earliest open transaction,
 // or the log end offset when none is open: READ_COMMITTED consumers and the
-// compactor never go past it.
+// compactor never go past it. As Kafka's, it never lies below the log start
+// offset (retention may delete the start of an open transaction).
 func (l *Log) LastStableOffset() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -432,7 +426,7 @@ func (l *Log) LastStableOffset() int64 {
 	for _, first := range l.ongoingTxns {
 		lso = min(lso, first)
 	}
-	return lso
+	return max(lso, l.logStart)
 }
 
 // RecoveryPoint is the offset below which everything is flushed.
@@ -659,39 +653,6 @@ func (l *Log) appendLocked(data []byte, info AppendInfo) error {
 	return nil
 }
 
-// trackTxn follows transactional batches; an abort marker adds an entry to
-// seg's .txnindex (seg nil: only rebuild the open-transaction map).
-func (l *Log) trackTxn(b record.Batch, seg *Segment) error {
-	if !b.IsTransactional() {
-		return nil
-	}
-	pid := b.ProducerID()
-	if !b.IsControl() {
-		if _, open := l.ongoingTxns[pid]; !open {
-			l.ongoingTxns[pid] = b.BaseOffset()
-		}
-		return nil
-	}
-	first, open := l.ongoingTxns[pid]
-	delete(l.ongoingTxns, pid)
-	if !open || seg == nil {
-		return nil
-	}
-	recs, err := l.dec.Records(b)
-	if err != nil || len(recs) == 0 {
-		return err
-	}
-	_, typ, err := record.ParseControlKey(recs[0].Key)
-	if err != nil || typ != record.ControlAbort {
-		return nil
-	}
-	lso := b.LastOffset() + 1
-	for _, f := range l.ongoingTxns {
-		lso = min(lso, f)
-	}
-	return seg.appendAbortedTxn(index.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: b.LastOffset(), LastStableOffset: lso})
-}
-
 // AppendEndTxnMarker writes a commit or abort control batch for a producer,
 // as the transaction coordinator does.
 func (l *Log) AppendEndTxnMarker(producerID int64, producerEpoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
@@ -736,6 +697,11 @@ func (l *Log) rollLocked(base int64) (*Segment, error) {
 		l.segments = l.segments[:len(l.segments)-1]
 	} else if err := old.onRoll(); err != nil {
 		return nil, fmt.Errorf("roll %s: %w", old.LogPath(), err)
+	}
+	// Kafka snapshots the producer state at every roll, named by the new
+	// segment's base offset, so a restart replays at most the segments above it.
+	if err := l.takeSnapshotLocked(base); err != nil {
+		return nil, fmt.Errorf("roll: %w", err)
 	}
 	s, err := createSegment(l.fs, l.dir, base, l.segOpts(""), l.now())
 	if err != nil {
@@ -859,6 +825,10 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	err := l.flushLocked()
+	if err == nil {
+		// The clean-close snapshot: the next open replays nothing.
+		err = l.takeSnapshotLocked(l.logEndLocked())
+	}
 	for _, s := range l.segments {
 		err = errors.Join(err, s.close())
 	}

@@ -92,6 +92,10 @@ func (l *Log) DeleteSegments(upTo int64) (deleted []SegmentInfo, err error) {
 		}
 		deleted = append(deleted, info)
 	}
+	// Producer snapshots go with their segments (Kafka's deleteProducerSnapshots).
+	if err := l.removeSnapshotsBelowLocked(l.logStart); err != nil {
+		return deleted, fmt.Errorf("delete segments of %s: %w", l.dir, err)
+	}
 	l.logger.Info("deleted segments", "dir", l.dir, "segments", len(deleted), "log_start_offset", l.logStart)
 	return deleted, nil
 }
