@@ -85,7 +85,9 @@ func init() {
 	allCommands = []*command{
 		topicCreateCmd, topicAlterCmd, topicDescribeCmd,
 		produceCmd, consumeCmd, compactCmd, retentionCmd,
-		inspectSegmentCmd, inspectIndexCmd,
+		inspectSegmentCmd, inspectIndexCmd, inspectManifestCmd,
+		bucketVerifyCmd,
+		uploadCmd, sidecarCmd,
 		configPrintCmd,
 		versionCmd, helpCmd,
 	}
@@ -96,7 +98,8 @@ func commands() []*command { return allCommands }
 // groups are words that need a subcommand.
 var groups = map[string]string{
 	"topic":   "create|alter|describe",
-	"inspect": "segment|index",
+	"inspect": "segment|index|manifest",
+	"bucket":  "verify",
 	"config":  "print",
 }
 

@@ -21,7 +21,8 @@ const consumeFetchBytes = 1 << 20
 var consumeCmd = &command{
 	name:    "consume",
 	summary: "print a partition's records as JSON lines",
-	help: `usage: tiered consume --topic T --partition P [--from-offset N | --from-time TIME] [--max-records N] [--follow] [--data-dir DIR]
+	help: `usage: tiered consume (--data-dir DIR | --bucket URL) --topic T --partition P
+                      [--from-offset N | --from-time TIME] [--max-records N] [--follow]
 
 Prints the records of one partition to stdout, one JSON object per line:
   {"partition": 0, "offset": 5, "timestamp": ms, "key": "text" | null, "value": "text" | null,
@@ -34,8 +35,13 @@ Starts at the log start offset and exits at the log end. Control records (transa
 markers, KRaft control records) are never printed. Records of aborted transactions ARE
 printed: consume reads like a READ_UNCOMMITTED consumer.
 
+Reads the local data dir (the default), or with --bucket the segments committed to the
+remote tier, through the partition's manifest (no LIST); the output is the same.
+
 Flags:
   --data-dir DIR     data directory (default ./data; must exist)
+  --bucket URL       read the remote tier instead: file:///dir, mem://name[/prefix] or
+                     s3://bucket[/prefix]?endpoint=...&region=...&path_style=true
   --topic T          topic (required)
   --partition P      partition (required)
   --from-offset N    start at offset N (between the log start and end offsets)
@@ -45,7 +51,7 @@ Flags:
   --max-records N    stop after N records
   --follow           at the log end, keep polling for new records until interrupted
                      (SIGINT/SIGTERM exit 0). Between polls the data dir is released so
-                     that produce can write to it.
+                     that produce can write to it; with --bucket the manifest is re-read.
 
 Example:
   tiered consume --topic orders --partition 0 --from-time 2024-05-01T00:00:00Z --max-records 10
@@ -75,6 +81,112 @@ func (r *Runner) pollInterval() time.Duration {
 	return 500 * time.Millisecond
 }
 
+// consumeSource is where consume reads one partition: the local data dir
+// or the bucket's committed segments.
+type consumeSource interface {
+	// read returns whole batches (possibly ending with a partial one) from
+	// the one holding offset; nothing at the log end.
+	read(ctx context.Context, offset int64) ([]byte, error)
+	// bounds are the log start and end offsets.
+	bounds() (start, end int64)
+	// offsetForTime is the first offset with a timestamp >= ts.
+	offsetForTime(ctx context.Context, ts int64) (offset int64, found bool, err error)
+	// deletedBelow reports, for an error of read, that retention removed
+	// offsets up to the new log start offset.
+	deletedBelow(err error) (logStart int64, ok bool)
+	// wait sleeps until the next poll of --follow and refreshes the view.
+	// It returns false when ctx ended.
+	wait(ctx context.Context, every time.Duration) (bool, error)
+	close() error
+	String() string // where the records come from, for errors
+}
+
+// localSource reads a partition of the data dir.
+type localSource struct {
+	r              *Runner
+	dataDir, topic string
+	partition      int32
+	d              *localtier.LogDir
+	l              *localtier.Log
+}
+
+func (r *Runner) openLocalSource(dataDir, topic string, partition int32) (*localSource, error) {
+	d, _, err := r.openDataDir(dataDir, true, r.lockWait())
+	if err != nil {
+		return nil, err
+	}
+	l, err := d.Partition(topic, partition)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return &localSource{r: r, dataDir: dataDir, topic: topic, partition: partition, d: d, l: l}, nil
+}
+
+func (s *localSource) read(_ context.Context, offset int64) ([]byte, error) {
+	res, err := s.l.Read(offset, consumeFetchBytes, true)
+	return res.Data, err
+}
+
+func (s *localSource) bounds() (int64, int64) { return s.l.LogStartOffset(), s.l.LogEndOffset() }
+
+func (s *localSource) offsetForTime(_ context.Context, ts int64) (int64, bool, error) {
+	off, _, found, err := s.l.OffsetForTimestamp(ts)
+	return off, found, err
+}
+
+func (s *localSource) deletedBelow(err error) (int64, bool) {
+	var oor *localtier.OffsetOutOfRangeError
+	if errors.As(err, &oor) {
+		return oor.LogStartOffset, true
+	}
+	return 0, false
+}
+
+// wait releases the data dir between polls so a producer can append.
+func (s *localSource) wait(ctx context.Context, every time.Duration) (bool, error) {
+	if err := s.close(); err != nil {
+		return false, fmt.Errorf("close data dir: %w", err)
+	}
+	for s.d == nil {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-time.After(every):
+		}
+		nd, locked, err := s.r.openDataDir(s.dataDir, true, 0)
+		if locked {
+			continue // another process is writing; look again later
+		}
+		if err != nil {
+			return false, err
+		}
+		s.d = nd
+	}
+	l, err := s.d.Partition(s.topic, s.partition)
+	if err != nil {
+		return false, err
+	}
+	s.l = l
+	return true, nil
+}
+
+func (s *localSource) close() error {
+	if s.d == nil {
+		return nil
+	}
+	d := s.d
+	s.d, s.l = nil, nil
+	return d.Close()
+}
+
+func (s *localSource) String() string {
+	if s.l != nil {
+		return s.l.Dir()
+	}
+	return s.dataDir
+}
+
 // consumer prints one partition's records from offset on.
 type consumer struct {
 	out       *bufio.Writer
@@ -87,19 +199,19 @@ type consumer struct {
 
 // drain prints from c.offset to the log end (or until the limit). It
 // reports whether the limit was reached.
-func (c *consumer) drain(ctx context.Context, l *localtier.Log) (done bool, err error) {
+func (c *consumer) drain(ctx context.Context, src consumeSource) (done bool, err error) {
 	for {
 		if ctx.Err() != nil {
 			return true, nil
 		}
-		res, err := l.Read(c.offset, consumeFetchBytes, true)
+		data, err := src.read(ctx, c.offset)
 		if err != nil {
 			return false, err
 		}
-		if len(res.Data) == 0 {
+		if len(data) == 0 {
 			return false, nil
 		}
-		it := record.NewIter(res.Data)
+		it := record.NewIter(data)
 		it.Verify = true
 		progressed := false
 		for {
@@ -117,7 +229,7 @@ func (c *consumer) drain(ctx context.Context, l *localtier.Log) (done bool, err 
 			}
 			recs, err := c.dec.Records(b)
 			if err != nil {
-				return false, fmt.Errorf("decode batch at offset %d of %s: %w", b.BaseOffset(), l.Dir(), err)
+				return false, fmt.Errorf("decode batch at offset %d of %s: %w", b.BaseOffset(), src, err)
 			}
 			for i := range recs {
 				if recs[i].Offset < c.offset {
@@ -137,10 +249,10 @@ func (c *consumer) drain(ctx context.Context, l *localtier.Log) (done bool, err 
 			c.offset = b.NextOffset()
 		}
 		if err := it.Err(); err != nil {
-			return false, fmt.Errorf("read %s at offset %d: %w", l.Dir(), c.offset, err)
+			return false, fmt.Errorf("read %s at offset %d: %w", src, c.offset, err)
 		}
 		if !progressed {
-			return false, fmt.Errorf("read %s at offset %d: no whole batch in the log's answer", l.Dir(), c.offset)
+			return false, fmt.Errorf("read %s at offset %d: no whole batch in the log's answer", src, c.offset)
 		}
 	}
 }
@@ -148,6 +260,7 @@ func (c *consumer) drain(ctx context.Context, l *localtier.Log) (done bool, err 
 func runConsume(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("consume")
 	dataDir := fs.String("data-dir", DefaultDataDir, "")
+	bucketURL := fs.String("bucket", "", "")
 	topic := fs.String("topic", "", "")
 	partition := fs.Int("partition", -1, "")
 	fromOffset := fs.Int64("from-offset", -1, "")
@@ -171,6 +284,9 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 	if *partition < 0 || *partition > math.MaxInt32 {
 		return usagef("--partition %d is out of range", *partition)
 	}
+	if set["data-dir"] && set["bucket"] {
+		return usagef("--data-dir and --bucket cannot be used together")
+	}
 	if set["from-offset"] && set["from-time"] {
 		return usagef("--from-offset and --from-time cannot be used together")
 	}
@@ -192,46 +308,42 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 	}
 	defer c.out.Flush()
 
-	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())
+	var src consumeSource
+	if set["bucket"] {
+		src, err = openBucketSource(ctx, *bucketURL, *topic, int32(*partition))
+	} else {
+		src, err = r.openLocalSource(*dataDir, *topic, int32(*partition))
+	}
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if d != nil {
-			d.Close()
-		}
-	}()
-	l, err := d.Partition(*topic, int32(*partition))
-	if err != nil {
-		return err
-	}
+	defer src.close()
 	switch {
 	case set["from-offset"]:
 		c.offset = *fromOffset
-		if start, end := l.LogStartOffset(), l.LogEndOffset(); c.offset < start || c.offset > end {
+		if start, end := src.bounds(); c.offset < start || c.offset > end {
 			return fmt.Errorf("offset %d is out of range for %s-%d (log start offset %d, log end offset %d)", c.offset, *topic, *partition, start, end)
 		}
 	case set["from-time"]:
-		off, _, found, err := l.OffsetForTimestamp(ts)
+		off, found, err := src.offsetForTime(ctx, ts)
 		if err != nil {
 			return fmt.Errorf("find offset for time %s: %w", *fromTime, err)
 		}
-		c.offset = l.LogEndOffset()
+		_, c.offset = src.bounds()
 		if found {
 			c.offset = off
 		}
 	default:
-		c.offset = l.LogStartOffset()
+		c.offset, _ = src.bounds()
 	}
 	for {
-		done, err := c.drain(ctx, l)
+		done, err := c.drain(ctx, src)
 		if err != nil {
-			var oor *localtier.OffsetOutOfRangeError
-			if *follow && errors.As(err, &oor) && c.offset < oor.LogStartOffset {
+			if start, ok := src.deletedBelow(err); *follow && ok && c.offset < start {
 				// Retention removed what we had not read yet: go on from the start.
 				fmt.Fprintf(r.Stderr, "tiered consume: offsets %d-%d of %s-%d were deleted before they were read; continuing at %d\n",
-					c.offset, oor.LogStartOffset-1, *topic, *partition, oor.LogStartOffset)
-				c.offset = oor.LogStartOffset
+					c.offset, start-1, *topic, *partition, start)
+				c.offset = start
 				continue
 			}
 			return err
@@ -240,29 +352,10 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 			return fmt.Errorf("write stdout: %w", err)
 		}
 		if done || !*follow {
-			return d.Close()
+			return src.close()
 		}
-		// Release the data dir between polls so a producer can append.
-		if err := d.Close(); err != nil {
-			return fmt.Errorf("close data dir: %w", err)
-		}
-		d = nil
-		for d == nil {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(r.pollInterval()):
-			}
-			nd, locked, err := r.openDataDir(*dataDir, true, 0)
-			if locked {
-				continue // another process is writing; look again later
-			}
-			if err != nil {
-				return err
-			}
-			d = nd
-		}
-		if l, err = d.Partition(*topic, int32(*partition)); err != nil {
+		ok, err := src.wait(ctx, r.pollInterval())
+		if err != nil || !ok {
 			return err
 		}
 	}

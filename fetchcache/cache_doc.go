@@ -1,0 +1,83 @@
+// Package fetchcache owns tiered's fetch service: the chunk cache, gates
+// and read-ahead under the read path (this file documents them), the HTTP
+// API and the Kafka-protocol listener over it, the client and replay.
+//
+// # Caching layer contract
+//
+// NewCachingBucket(inner, CacheOptions) returns a *CachingBucket, an
+// objstore.BucketReader to hand to remotetier.RemoteLog (or anything that
+// reads data objects by range), thanos CachingBucket style:
+//
+//   - GetRange(ctx, key, off, length) keeps the objstore contract (length
+//     < 0 to the end; a range past the end cut; off == size empty; off >
+//     size wraps objstore.ErrInvalidRange; a missing key wraps
+//     objstore.ErrNotFound) and is served from aligned chunks of
+//     ChunkBytes (default 4 MiB, --chunk-bytes). The size and ETag of an
+//     object are learnt once with Attributes and cached (AttrsEntries);
+//     chunk keys are (object key, ETag or size, chunk index), which is
+//     sound because data objects are immutable under unique keys. The
+//     whole range is in memory when GetRange returns: errors come from
+//     GetRange, never from Read. The reader shares the cached chunk
+//     slices (no copy) and implements io.WriterTo.
+//   - Get, Attributes and List pass through uncached (manifests change).
+//   - Close stops read-ahead and background loads and waits for them;
+//     afterwards GetRange wraps ErrClosed. It does not close inner.
+//
+// Tiers. Memory: a byte-bounded LRU (MemoryBytes, --cache-bytes) of whole
+// chunks; the bound is on the sum of chunk lengths. Disk (optional,
+// CacheDir + DiskBytes, --cache-dir / --disk-cache-bytes): every chunk
+// fetched from the store is also written to a file (tmp + rename, length
+// and CRC-32C trailer), bounded by bytes with LRU eviction; a memory miss
+// that hits disk is promoted to memory. At start the directory is reloaded
+// (files kept, oldest modification evicted first, leftover temporaries
+// removed), and a LOCK file (flock) keeps a second process out. A file
+// that fails its check on read is deleted, counted in
+// tiered_fetch_cache_corrupt_chunks_total and the chunk refetched.
+//
+// Loads. Concurrent misses on one chunk share one load (singleflight),
+// run detached from any single caller, so one caller giving up does not
+// fail the others; each caller still stops waiting when its own ctx ends.
+// The missing chunks of one request load in parallel, at most
+// FetchParallelism at a time.
+//
+// Gates and overload. Two gates bound the work: "gets" (MaxConcurrentGets
+// store requests at once, default 16; Attributes calls included) and
+// "bytes" (MaxInFlightBytes of chunks being brought into memory from the
+// store or disk, default 16 chunks; a chunk on its way to the disk tier
+// keeps its bytes until written). Every gate wait of one GetRange shares
+// one deadline, MaxWait after the call began (default 2 s); past it the
+// call fails with an *OverloadedError (errors.Is(err, ErrOverloaded);
+// RetryAfter(err) gives the suggested delay, CacheOptions.RetryAfter,
+// default 1 s). The HTTP layer answers 429 THROTTLED with Retry-After, the
+// Kafka layer sets throttle_time_ms. The memory the cache holds is thus at
+// most MemoryBytes + MaxInFlightBytes, whatever the number of clients;
+// what is not bounded here is bytes of evicted chunks still referenced by
+// readers callers keep open, i.e. the ranges callers ask for — callers
+// bound those (max_bytes × concurrent requests, e.g. with their own Gate).
+//
+// Gate (NewGate, Start/StartBy/TryStart/Done) is exported for the
+// protocol layers to bound their own work with the same overload answer
+// and the same tiered_fetch_gate_* series under their own gate name.
+//
+// Read-ahead: see readahead.go. A GetRange that begins in or right after
+// the chunk where an earlier GetRange of the same object ended is
+// sequential and triggers background loads of the next ReadAheadChunks
+// chunks (default 2), which only take free gate capacity and are
+// cancelled by Close.
+//
+// Metrics (registry injected through CacheOptions.Registerer, every
+// series created at 0; several buckets may share a registry):
+//
+//	tiered_fetch_cache_hits_total{tier}         memory|disk, client chunk lookups
+//	tiered_fetch_cache_misses_total{tier}
+//	tiered_fetch_cache_evictions_total{tier}
+//	tiered_fetch_cache_bytes{tier}              gauge
+//	tiered_fetch_cache_corrupt_chunks_total     disk files failing their check
+//	tiered_fetch_store_gets_total               range GETs sent by the cache
+//	tiered_fetch_store_get_bytes_total
+//	tiered_fetch_gate_in_flight{gate}           gets|bytes (+ callers' gates)
+//	tiered_fetch_gate_waits_total{gate}
+//	tiered_fetch_gate_rejections_total{gate}
+//	tiered_fetch_gate_wait_seconds{gate}        histogram
+//	tiered_fetch_readahead_chunks_total{outcome} useful|wasted
+package fetchcache

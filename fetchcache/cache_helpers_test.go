@@ -1,0 +1,200 @@
+package fetchcache
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// content is the deterministic body of a test object.
+func content(key string, size int64) []byte {
+	b := make([]byte, size)
+	h := byte(len(key) * 31)
+	for _, c := range []byte(key) {
+		h = h*33 + c
+	}
+	for i := range b {
+		b[i] = byte(i*131+i>>8) ^ h
+	}
+	return b
+}
+
+func putObject(t testing.TB, b *objstore.Memory, key string, size int64) []byte {
+	t.Helper()
+	data := content(key, size)
+	if _, err := b.Put(context.Background(), key, bytes.NewReader(data), size, objstore.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// countingBucket records the range GETs reaching the store and can hold
+// them until released; it also tracks the bytes requested by GETs in
+// flight and their maximum.
+type countingBucket struct {
+	objstore.BucketReader
+
+	mu       sync.Mutex
+	ranges   []rangeCall
+	attrs    int
+	hold     chan struct{} // non-nil: GetRange waits for it to close (or ctx)
+	delay    time.Duration // sleep in each GetRange, to make GETs overlap
+	started  atomic.Int64  // GetRange calls that reached the store
+	inFlight atomic.Int64  // bytes of GETs not yet closed
+	maxBytes atomic.Int64
+	maxGets  atomic.Int64
+	gets     atomic.Int64
+}
+
+type rangeCall struct {
+	key       string
+	off, size int64
+}
+
+func newCounting(inner objstore.BucketReader) *countingBucket {
+	return &countingBucket{BucketReader: inner}
+}
+
+// holdGets makes later GetRange calls block until release.
+func (b *countingBucket) holdGets() {
+	b.mu.Lock()
+	b.hold = make(chan struct{})
+	b.mu.Unlock()
+}
+
+func (b *countingBucket) release() {
+	b.mu.Lock()
+	if b.hold != nil {
+		close(b.hold)
+		b.hold = nil
+	}
+	b.mu.Unlock()
+}
+
+func (b *countingBucket) Attributes(ctx context.Context, key string) (objstore.Attrs, error) {
+	b.mu.Lock()
+	b.attrs++
+	b.mu.Unlock()
+	return b.BucketReader.Attributes(ctx, key)
+}
+
+func (b *countingBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	b.mu.Lock()
+	b.ranges = append(b.ranges, rangeCall{key, off, length})
+	hold := b.hold
+	b.mu.Unlock()
+	b.started.Add(1)
+	g := b.gets.Add(1)
+	raiseTo(&b.maxGets, g)
+	raiseTo(&b.maxBytes, b.inFlight.Add(length))
+	done := func() {
+		b.inFlight.Add(-length)
+		b.gets.Add(-1)
+	}
+	if b.delay > 0 {
+		time.Sleep(b.delay)
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			done()
+			return nil, ctx.Err()
+		}
+	}
+	rc, err := b.BucketReader.GetRange(ctx, key, off, length)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	return &doneReader{ReadCloser: rc, done: done}, nil
+}
+
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+type doneReader struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (r *doneReader) Close() error {
+	r.once.Do(r.done)
+	return r.ReadCloser.Close()
+}
+
+// takeRanges returns and forgets the recorded GETs, sorted.
+func (b *countingBucket) takeRanges() []rangeCall {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.ranges
+	b.ranges = nil
+	sort.Slice(r, func(i, j int) bool {
+		if r[i].key != r[j].key {
+			return r[i].key < r[j].key
+		}
+		return r[i].off < r[j].off
+	})
+	return r
+}
+
+// waitIdle waits until no read-ahead or background load holds a gate.
+func waitIdle(t testing.TB, c *CachingBucket) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.ra.busy() > 0 || c.bytes.InFlight() > 0 || c.gets.InFlight() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("cache not idle: read-ahead %d, bytes %d, gets %d", c.ra.busy(), c.bytes.InFlight(), c.gets.InFlight())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func readAll(t testing.TB, c objstore.BucketReader, key string, off, length int64) []byte {
+	t.Helper()
+	rc, err := c.GetRange(context.Background(), key, off, length)
+	if err != nil {
+		t.Fatalf("get range %s [%d,+%d): %v", key, off, length, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustCache(t testing.TB, inner objstore.BucketReader, o CacheOptions) *CachingBucket {
+	t.Helper()
+	c, err := NewCachingBucket(inner, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func expectRange(want []byte, off, length int64) []byte {
+	if off >= int64(len(want)) {
+		return nil
+	}
+	end := int64(len(want))
+	if length >= 0 && off+length < end {
+		end = off + length
+	}
+	return want[off:end]
+}

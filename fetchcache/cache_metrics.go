@@ -1,0 +1,102 @@
+package fetchcache
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Tier label values.
+const (
+	TierMemory = "memory"
+	TierDisk   = "disk"
+)
+
+// Read-ahead outcome label values.
+const (
+	ReadAheadUseful = "useful" // read by a client before eviction
+	ReadAheadWasted = "wasted" // evicted from memory unread
+)
+
+// cacheMetrics are the cache, store and read-ahead series of one
+// CachingBucket (the gate series live in gate.go).
+type cacheMetrics struct {
+	hits, misses, evictions *prometheus.CounterVec
+	bytes                   *prometheus.GaugeVec
+	corrupt                 prometheus.Counter
+	storeGets, storeBytes   prometheus.Counter
+	readAhead               *prometheus.CounterVec
+}
+
+func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
+	m := &cacheMetrics{
+		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_cache_hits_total",
+			Help: "Chunk lookups for client reads answered by a cache tier.",
+		}, []string{"tier"}),
+		misses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_cache_misses_total",
+			Help: "Chunk lookups for client reads a cache tier could not answer.",
+		}, []string{"tier"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_cache_evictions_total",
+			Help: "Chunks evicted from a cache tier to stay within its byte bound.",
+		}, []string{"tier"}),
+		bytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tiered_fetch_cache_bytes",
+			Help: "Bytes of chunks held by a cache tier.",
+		}, []string{"tier"}),
+		corrupt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tiered_fetch_cache_corrupt_chunks_total",
+			Help: "Disk-tier chunk files that failed their length or checksum check and were refetched.",
+		}),
+		storeGets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tiered_fetch_store_gets_total",
+			Help: "Range GETs sent to the object store by the cache.",
+		}),
+		storeBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tiered_fetch_store_get_bytes_total",
+			Help: "Bytes received from the object store by the cache's range GETs.",
+		}),
+		readAhead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_readahead_chunks_total",
+			Help: "Chunks fetched by read-ahead, by outcome: read by a client (useful) or evicted unread (wasted).",
+		}, []string{"outcome"}),
+	}
+	if reg != nil {
+		m.hits = cacheRegister(reg, m.hits)
+		m.misses = cacheRegister(reg, m.misses)
+		m.evictions = cacheRegister(reg, m.evictions)
+		m.bytes = cacheRegister(reg, m.bytes)
+		m.corrupt = cacheRegister(reg, m.corrupt)
+		m.storeGets = cacheRegister(reg, m.storeGets)
+		m.storeBytes = cacheRegister(reg, m.storeBytes)
+		m.readAhead = cacheRegister(reg, m.readAhead)
+	}
+	for _, tier := range []string{TierMemory, TierDisk} {
+		m.hits.WithLabelValues(tier)
+		m.misses.WithLabelValues(tier)
+		m.evictions.WithLabelValues(tier)
+		m.bytes.WithLabelValues(tier)
+	}
+	m.readAhead.WithLabelValues(ReadAheadUseful)
+	m.readAhead.WithLabelValues(ReadAheadWasted)
+	return m
+}
+
+// cacheRegister registers c with reg, or returns the collector already
+// registered under the same description, so several caching buckets (and
+// gates) can share one registry; their series then add up (gauges are
+// only ever moved by deltas for that reason).
+func cacheRegister[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}

@@ -1,0 +1,154 @@
+package fetchcache
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of CacheOptions; EnsureDefaults fills zero fields with them.
+const (
+	DefaultChunkBytes        = 4 << 20   // --chunk-bytes
+	DefaultMemoryBytes       = 512 << 20 // --cache-bytes
+	DefaultReadAheadChunks   = 2
+	DefaultMaxConcurrentGets = 16
+	DefaultMaxWait           = 2 * time.Second
+	DefaultRetryAfter        = time.Second
+	DefaultFetchParallelism  = 4
+	DefaultAttrsEntries      = 16384
+	DefaultStreams           = 4096
+	// DefaultInFlightChunks sizes the default in-flight byte budget:
+	// MaxInFlightBytes = DefaultInFlightChunks × ChunkBytes.
+	DefaultInFlightChunks = 16
+)
+
+// CacheOptions configures a CachingBucket. The zero value of a field means
+// its default; EnsureDefaults fills them and Validate reports every
+// remaining problem at once.
+type CacheOptions struct {
+	// ChunkBytes is the alignment and size of cached chunks (--chunk-bytes).
+	ChunkBytes int64
+	// MemoryBytes bounds the bytes of chunks held by the memory tier
+	// (--cache-bytes). Chunks are never split; a chunk larger than the
+	// bound is served but not kept.
+	MemoryBytes int64
+
+	// CacheDir enables the disk tier (--cache-dir); empty means none.
+	CacheDir string
+	// DiskBytes bounds the bytes of chunk files in CacheDir
+	// (--disk-cache-bytes); required with CacheDir.
+	DiskBytes int64
+
+	// ReadAheadChunks is how many chunks past a sequential read are fetched
+	// in the background. Zero means the default (2); negative disables.
+	ReadAheadChunks int
+
+	// MaxConcurrentGets bounds GETs in flight against the store.
+	MaxConcurrentGets int
+	// MaxInFlightBytes bounds bytes being brought into memory at once (from
+	// the store or the disk tier); at least ChunkBytes.
+	MaxInFlightBytes int64
+	// MaxWait is the per-request bound on waiting for the gates; past it
+	// the request fails with *OverloadedError.
+	MaxWait time.Duration
+	// RetryAfter is the delay an overload error suggests.
+	RetryAfter time.Duration
+	// FetchParallelism bounds the missing chunks of one request fetched at
+	// once.
+	FetchParallelism int
+
+	// AttrsEntries bounds the cached object sizes/ETags (entries).
+	AttrsEntries int
+	// Streams bounds the sequential-read cursors tracked for read-ahead.
+	Streams int
+
+	// Registerer receives the tiered_fetch_cache_*, _store_*, _gate_* and
+	// _readahead_* series; nil keeps them unregistered.
+	Registerer prometheus.Registerer
+	// Logger receives debug and warning records; nil discards them.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with the defaults and returns o.
+func (o CacheOptions) EnsureDefaults() CacheOptions {
+	if o.ChunkBytes == 0 {
+		o.ChunkBytes = DefaultChunkBytes
+	}
+	if o.MemoryBytes == 0 {
+		o.MemoryBytes = DefaultMemoryBytes
+	}
+	if o.ReadAheadChunks == 0 {
+		o.ReadAheadChunks = DefaultReadAheadChunks
+	}
+	if o.MaxConcurrentGets == 0 {
+		o.MaxConcurrentGets = DefaultMaxConcurrentGets
+	}
+	if o.MaxInFlightBytes == 0 {
+		o.MaxInFlightBytes = DefaultInFlightChunks * o.ChunkBytes
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = DefaultMaxWait
+	}
+	if o.RetryAfter == 0 {
+		o.RetryAfter = DefaultRetryAfter
+	}
+	if o.FetchParallelism == 0 {
+		o.FetchParallelism = DefaultFetchParallelism
+	}
+	if o.AttrsEntries == 0 {
+		o.AttrsEntries = DefaultAttrsEntries
+	}
+	if o.Streams == 0 {
+		o.Streams = DefaultStreams
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports every problem of o (after EnsureDefaults) in one error.
+func (o CacheOptions) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.ChunkBytes <= 0 {
+		bad("chunk bytes %d: must be positive", o.ChunkBytes)
+	}
+	if o.MemoryBytes <= 0 {
+		bad("cache bytes %d: must be positive", o.MemoryBytes)
+	}
+	if o.CacheDir != "" && o.DiskBytes <= 0 {
+		bad("disk cache bytes %d: must be positive with a cache dir", o.DiskBytes)
+	}
+	if o.CacheDir == "" && o.DiskBytes != 0 {
+		bad("disk cache bytes %d given without a cache dir", o.DiskBytes)
+	}
+	if o.MaxConcurrentGets <= 0 {
+		bad("max concurrent gets %d: must be positive", o.MaxConcurrentGets)
+	}
+	if o.ChunkBytes > 0 && o.MaxInFlightBytes < o.ChunkBytes {
+		bad("max in-flight bytes %d: must be at least one chunk (%d)", o.MaxInFlightBytes, o.ChunkBytes)
+	}
+	if o.MaxWait <= 0 {
+		bad("max wait %v: must be positive", o.MaxWait)
+	}
+	if o.RetryAfter <= 0 {
+		bad("retry after %v: must be positive", o.RetryAfter)
+	}
+	if o.FetchParallelism <= 0 {
+		bad("fetch parallelism %d: must be positive", o.FetchParallelism)
+	}
+	if o.AttrsEntries <= 0 {
+		bad("attrs entries %d: must be positive", o.AttrsEntries)
+	}
+	if o.Streams <= 0 {
+		bad("streams %d: must be positive", o.Streams)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid cache options: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package fetchcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+)
+
+// ErrOverloaded is matched (errors.Is) by every overload answer of this
+// package: a gate could not admit the work within its wait bound. The
+// concrete error is an *OverloadedError carrying a suggested retry delay.
+var ErrOverloaded = errors.New("fetch service overloaded")
+
+// ErrClosed is returned by CachingBucket.GetRange after Close.
+var ErrClosed = errors.New("caching bucket closed")
+
+// OverloadedError says which gate refused, how long the request waited, and
+// when to retry. The HTTP layer answers 429 with Retry-After (whole seconds,
+// rounded up); the Kafka layer sets throttle_time_ms.
+type OverloadedError struct {
+	Gate       string        // gate name: "gets", "bytes", or a caller's own
+	Waited     time.Duration // time spent waiting before giving up
+	RetryAfter time.Duration // suggested delay before retrying, > 0
+}
+
+func (e *OverloadedError) Error() string {
+	return fmt.Sprintf("%v: gate %q full after waiting %v, retry after %v",
+		ErrOverloaded, e.Gate, e.Waited.Round(time.Millisecond), e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrOverloaded) true.
+func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded }
+
+// RetryAfter returns the suggested retry delay of an overload error found
+// in err's chain, and whether there was one.
+func RetryAfter(err error) (time.Duration, bool) {
+	var oe *OverloadedError
+	if errors.As(err, &oe) {
+		return oe.RetryAfter, true
+	}
+	return 0, false
+}
+
+// Gate names of the CachingBucket's own gates.
+const (
+	GateGets  = "gets"  // concurrent GETs against the store
+	GateBytes = "bytes" // bytes being brought into memory (store or disk)
+)
+
+// GateOptions configures a Gate.
+type GateOptions struct {
+	// Name is the value of the {gate} label.
+	Name string
+	// Capacity is the total weight admitted at once (> 0).
+	Capacity int64
+	// MaxWait bounds how long Start waits before ErrOverloaded (> 0).
+	MaxWait time.Duration
+	// RetryAfter is the delay suggested in OverloadedError (default 1 s).
+	RetryAfter time.Duration
+	// Registerer receives the tiered_fetch_gate_* series; nil keeps them
+	// unregistered. Several gates may share one registry.
+	Registerer prometheus.Registerer
+}
+
+// Gate admits weighted work up to a capacity, thanos pkg/gate style with a
+// weight: Start waits at most MaxWait (or until a deadline, or ctx) and
+// then fails with *OverloadedError; Done returns the weight. A count gate
+// is a Gate used with weight 1. Safe for concurrent use.
+type Gate struct {
+	name       string
+	capacity   int64
+	maxWait    time.Duration
+	retryAfter time.Duration
+	sem        *semaphore.Weighted
+	inFlight   atomic.Int64
+	m          gateSeries
+}
+
+// NewGate returns a gate; it panics on a non-positive capacity or wait,
+// which is a programming error (options are validated before).
+func NewGate(o GateOptions) *Gate {
+	if o.Capacity <= 0 || o.MaxWait <= 0 {
+		panic(fmt.Sprintf("fetchcache: gate %q needs capacity > 0 and wait > 0, got %d and %v", o.Name, o.Capacity, o.MaxWait))
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = DefaultRetryAfter
+	}
+	return &Gate{
+		name: o.Name, capacity: o.Capacity, maxWait: o.MaxWait, retryAfter: o.RetryAfter,
+		sem: semaphore.NewWeighted(o.Capacity),
+		m:   newGateMetrics(o.Registerer).series(o.Name),
+	}
+}
+
+// Name returns the gate's label value.
+func (g *Gate) Name() string { return g.name }
+
+// Capacity returns the total weight the gate admits at once.
+func (g *Gate) Capacity() int64 { return g.capacity }
+
+// InFlight returns the weight admitted and not yet returned.
+func (g *Gate) InFlight() int64 { return g.inFlight.Load() }
+
+// Start admits weight, waiting at most MaxWait. It returns ctx's error when
+// ctx ends first, and *OverloadedError when the wait runs out. A weight
+// above the capacity is clamped to it (it then waits for an empty gate).
+func (g *Gate) Start(ctx context.Context, weight int64) error {
+	return g.StartBy(ctx, weight, time.Now().Add(g.maxWait))
+}
+
+// StartBy is Start with an absolute deadline for the wait instead of
+// MaxWait, so that the several gate passes of one request share one wait
+// budget. When the deadline has passed it still admits the weight if it is
+// free at once.
+func (g *Gate) StartBy(ctx context.Context, weight int64, deadline time.Time) error {
+	weight = g.clamp(weight)
+	if g.sem.TryAcquire(weight) {
+		g.admitted(weight)
+		g.m.wait.Observe(0)
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g.m.waits.Inc()
+	start := time.Now()
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	err := g.sem.Acquire(wctx, weight)
+	cancel()
+	waited := time.Since(start)
+	g.m.wait.Observe(waited.Seconds())
+	if err == nil {
+		g.admitted(weight)
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	g.m.rejections.Inc()
+	return &OverloadedError{Gate: g.name, Waited: waited, RetryAfter: g.retryAfter}
+}
+
+// TryStart admits weight only if it is free now; it never waits and counts
+// nothing as a wait or rejection (read-ahead uses it: it yields to clients).
+func (g *Gate) TryStart(weight int64) bool {
+	weight = g.clamp(weight)
+	if !g.sem.TryAcquire(weight) {
+		return false
+	}
+	g.admitted(weight)
+	return true
+}
+
+// Done returns weight admitted by Start, StartBy or TryStart.
+func (g *Gate) Done(weight int64) {
+	weight = g.clamp(weight)
+	g.inFlight.Add(-weight)
+	g.m.inFlight.Sub(float64(weight))
+	g.sem.Release(weight)
+}
+
+func (g *Gate) admitted(weight int64) {
+	g.inFlight.Add(weight)
+	g.m.inFlight.Add(float64(weight))
+}
+
+func (g *Gate) clamp(w int64) int64 {
+	if w > g.capacity {
+		return g.capacity
+	}
+	if w < 1 {
+		return 1
+	}
+	return w
+}
+
+// gateMetrics are the tiered_fetch_gate_* vectors; several gates share them.
+type gateMetrics struct {
+	inFlight   *prometheus.GaugeVec
+	waits      *prometheus.CounterVec
+	rejections *prometheus.CounterVec
+	wait       *prometheus.HistogramVec
+}
+
+type gateSeries struct {
+	inFlight   prometheus.Gauge
+	waits      prometheus.Counter
+	rejections prometheus.Counter
+	wait       prometheus.Observer
+}
+
+func newGateMetrics(reg prometheus.Registerer) *gateMetrics {
+	m := &gateMetrics{
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tiered_fetch_gate_in_flight",
+			Help: "Weight admitted by a gate and not yet returned (GETs for gets, bytes for bytes).",
+		}, []string{"gate"}),
+		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_gate_waits_total",
+			Help: "Gate admissions that had to wait.",
+		}, []string{"gate"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_gate_rejections_total",
+			Help: "Gate admissions refused with an overload error after the wait bound.",
+		}, []string{"gate"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tiered_fetch_gate_wait_seconds",
+			Help:    "Time spent waiting for a gate (0 when admitted at once).",
+			Buckets: []float64{0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5},
+		}, []string{"gate"}),
+	}
+	if reg != nil {
+		m.inFlight = cacheRegister(reg, m.inFlight)
+		m.waits = cacheRegister(reg, m.waits)
+		m.rejections = cacheRegister(reg, m.rejections)
+		m.wait = cacheRegister(reg, m.wait)
+	}
+	return m
+}
+
+func (m *gateMetrics) series(name string) gateSeries {
+	return gateSeries{
+		inFlight:   m.inFlight.WithLabelValues(name),
+		waits:      m.waits.WithLabelValues(name),
+		rejections: m.rejections.WithLabelValues(name),
+		wait:       m.wait.WithLabelValues(name),
+	}
+}

@@ -1,0 +1,137 @@
+package fetchcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Partition is one partition as the serving layer (HTTP and Kafka) reads it,
+// wherever its data lives: a local log (LocalCatalog) or the remote tier.
+// Implementations are safe for concurrent use.
+type Partition interface {
+	// Offsets returns the log start, log end and last stable offsets. It is
+	// called on every request and while a Kafka fetch waits for data, so it
+	// must be cheap (answered from memory or a cache).
+	Offsets(ctx context.Context) (Offsets, error)
+
+	// Read returns whole record batches starting with the batch holding
+	// offset: at least that batch even when it is larger than maxBytes,
+	// then more while they fit in maxBytes. Reading at the log end returns
+	// no data and no error. An offset below the log start or past the log
+	// end is an *OffsetOutOfRangeError. An overloaded store answers with an
+	// error carrying a retry delay (see overloadRetryAfter).
+	Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error)
+
+	// OffsetForTimestamp returns the first offset whose record timestamp is
+	// >= ts, with that timestamp (Kafka's ListOffsets by timestamp). found
+	// is false when every record is older.
+	OffsetForTimestamp(ctx context.Context, ts int64) (offset, timestamp int64, found bool, err error)
+
+	// AbortedTxns lists the aborted transactions overlapping [from, to)
+	// for a READ_COMMITTED fetch, ordered by first offset.
+	AbortedTxns(ctx context.Context, from, to int64) ([]AbortedTxn, error)
+}
+
+// SegmentLister is implemented by partitions that can describe their
+// segments (HTTP partition details, ListOffsets max timestamp).
+type SegmentLister interface {
+	Segments(ctx context.Context) ([]SegmentInfo, error)
+}
+
+// Catalog resolves topics and partitions. Implementations are safe for
+// concurrent use.
+type Catalog interface {
+	// Topics lists the topics served, sorted by name.
+	Topics(ctx context.Context) ([]TopicInfo, error)
+	// Partition returns one partition; an unknown topic or partition is an
+	// *UnknownTopicOrPartitionError.
+	Partition(ctx context.Context, topic string, partition int32) (Partition, error)
+}
+
+// Offsets are a partition's offsets at one moment.
+type Offsets struct {
+	LogStart int64 // first offset a consumer may read
+	LogEnd   int64 // offset of the next record (the high watermark)
+	// LastStable is the first offset of the earliest open transaction, or
+	// LogEnd when none is open: READ_COMMITTED reads stop there.
+	LastStable int64
+}
+
+// TopicInfo describes one served topic.
+type TopicInfo struct {
+	Name string
+	// Partitions are the partition numbers served, ascending.
+	Partitions []int32
+}
+
+// SegmentInfo describes one segment of a partition.
+type SegmentInfo struct {
+	BaseOffset   int64  `json:"base_offset"`
+	NextOffset   int64  `json:"next_offset"` // offset after the segment's last batch
+	SizeBytes    int64  `json:"size_bytes"`
+	MaxTimestamp int64  `json:"max_timestamp"` // -1 when no record has one
+	Tier         string `json:"tier"`          // "local" or "remote"
+	// SegmentCount is set when the entry summarises several segments (a
+	// sealed remote sub-manifest, not read just to describe it).
+	SegmentCount int `json:"segment_count,omitempty"`
+}
+
+// AbortedTxn is one aborted transaction as a READ_COMMITTED fetch reports
+// it: producer ProducerID aborted a transaction whose first record is at
+// FirstOffset and whose abort marker is at LastOffset.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// UnknownTopicOrPartitionError is Kafka's UNKNOWN_TOPIC_OR_PARTITION.
+type UnknownTopicOrPartitionError struct {
+	Topic     string
+	Partition int32 // -1 when the topic itself is unknown
+}
+
+func (e *UnknownTopicOrPartitionError) Error() string {
+	if e.Partition < 0 {
+		return fmt.Sprintf("unknown topic %q", e.Topic)
+	}
+	return fmt.Sprintf("unknown partition %d of topic %q", e.Partition, e.Topic)
+}
+
+// OffsetOutOfRangeError is Kafka's OFFSET_OUT_OF_RANGE: a read below the log
+// start offset or past the log end offset.
+type OffsetOutOfRangeError struct {
+	Offset   int64
+	LogStart int64
+	LogEnd   int64
+}
+
+func (e *OffsetOutOfRangeError) Error() string {
+	return fmt.Sprintf("offset %d is out of range [%d, %d]", e.Offset, e.LogStart, e.LogEnd)
+}
+
+// overloadRetryAfter reports whether err is an overload answer and the delay
+// it suggests before retrying: an *OverloadedError from this package's
+// gates, or any error in the chain with a RetryAfter() time.Duration method
+// (so partitions from other packages can signal overload too). The delay is
+// at least one millisecond.
+func overloadRetryAfter(err error) (time.Duration, bool) {
+	d, ok := RetryAfter(err)
+	if !ok {
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) {
+			d, ok = ra.RetryAfter(), true
+		} else if errors.Is(err, ErrOverloaded) {
+			d, ok = DefaultRetryAfter, true
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	return d, true
+}

@@ -1,0 +1,304 @@
+package fetchcache
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// Defaults of RemoteCatalogOptions.
+const (
+	// DefaultRemoteTopicsTTL is how long a listing of the manifests prefix
+	// (topic discovery) is reused.
+	DefaultRemoteTopicsTTL = 30 * time.Second
+	// DefaultRemoteManifestTTL is how long a partition's root manifest is
+	// trusted for its offsets before it is re-read; a read past the end
+	// re-reads it at once (at most every DefaultRemoteMinRefresh).
+	DefaultRemoteManifestTTL = 5 * time.Second
+	// DefaultRemoteMinRefresh spaces manifest re-reads of one partition.
+	DefaultRemoteMinRefresh = 250 * time.Millisecond
+	// DefaultRemoteUnknownTTL is how long a partition without a manifest is
+	// remembered as unknown, so unknown names do not cost a GET each.
+	DefaultRemoteUnknownTTL = 5 * time.Second
+	// DefaultRemoteIndexCacheBytes bounds each open partition's parsed
+	// index objects (remotetier.ReaderOptions.IndexCacheBytes).
+	DefaultRemoteIndexCacheBytes = 4 << 20
+)
+
+// RemoteCatalogOptions configures NewRemoteCatalog. Zero fields take the
+// defaults.
+type RemoteCatalogOptions struct {
+	// Prefix is the key prefix inside the bucket ("" when the bucket is
+	// already scoped to the URL's prefix).
+	Prefix      string
+	TopicsTTL   time.Duration
+	ManifestTTL time.Duration
+	MinRefresh  time.Duration
+	UnknownTTL  time.Duration
+	// Reader tunes every partition's remotetier.RemoteLog; IndexCacheBytes
+	// defaults to DefaultRemoteIndexCacheBytes here.
+	Reader remotetier.ReaderOptions
+	Now    func() time.Time
+}
+
+// RemoteCatalog serves the partitions committed to a bucket (fetch mode)
+// through remotetier.RemoteLog: reads follow the manifests and never list.
+// Topic discovery (Topics, Kafka Metadata for all topics) lists the
+// manifests prefix, cached for TopicsTTL; Partition needs no listing.
+type RemoteCatalog struct {
+	b      objstore.BucketReader
+	prefix string
+	o      RemoteCatalogOptions
+
+	mu       sync.Mutex
+	topics   []TopicInfo
+	listedAt time.Time
+	listing  chan struct{} // closed when the running listing finishes
+	parts    map[remoteKey]*remotePartition
+	unknown  map[remoteKey]time.Time
+}
+
+type remoteKey struct {
+	topic     string
+	partition int32
+}
+
+// NewRemoteCatalog returns a catalog over b, which should be the caching
+// bucket (NewCachingBucket) so data reads go through the chunk cache.
+func NewRemoteCatalog(b objstore.BucketReader, o RemoteCatalogOptions) (*RemoteCatalog, error) {
+	prefix, err := manifest.NormalizePrefix(o.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("remote catalog: %w", err)
+	}
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setDur(&o.TopicsTTL, DefaultRemoteTopicsTTL)
+	setDur(&o.ManifestTTL, DefaultRemoteManifestTTL)
+	setDur(&o.MinRefresh, DefaultRemoteMinRefresh)
+	setDur(&o.UnknownTTL, DefaultRemoteUnknownTTL)
+	if o.Reader.IndexCacheBytes <= 0 {
+		o.Reader.IndexCacheBytes = DefaultRemoteIndexCacheBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &RemoteCatalog{b: b, prefix: prefix, o: o, parts: map[remoteKey]*remotePartition{}, unknown: map[remoteKey]time.Time{}}, nil
+}
+
+// Topics lists the topics that have at least one root manifest under the
+// prefix, from a listing at most TopicsTTL old.
+func (c *RemoteCatalog) Topics(ctx context.Context) ([]TopicInfo, error) {
+	for {
+		c.mu.Lock()
+		if c.listing == nil && !c.listedAt.IsZero() && c.o.Now().Sub(c.listedAt) < c.o.TopicsTTL {
+			t := c.topics
+			c.mu.Unlock()
+			return t, nil
+		}
+		if wait := c.listing; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.listing = done
+		c.mu.Unlock()
+
+		topics, err := c.list(ctx)
+		c.mu.Lock()
+		c.listing = nil
+		if err == nil {
+			c.topics, c.listedAt = topics, c.o.Now()
+		}
+		c.mu.Unlock()
+		close(done)
+		return topics, err
+	}
+}
+
+// list reads the manifests prefix and collects every root manifest's
+// topic and partition. Keys that do not parse are not ours and are skipped.
+func (c *RemoteCatalog) list(ctx context.Context) ([]TopicInfo, error) {
+	lp := "manifests/"
+	if c.prefix != "" {
+		lp = path.Join(c.prefix, "manifests") + "/"
+	}
+	byTopic := map[string][]int32{}
+	err := c.b.List(ctx, lp, func(oi objstore.ObjectInfo) error {
+		k, err := manifest.ParseKey(oi.Key)
+		if err != nil || k.Type != manifest.KeyRoot || k.Prefix != c.prefix {
+			return nil
+		}
+		byTopic[k.Topic] = append(byTopic[k.Topic], k.Partition)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list manifests under %q: %w", lp, err)
+	}
+	out := make([]TopicInfo, 0, len(byTopic))
+	for t, ps := range byTopic {
+		slices.Sort(ps)
+		out = append(out, TopicInfo{Name: t, Partitions: slices.Compact(ps)})
+	}
+	slices.SortFunc(out, func(a, b TopicInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Partition opens (once) the partition's remote log by reading its root
+// manifest. No manifest is an *UnknownTopicOrPartitionError, remembered
+// for UnknownTTL.
+func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition int32) (Partition, error) {
+	k := remoteKey{topic, partition}
+	if partition < 0 || manifest.ValidateTopic(topic) != nil {
+		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
+	}
+	c.mu.Lock()
+	if p, ok := c.parts[k]; ok {
+		c.mu.Unlock()
+		return p, nil
+	}
+	if at, ok := c.unknown[k]; ok && c.o.Now().Sub(at) < c.o.UnknownTTL {
+		c.mu.Unlock()
+		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
+	}
+	c.mu.Unlock()
+
+	l, err := remotetier.OpenRemoteLog(ctx, c.b, c.prefix, topic, partition, c.o.Reader)
+	if err != nil {
+		var ue *remotetier.UnknownTopicOrPartitionError
+		if errors.As(err, &ue) {
+			c.mu.Lock()
+			if len(c.unknown) > 10000 {
+				clear(c.unknown) // bound the memory hostile names can take
+			}
+			c.unknown[k] = c.o.Now()
+			c.mu.Unlock()
+			return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
+		}
+		return nil, fmt.Errorf("open remote partition %s-%d: %w", topic, partition, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.parts[k]; ok { // a concurrent open won
+		return p, nil
+	}
+	delete(c.unknown, k)
+	p := &remotePartition{log: l, c: c, refreshedAt: c.o.Now()}
+	c.parts[k] = p
+	return p, nil
+}
+
+// remotePartition adapts a *remotetier.RemoteLog to Partition and
+// SegmentLister.
+type remotePartition struct {
+	log *remotetier.RemoteLog
+	c   *RemoteCatalog
+
+	mu          sync.Mutex // serialises refreshes
+	refreshedAt time.Time
+}
+
+// refresh re-reads the root manifest when it is older than ttl, at most
+// every MinRefresh.
+func (p *remotePartition) refresh(ctx context.Context, ttl time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.c.o.Now()
+	if now.Sub(p.refreshedAt) < max(ttl, p.c.o.MinRefresh) {
+		return nil
+	}
+	if _, err := p.log.Refresh(ctx); err != nil {
+		return p.mapErr(err)
+	}
+	p.refreshedAt = p.c.o.Now()
+	return nil
+}
+
+func (p *remotePartition) mapErr(err error) error {
+	var ue *remotetier.UnknownTopicOrPartitionError
+	if errors.As(err, &ue) {
+		return &UnknownTopicOrPartitionError{Topic: ue.Topic, Partition: ue.Partition}
+	}
+	var oe *manifest.OffsetOutOfRangeError
+	if errors.As(err, &oe) {
+		return &OffsetOutOfRangeError{Offset: oe.Offset, LogStart: oe.Start, LogEnd: oe.Next}
+	}
+	return err
+}
+
+// Offsets reports the manifest's offsets, re-reading it when older than
+// ManifestTTL. The remote tier holds only committed segments, so the last
+// stable offset is the log end.
+func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
+	if err := p.refresh(ctx, p.c.o.ManifestTTL); err != nil {
+		return Offsets{}, err
+	}
+	m := p.log.Manifest()
+	end := m.NextOffset()
+	return Offsets{LogStart: m.LogStartOffset, LogEnd: end, LastStable: end}, nil
+}
+
+// Read serves whole batches through the manifest; an offset past the end
+// of the manifest read so far re-reads it once before answering
+// OFFSET_OUT_OF_RANGE.
+func (p *remotePartition) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
+	if offset > p.log.LogEndOffset() {
+		if err := p.refresh(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	res, err := p.log.Read(ctx, offset, maxBytes)
+	if err != nil {
+		return nil, p.mapErr(err)
+	}
+	return res.Data, nil
+}
+
+func (p *remotePartition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, int64, bool, error) {
+	off, t, found, err := p.log.OffsetForTimestamp(ctx, ts)
+	return off, t, found, p.mapErr(err)
+}
+
+func (p *remotePartition) AbortedTxns(ctx context.Context, from, to int64) ([]AbortedTxn, error) {
+	txns, err := p.log.AbortedTxns(ctx, from, to)
+	if err != nil {
+		return nil, p.mapErr(err)
+	}
+	out := make([]AbortedTxn, len(txns))
+	for i, t := range txns {
+		out[i] = AbortedTxn{ProducerID: t.ProducerID, FirstOffset: t.FirstOffset, LastOffset: t.LastOffset}
+	}
+	slices.SortStableFunc(out, func(a, b AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	return out, nil
+}
+
+// Segments lists the committed segments: the inline ones individually and
+// each sealed sub-manifest as one entry spanning its segments (reading
+// sub-manifests for a description is not worth their GETs).
+func (p *remotePartition) Segments(ctx context.Context) ([]SegmentInfo, error) {
+	m := p.log.Manifest()
+	out := make([]SegmentInfo, 0, len(m.Sealed)+len(m.Segments))
+	for _, s := range m.Sealed {
+		out = append(out, SegmentInfo{BaseOffset: s.BaseOffset, NextOffset: s.LastOffset + 1, SizeBytes: s.LogBytes, MaxTimestamp: s.MaxTimestamp, Tier: "remote", SegmentCount: s.Segments})
+	}
+	for _, s := range m.Segments {
+		out = append(out, SegmentInfo{BaseOffset: s.BaseOffset, NextOffset: s.NextOffset(), SizeBytes: s.Size(), MaxTimestamp: s.MaxTimestamp, Tier: "remote"})
+	}
+	return out, nil
+}

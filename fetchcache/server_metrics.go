@@ -1,0 +1,96 @@
+package fetchcache
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Interface label values of the serving metrics.
+const (
+	InterfaceHTTP  = "http"
+	InterfaceKafka = "kafka"
+)
+
+// Result codes: the {code} label of tiered_fetch_requests_total and the
+// "code" of HTTP error bodies. They use Kafka's error names where one fits.
+const (
+	CodeOK                      = "OK"
+	CodeInvalidRequest          = "INVALID_REQUEST"
+	CodeUnknownTopicOrPartition = "UNKNOWN_TOPIC_OR_PARTITION"
+	CodeOffsetOutOfRange        = "OFFSET_OUT_OF_RANGE"
+	CodeThrottled               = "THROTTLED"
+	CodeUnsupportedVersion      = "UNSUPPORTED_VERSION" // Kafka: an API or version not served
+	CodePolicyViolation         = "POLICY_VIOLATION"    // Kafka: Produce to the read-only service
+	CodeNotFound                = "NOT_FOUND"           // HTTP: no such route
+	CodeNotAcceptable           = "NOT_ACCEPTABLE"      // HTTP: no servable media type in Accept
+	CodeInternal                = "INTERNAL"            // storage or other server-side failure
+)
+
+var resultCodes = []string{
+	CodeOK, CodeInvalidRequest, CodeUnknownTopicOrPartition, CodeOffsetOutOfRange, CodeThrottled,
+	CodeUnsupportedVersion, CodePolicyViolation, CodeNotFound, CodeNotAcceptable, CodeInternal,
+}
+
+// ServeMetrics are the request series of the HTTP and Kafka interfaces.
+// Every (interface, code) series exists from creation with value 0.
+type ServeMetrics struct {
+	requests *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewServeMetrics creates the series and registers them with reg (nil: not
+// registered). Registering twice with one registry reuses the registered
+// collectors, so several servers may share a registry.
+func NewServeMetrics(reg prometheus.Registerer) *ServeMetrics {
+	m := &ServeMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_requests_total",
+			Help: "Requests answered by the fetch service, by interface and result code.",
+		}, []string{"interface", "code"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_response_bytes_total",
+			Help: "Response bytes written by the fetch service (HTTP bodies, Kafka frames).",
+		}, []string{"interface"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tiered_fetch_request_duration_seconds",
+			Help:    "Time from reading a request to writing its response, including any fetch wait.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"interface"}),
+	}
+	if reg != nil {
+		m.requests = registerOrReuse(reg, m.requests)
+		m.bytes = registerOrReuse(reg, m.bytes)
+		m.duration = registerOrReuse(reg, m.duration)
+	}
+	for _, iface := range []string{InterfaceHTTP, InterfaceKafka} {
+		for _, code := range resultCodes {
+			m.requests.WithLabelValues(iface, code)
+		}
+		m.bytes.WithLabelValues(iface)
+		m.duration.WithLabelValues(iface)
+	}
+	return m
+}
+
+func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err) // a different collector under our name: a programming error
+	}
+	return c
+}
+
+func (m *ServeMetrics) observe(iface, code string, bytes int, seconds float64) {
+	m.requests.WithLabelValues(iface, code).Inc()
+	if bytes > 0 {
+		m.bytes.WithLabelValues(iface).Add(float64(bytes))
+	}
+	m.duration.WithLabelValues(iface).Observe(seconds)
+}

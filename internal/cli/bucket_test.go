@@ -1,0 +1,430 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// The remote tier is built by hand here (the objects and manifest an
+// uploader writes), so these tests do not depend on the uploader.
+
+// produceMixed produces n records of every shape consume prints: text,
+// binary, null keys, tombstones, headers, and ~1 KiB values so that a
+// 1 MiB segment.bytes rolls a few segments.
+func produceMixed(t *testing.T, dir, topic string, from, n int) {
+	t.Helper()
+	var in strings.Builder
+	pad := strings.Repeat("x", 1000)
+	for i := from; i < from+n; i++ {
+		ts := int64(1_600_000_000_000 + i*1000)
+		switch i % 5 {
+		case 0:
+			fmt.Fprintf(&in, `{"key":"k%d","value":"v%d %s","timestamp":%d,"headers":[{"key":"h","value":"x"},{"key":"n","value":null}]}`+"\n", i, i, pad, ts)
+		case 1:
+			fmt.Fprintf(&in, `{"key":null,"value":"v%d","timestamp":%d}`+"\n", i, ts)
+		case 2:
+			fmt.Fprintf(&in, `{"key":"k%d","value":null,"timestamp":%d}`+"\n", i, ts)
+		case 3:
+			fmt.Fprintf(&in, `{"key_b64":"/wA=","value_b64":"gIGC","timestamp":%d}`+"\n", ts-5000) // older than its neighbours
+		default:
+			fmt.Fprintf(&in, `{"key":"k%d","value":"%s","timestamp":%d}`+"\n", i, pad, ts)
+		}
+	}
+	mustRun(t, in.String(), "produce", "--data-dir", dir, "--topic", topic, "--partition", "0")
+}
+
+// rollPartition rolls the active segment so every record is in a rolled one.
+func rollPartition(t *testing.T, dir, topic string) {
+	t.Helper()
+	d, _, err := localtier.OpenLogDir(vfs.Default, dir, localtier.LogDirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l, err := d.Partition(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// handUploader commits a data dir partition's rolled segments to a bucket.
+type handUploader struct {
+	t      *testing.T
+	b      objstore.Bucket
+	m      *manifest.Manifest
+	policy manifest.Policy
+	keys   []string // data keys committed, in order
+}
+
+func newHandUploader(t *testing.T, bucketURL, topic string, p manifest.Policy) *handUploader {
+	t.Helper()
+	b, err := objstore.Open(context.Background(), bucketURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	m, err := manifest.New("", topic, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &handUploader{t: t, b: b, m: m, policy: p}
+}
+
+func (u *handUploader) put(key string, data []byte) manifest.Object {
+	u.t.Helper()
+	if _, err := u.b.Put(context.Background(), key, bytes.NewReader(data), int64(len(data)), objstore.Condition{}); err != nil {
+		u.t.Fatal(err)
+	}
+	sum, _ := manifest.ChecksumOf(manifest.CRC32C, data)
+	return manifest.Object{Key: key, Size: int64(len(data)), Checksum: sum}
+}
+
+// upload commits every rolled segment of dir's partition not committed yet.
+func (u *handUploader) upload(dir string) {
+	t := u.t
+	t.Helper()
+	pdir := filepath.Join(dir, u.m.Topic+"-0")
+	names, err := filepath.Glob(filepath.Join(pdir, "*.log"))
+	if err != nil || len(names) < 2 {
+		t.Fatalf("segments %v, %v", names, err)
+	}
+	var segs []manifest.Segment
+	for _, name := range names[:len(names)-1] { // the last is active
+		base, _, _ := localtier.ParseSegmentName(filepath.Base(name))
+		if base < u.m.NextOffset() {
+			continue
+		}
+		read := func(ext string) []byte {
+			data, err := os.ReadFile(localtier.SegmentPath(pdir, base, ext))
+			if os.IsNotExist(err) {
+				return []byte{}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return data
+		}
+		log := read(".log")
+		attempt := manifest.NewAttemptID()
+		keys, _ := manifest.DataKeys("", u.m.Topic, 0, base, attempt)
+		seg := manifest.Segment{BaseOffset: base, MinTimestamp: -1, MaxTimestamp: -1, LeaderEpochs: []manifest.EpochEntry{},
+			Log: u.put(keys.Log, log), Index: u.put(keys.Index, read(".index")), TimeIndex: u.put(keys.TimeIndex, read(".timeindex")),
+			UploadTimeMs: 1_700_000_000_000, Uploader: "test", AttemptID: attempt}
+		it := record.NewIter(log)
+		for {
+			b, ok := it.Next()
+			if !ok {
+				break
+			}
+			seg.LastOffset = b.LastOffset()
+			seg.RecordCount += int64(b.RecordCount())
+			if seg.MinTimestamp < 0 || b.MaxTimestamp() < seg.MinTimestamp {
+				seg.MinTimestamp = b.MaxTimestamp()
+			}
+			seg.MaxTimestamp = max(seg.MaxTimestamp, b.MaxTimestamp())
+		}
+		segs = append(segs, seg)
+		u.keys = append(u.keys, keys.Log, keys.Index, keys.TimeIndex)
+	}
+	c, err := manifest.Append(u.m, u.policy, segs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Subs {
+		u.put(s.Ref.Key, s.Data)
+	}
+	root, _ := manifest.EncodeRoot(c.Root)
+	u.put(c.Root.Key(), root)
+	u.m = c.Root
+}
+
+// remoteFixture is a data dir whose partition c-0 (3+ rolled segments)
+// is committed to a file:// bucket with sealed sub-manifests.
+func remoteFixture(t *testing.T) (dir, bucketURL string, u *handUploader) {
+	t.Helper()
+	dir = t.TempDir()
+	bdir := t.TempDir()
+	bucketURL = "file://" + bdir
+	mustRun(t, "", "topic", "create", "--data-dir", dir, "--topic", "c", "--config", "segment.bytes=1048576")
+	produceMixed(t, dir, "c", 0, 3000)
+	rollPartition(t, dir, "c")
+	u = newHandUploader(t, bucketURL, "c", manifest.Policy{InlineMax: 1, SubSegments: 1})
+	u.upload(dir)
+	if len(u.m.Sealed) == 0 || u.m.NextOffset() != 3000 {
+		t.Fatalf("fixture: %d sealed, next offset %d", len(u.m.Sealed), u.m.NextOffset())
+	}
+	return dir, bucketURL, u
+}
+
+func TestConsumeBucketMatchesDataDir(t *testing.T) {
+	dir, bucketURL, _ := remoteFixture(t)
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"all", nil},
+		{"from_offset", []string{"--from-offset", "1234"}},
+		{"from_offset_end", []string{"--from-offset", "3000"}},
+		{"from_time", []string{"--from-time", "2020-09-13T12:30:00Z"}},
+		{"from_time_millis", []string{"--from-time", "1600001000500"}},
+		{"from_time_after_all", []string{"--from-time", "2030-01-01T00:00:00Z"}},
+		{"max_records", []string{"--from-offset", "998", "--max-records", "7"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base := []string{"consume", "--topic", "c", "--partition", "0"}
+			local := mustRun(t, "", append(append(base, "--data-dir", dir), tt.args...)...)
+			remote := mustRun(t, "", append(append(base, "--bucket", bucketURL), tt.args...)...)
+			if local.stdout != remote.stdout {
+				t.Fatalf("--bucket output differs from --data-dir: %d vs %d lines", len(lines(remote.stdout)), len(lines(local.stdout)))
+			}
+			if tt.name == "all" && len(lines(remote.stdout)) != 3000 {
+				t.Fatalf("%d lines", len(lines(remote.stdout)))
+			}
+		})
+	}
+}
+
+func TestConsumeBucketFollow(t *testing.T) {
+	dir, bucketURL, u := remoteFixture(t)
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Runner{Stdout: &out, Stderr: &errb, PollInterval: 5 * time.Millisecond}
+	done := make(chan int)
+	go func() {
+		done <- r.Run(ctx, []string{"consume", "--bucket", bucketURL, "--topic", "c", "--partition", "0", "--from-offset", "2990", "--follow"})
+	}()
+	waitFor := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(lines(out.String())) < n {
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("%d lines, want %d; stderr %q", len(lines(out.String())), n, errb.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor(10)
+	produceMixed(t, dir, "c", 3000, 20)
+	rollPartition(t, dir, "c")
+	u.upload(dir)
+	waitFor(30)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	want := mustRun(t, "", "consume", "--data-dir", dir, "--topic", "c", "--partition", "0", "--from-offset", "2990")
+	if out.String() != want.stdout {
+		t.Fatalf("followed output differs from the data dir's")
+	}
+}
+
+func TestBucketCommandErrors(t *testing.T) {
+	_, bucketURL, _ := remoteFixture(t)
+	missing := "file://" + filepath.Join(t.TempDir(), "nope")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"consume_unknown_partition", []string{"consume", "--bucket", bucketURL, "--topic", "c", "--partition", "1"}, ExitError, "unknown topic or partition c-1"},
+		{"consume_unknown_topic", []string{"consume", "--bucket", bucketURL, "--topic", "d", "--partition", "0"}, ExitError, "unknown topic or partition d-0"},
+		{"consume_offset_out_of_range", []string{"consume", "--bucket", bucketURL, "--topic", "c", "--partition", "0", "--from-offset", "3001"}, ExitError, "offset 3001 is out of range for c-0 (log start offset 0, log end offset 3000)"},
+		{"consume_malformed_url", []string{"consume", "--bucket", "ftp://x", "--topic", "c", "--partition", "0"}, ExitUsage, "--bucket: bucket URL"},
+		{"consume_missing_bucket", []string{"consume", "--bucket", missing, "--topic", "c", "--partition", "0"}, ExitError, "does not exist"},
+		{"inspect_unknown_partition", []string{"inspect", "manifest", "--bucket", bucketURL, "--topic", "c", "--partition", "7"}, ExitError, "unknown topic or partition c-7"},
+		{"inspect_no_bucket", []string{"inspect", "manifest", "--topic", "c", "--partition", "0"}, ExitUsage, "missing required flag --bucket"},
+		{"inspect_no_partition", []string{"inspect", "manifest", "--bucket", bucketURL, "--topic", "c"}, ExitUsage, "missing required flag --partition"},
+		{"verify_no_bucket", []string{"bucket", "verify"}, ExitUsage, "missing required flag --bucket"},
+		{"verify_bad_grace", []string{"bucket", "verify", "--bucket", bucketURL, "--grace", "soon"}, ExitUsage, `--grace "soon" is not a duration`},
+		{"verify_malformed_url", []string{"bucket", "verify", "--bucket", "s3://"}, ExitUsage, "missing bucket name"},
+		{"verify_missing_bucket", []string{"bucket", "verify", "--bucket", missing}, ExitError, "does not exist"},
+		{"bucket_without_sub", []string{"bucket"}, ExitUsage, "missing subcommand"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run(t, "", tt.args...)
+			if res.code != tt.code || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and one line containing %q", res.code, res.stderr, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestInspectManifest(t *testing.T) {
+	_, bucketURL, u := remoteFixture(t)
+	args := []string{"inspect", "manifest", "--bucket", bucketURL, "--topic", "c", "--partition", "0"}
+	res := mustRun(t, "", args...)
+	for _, want := range []string{
+		"manifest " + u.m.Key(),
+		fmt.Sprintf("generation 1 logStartOffset 0 nextOffset 3000 segments %d", u.m.SegmentCount()),
+		"sealed " + u.m.Sealed[0].Key,
+		"segment baseOffset " + fmt.Sprint(u.m.Segments[0].BaseOffset),
+		"  log       " + u.m.Segments[0].Log.Key,
+		string(u.m.Segments[0].Log.Checksum),
+	} {
+		if !strings.Contains(res.stdout, want) {
+			t.Fatalf("output lacks %q:\n%s", want, res.stdout)
+		}
+	}
+	if strings.Count(res.stdout, "segment baseOffset") != len(u.m.Segments) {
+		t.Fatalf("without --all only inline segments are printed:\n%s", res.stdout)
+	}
+	all := mustRun(t, "", append(args, "--all")...)
+	if strings.Count(all.stdout, "segment baseOffset") != u.m.SegmentCount() {
+		t.Fatalf("--all: want %d segments:\n%s", u.m.SegmentCount(), all.stdout)
+	}
+
+	js := mustRun(t, "", append(args, "--json", "--all")...)
+	var got manifestJSON
+	if err := json.Unmarshal([]byte(js.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	n := len(got.Segments)
+	for _, s := range got.SubManifests {
+		n += len(s.Segments)
+	}
+	if got.Key != u.m.Key() || got.Generation != 1 || got.NextOffset != 3000 || len(got.Sealed) != len(u.m.Sealed) || n != u.m.SegmentCount() || got.LogBytes != u.m.LogBytes() {
+		t.Fatalf("json: %+v", got)
+	}
+
+	// A corrupt sub-manifest is reported with --all.
+	put := func(key string, data []byte) {
+		if _, err := u.b.Put(context.Background(), key, bytes.NewReader(data), int64(len(data)), objstore.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(u.m.Sealed[0].Key, []byte("{}"))
+	res = run(t, "", append(args, "--all")...)
+	if res.code != ExitError || !strings.Contains(res.stderr, "corrupt") {
+		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+func TestBucketVerify(t *testing.T) {
+	ctx := context.Background()
+	_, bucketURL, u := remoteFixture(t)
+	bdir := strings.TrimPrefix(bucketURL, "file://")
+	now := time.UnixMilli(1_700_000_000_000) // the clock run() gives commands
+	ok := mustRun(t, "", "bucket", "verify", "--bucket", bucketURL)
+	if !strings.Contains(ok.stdout, "ok: 1 partition") || !strings.Contains(ok.stdout, "0 problems") {
+		t.Fatalf("stdout %q", ok.stdout)
+	}
+
+	// An orphan within the grace period is listed but passes.
+	keys, _ := manifest.DataKeys("", "c", 0, 0, manifest.NewAttemptID())
+	if _, err := u.b.Put(ctx, keys.Log, strings.NewReader("half"), 4, objstore.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	setAge := func(key string, age time.Duration) {
+		at := now.Add(-age)
+		if err := os.Chtimes(filepath.Join(bdir, key), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAge(keys.Log, 10*time.Minute)
+	res := mustRun(t, "", "bucket", "verify", "--bucket", bucketURL)
+	if !strings.Contains(res.stdout, "orphan "+keys.Log) || !strings.Contains(res.stdout, "age 10m0s, within the grace period") {
+		t.Fatalf("stdout %q", res.stdout)
+	}
+	// Older than the grace period: exit 1; a longer --grace passes.
+	setAge(keys.Log, 2*time.Hour)
+	res = run(t, "", "bucket", "verify", "--bucket", bucketURL)
+	if res.code != ExitError || !strings.Contains(res.stderr, "1 orphan older than the 1h0m0s grace period") || len(lines(res.stderr)) != 1 {
+		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+	mustRun(t, "", "bucket", "verify", "--bucket", bucketURL, "--grace", "3h")
+
+	// A flipped byte in a referenced object.
+	seg := u.m.Segments[0]
+	path := filepath.Join(bdir, seg.Log.Key)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if _, err := u.b.Put(ctx, seg.Log.Key, bytes.NewReader(data), int64(len(data)), objstore.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	res = run(t, "", "bucket", "verify", "--bucket", bucketURL, "--grace", "3h", "--json")
+	if res.code != ExitError || !strings.Contains(res.stderr, "1 problem") {
+		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+	var rep struct {
+		OK       bool `json:"ok"`
+		Problems []struct {
+			Kind, Key string
+		} `json:"problems"`
+		Orphans []struct {
+			Key        string  `json:"key"`
+			AgeSeconds float64 `json:"age_seconds"`
+			PastGrace  bool    `json:"past_grace"`
+		} `json:"orphans"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("%v: %s", err, res.stdout)
+	}
+	if rep.OK || len(rep.Problems) != 1 || rep.Problems[0].Kind != "checksum_mismatch" || rep.Problems[0].Key != seg.Log.Key ||
+		len(rep.Orphans) != 1 || rep.Orphans[0].AgeSeconds != 7200 || rep.Orphans[0].PastGrace {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+// TestBucketCommandsMinIO runs consume --bucket, inspect manifest and bucket
+// verify end to end against MinIO through s3:// URLs.
+func TestBucketCommandsMinIO(t *testing.T) {
+	srv := testminio.Start(t)
+	testminio.SetCredentialsEnv(t)
+	bucket := srv.NewBucket(t)
+	url := srv.URL(bucket, "tiered/test")
+	dir := t.TempDir()
+	mustRun(t, "", "topic", "create", "--data-dir", dir, "--topic", "c", "--config", "segment.bytes=1048576")
+	produceMixed(t, dir, "c", 0, 1500)
+	rollPartition(t, dir, "c")
+	u := newHandUploader(t, url, "c", manifest.Policy{InlineMax: 1, SubSegments: 1})
+	u.upload(dir)
+
+	local := mustRun(t, "", "consume", "--data-dir", dir, "--topic", "c", "--partition", "0")
+	remote := mustRun(t, "", "consume", "--bucket", url, "--topic", "c", "--partition", "0")
+	if local.stdout != remote.stdout || len(lines(remote.stdout)) != 1500 {
+		t.Fatalf("--bucket output differs: %d vs %d lines", len(lines(remote.stdout)), len(lines(local.stdout)))
+	}
+	res := mustRun(t, "", "inspect", "manifest", "--bucket", url, "--topic", "c", "--partition", "0", "--all")
+	if !strings.Contains(res.stdout, "manifest "+u.m.Key()) {
+		t.Fatalf("stdout %q", res.stdout)
+	}
+	res = mustRun(t, "", "bucket", "verify", "--bucket", url)
+	if !strings.Contains(res.stdout, "ok: 1 partition") {
+		t.Fatalf("stdout %q", res.stdout)
+	}
+	if err := u.b.Delete(context.Background(), u.keys[1]); err != nil {
+		t.Fatal(err)
+	}
+	res = run(t, "", "bucket", "verify", "--bucket", url)
+	if res.code != ExitError || !strings.Contains(res.stdout, "FAIL missing "+u.keys[1]) {
+		t.Fatalf("exit %d, stdout %q", res.code, res.stdout)
+	}
+	// A bucket that does not exist fails fast with one line.
+	res = run(t, "", "bucket", "verify", "--bucket", srv.URL("no-such-bucket", ""))
+	if res.code != ExitError || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, "does not exist") {
+		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+}

@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// produceRolled creates a remote-enabled topic and produces n records, 2 s
+// apart, so that every record rolls a segment (segment.ms=1000).
+func produceRolled(t *testing.T, dir, topic string, n int, extra ...string) {
+	t.Helper()
+	args := []string{"topic", "create", "--data-dir", dir, "--topic", topic, "--config", "segment.ms=1000",
+		"--config", "remote.storage.enable=true"}
+	for _, c := range extra {
+		args = append(args, "--config", c)
+	}
+	mustRun(t, "", args...)
+	for i := 0; i < n; i++ {
+		mustRun(t, fmt.Sprintf(`{"key":"k%d","value":"value %d","timestamp":%d}`+"\n", i, i, 1_699_990_000_000+int64(i)*2000),
+			"produce", "--data-dir", dir, "--topic", topic)
+	}
+}
+
+func fileURL(dir string) string { return (&url.URL{Scheme: "file", Path: dir}).String() }
+
+func TestUploadCommand(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "data")
+	produceRolled(t, dir, "logs", 4)
+	bucket := filepath.Join(root, "bucket")
+	if err := os.Mkdir(bucket, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := mustRun(t, "", "upload", "--data-dir", dir, "--bucket", fileURL(bucket), "--json")
+	var rep struct {
+		UploadedSegments int `json:"uploaded_segments"`
+		Commits          int `json:"commits"`
+		LagSegments      int `json:"lag_segments"`
+		Partitions       []struct {
+			Committed []struct {
+				BaseOffset int64 `json:"base_offset"`
+			} `json:"committed"`
+			RemoteNextOffset int64 `json:"remote_next_offset"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatalf("report %q: %v", res.stdout, err)
+	}
+	// Four records, each in its own segment; the last is active.
+	if rep.UploadedSegments != 3 || rep.Commits != 1 || rep.LagSegments != 0 || rep.Partitions[0].RemoteNextOffset != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	// Rerun: nothing to do.
+	res = mustRun(t, "", "upload", "--data-dir", dir, "--bucket", fileURL(bucket))
+	if !strings.Contains(res.stdout, "uploaded 0 segments") {
+		t.Fatalf("second upload: %q", res.stdout)
+	}
+	// The committed records read back through the manifest as from the data dir.
+	local := lines(mustRun(t, "", "consume", "--data-dir", dir, "--topic", "logs", "--partition", "0").stdout)
+	remote := lines(mustRun(t, "", "consume", "--bucket", fileURL(bucket), "--topic", "logs", "--partition", "0").stdout)
+	if len(remote) != 3 || strings.Join(remote, "\n") != strings.Join(local[:3], "\n") {
+		t.Fatalf("consume --bucket:\n%s\nwant:\n%s", strings.Join(remote, "\n"), strings.Join(local[:3], "\n"))
+	}
+	// The bucket verifies clean.
+	mustRun(t, "", "bucket", "verify", "--bucket", fileURL(bucket))
+
+	// The default bucket is file://<data-dir>/bucket.
+	mustRun(t, "", "upload", "--data-dir", dir)
+	if _, err := os.Stat(filepath.Join(dir, "bucket", "manifests")); err != nil {
+		t.Fatalf("default bucket: %v", err)
+	}
+	// The data dir still opens (the loader skips the bucket directory).
+	mustRun(t, "", "consume", "--data-dir", dir, "--topic", "logs", "--partition", "0")
+}
+
+func TestUploadCommandErrors(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "data")
+	produceRolled(t, dir, "logs", 2)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"malformed_url", []string{"--bucket", "s3//nope"}, 2, "bucket URL"},
+		{"unknown_scheme", []string{"--bucket", "ftp://x/y"}, 2, "unknown scheme"},
+		{"missing_dir", []string{"--bucket", fileURL(filepath.Join(root, "nope"))}, 1, "nope"},
+		{"bad_rate", []string{"--bucket", fileURL(root), "--rate", "fast"}, 2, "--rate"},
+		{"bad_concurrency", []string{"--bucket", fileURL(root), "--concurrency", "0"}, 2, "--concurrency"},
+		{"missing_data_dir", []string{"--bucket", fileURL(root), "--data-dir", filepath.Join(root, "none")}, 1, "does not exist"},
+		{"unreachable_s3", []string{"--bucket", "s3://b/p?endpoint=http://127.0.0.1:1&region=us-east-1&path_style=true"}, 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"upload", "--data-dir", dir}, tc.args...)
+			if tc.name == "missing_data_dir" {
+				args = append([]string{"upload"}, tc.args...)
+			}
+			if tc.name == "unreachable_s3" {
+				t.Setenv("AWS_ACCESS_KEY_ID", "x")
+				t.Setenv("AWS_SECRET_ACCESS_KEY", "y")
+				t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+			}
+			res := run(t, "", args...)
+			if res.code != tc.code || !strings.Contains(res.stderr, tc.want) || strings.Count(res.stderr, "\n") != 1 {
+				t.Fatalf("exit %d stderr %q, want exit %d with %q on one line", res.code, res.stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+func TestRetentionCommandBucket(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "data")
+	// retention.ms one hour; the records are 2.7 hours old (the Runner clock).
+	produceRolled(t, dir, "logs", 4, "retention.ms=3600000", "local.retention.ms=1000")
+	bucket := filepath.Join(root, "bucket")
+	if err := os.Mkdir(bucket, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Without a bucket, the remote-enabled topic keeps everything.
+	res := mustRun(t, "", "retention", "--data-dir", dir, "--json")
+	if strings.Contains(res.stdout, `"remote"`) || countSegments(t, dir) != 4 {
+		t.Fatalf("retention without a bucket: %s", res.stdout)
+	}
+	// Upload, then retention removes the three rolled segments remotely and locally.
+	mustRun(t, "", "upload", "--data-dir", dir, "--bucket", fileURL(bucket))
+	res = mustRun(t, "", "retention", "--data-dir", dir, "--bucket", fileURL(bucket), "--dry-run", "--json")
+	var rep struct {
+		Remote struct {
+			DryRun          bool `json:"dry_run"`
+			DeletedSegments int  `json:"deleted_segments"`
+		} `json:"remote"`
+		GC *struct{} `json:"gc"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Remote.DryRun || rep.Remote.DeletedSegments != 3 || rep.GC == nil || countSegments(t, dir) != 4 {
+		t.Fatalf("dry run: %s", res.stdout)
+	}
+	res = mustRun(t, "", "retention", "--data-dir", dir, "--bucket", fileURL(bucket))
+	if !strings.Contains(res.stdout, "remote: 3 segments deleted") || countSegments(t, dir) != 1 {
+		t.Fatalf("retention --bucket: %q, %d local segments", res.stdout, countSegments(t, dir))
+	}
+	var objects []string
+	filepath.WalkDir(bucket, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.Contains(p, "/data/") {
+			objects = append(objects, p)
+		}
+		return nil
+	})
+	if len(objects) != 0 {
+		t.Fatalf("data objects left after remote retention: %v", objects)
+	}
+	mustRun(t, "", "bucket", "verify", "--bucket", fileURL(bucket))
+	if res := run(t, "", "retention", "--data-dir", dir, "--gc-grace", "1m"); res.code != 2 {
+		t.Fatalf("--gc-grace without --bucket: %+v", res)
+	}
+}
+
+func countSegments(t *testing.T, dir string) int {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "logs-0", "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(segs)
+}
+
+// TestSidecarCommand runs the sidecar over a copy of a real broker's log dir
+// until its first pass is done, checks /healthz and /metrics, and stops it
+// by cancelling its context (what SIGINT/SIGTERM do in main).
+func TestSidecarCommand(t *testing.T) {
+	root := t.TempDir()
+	logDir := filepath.Join(root, "kafka")
+	copyTree(t, filepath.Join(fixtures, "kafka-tester/e856b9acfbc9c4aa601502057e350051d1304c9f/kraft-combined-logs"), logDir)
+	// The broker rolled foo-0: its segment 0 (offsets 0..2) is below the high watermark 3.
+	if err := os.WriteFile(filepath.Join(logDir, "foo-0", "00000000000000000003.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bucket := filepath.Join(root, "bucket")
+	if err := os.Mkdir(bucket, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var out, errb strings.Builder
+	var code int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r := &Runner{Stdout: &out, Stderr: &syncWriter{w: &errb}}
+		code = r.Run(ctx, []string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--http", addr, "--interval", "50ms"})
+	}()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(path string) (int, string) {
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := get("/healthz")
+		if code == 200 && strings.Contains(body, `"status":"ok"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			wg.Wait()
+			t.Fatalf("sidecar not healthy: %d %s; stderr %s", code, body, errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, metrics := get("/metrics")
+	for _, want := range []string{"tiered_uploader_uploaded_segments_total 1", "tiered_uploader_lag_segments 0",
+		`tiered_uploader_errors_total{kind="upload"} 0`, `tiered_objstore_operations_total{operation="put"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	cancel()
+	wg.Wait()
+	if code != 0 {
+		t.Fatalf("sidecar exit %d: %s", code, errb.String())
+	}
+	remote := lines(mustRun(t, "", "consume", "--bucket", fileURL(bucket), "--topic", "foo", "--partition", "0").stdout)
+	if len(remote) != 3 {
+		t.Fatalf("consume --bucket after the sidecar: %v", remote)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"sidecar", "--bucket", fileURL(bucket)}, 2, "--kafka-log-dir"},
+		{[]string{"sidecar", "--kafka-log-dir", logDir}, 2, "--bucket"},
+		{[]string{"sidecar", "--kafka-log-dir", root, "--bucket", fileURL(bucket)}, 1, "does not look like a Kafka log dir"},
+		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--bootstrap-server", "nope"}, 2, "host:port"},
+		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--bootstrap-server", "127.0.0.1:1"}, 1, "--bootstrap-server"},
+	} {
+		res := run(t, "", tc.args...)
+		if res.code != tc.code || !strings.Contains(res.stderr, tc.want) {
+			t.Errorf("%v: exit %d %q, want %d with %q", tc.args, res.code, res.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(out, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,33 @@
+// Package remotetier owns tiered's remote tier above the object-store seam
+// (subpackage objstore): the uploader that copies rolled segments into a
+// bucket and commits them to per-partition manifests, the sources it copies
+// from (tiered's own log dir, or a Kafka broker's log dir read-only for the
+// sidecar), remote retention, garbage collection of orphans, the read path
+// over committed segments (RemoteLog) and bucket verification.
+//
+// Upload protocol (docs/format/manifest.md, "Commit protocol"), per
+// partition:
+//
+//  1. Read the root manifest once and cache it with its ETag.
+//  2. Reconcile every rolled segment below the high watermark against it:
+//     skip what is committed, append what follows, cut a segment that
+//     starts inside the committed range at the committed end (a new leader
+//     rolled at other offsets), and re-upload a cleaned segment of a
+//     compacted topic whose committed copy it rewrote.
+//  3. Upload each segment under a fresh attempt key: the .log streamed from
+//     disk through a checker (framing, offsets, CRC; memory independent of
+//     the segment size), then .index, .timeindex (built from the log when
+//     the source has none) and .txnindex.
+//  4. Commit up to MaxCommitSegments segments in one root write,
+//     conditional on the ETag read (If-None-Match: * for the first). A lost
+//     race re-reads the root and reconciles again; an error of unknown
+//     outcome re-reads it to see whether the write landed.
+//  5. After the commit, delete what it unreferenced (replaced segments).
+//     Attempts that were never part of a root write are deleted at once;
+//     anything else unreferenced is left to GC, which deletes objects no
+//     manifest references once they are older than the grace period.
+//
+// Remote retention commits manifest.RemoveBelow first and deletes objects
+// after; RemoteLookup tells retention.RunOnce how far the remote tier holds
+// a partition, so local segments are deleted only once uploaded.
+package remotetier

@@ -1,0 +1,182 @@
+package remotetier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// GCOptions configure GC.
+type GCOptions struct {
+	// Prefix limits collection to keys under it (default: the whole bucket,
+	// which is a bucket URL's prefix when the bucket comes from objstore.Open).
+	Prefix string
+	// Grace is the age an unreferenced object must reach before it is
+	// deleted (0: DefaultGCGrace). An upload in flight is younger.
+	Grace time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// DryRun reports what would be deleted and deletes nothing.
+	DryRun bool
+	Logger *slog.Logger
+}
+
+// GCReport is what GC did.
+type GCReport struct {
+	Partitions int `json:"partitions"`
+	// Deleted are the orphans deleted (dry run: deletable).
+	Deleted      []Orphan `json:"deleted"`
+	DeletedBytes int64    `json:"deleted_bytes"`
+	// Young counts orphans kept because they are within the grace period.
+	Young int `json:"young"`
+	// Skipped lists partitions left alone because their manifest could not
+	// be used (corrupt, newer version): nothing is deleted on its word.
+	Skipped []string `json:"skipped"`
+}
+
+// GC deletes garbage: objects under partitions' data and sub-manifest
+// directories that no root manifest references (directly or through a
+// sub-manifest) and that are older than the grace period. They are the
+// objects of upload attempts that lost a race or crashed before their
+// commit, and those a commit unreferenced but whose deletion did not
+// happen. Foreign keys (not of tiered's layout) are never touched. GC and
+// bucket verify are the only code that lists. A partition whose manifest
+// is corrupt or of a newer version is skipped and reported. Memory grows
+// with the partitions and with one partition's objects.
+func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error) {
+	if opts.Grace <= 0 {
+		opts.Grace = DefaultGCGrace
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	prefix, err := manifest.NormalizePrefix(opts.Prefix)
+	if err != nil {
+		return GCReport{}, err
+	}
+	rep := GCReport{Deleted: []Orphan{}, Skipped: []string{}}
+	type pid struct {
+		prefix, topic string
+		partition     int32
+	}
+	parts := map[pid]bool{}
+	listPrefix := ""
+	if prefix != "" {
+		listPrefix = prefix + "/"
+	}
+	err = b.List(ctx, listPrefix, func(o objstore.ObjectInfo) error {
+		k, err := manifest.ParseKey(o.Key)
+		if err != nil || k.Prefix != prefix && !underPrefix(k.Prefix, prefix) {
+			return nil
+		}
+		parts[pid{k.Prefix, k.Topic, k.Partition}] = true
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("gc: list: %w", err)
+	}
+	ids := make([]pid, 0, len(parts))
+	for id := range parts {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].prefix != ids[j].prefix {
+			return ids[i].prefix < ids[j].prefix
+		}
+		if ids[i].topic != ids[j].topic {
+			return ids[i].topic < ids[j].topic
+		}
+		return ids[i].partition < ids[j].partition
+	})
+	now := opts.Now()
+	var errs []error
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		rep.Partitions++
+		store, err := newManifestStore(b, id.prefix)
+		if err != nil {
+			return rep, err
+		}
+		m, _, err := store.load(ctx, id.topic, id.partition, 0)
+		var live map[string]bool
+		if err == nil {
+			var keys []string
+			keys, err = m.ReferencedKeys(ctx, store.subs)
+			live = make(map[string]bool, len(keys)+1)
+			for _, k := range keys {
+				live[k] = true
+			}
+			live[m.Key()] = true
+		}
+		var cme *manifest.CorruptManifestError
+		var uve *manifest.UnsupportedVersionError
+		if errors.As(err, &cme) || errors.As(err, &uve) || objstore.IsNotFound(err) {
+			// A sub-manifest missing or corrupt: the references are unknown.
+			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s-%d: %v", id.topic, id.partition, err))
+			logger.Warn("gc: partition skipped: its manifest cannot be used", "topic", id.topic, "partition", id.partition, "err", err)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("gc %s-%d: %w", id.topic, id.partition, err))
+			continue
+		}
+		root, err := manifest.ManifestKey(id.prefix, id.topic, id.partition)
+		if err != nil {
+			return rep, err
+		}
+		dk, err := manifest.DataKeys(id.prefix, id.topic, id.partition, 0, "00000000")
+		if err != nil {
+			return rep, err
+		}
+		dir, dataDir := path.Dir(root), path.Dir(dk.Log)
+		for _, scope := range []string{dataDir + "/", dir + "/sub/"} {
+			var victims []objstore.ObjectInfo
+			err := b.List(ctx, scope, func(o objstore.ObjectInfo) error {
+				k, err := manifest.ParseKey(o.Key)
+				if err != nil || live[o.Key] || k.Type == manifest.KeyRoot {
+					return nil
+				}
+				if now.Sub(o.LastModified) < opts.Grace {
+					rep.Young++
+					return nil
+				}
+				victims = append(victims, o)
+				return nil
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("gc %s-%d: list: %w", id.topic, id.partition, err))
+				continue
+			}
+			for _, o := range victims {
+				age := now.Sub(o.LastModified)
+				if !opts.DryRun {
+					if err := b.Delete(ctx, o.Key); err != nil {
+						errs = append(errs, fmt.Errorf("gc: %w", err))
+						continue
+					}
+				}
+				rep.Deleted = append(rep.Deleted, Orphan{Key: o.Key, Topic: id.topic, Partition: id.partition, Size: o.Size,
+					LastModified: o.LastModified, Age: age, AgeSeconds: age.Seconds(), PastGrace: true})
+				rep.DeletedBytes += o.Size
+			}
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+func underPrefix(p, prefix string) bool {
+	return prefix == "" || len(p) > len(prefix) && p[:len(prefix)] == prefix && p[len(prefix)] == '/'
+}

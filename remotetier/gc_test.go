@@ -1,0 +1,171 @@
+package remotetier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/retention"
+)
+
+// TestGC: orphans past the grace period are deleted; young ones, referenced
+// objects and foreign keys stay; a partition whose manifest is corrupt is
+// skipped, never collected on its word.
+func TestGC(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "g", 2)
+	for p := int32(0); p < 2; p++ {
+		upSegments(t, upPartition(t, d, "g", p), 2, 2, 3, 10)
+	}
+	mem := objstore.NewMemory()
+	u := upUploader(t, mem, NewLocalSource(d, nil), Options{})
+	if _, err := u.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	putKey := func(key string) {
+		if _, err := mem.Put(ctx, key, strings.NewReader("x"), 1, objstore.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan, _ := manifest.DataKeys("", "g", 0, 0, manifest.NewAttemptID())
+	putKey(orphan.Log)
+	putKey(orphan.Index)
+	never, _ := manifest.DataKeys("", "never", 5, 7, manifest.NewAttemptID()) // a partition without a manifest
+	putKey(never.Log)
+	putKey("foreign/object.txt")
+	corrupt, _ := manifest.ManifestKey("", "g", 1)
+	orphan1, _ := manifest.DataKeys("", "g", 1, 0, manifest.NewAttemptID())
+	putKey(orphan1.Log)
+	putKey(corrupt) // overwrite partition 1's root with garbage
+	referenced := upReferenced(t, mem, manifest.Key{Topic: "g", Partition: 0})
+
+	// Within the grace period nothing goes.
+	rep, err := GC(ctx, mem, GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Deleted) != 0 || rep.Young != 3 || len(rep.Skipped) != 1 {
+		t.Fatalf("young gc: %+v", rep)
+	}
+	later := func() time.Time { return time.Now().Add(2 * time.Hour) }
+	rep, err = GC(ctx, mem, GCOptions{Now: later, DryRun: true})
+	if err != nil || len(rep.Deleted) != 3 {
+		t.Fatalf("dry run: %+v, %v", rep, err)
+	}
+	if _, err := mem.Attributes(ctx, orphan.Log); err != nil {
+		t.Fatal("a dry run deleted")
+	}
+	rep, err = GC(ctx, mem, GCOptions{Now: later})
+	if err != nil || len(rep.Deleted) != 3 {
+		t.Fatalf("gc: %+v, %v", rep, err)
+	}
+	for _, k := range []string{orphan.Log, orphan.Index, never.Log} {
+		if _, err := mem.Attributes(ctx, k); !objstore.IsNotFound(err) {
+			t.Fatalf("orphan %s survived", k)
+		}
+	}
+	for _, k := range append(keysOf(referenced), "foreign/object.txt", orphan1.Log, corrupt) {
+		if _, err := mem.Attributes(ctx, k); err != nil {
+			t.Fatalf("%s was deleted: %v", k, err)
+		}
+	}
+	// The uploader reports the corrupt manifest and does not overwrite it.
+	u2 := upUploader(t, mem, NewLocalSource(d, nil), Options{})
+	_, err = u2.RunOnce(ctx)
+	var cme *manifest.CorruptManifestError
+	if !errors.As(err, &cme) {
+		t.Fatalf("upload over a corrupt manifest: %v", err)
+	}
+	if got := upGet(t, mem, corrupt); !bytes.Equal(got, []byte("x")) {
+		t.Fatal("the corrupt manifest was overwritten")
+	}
+}
+
+func keysOf(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestRemoteRetention: retention.ms over the whole log removes the oldest
+// remote segments, manifest first, then their objects and the local copies;
+// the lookup gates local deletion on what the remote tier holds.
+func TestRemoteRetention(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "ret", 1, "retention.ms", "3600000", "local.retention.ms", "60000")
+	l := upPartition(t, d, "ret", 0)
+	upSegments(t, l, 4, 2, 3, 10) // timestamps at upNow
+	mem := objstore.NewMemory()
+	lookup, err := RemoteLookup(mem, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing uploaded yet: the remote tier holds nothing, local stays.
+	st, err := lookup(ctx, "ret", 0)
+	if err != nil || !st.Consulted || st.HighestOffset != -1 {
+		t.Fatalf("empty remote: %+v, %v", st, err)
+	}
+	u := upUploader(t, mem, filterSource{NewLocalSource(d, nil), 2}, Options{})
+	if _, err := u.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	segs := l.Segments()
+	st, err = lookup(ctx, "ret", 0)
+	if err != nil || st.HighestOffset != segs[1].NextOffset-1 {
+		t.Fatalf("remote state %+v, want highest %d", st, segs[1].NextOffset-1)
+	}
+	// Local retention (local.retention.ms = 1 min, 10 min later) deletes only uploaded segments.
+	prep, err := retention.RunOnce(ctx, d, retention.PassOptions{Now: func() time.Time { return upNow.Add(10 * time.Minute) }, Remote: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prep.DeletedSegments != 2 || l.Segments()[0].BaseOffset != segs[2].BaseOffset {
+		t.Fatalf("local retention: %+v", prep)
+	}
+	// Upload the rest; two hours later retention.ms expires everything rolled.
+	if _, err := upUploader(t, mem, NewLocalSource(d, nil), Options{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := upReferenced(t, mem, manifest.Key{Topic: "ret", Partition: 0})
+	reg := newTestRegistry()
+	rm, err := NewRetentionMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := RetentionOptions{Now: func() time.Time { return upNow.Add(2 * time.Hour) }, Metrics: rm}
+	dry := opts
+	dry.DryRun = true
+	rrep, err := RemoteRetention(ctx, mem, d, dry)
+	if err != nil || rrep.DeletedSegments != 4 || len(upKeys(t, mem)) != len(before) {
+		t.Fatalf("dry run: %+v, %v", rrep, err)
+	}
+	rrep, err = RemoteRetention(ctx, mem, d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rrep.DeletedSegments != 4 || rrep.Segments[0].Reason != retention.ReasonRetentionMs {
+		t.Fatalf("remote retention: %+v", rrep)
+	}
+	m := upLoad(t, mem, "ret", 0)
+	if m.SegmentCount() != 0 || m.LogStartOffset != segs[4].BaseOffset {
+		t.Fatalf("manifest after retention: %d segments, log start %d", m.SegmentCount(), m.LogStartOffset)
+	}
+	if keys := upKeys(t, mem); len(keys) != 1 {
+		t.Fatalf("objects left after remote retention: %v", keys)
+	}
+	if l.LogStartOffset() != segs[4].BaseOffset || len(l.Segments()) != 1 {
+		t.Fatalf("local log start %d, %d segments", l.LogStartOffset(), len(l.Segments()))
+	}
+}
+
+func newTestRegistry() *prometheus.Registry { return prometheus.NewRegistry() }

@@ -1,0 +1,11 @@
+package remotetier
+
+import (
+	"testing"
+
+	"github.com/tiered/tiered/internal/testminio"
+)
+
+// TestMain stops the shared MinIO after the tests and checks for leaked
+// goroutines (goleak).
+func TestMain(m *testing.M) { testminio.Main(m) }

@@ -1,0 +1,506 @@
+package remotetier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+var smallPolicy = manifest.Policy{InlineMax: 2, SubSegments: 2}
+
+func openTestLog(t testing.TB, b objstore.BucketReader, prefix string) *RemoteLog {
+	t.Helper()
+	l, err := OpenRemoteLog(context.Background(), b, prefix, testTopic, testPartition, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// wholePrefix is the whole batches at the start of data (a local read may
+// end with a partial one).
+func wholePrefix(data []byte) []byte {
+	it := record.NewIter(data)
+	for {
+		if _, ok := it.Next(); !ok {
+			return data[:it.Pos()]
+		}
+	}
+}
+
+// checkEveryOffset reads every offset of r with several byte limits and
+// compares the batches with the model.
+func checkEveryOffset(t *testing.T, r *remote, l *RemoteLog, local *localLog) {
+	t.Helper()
+	ctx := context.Background()
+	for off := r.m.LogStartOffset; off < r.m.NextOffset(); off++ {
+		for _, maxBytes := range []int{1, 3000, 1 << 20} {
+			res, err := l.Read(ctx, off, maxBytes)
+			if err != nil {
+				t.Fatalf("read %d max %d: %v", off, maxBytes, err)
+			}
+			if want := r.expectRead(off, maxBytes); !bytes.Equal(res.Data, want) {
+				t.Fatalf("read %d max %d: %d bytes, want %d", off, maxBytes, len(res.Data), len(want))
+			}
+			if res.LogStartOffset != r.m.LogStartOffset || res.LogEndOffset != r.m.NextOffset() {
+				t.Fatalf("read %d: log start/end %d/%d, want %d/%d", off, res.LogStartOffset, res.LogEndOffset, r.m.LogStartOffset, r.m.NextOffset())
+			}
+			if local == nil {
+				continue
+			}
+			lres, err := local.log.Read(off, maxBytes, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := wholePrefix(lres.Data); !bytes.Equal(res.Data, want) {
+				t.Fatalf("read %d max %d: %d bytes, the local log gives %d", off, maxBytes, len(res.Data), len(want))
+			}
+		}
+	}
+}
+
+func TestReadEveryOffset(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		policy manifest.Policy
+		prefix string
+	}{
+		{"inline", manifest.DefaultPolicy(), ""},
+		{"sealed_sub_manifests", smallPolicy, "tiered/prod"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			local := writeLocal(t, t.TempDir(), 1, 7, 30, false)
+			r := newRemote(t, objstore.NewMemory(), tt.prefix, 0, tt.policy)
+			files := local.files(t)
+			if len(files) != 7 {
+				t.Fatalf("%d segments", len(files))
+			}
+			for _, f := range files {
+				if len(f.index) == 0 || len(f.timeIndex) == 0 {
+					t.Fatalf("segment %d has empty indexes: the test would not exercise them", f.base)
+				}
+			}
+			r.commit(files[:3]...)
+			r.commit(files[3:]...)
+			if tt.policy == smallPolicy && len(r.m.Sealed) < 2 {
+				t.Fatalf("%d sealed sub-manifests, want several", len(r.m.Sealed))
+			}
+			l := openTestLog(t, r.bucket, tt.prefix)
+			if l.LogStartOffset() != 0 || l.LogEndOffset() != local.log.LogEndOffset() {
+				t.Fatalf("log start/end %d/%d, local end %d", l.LogStartOffset(), l.LogEndOffset(), local.log.LogEndOffset())
+			}
+			checkEveryOffset(t, r, l, local)
+			res, err := l.Read(context.Background(), l.LogEndOffset(), 1<<20)
+			if err != nil || len(res.Data) != 0 {
+				t.Fatalf("read at the log end: %d bytes, %v", len(res.Data), err)
+			}
+		})
+	}
+}
+
+// TestReadCompactedGaps: offsets removed by compaction, inside a segment
+// and between segments, are served from the next batch present.
+func TestReadCompactedGaps(t *testing.T) {
+	local := writeLocal(t, t.TempDir(), 2, 6, 30, false)
+	files := local.files(t)
+	r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
+	for i, f := range files {
+		switch i {
+		case 2:
+			continue // a gap between segments
+		case 1, 4:
+			f = compact(t, f, func(i int) bool { return i%3 != 0 })
+		}
+		r.commit(f)
+	}
+	l := openTestLog(t, r.bucket, "")
+	checkEveryOffset(t, r, l, nil)
+	checkTimestamps(t, r, l, nil)
+}
+
+func checkTimestamps(t *testing.T, r *remote, l *RemoteLog, local *localLog) {
+	t.Helper()
+	lo, hi := r.records[0].ts, r.records[0].ts
+	for _, rec := range r.records {
+		lo, hi = min(lo, rec.ts), max(hi, rec.ts)
+	}
+	step := max((hi-lo)/400, 1)
+	for ts := lo - 1; ts <= hi+1; ts += step {
+		off, got, found, err := l.OffsetForTimestamp(context.Background(), ts)
+		if err != nil {
+			t.Fatalf("ts %d: %v", ts, err)
+		}
+		wo, wt, wf := r.expectTimestamp(ts)
+		if off != wo || got != wt || found != wf {
+			t.Fatalf("ts %d: %d@%d %v, want %d@%d %v", ts, off, got, found, wo, wt, wf)
+		}
+		if local == nil {
+			continue
+		}
+		lo, lt, lf, err := local.log.OffsetForTimestamp(ts)
+		if err != nil || off != lo || got != lt || found != lf {
+			t.Fatalf("ts %d: %d@%d %v, the local log gives %d@%d %v (%v)", ts, off, got, found, lo, lt, lf, err)
+		}
+	}
+}
+
+func TestOffsetForTimestamp(t *testing.T) {
+	local := writeLocal(t, t.TempDir(), 3, 6, 30, false)
+	files := local.files(t)
+	t.Run("whole_log", func(t *testing.T) {
+		r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
+		r.commit(files...)
+		checkTimestamps(t, r, openTestLog(t, r.bucket, ""), local)
+	})
+	t.Run("log_start_inside_a_segment", func(t *testing.T) {
+		// Records below the log start offset are never an answer.
+		start := files[2].base + (files[2].last-files[2].base)/2
+		r := newRemote(t, objstore.NewMemory(), "", start, smallPolicy)
+		r.commit(files[2:]...)
+		l := openTestLog(t, r.bucket, "")
+		checkTimestamps(t, r, l, nil)
+		_, err := l.Read(context.Background(), start-1, 100)
+		if !errors.Is(err, manifest.ErrOffsetOutOfRange) {
+			t.Fatalf("read below the log start: %v", err)
+		}
+		checkEveryOffset(t, r, l, nil)
+	})
+}
+
+func TestAbortedTxns(t *testing.T) {
+	local := writeLocal(t, t.TempDir(), 4, 5, 30, true)
+	files := local.files(t)
+	withTxn := 0
+	for _, f := range files {
+		if f.txnIndex != nil {
+			withTxn++
+		}
+	}
+	if withTxn == 0 {
+		t.Fatal("no segment has a .txnindex: the test would not exercise it")
+	}
+	r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
+	r.commit(files...)
+	l := openTestLog(t, r.bucket, "")
+	end := l.LogEndOffset()
+	total := 0
+	for from := int64(0); from < end; from += 7 {
+		for _, upTo := range []int64{from + 1, from + 40, end} {
+			got, err := l.AbortedTxns(context.Background(), from, upTo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := local.log.AbortedTxns(from, upTo)
+			if !slices.Equal(got, want) {
+				t.Fatalf("[%d, %d): %+v, want %+v", from, upTo, got, want)
+			}
+			total += len(got)
+		}
+	}
+	if total == 0 {
+		t.Fatal("no aborted transaction found anywhere")
+	}
+}
+
+// TestReadBounded: reads never GET a whole .log, never LIST, and range GETs
+// stay within the bytes asked for plus the scan window.
+func TestReadBounded(t *testing.T) {
+	local := writeLocal(t, t.TempDir(), 5, 3, 40, false)
+	mem := objstore.NewMemory()
+	r := newRemote(t, mem, "", 0, manifest.DefaultPolicy())
+	r.commit(local.files(t)...)
+	rb := &recordingBucket{Bucket: mem}
+	l := openTestLog(t, rb, "")
+	const maxBytes = 2000
+	largest := 0
+	for _, b := range r.batches {
+		largest = max(largest, b.b.Size())
+	}
+	for off := int64(0); off < l.LogEndOffset(); off++ {
+		if _, err := l.Read(context.Background(), off, maxBytes); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := l.OffsetForTimestamp(context.Background(), r.records[off].ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rb.logGets != 0 || rb.lists != 0 {
+		t.Fatalf("%d whole-object GETs of .log objects, %d LISTs", rb.logGets, rb.lists)
+	}
+	if limit := int64(maxBytes + DefaultScanWindow + largest); rb.maxRange > limit {
+		t.Fatalf("a range GET of %d bytes, limit %d", rb.maxRange, limit)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	ctx := context.Background()
+	local := writeLocal(t, t.TempDir(), 6, 3, 20, false)
+	files := local.files(t)
+	fresh := func(t *testing.T) (*remote, *RemoteLog) {
+		r := newRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+		r.commit(files...)
+		return r, openTestLog(t, r.bucket, "")
+	}
+
+	t.Run("unknown_partition", func(t *testing.T) {
+		r, _ := fresh(t)
+		_, err := OpenRemoteLog(ctx, r.bucket, "", testTopic, 9, ReaderOptions{})
+		var ue *UnknownTopicOrPartitionError
+		if !errors.As(err, &ue) || ue.Topic != testTopic || ue.Partition != 9 {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("out_of_range", func(t *testing.T) {
+		_, l := fresh(t)
+		if _, err := l.Read(ctx, l.LogEndOffset()+1, 100); !errors.Is(err, manifest.ErrOffsetOutOfRange) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("corrupt_batch", func(t *testing.T) {
+		r, l := fresh(t)
+		ba := r.batches[len(r.batches)/2]
+		seg := r.segs[ba.seg]
+		data := slices.Clone(r.logs[ba.seg])
+		data[ba.pos+int64(ba.b.Size())-1] ^= 0xff
+		put(t, r.bucket, seg.Log.Key, data)
+		_, err := l.Read(ctx, ba.b.BaseOffset(), 1)
+		var ce *record.CorruptError
+		if !errors.As(err, &ce) || ce.File != seg.Log.Key || ce.Pos != ba.pos {
+			t.Fatalf("got %v", err)
+		}
+		// The batch before is still served, without the bad one.
+		prev := r.batches[len(r.batches)/2-1]
+		if prev.seg == ba.seg {
+			res, err := l.Read(ctx, prev.b.BaseOffset(), 1<<20)
+			if err != nil || !bytes.Equal(res.Data, prev.b) {
+				t.Fatalf("read before the bad batch: %d bytes, %v", len(res.Data), err)
+			}
+		}
+	})
+	t.Run("corrupt_index", func(t *testing.T) {
+		r, l := fresh(t)
+		seg := r.segs[1]
+		idx := slices.Clone(get(t, r.bucket, seg.Index.Key))
+		idx[3] ^= 1
+		put(t, r.bucket, seg.Index.Key, idx)
+		_, err := l.Read(ctx, seg.BaseOffset, 1)
+		var co *CorruptObjectError
+		if !errors.As(err, &co) || co.Key != seg.Index.Key {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("truncated_log", func(t *testing.T) {
+		r, l := fresh(t)
+		seg := r.segs[0]
+		put(t, r.bucket, seg.Log.Key, r.logs[0][:len(r.logs[0])/2])
+		var err error
+		for off := seg.BaseOffset; off <= seg.LastOffset && err == nil; off++ {
+			_, err = l.Read(ctx, off, 1)
+		}
+		var co *CorruptObjectError
+		var ce *record.CorruptError
+		if !errors.As(err, &co) && !errors.As(err, &ce) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("missing_object", func(t *testing.T) {
+		r, l := fresh(t)
+		seg := r.segs[2]
+		if err := r.bucket.Delete(ctx, seg.Log.Key); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Read(ctx, seg.BaseOffset, 1); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("corrupt_manifest", func(t *testing.T) {
+		r, _ := fresh(t)
+		put(t, r.bucket, r.m.Key(), []byte(`{"version":1,"kind":"partition"}`))
+		_, err := OpenRemoteLog(ctx, r.bucket, "", testTopic, testPartition, ReaderOptions{})
+		var cm *manifest.CorruptManifestError
+		if !errors.As(err, &cm) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// TestRefresh: new commits become visible after Refresh, and a read whose
+// objects were replaced and deleted after its manifest was read re-reads the
+// manifest and succeeds.
+func TestRefresh(t *testing.T) {
+	ctx := context.Background()
+	local := writeLocal(t, t.TempDir(), 7, 4, 20, false)
+	files := local.files(t)
+	r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
+	r.commit(files[:2]...)
+	l := openTestLog(t, r.bucket, "")
+	if l.LogEndOffset() != files[1].last+1 {
+		t.Fatalf("log end %d", l.LogEndOffset())
+	}
+	r.commit(files[2:]...)
+	if l.LogEndOffset() != files[1].last+1 {
+		t.Fatal("the log moved without Refresh")
+	}
+	if res, err := l.Read(ctx, files[2].base, 100); err != nil || len(res.Data) != 0 {
+		t.Fatalf("read at the old end: %d bytes, %v", len(res.Data), err)
+	}
+	if _, err := l.Read(ctx, files[2].base+1, 100); !errors.Is(err, manifest.ErrOffsetOutOfRange) {
+		t.Fatalf("read past the old end: %v", err)
+	}
+	changed, err := l.Refresh(ctx)
+	if err != nil || !changed || l.LogEndOffset() != files[3].last+1 {
+		t.Fatalf("refresh: %v %v, log end %d", changed, err, l.LogEndOffset())
+	}
+	if changed, err := l.Refresh(ctx); err != nil || changed {
+		t.Fatalf("second refresh: %v %v", changed, err)
+	}
+
+	// Compaction replaces segment 0 (sealed) and deletes its objects.
+	cf := compact(t, files[0], func(i int) bool { return i%2 == 0 })
+	old := r.segs[0]
+	attempt := manifest.NewAttemptID()
+	keys, _ := manifest.DataKeys("", testTopic, testPartition, cf.base, attempt)
+	seg := old
+	seg.Compacted, seg.AttemptID = true, attempt
+	seg.Log, seg.Index, seg.TimeIndex = object(t, keys.Log, cf.log), object(t, keys.Index, cf.index), object(t, keys.TimeIndex, cf.timeIndex)
+	put(t, r.bucket, keys.Log, cf.log)
+	put(t, r.bucket, keys.Index, cf.index)
+	put(t, r.bucket, keys.TimeIndex, cf.timeIndex)
+	c, err := manifest.Replace(ctx, BucketResolver(r.bucket), r.m, smallPolicy, old.BaseOffset, old.LastOffset, []manifest.Segment{seg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Subs {
+		put(t, r.bucket, s.Ref.Key, s.Data)
+	}
+	root, err := manifest.EncodeRoot(c.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, r.bucket, c.Root.Key(), root)
+	for _, k := range c.Unreferenced {
+		if err := r.bucket.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := l.Read(ctx, old.LastOffset, 1<<20)
+	if err != nil {
+		t.Fatalf("read after compaction: %v", err)
+	}
+	it := record.NewIter(res.Data)
+	b, ok := it.Next()
+	if !ok || b.LastOffset() != old.LastOffset {
+		t.Fatalf("read after compaction: first batch %v %d", ok, b.LastOffset())
+	}
+	if l.Manifest().Generation != c.Root.Generation {
+		t.Fatalf("generation %d, want %d", l.Manifest().Generation, c.Root.Generation)
+	}
+}
+
+func TestIndexCacheBound(t *testing.T) {
+	c := newIndexCache(100)
+	c.put("a", 1, 60)
+	c.put("b", 2, 30)
+	if _, ok := c.get("a"); !ok {
+		t.Fatal("a evicted too early")
+	}
+	c.put("c", 3, 30) // 120 > 100: evicts b, the least recently used
+	if _, ok := c.get("b"); ok {
+		t.Fatal("b not evicted")
+	}
+	if _, ok := c.get("a"); !ok {
+		t.Fatal("a evicted")
+	}
+	c.put("huge", 4, 101)
+	if _, ok := c.get("huge"); ok || c.bytes != 90 {
+		t.Fatalf("an entry over the bound was kept; %d bytes", c.bytes)
+	}
+}
+
+// FuzzReadSegment: a hostile .log object never panics the reader, and any
+// data it returns is whole batches with valid CRCs.
+func FuzzReadSegment(f *testing.F) {
+	var enc record.Encoder
+	good, _ := enc.AppendBatch(nil, record.NewBatchSpec(0, 0), []record.Record{{Offset: 0, Timestamp: 5, Value: []byte("v")}, {Offset: 1, Timestamp: 9, Value: []byte("w")}})
+	good2, _ := enc.AppendBatch(nil, record.NewBatchSpec(2, 0), []record.Record{{Offset: 2, Timestamp: 7}})
+	f.Add(append(slices.Clone(good), good2...), int64(1), int64(6))
+	f.Add(good[:40], int64(0), int64(0))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 2}, int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, log []byte, offset, ts int64) {
+		if len(log) == 0 {
+			return
+		}
+		mem := objstore.NewMemory()
+		ctx := context.Background()
+		keys, _ := manifest.DataKeys("", testTopic, testPartition, 0, "fuzzfuzzfuzz")
+		put(t, mem, keys.Log, log)
+		put(t, mem, keys.Index, nil)
+		put(t, mem, keys.TimeIndex, nil)
+		seg := manifest.Segment{BaseOffset: 0, LastOffset: 1 << 20, Log: object(t, keys.Log, log),
+			Index: object(t, keys.Index, nil), TimeIndex: object(t, keys.TimeIndex, nil)}
+		l := &RemoteLog{bucket: mem, topic: testTopic, partition: testPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
+		data, err := l.readSegment(ctx, seg, offset, 100)
+		if err == nil {
+			it := record.NewIter(data)
+			it.Verify = true
+			for {
+				if _, ok := it.Next(); !ok {
+					break
+				}
+			}
+			if it.Err() != nil || it.Pos() != len(data) || len(data) == 0 {
+				t.Fatalf("returned %d bytes that are not whole valid batches: %v", len(data), it.Err())
+			}
+		}
+		_, _, _, _ = l.segmentOffsetForTimestamp(ctx, seg, ts, 0)
+	})
+}
+
+// TestReadConcurrent: readers share one RemoteLog (its caches and manifest)
+// while another goroutine refreshes it.
+func TestReadConcurrent(t *testing.T) {
+	local := writeLocal(t, t.TempDir(), 12, 4, 20, false)
+	r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
+	r.commit(local.files(t)...)
+	l, err := OpenRemoteLog(context.Background(), r.bucket, "", testTopic, testPartition, ReaderOptions{SubManifestCache: 1, IndexCacheBytes: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := l.LogEndOffset()
+	errs := make(chan error, 5)
+	for g := range 4 {
+		go func() {
+			for off := int64(g); off < end; off += 4 {
+				res, err := l.Read(context.Background(), off, 500)
+				if err == nil && !bytes.Equal(res.Data, r.expectRead(off, 500)) {
+					err = errors.New("wrong batches")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	go func() {
+		for range 50 {
+			if _, err := l.Refresh(context.Background()); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for range 5 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

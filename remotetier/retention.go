@@ -1,0 +1,288 @@
+package remotetier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/retention"
+)
+
+// RemoteLookup answers retention.RunOnce for remote-enabled topics from the
+// partitions' manifests in b: HighestOffset is the last offset of the
+// committed segments that follow one another from the start of the remote
+// log without a gap. A gap next to a compacted segment does not end the run
+// (the cleaner removed those offsets); any other gap does, so a local segment
+// past it is kept until the gap is filled.
+func RemoteLookup(b objstore.Bucket, prefix string) (retention.RemoteLookup, error) {
+	store, err := newManifestStore(b, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, topic string, partition int32) (retention.RemoteState, error) {
+		m, _, err := store.load(ctx, topic, partition, 0)
+		if err != nil {
+			return retention.RemoteState{}, fmt.Errorf("remote state of %s-%d: %w", topic, partition, err)
+		}
+		return retention.RemoteState{Consulted: true, HighestOffset: contiguousEnd(ctx, store, m)}, nil
+	}, nil
+}
+
+// contiguousEnd is the last offset of the gap-free run of committed segments
+// from the start of m, -1 when there is none.
+func contiguousEnd(ctx context.Context, store *manifestStore, m *manifest.Manifest) int64 {
+	highest := int64(-1)
+	var prev *manifest.Segment
+	errStop := errors.New("stop")
+	_ = m.Walk(ctx, store.subs, func(s manifest.Segment) error {
+		if prev != nil && s.BaseOffset != prev.LastOffset+1 && !prev.Compacted && !s.Compacted {
+			return errStop
+		}
+		highest = s.LastOffset
+		prev = &s
+		return nil
+	})
+	return highest
+}
+
+// RetentionOptions configure RemoteRetention.
+type RetentionOptions struct {
+	Prefix string
+	// Topic limits the pass to one topic.
+	Topic string
+	// DryRun reports and changes nothing.
+	DryRun bool
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Metrics, when set, counts remote deletions.
+	Metrics *RetentionMetrics
+	Logger  *slog.Logger
+}
+
+// RetentionReport is what RemoteRetention did (or, dry run, would do).
+type RetentionReport struct {
+	DryRun     bool                       `json:"dry_run"`
+	Partitions []RemotePartitionRetention `json:"partitions"`
+	// Segments are the remote segments deleted.
+	Segments        []retention.SegmentReport `json:"segments"`
+	DeletedSegments int                       `json:"deleted_segments"`
+	DeletedBytes    int64                     `json:"deleted_bytes"`
+	DeletedObjects  int                       `json:"deleted_objects"`
+	// LocalDeleted counts local segments deleted because they fell below
+	// the new log start offset.
+	LocalDeleted int `json:"local_deleted_segments"`
+}
+
+// RemotePartitionRetention is one partition's outcome.
+type RemotePartitionRetention struct {
+	Topic             string `json:"topic"`
+	Partition         int32  `json:"partition"`
+	LogStartOffset    int64  `json:"log_start_offset"`
+	NewLogStartOffset int64  `json:"new_log_start_offset"`
+	Segments          int    `json:"deleted_segments"`
+	Bytes             int64  `json:"deleted_bytes"`
+	Error             string `json:"error,omitempty"`
+}
+
+// RetentionMetrics are the remote retention series:
+//
+//	tiered_retention_remote_deleted_segments_total{reason}
+//	tiered_retention_remote_deleted_bytes_total{reason}
+//	tiered_retention_remote_deleted_objects_total
+type RetentionMetrics struct {
+	segments, bytes *prometheus.CounterVec
+	objects         prometheus.Counter
+}
+
+// NewRetentionMetrics registers the series on reg, every one at 0.
+func NewRetentionMetrics(reg prometheus.Registerer) (*RetentionMetrics, error) {
+	m := &RetentionMetrics{
+		segments: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tiered_retention_remote_deleted_segments_total",
+			Help: "Remote segments deleted by retention, by the rule that deleted them."}, []string{"reason"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tiered_retention_remote_deleted_bytes_total",
+			Help: "Bytes of remote segments deleted by retention, by the rule that deleted them."}, []string{"reason"}),
+		objects: prometheus.NewCounter(prometheus.CounterOpts{Name: "tiered_retention_remote_deleted_objects_total",
+			Help: "Objects deleted after remote retention committed their removal."}),
+	}
+	for _, c := range []prometheus.Collector{m.segments, m.bytes, m.objects} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range retention.Reasons() {
+		m.segments.WithLabelValues(string(r))
+		m.bytes.WithLabelValues(string(r))
+	}
+	return m, nil
+}
+
+// RemoteRetention applies retention.ms and retention.bytes over the whole
+// log (remote and local) of every remote-enabled partition of dir, as
+// Kafka's RemoteLogManager: the policy is retention.Remote; the removal is
+// committed to the manifest first (RemoveBelow, conditional write, re-read
+// and re-planned on a lost race), then the objects it no longer references
+// are deleted, then the local segments below the new log start offset.
+// A failing partition does not stop the others.
+func RemoteRetention(ctx context.Context, b objstore.Bucket, dir *localtier.LogDir, opts RetentionOptions) (RetentionReport, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	store, err := newManifestStore(b, opts.Prefix)
+	if err != nil {
+		return RetentionReport{}, err
+	}
+	rep := RetentionReport{DryRun: opts.DryRun, Partitions: []RemotePartitionRetention{}, Segments: []retention.SegmentReport{}}
+	topics := dir.Topics()
+	if opts.Topic != "" {
+		if _, ok := dir.Topic(opts.Topic); !ok {
+			return rep, &localtier.UnknownTopicOrPartitionError{Topic: opts.Topic, Partition: -1}
+		}
+		topics = []string{opts.Topic}
+	}
+	var errs []error
+	localChanged := false
+	for _, name := range topics {
+		t, ok := dir.Topic(name)
+		if !ok {
+			continue
+		}
+		for _, l := range t.Partitions {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+			cfg := l.Config()
+			if !cfg.RemoteStorageEnable {
+				continue
+			}
+			info, err := topicconfig.ParseDir(l.Dir())
+			if err != nil {
+				return rep, err
+			}
+			pr, segs, nLocal, err := remoteRetentionPartition(ctx, store, l, info.Topic, info.Partition, cfg, opts, logger)
+			if err != nil {
+				pr.Error = err.Error()
+				errs = append(errs, fmt.Errorf("remote retention %s-%d: %w", info.Topic, info.Partition, err))
+			}
+			if pr.Segments > 0 || pr.Error != "" {
+				rep.Partitions = append(rep.Partitions, pr)
+			}
+			rep.Segments = append(rep.Segments, segs...)
+			rep.DeletedSegments += pr.Segments
+			rep.DeletedBytes += pr.Bytes
+			rep.LocalDeleted += nLocal
+			localChanged = localChanged || nLocal > 0
+		}
+	}
+	if localChanged {
+		if err := dir.Checkpoint(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+func remoteRetentionPartition(ctx context.Context, store *manifestStore, l *localtier.Log, topic string, partition int32,
+	cfg topicconfig.Config, opts RetentionOptions, logger *slog.Logger) (RemotePartitionRetention, []retention.SegmentReport, int, error) {
+	pr := RemotePartitionRetention{Topic: topic, Partition: partition}
+	for attempt := 1; ; attempt++ {
+		m, etag, err := store.load(ctx, topic, partition, 0)
+		if err != nil {
+			return pr, nil, 0, err
+		}
+		if m.Generation == 0 {
+			return pr, nil, 0, nil // nothing remote yet
+		}
+		pr.LogStartOffset, pr.NewLogStartOffset = m.LogStartOffset, m.LogStartOffset
+		var segs []retention.Segment
+		err = m.Walk(ctx, store.subs, func(s manifest.Segment) error {
+			segs = append(segs, retention.Segment{BaseOffset: s.BaseOffset, LastOffset: s.LastOffset, Size: s.Log.Size,
+				MaxTimestamp: s.MaxTimestamp, Uploaded: true})
+			return nil
+		})
+		if err != nil {
+			return pr, nil, 0, err
+		}
+		local, err := l.RetentionSegments()
+		if err != nil {
+			return pr, nil, 0, err
+		}
+		for _, s := range retention.FromLog(local) {
+			if s.NextOffset() > m.NextOffset() {
+				segs = append(segs, s)
+			}
+		}
+		d := retention.Remote(segs, cfg, m.LogStartOffset, opts.Now())
+		if len(d.Delete) == 0 || d.NewLogStartOffset <= m.LogStartOffset {
+			return pr, nil, 0, nil
+		}
+		var reports []retention.SegmentReport
+		var bytes int64
+		for _, del := range d.Delete {
+			reports = append(reports, retention.SegmentReport{Topic: topic, Partition: partition, BaseOffset: del.Segment.BaseOffset,
+				LastOffset: del.Segment.LastOffset, SizeBytes: del.Segment.Size, MaxTimestamp: del.Segment.MaxTimestamp,
+				Reason: del.Reason, SizeBeatTime: del.SizeBeatTime})
+			bytes += del.Segment.Size
+		}
+		pr.NewLogStartOffset, pr.Segments, pr.Bytes = d.NewLogStartOffset, len(d.Delete), bytes
+		if opts.DryRun {
+			return pr, reports, 0, nil
+		}
+		// The new start may lie inside a segment the remote tier does not
+		// hold yet (a local one): RemoveBelow keeps the segment holding it.
+		c, err := manifest.RemoveBelow(ctx, store.subs, m, d.NewLogStartOffset)
+		if err != nil {
+			return pr, nil, 0, err
+		}
+		if _, err := store.write(ctx, c, m.Generation, etag); err != nil {
+			if objstore.IsPreconditionFailed(err) && attempt < 8 {
+				continue // another writer committed: plan again from its manifest
+			}
+			return pr, nil, 0, err
+		}
+		var delErrs []error
+		for _, k := range c.Unreferenced {
+			if err := store.bkt.Delete(ctx, k); err != nil {
+				delErrs = append(delErrs, err) // an orphan now: GC collects it
+				continue
+			}
+			if opts.Metrics != nil {
+				opts.Metrics.objects.Inc()
+			}
+		}
+		if opts.Metrics != nil {
+			for _, r := range reports {
+				opts.Metrics.segments.WithLabelValues(string(r.Reason)).Inc()
+				opts.Metrics.bytes.WithLabelValues(string(r.Reason)).Add(float64(r.SizeBytes))
+			}
+		}
+		logger.Info("remote retention", "topic", topic, "partition", partition, "deleted_segments", len(reports),
+			"deleted_bytes", bytes, "new_log_start_offset", d.NewLogStartOffset)
+		// Local copies below the new log start offset go too.
+		nLocal := 0
+		segsNow := l.Segments()
+		if n := len(segsNow); n > 0 {
+			upTo := min(d.NewLogStartOffset, segsNow[n-1].BaseOffset)
+			deleted, err := l.DeleteSegments(upTo)
+			nLocal = len(deleted)
+			if err != nil {
+				delErrs = append(delErrs, err)
+			}
+		}
+		if len(delErrs) > 0 {
+			logger.Warn("remote retention: some deletions failed (left to garbage collection)", "topic", topic, "partition", partition, "err", errors.Join(delErrs...))
+		}
+		return pr, reports, nLocal, nil
+	}
+}

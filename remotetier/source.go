@@ -1,0 +1,547 @@
+package remotetier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/checkpoint"
+	"github.com/tiered/tiered/localtier/index"
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/manifest"
+)
+
+// ErrSegmentGone reports a segment that was deleted, replaced or changed
+// between listing and the end of its upload (the broker's retention or
+// cleaner, or tiered's own). The uploader skips it, never commits a
+// half-read copy, and looks again on the next pass.
+var ErrSegmentGone = localtier.ErrSegmentGone
+
+// DefaultIndexIntervalBytes is Kafka's index.interval.bytes default, used to
+// build the indexes of a segment whose source has none.
+const DefaultIndexIntervalBytes = 4096
+
+// maxIndexFileBytes bounds an index file read into memory (Kafka's
+// segment.index.bytes is an int; its default is 10 MiB).
+const maxIndexFileBytes = 64 << 20
+
+// Source is where an Uploader finds partitions and their rolled segments:
+// tiered's own log dir (LocalSource) or a Kafka broker's (BrokerSource).
+type Source interface {
+	// Partitions lists the partitions to upload from, each with its rolled
+	// segments that lie wholly below its high watermark. It is called once
+	// per pass, so partitions appear and disappear between passes.
+	Partitions(ctx context.Context) ([]Partition, error)
+	// Open opens one segment Partitions listed. A segment that is no longer
+	// the one listed is ErrSegmentGone.
+	Open(ctx context.Context, p Partition, seg SegmentMeta) (SegmentReader, error)
+}
+
+// Partition is one partition as a Source sees it at the start of a pass.
+type Partition struct {
+	Topic     string
+	Partition int32
+	// HighWatermark: every offset below it is committed in the source (the
+	// broker's replication-offset-checkpoint; the local log's last stable
+	// offset). Nothing at or above it is ever uploaded.
+	HighWatermark int64
+	// LogStartOffset of the source log.
+	LogStartOffset int64
+	// Segments are the rolled, non-empty segments ending at or below
+	// HighWatermark, oldest first.
+	Segments []SegmentMeta
+	// LeaderEpochs from the partition's leader-epoch-checkpoint; empty when
+	// unknown (then the batches' own epochs are recorded).
+	LeaderEpochs []manifest.EpochEntry
+	// Compacted is set when a log cleaner may rewrite segments after they
+	// were uploaded; CleanedUpTo is its checkpoint (offsets below it were
+	// cleaned). Cleaned segments replace their committed ranges.
+	Compacted   bool
+	CleanedUpTo int64
+	// IndexIntervalBytes is index.interval.bytes, for indexes the uploader
+	// has to build.
+	IndexIntervalBytes int64
+}
+
+// SegmentMeta describes one segment as listed.
+type SegmentMeta struct {
+	BaseOffset int64
+	// NextOffset is the offset after the last batch.
+	NextOffset int64
+	// NextBase is the next segment's base offset: the segment answers for
+	// offsets [BaseOffset, NextBase) (after cleaning NextOffset may be lower).
+	NextBase     int64
+	Size         int64
+	MaxTimestamp int64
+}
+
+// LastOffset is NextOffset - 1.
+func (s SegmentMeta) LastOffset() int64 { return s.NextOffset - 1 }
+
+// SegmentReader gives access to one segment: its .log twice — streamed once
+// (Read: exactly Size bytes, then io.EOF) for the uploader to check every
+// batch, then by position (LogReaderAt) for the object store to send in
+// parts without buffering — and its index files. Index methods return
+// ok=false when the source has no such file; the uploader then builds .index
+// and .timeindex from the log as it streams it (a missing .txnindex means
+// none).
+type SegmentReader interface {
+	io.Reader
+	Size() int64
+	// LogReaderAt returns the .log for reads by position, once Read reached
+	// io.EOF; it is the same file the stream read, or the call fails with
+	// ErrSegmentGone.
+	LogReaderAt() (io.ReaderAt, error)
+	// Unchanged reports ErrSegmentGone when the file LogReaderAt reads
+	// changed size since it was opened.
+	Unchanged() error
+	OffsetIndex() (data []byte, ok bool, err error)
+	TimeIndex() (data []byte, ok bool, err error)
+	TxnIndex() (data []byte, ok bool, err error)
+	Close() error
+}
+
+// pinnedFile is a segment's .log opened by the uploader itself, for reads by
+// position after the stream checked the same file.
+type pinnedFile struct {
+	fs   vfs.FS
+	path string
+	f    vfs.File
+	fi   os.FileInfo
+	size int64
+}
+
+func openPinned(fsys vfs.FS, path string, size int64) (*pinnedFile, error) {
+	f, err := fsys.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open %s: %w", path, ErrSegmentGone)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return &pinnedFile{fs: fsys, path: path, f: f, fi: fi, size: size}, nil
+}
+
+// check fails with ErrSegmentGone unless the pinned file has the size
+// listed and is still the file at its path.
+func (p *pinnedFile) check() error {
+	if err := p.unchanged(); err != nil {
+		return err
+	}
+	cur, err := p.fs.Stat(p.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s was deleted: %w", p.path, ErrSegmentGone)
+	}
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", p.path, err)
+	}
+	if !sameFile(p.fi, cur) {
+		return fmt.Errorf("%s was replaced: %w", p.path, ErrSegmentGone)
+	}
+	return nil
+}
+
+// unchanged checks the size only: a segment deleted after it was checked
+// is still read whole through the open file.
+func (p *pinnedFile) unchanged() error {
+	fi, err := p.f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", p.path, err)
+	}
+	if fi.Size() != p.size {
+		return fmt.Errorf("%s is %d bytes, listed with %d: %w", p.path, fi.Size(), p.size, ErrSegmentGone)
+	}
+	return nil
+}
+
+func sameFile(a, b os.FileInfo) bool {
+	if a.Sys() != nil && b.Sys() != nil {
+		return os.SameFile(a, b)
+	}
+	return a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
+func tp(topic string, partition int32) checkpoint.TopicPartition {
+	return checkpoint.TopicPartition{Topic: topic, Partition: partition}
+}
+
+func toManifestEpochs(es []checkpoint.EpochEntry) []manifest.EpochEntry {
+	out := make([]manifest.EpochEntry, 0, len(es))
+	for _, e := range es {
+		out = append(out, manifest.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset})
+	}
+	return out
+}
+
+// readSmallFile reads an index file whole; ok is false if it does not exist.
+func readSmallFile(fsys vfs.FS, path string) ([]byte, bool, error) {
+	f, err := fsys.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if fi.Size() > maxIndexFileBytes {
+		return nil, false, &index.CorruptIndexError{File: path, Reason: fmt.Sprintf("file is %d bytes, more than an index may have", fi.Size())}
+	}
+	data := make([]byte, fi.Size())
+	n, err := f.ReadAt(data, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data[:n], true, nil
+}
+
+// LocalSource offers the rolled segments of tiered's own log dir, for the
+// topics with remote.storage.enable=true. The high watermark is the log's
+// last stable offset (the log end offset without open transactions).
+// Segment logs are read through Log.ScanSegment, which fails when the
+// compactor or retention replaces the segment meanwhile; the .index and
+// .timeindex are built from the log as it streams (the engine writes index
+// entries lazily, so the files may lag; the rule is the engine's own, so the
+// result is what the engine writes), the .txnindex is read from disk.
+type LocalSource struct {
+	dir *localtier.LogDir
+	fs  vfs.FS
+}
+
+// NewLocalSource returns a source over dir, reading files through fsys
+// (nil: the OS filesystem).
+func NewLocalSource(dir *localtier.LogDir, fsys vfs.FS) *LocalSource {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	return &LocalSource{dir: dir, fs: fsys}
+}
+
+// Partitions implements Source.
+func (s *LocalSource) Partitions(ctx context.Context) ([]Partition, error) {
+	cleaned, err := s.dir.ReadCleanerCheckpoint()
+	if err != nil {
+		return nil, err
+	}
+	var out []Partition
+	for _, name := range s.dir.Topics() {
+		t, ok := s.dir.Topic(name)
+		if !ok {
+			continue
+		}
+		for _, l := range t.Partitions {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			cfg := l.Config()
+			if !cfg.RemoteStorageEnable {
+				continue
+			}
+			info, err := topicconfig.ParseDir(l.Dir())
+			if err != nil {
+				return nil, fmt.Errorf("list local partitions: %w", err)
+			}
+			p, err := s.partition(l, info.Topic, info.Partition, cfg, cleaned)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32, cfg topicconfig.Config, cleaned map[checkpoint.TopicPartition]int64) (Partition, error) {
+	p := Partition{Topic: topic, Partition: partition, HighWatermark: l.LastStableOffset(),
+		LogStartOffset: l.LogStartOffset(), Compacted: cfg.CleanupPolicy.Compact,
+		CleanedUpTo: cleaned[tp(topic, partition)], IndexIntervalBytes: cfg.IndexIntervalBytes}
+	epochs, err := checkpoint.ReadLeaderEpochs(s.fs, filepath.Join(l.Dir(), checkpoint.LeaderEpochFile))
+	if err != nil {
+		return Partition{}, fmt.Errorf("read leader epochs of %s-%d: %w", topic, partition, err)
+	}
+	p.LeaderEpochs = toManifestEpochs(epochs)
+	segs := l.Segments()
+	for i, sg := range segs {
+		if sg.Active || i+1 >= len(segs) {
+			break
+		}
+		if sg.NextOffset > p.HighWatermark {
+			break
+		}
+		if sg.Size == 0 || sg.NextOffset <= sg.BaseOffset {
+			continue
+		}
+		p.Segments = append(p.Segments, SegmentMeta{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset,
+			NextBase: segs[i+1].BaseOffset, Size: sg.Size, MaxTimestamp: sg.MaxTimestamp})
+	}
+	return p, nil
+}
+
+// Open implements Source.
+func (s *LocalSource) Open(ctx context.Context, p Partition, seg SegmentMeta) (SegmentReader, error) {
+	l, err := s.dir.Partition(p.Topic, p.Partition)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := liveCleanerSegment(l, seg)
+	if err != nil {
+		return nil, err
+	}
+	txn, hasTxn, err := readSmallFile(s.fs, localtier.SegmentPath(l.Dir(), seg.BaseOffset, localtier.TxnIndexSuffix))
+	if err != nil {
+		return nil, err
+	}
+	pin, err := openPinned(s.fs, localtier.SegmentPath(l.Dir(), seg.BaseOffset, localtier.LogSuffix), seg.Size)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	r := &localReader{pr: pr, size: seg.Size, txn: txn, hasTxn: hasTxn, pin: pin, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		err := l.ScanSegment(cs, cs.BaseOffset, false, func(_ int64, b record.Batch) error {
+			_, err := pw.Write(b)
+			return err
+		})
+		if errors.Is(err, localtier.ErrSegmentChanged) {
+			err = fmt.Errorf("segment %d of %s: %w", seg.BaseOffset, l.Dir(), ErrSegmentGone)
+		}
+		if err == nil {
+			// The scan read the segment that was live when it started;
+			// make sure it still is, unchanged, now that it ended.
+			_, err = liveCleanerSegment(l, seg)
+		}
+		pw.CloseWithError(err)
+	}()
+	return r, nil
+}
+
+// liveCleanerSegment finds seg in the log as it is now, or ErrSegmentGone.
+func liveCleanerSegment(l *localtier.Log, seg SegmentMeta) (localtier.CleanerSegment, error) {
+	for _, cs := range l.CleanerView().Segments {
+		if cs.BaseOffset == seg.BaseOffset {
+			if cs.Active || cs.Size != seg.Size || cs.NextOffset != seg.NextOffset {
+				break
+			}
+			return cs, nil
+		}
+	}
+	return localtier.CleanerSegment{}, fmt.Errorf("segment %d of %s changed since it was listed: %w", seg.BaseOffset, l.Dir(), ErrSegmentGone)
+}
+
+type localReader struct {
+	pr     *io.PipeReader
+	size   int64
+	txn    []byte
+	hasTxn bool
+	pin    *pinnedFile
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (r *localReader) LogReaderAt() (io.ReaderAt, error) {
+	if err := r.pin.check(); err != nil {
+		return nil, err
+	}
+	return r.pin.f, nil
+}
+
+func (r *localReader) Unchanged() error { return r.pin.unchanged() }
+
+func (r *localReader) Read(p []byte) (int, error)                  { return r.pr.Read(p) }
+func (r *localReader) Size() int64                                 { return r.size }
+func (r *localReader) OffsetIndex() ([]byte, bool, error)          { return nil, false, nil }
+func (r *localReader) TimeIndex() ([]byte, bool, error)            { return nil, false, nil }
+func (r *localReader) TxnIndex() (data []byte, ok bool, err error) { return r.txn, r.hasTxn, nil }
+
+func (r *localReader) Close() error {
+	var err error
+	r.once.Do(func() {
+		r.pr.CloseWithError(errors.New("segment reader closed"))
+		<-r.done
+		err = r.pin.f.Close()
+	})
+	return err
+}
+
+// BrokerSource offers the rolled segments of a Kafka broker's log dir below
+// each partition's high watermark from replication-offset-checkpoint. It
+// only reads the directory (localtier.BrokerView); nothing is ever written
+// there. A partition absent from the checkpoint has no known high watermark
+// and is left alone (the KRaft metadata log, a partition just created).
+type BrokerSource struct {
+	view *localtier.BrokerView
+	fs   vfs.FS
+	// Leads, when set, limits uploads to the partitions it returns (those
+	// this broker leads, asked from the cluster). nil uploads every
+	// partition with a high watermark.
+	Leads func(ctx context.Context) (map[checkpoint.TopicPartition]bool, error)
+}
+
+// NewBrokerSource returns a source over a broker log dir view; fsys (nil:
+// the OS filesystem) reads the cleaner checkpoint.
+func NewBrokerSource(view *localtier.BrokerView, fsys vfs.FS) *BrokerSource {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	return &BrokerSource{view: view, fs: fsys}
+}
+
+// Partitions implements Source.
+func (s *BrokerSource) Partitions(ctx context.Context) ([]Partition, error) {
+	hws, err := s.view.HighWatermarks()
+	if err != nil {
+		return nil, fmt.Errorf("read high watermarks: %w", err)
+	}
+	starts, err := s.view.LogStartOffsets()
+	if err != nil {
+		return nil, fmt.Errorf("read log start offsets: %w", err)
+	}
+	cleaned, err := checkpoint.ReadOffsets(s.fs, filepath.Join(s.view.Dir(), checkpoint.CleanerOffsetFile))
+	if err != nil {
+		return nil, fmt.Errorf("read cleaner checkpoint: %w", err)
+	}
+	var leads map[checkpoint.TopicPartition]bool
+	if s.Leads != nil {
+		if leads, err = s.Leads(ctx); err != nil {
+			return nil, fmt.Errorf("ask which partitions this broker leads: %w", err)
+		}
+	}
+	bps, err := s.view.Partitions()
+	if err != nil {
+		return nil, err
+	}
+	var out []Partition
+	for _, bp := range bps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		key := tp(bp.Topic, bp.Partition)
+		hw, ok := hws[key]
+		if !ok || (leads != nil && !leads[key]) {
+			continue
+		}
+		p, err := s.partition(bp, hw, starts[key], cleaned)
+		var unknown *localtier.UnknownTopicOrPartitionError
+		if errors.As(err, &unknown) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int64, cleaned map[checkpoint.TopicPartition]int64) (Partition, error) {
+	key := tp(bp.Topic, bp.Partition)
+	cleanedUpTo, compacted := cleaned[key]
+	p := Partition{Topic: bp.Topic, Partition: bp.Partition, HighWatermark: hw, LogStartOffset: logStart,
+		Compacted: compacted, CleanedUpTo: cleanedUpTo, IndexIntervalBytes: DefaultIndexIntervalBytes}
+	epochs, err := s.view.LeaderEpochs(bp.Topic, bp.Partition)
+	if err != nil {
+		return Partition{}, fmt.Errorf("read leader epochs of %s-%d: %w", bp.Topic, bp.Partition, err)
+	}
+	p.LeaderEpochs = toManifestEpochs(epochs)
+	segs, err := s.view.Segments(bp.Topic, bp.Partition)
+	if err != nil {
+		return Partition{}, err
+	}
+	for i, sg := range segs {
+		if sg.Active || i+1 >= len(segs) || sg.NextOffset > hw {
+			break
+		}
+		if sg.Size == 0 || sg.NextOffset <= sg.BaseOffset {
+			continue
+		}
+		p.Segments = append(p.Segments, SegmentMeta{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset,
+			NextBase: segs[i+1].BaseOffset, Size: sg.Size, MaxTimestamp: sg.MaxTimestamp})
+	}
+	if len(segs) > 0 && logStart < segs[0].BaseOffset {
+		p.LogStartOffset = segs[0].BaseOffset
+	}
+	return p, nil
+}
+
+// Open implements Source.
+func (s *BrokerSource) Open(ctx context.Context, p Partition, seg SegmentMeta) (SegmentReader, error) {
+	r, err := s.view.OpenSegment(p.Topic, p.Partition, seg.BaseOffset)
+	if errors.Is(err, localtier.ErrActiveSegment) {
+		return nil, fmt.Errorf("segment %d of %s-%d: %w", seg.BaseOffset, p.Topic, p.Partition, ErrSegmentGone)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Size() != seg.Size {
+		r.Close()
+		return nil, fmt.Errorf("segment %d of %s-%d changed size from %d to %d since it was listed: %w",
+			seg.BaseOffset, p.Topic, p.Partition, seg.Size, r.Size(), ErrSegmentGone)
+	}
+	pin, err := openPinned(s.fs, r.Segment().LogPath, r.Size())
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return &brokerReader{r: r, pin: pin}, nil
+}
+
+// brokerReader streams through the view's BrokerSegmentReader (which checks
+// at its end that the file it read is still the one at the path) and reads
+// by position through its own descriptor of that file.
+type brokerReader struct {
+	r   *localtier.BrokerSegmentReader
+	pin *pinnedFile
+}
+
+func (b *brokerReader) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *brokerReader) Size() int64                { return b.r.Size() }
+func (b *brokerReader) Close() error               { return errors.Join(b.r.Close(), b.pin.f.Close()) }
+func (b *brokerReader) Unchanged() error           { return b.pin.unchanged() }
+
+func (b *brokerReader) LogReaderAt() (io.ReaderAt, error) {
+	if err := b.pin.check(); err != nil {
+		return nil, err
+	}
+	return b.pin.f, nil
+}
+
+func (b *brokerReader) OffsetIndex() ([]byte, bool, error) {
+	if !b.r.Segment().HasIndex {
+		return nil, false, nil
+	}
+	data, err := b.r.OffsetIndex()
+	return data, err == nil, err
+}
+
+func (b *brokerReader) TimeIndex() ([]byte, bool, error) {
+	if !b.r.Segment().HasTimeIndex {
+		return nil, false, nil
+	}
+	data, err := b.r.TimeIndex()
+	return data, err == nil, err
+}
+
+func (b *brokerReader) TxnIndex() ([]byte, bool, error) {
+	if !b.r.Segment().HasTxnIndex {
+		return nil, false, nil
+	}
+	data, err := b.r.TxnIndex()
+	return data, err == nil, err
+}

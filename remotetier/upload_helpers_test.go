@@ -1,0 +1,294 @@
+package remotetier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// Helpers of the uploader tests (prefixed "up" to stay clear of the reader
+// tests' helpers in this package).
+
+var upNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func upOpenDir(t testing.TB, dir string) *localtier.LogDir {
+	t.Helper()
+	d, _, err := localtier.OpenLogDir(vfs.Default, dir, localtier.LogDirOptions{Now: func() time.Time { return upNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// upTopic creates a remote-enabled topic.
+func upTopic(t testing.TB, d *localtier.LogDir, name string, parts int, extra ...string) {
+	t.Helper()
+	ov := map[string]string{"remote.storage.enable": "true"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		ov[extra[i]] = extra[i+1]
+	}
+	if _, err := d.CreateTopic(name, parts, ov); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// upAppend appends batches of n records (keys from key) and returns the
+// offset after them.
+func upAppend(t testing.TB, l *localtier.Log, batches, n int, key func(i int) string, valueSize int) int64 {
+	t.Helper()
+	var e record.Encoder
+	for b := 0; b < batches; b++ {
+		recs := make([]record.Record, n)
+		for i := range recs {
+			k := []byte(key(b*n + i))
+			recs[i] = record.Record{Offset: int64(i), Timestamp: upNow.UnixMilli() + int64(b*n+i),
+				Key: k, Value: bytes.Repeat([]byte{byte('a' + (b+i)%26)}, valueSize)}
+		}
+		data, err := e.AppendBatch(nil, record.NewBatchSpec(0, codec.None), recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l.LogEndOffset()
+}
+
+func upKey(i int) string { return fmt.Sprintf("key-%d", i) }
+
+// upSegments appends and rolls: segs segments of batches×n records each,
+// and an active segment with one batch.
+func upSegments(t testing.TB, l *localtier.Log, segs, batches, n, valueSize int) {
+	t.Helper()
+	for s := 0; s < segs; s++ {
+		upAppend(t, l, batches, n, upKey, valueSize)
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upAppend(t, l, 1, n, upKey, valueSize)
+}
+
+func upPartition(t testing.TB, d *localtier.LogDir, topic string, p int32) *localtier.Log {
+	t.Helper()
+	l, err := d.Partition(topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func upUploader(t testing.TB, bkt objstore.Bucket, src Source, opts Options) *Uploader {
+	t.Helper()
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return upNow }
+	}
+	if opts.Retry.Base == 0 {
+		opts.Retry = Retry{Attempts: 3, Base: time.Microsecond, Max: time.Microsecond}
+	}
+	u, err := NewUploader(bkt, src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func upLoad(t testing.TB, bkt objstore.Bucket, topic string, p int32) *manifest.Manifest {
+	t.Helper()
+	store, err := newManifestStore(bkt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := store.load(context.Background(), topic, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func upAllSegments(t testing.TB, bkt objstore.Bucket, m *manifest.Manifest) []manifest.Segment {
+	t.Helper()
+	store, err := newManifestStore(bkt, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []manifest.Segment
+	if err := m.Walk(context.Background(), store.subs, func(s manifest.Segment) error {
+		out = append(out, s)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func upGet(t testing.TB, b objstore.BucketReader, key string) []byte {
+	t.Helper()
+	rc, err := b.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// upCheckRemote checks the remote tier of one partition against its local
+// log: the manifest validates; its segments are the log's rolled segments
+// from the first committed one up to wantNext, contiguous, each offset once;
+// every object matches its size and checksum, and each .log is byte for byte
+// the local segment's; and a RemoteLog (the read path, written separately)
+// serves every offset with the local log's batch. It returns the segments.
+func upCheckRemote(t testing.TB, bkt objstore.Bucket, l *localtier.Log, topic string, p int32, wantNext int64) []manifest.Segment {
+	t.Helper()
+	ctx := context.Background()
+	m := upLoad(t, bkt, topic, p)
+	if err := m.Validate(); err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	if got := m.NextOffset(); got != wantNext {
+		t.Fatalf("remote next offset %d, want %d", got, wantNext)
+	}
+	segs := upAllSegments(t, bkt, m)
+	local := map[int64]localtier.SegmentInfo{}
+	for _, s := range l.Segments() {
+		local[s.BaseOffset] = s
+	}
+	for i, s := range segs {
+		if i > 0 && s.BaseOffset <= segs[i-1].LastOffset || i > 0 && s.BaseOffset != segs[i-1].LastOffset+1 && !s.Compacted && !segs[i-1].Compacted {
+			t.Fatalf("segment %d starts at %d, previous ended at %d: gap or overlap", i, s.BaseOffset, segs[i-1].LastOffset)
+		}
+		for _, o := range s.Objects() {
+			data := upGet(t, bkt, o.Key)
+			sum, err := manifest.ChecksumOf(manifest.CRC32C, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int64(len(data)) != o.Size || sum != o.Checksum {
+				t.Fatalf("object %s: %d bytes %s, manifest says %d %s", o.Key, len(data), sum, o.Size, o.Checksum)
+			}
+		}
+		if ls, ok := local[s.BaseOffset]; ok && ls.NextOffset == s.NextOffset() {
+			want, err := os.ReadFile(ls.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := upGet(t, bkt, s.Log.Key); !bytes.Equal(got, want[:ls.Size]) {
+				t.Fatalf("segment %d: remote log differs from the local file", s.BaseOffset)
+			}
+		}
+	}
+	if len(segs) == 0 {
+		return segs
+	}
+	rl, err := OpenRemoteLog(ctx, bkt, "", topic, p, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := m.LogStartOffset; off < m.NextOffset(); off++ {
+		res, err := rl.Read(ctx, off, 1)
+		if err != nil {
+			t.Fatalf("remote read at %d: %v", off, err)
+		}
+		lr, err := l.Read(off, 1, true)
+		if err != nil {
+			t.Fatalf("local read at %d: %v", off, err)
+		}
+		it := record.NewIter(lr.Data)
+		want, ok := it.Next()
+		if !ok {
+			t.Fatalf("local read at %d: no batch", off)
+		}
+		if !bytes.Equal(res.Data, want) {
+			t.Fatalf("offset %d: remote batch differs from the local one", off)
+		}
+	}
+	return segs
+}
+
+// upKeys lists every key in the bucket.
+func upKeys(t testing.TB, b objstore.BucketReader) []string {
+	t.Helper()
+	var keys []string
+	if err := b.List(context.Background(), "", func(o objstore.ObjectInfo) error {
+		keys = append(keys, o.Key)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// upReferenced is every key the partitions' manifests reference, with the
+// roots.
+func upReferenced(t testing.TB, b objstore.Bucket, parts ...manifest.Key) map[string]bool {
+	t.Helper()
+	store, err := newManifestStore(b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, k := range parts {
+		m, _, err := store.load(context.Background(), k.Topic, k.Partition, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Generation == 0 {
+			continue
+		}
+		out[m.Key()] = true
+		keys, err := m.ReferencedKeys(context.Background(), store.subs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// isInjected reports whether every error joined in err is an injected fault.
+func isInjected(err error) bool {
+	if err == nil {
+		return true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !isInjected(e) {
+				return false
+			}
+		}
+		return true
+	}
+	if errors.Is(err, objstore.ErrInjected) {
+		return true
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return isInjected(u)
+	}
+	return strings.Contains(err.Error(), objstore.ErrInjected.Error())
+}

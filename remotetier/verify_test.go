@@ -1,0 +1,231 @@
+package remotetier
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// verifyFixture is a filesystem bucket holding a partition with sealed
+// sub-manifests and transaction indexes, so mtimes can be set by hand.
+type verifyFixture struct {
+	dir string
+	b   objstore.Bucket
+	r   *remote
+}
+
+func newVerifyFixture(t *testing.T, files []segFiles) *verifyFixture {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := objstore.NewFilesystem(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	r := newRemote(t, b, "", 0, smallPolicy)
+	r.commit(files[:3]...)
+	r.commit(files[3:]...)
+	return &verifyFixture{dir: dir, b: b, r: r}
+}
+
+func (f *verifyFixture) age(t *testing.T, key string, d time.Duration) {
+	t.Helper()
+	at := time.Now().Add(-d)
+	if err := os.Chtimes(filepath.Join(f.dir, key), at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// orphanKey is a data key of an attempt no manifest references.
+func orphanKey(t *testing.T, base int64) string {
+	t.Helper()
+	keys, err := manifest.DataKeys("", testTopic, testPartition, base, manifest.NewAttemptID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys.Log
+}
+
+func problemKinds(rep *VerifyReport) []string {
+	var out []string
+	for _, p := range rep.Problems {
+		out = append(out, string(p.Kind)+" "+filepath.Ext(p.Key))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestVerifyBucket(t *testing.T) {
+	ctx := context.Background()
+	local := writeLocal(t, t.TempDir(), 8, 5, 20, true)
+	files := local.files(t)
+
+	tests := []struct {
+		name      string
+		damage    func(t *testing.T, f *verifyFixture)
+		ok        bool
+		problems  []string // kind and extension of each problem's key
+		orphans   int
+		pastGrace int
+		foreign   int
+	}{
+		{name: "clean", ok: true},
+		{name: "bad_checksum", damage: func(t *testing.T, f *verifyFixture) {
+			seg := f.r.segs[3]
+			data := slices.Clone(f.r.logs[3])
+			data[len(data)/2] ^= 0x01
+			put(t, f.b, seg.Log.Key, data)
+		}, problems: []string{"checksum_mismatch .log"}},
+		{name: "missing_object", damage: func(t *testing.T, f *verifyFixture) {
+			if err := f.b.Delete(ctx, f.r.segs[0].TimeIndex.Key); err != nil {
+				t.Fatal(err)
+			}
+		}, problems: []string{"missing .timeindex"}},
+		{name: "wrong_size", damage: func(t *testing.T, f *verifyFixture) {
+			seg := f.r.segs[4]
+			put(t, f.b, seg.Index.Key, get(t, f.b, seg.Index.Key)[:seg.Index.Size-8])
+		}, problems: []string{"size_mismatch .index"}},
+		{name: "corrupt_sub_manifest", damage: func(t *testing.T, f *verifyFixture) {
+			ref := f.r.m.Sealed[0]
+			data := get(t, f.b, ref.Key)
+			data[len(data)-3] = ' '
+			put(t, f.b, ref.Key, data)
+		}, problems: []string{"corrupt_manifest .json"}},
+		{name: "missing_sub_manifest", damage: func(t *testing.T, f *verifyFixture) {
+			if err := f.b.Delete(ctx, f.r.m.Sealed[0].Key); err != nil {
+				t.Fatal(err)
+			}
+		}, problems: []string{"missing .json"}},
+		{name: "corrupt_root", damage: func(t *testing.T, f *verifyFixture) {
+			put(t, f.b, f.r.m.Key(), []byte("{"))
+		}, problems: []string{"corrupt_manifest .json"}},
+		{name: "young_orphan", damage: func(t *testing.T, f *verifyFixture) {
+			put(t, f.b, orphanKey(t, f.r.segs[1].BaseOffset), []byte("in flight"))
+		}, ok: true, orphans: 1},
+		{name: "old_orphan", damage: func(t *testing.T, f *verifyFixture) {
+			k := orphanKey(t, f.r.segs[1].BaseOffset)
+			put(t, f.b, k, []byte("lost race"))
+			f.age(t, k, 2*time.Hour)
+		}, orphans: 1, pastGrace: 1},
+		{name: "old_orphan_sub_manifest", damage: func(t *testing.T, f *verifyFixture) {
+			// A rewritten sub-manifest whose deletion did not happen.
+			ref := f.r.m.Sealed[0]
+			k := ref.Key[:len(ref.Key)-len("0123456789abcdef.json")] + "0123456789abcdef.json"
+			put(t, f.b, k, []byte("{}"))
+			f.age(t, k, 3*time.Hour)
+		}, orphans: 1, pastGrace: 1},
+		{name: "foreign_key", damage: func(t *testing.T, f *verifyFixture) {
+			put(t, f.b, "README.txt", []byte("not ours"))
+			put(t, f.b, "data/zz/notes.txt", []byte("not ours"))
+		}, ok: true, foreign: 2},
+		{name: "partition_without_manifest", damage: func(t *testing.T, f *verifyFixture) {
+			keys, _ := manifest.DataKeys("", "other", 0, 0, manifest.NewAttemptID())
+			put(t, f.b, keys.Log, []byte("crashed before the first commit"))
+			put(t, f.b, keys.Index, []byte{})
+			f.age(t, keys.Log, 2*time.Hour)
+		}, orphans: 2, pastGrace: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newVerifyFixture(t, files)
+			if tt.damage != nil {
+				tt.damage(t, f)
+			}
+			rep, err := VerifyBucket(ctx, f.b, DefaultVerifyOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() != tt.ok {
+				t.Errorf("OK %v, want %v (problems %v, orphans %+v)", rep.OK(), tt.ok, rep.Problems, rep.Orphans)
+			}
+			if got := problemKinds(rep); !slices.Equal(got, tt.problems) {
+				t.Errorf("problems %v, want %v", got, tt.problems)
+			}
+			past := 0
+			for _, o := range rep.Orphans {
+				if o.PastGrace {
+					past++
+					if o.Age < time.Hour {
+						t.Errorf("orphan %s of age %v is past the grace period", o.Key, o.Age)
+					}
+				}
+			}
+			if len(rep.Orphans) != tt.orphans || past != tt.pastGrace || rep.ForeignCount != tt.foreign {
+				t.Errorf("%d orphans (%d past grace), %d foreign; want %d (%d), %d", len(rep.Orphans), past, rep.ForeignCount, tt.orphans, tt.pastGrace, tt.foreign)
+			}
+			if tt.name == "clean" {
+				var objs int
+				var bytes int64
+				for _, s := range f.r.segs {
+					for _, o := range s.Objects() {
+						objs++
+						bytes += o.Size
+					}
+				}
+				if rep.Objects != objs || rep.Bytes != bytes {
+					t.Errorf("checked %d objects, %d bytes; want %d, %d", rep.Objects, rep.Bytes, objs, bytes)
+				}
+				if len(rep.Partitions) != 1 || rep.Partitions[0].Segments != len(f.r.segs) || rep.Partitions[0].SubCount != len(f.r.m.Sealed) {
+					t.Errorf("partitions %+v", rep.Partitions)
+				}
+			}
+		})
+	}
+}
+
+// TestVerifyScope: only the bucket's prefix is checked.
+func TestVerifyScope(t *testing.T) {
+	ctx := context.Background()
+	local := writeLocal(t, t.TempDir(), 9, 2, 10, false)
+	files := local.files(t)
+	raw := objstore.NewMemory()
+	for _, prefix := range []string{"team-a", "team-b"} {
+		pb, err := objstore.WithPrefix(raw, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newRemote(t, pb, "", 0, manifest.DefaultPolicy())
+		r.commit(files...)
+		if prefix == "team-b" {
+			put(t, pb, r.segs[0].Log.Key, []byte("broken"))
+		}
+	}
+	a, _ := objstore.WithPrefix(raw, "team-a")
+	rep, err := VerifyBucket(ctx, a, DefaultVerifyOptions())
+	if err != nil || !rep.OK() || len(rep.Partitions) != 1 {
+		t.Fatalf("team-a: %v, %+v", err, rep)
+	}
+	b, _ := objstore.WithPrefix(raw, "team-b")
+	if rep, err := VerifyBucket(ctx, b, DefaultVerifyOptions()); err != nil || rep.OK() {
+		t.Fatalf("team-b: %v, ok %v", err, rep.OK())
+	}
+	// The whole bucket sees both partitions, each under its prefix.
+	rep, err = VerifyBucket(ctx, raw, DefaultVerifyOptions())
+	if err != nil || rep.OK() || len(rep.Partitions) != 2 || rep.Partitions[0].Prefix != "team-a" {
+		t.Fatalf("whole bucket: %v, %+v", err, rep.Partitions)
+	}
+	if len(rep.Problems) != 1 || !strings.HasPrefix(rep.Problems[0].Key, "team-b/") {
+		t.Fatalf("problems %v", rep.Problems)
+	}
+}
+
+// TestVerifyStoreError: a failing store is an error, not a report.
+func TestVerifyStoreError(t *testing.T) {
+	local := writeLocal(t, t.TempDir(), 10, 2, 10, false)
+	mem := objstore.NewMemory()
+	r := newRemote(t, mem, "", 0, manifest.DefaultPolicy())
+	r.commit(local.files(t)...)
+	faulty := objstore.WithFaults(mem, objstore.FailMatching(func(c objstore.Call) bool {
+		return c.Op == objstore.OpGet && strings.HasSuffix(c.Key, ".log")
+	}, nil))
+	if _, err := VerifyBucket(context.Background(), faulty, DefaultVerifyOptions()); err == nil || !strings.Contains(err.Error(), objstore.ErrInjected.Error()) {
+		t.Fatalf("got %v", err)
+	}
+}
