@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tiered/tiered/internal/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/vfs"
@@ -112,6 +113,11 @@ func TestCrashAtEveryStep(t *testing.T) {
 			if seen["old"] == 0 || seen["new"] == 0 {
 				t.Fatalf("crash points never gave both outcomes: %v", seen)
 			}
+			outcomes := 0
+			for _, n := range seen {
+				outcomes += n
+			}
+			reliability.Record(t, "compaction: fail or cut power at each fs operation of a pass", int(i)+1, outcomes*len(oldLog), 0)
 			return
 		}
 		seen["restart "+outcome(mem)]++

@@ -3,6 +3,7 @@ package fetchcache
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -41,6 +42,8 @@ const (
 	// DefaultKafkaShutdownTimeout bounds the wait for in-flight requests
 	// when Serve's context ends; connections still busy then are closed.
 	DefaultKafkaShutdownTimeout = 10 * time.Second
+	// DefaultKafkaHandshakeTimeout bounds a connection's TLS handshake.
+	DefaultKafkaHandshakeTimeout = 10 * time.Second
 	// DefaultKafkaClusterID is the cluster id Metadata reports.
 	DefaultKafkaClusterID = "tiered"
 )
@@ -66,6 +69,17 @@ type KafkaOptions struct {
 	MaxConnections    int
 	WriteTimeout      time.Duration
 	ShutdownTimeout   time.Duration
+	HandshakeTimeout  time.Duration
+
+	// TLS, when set, serves the listener over TLS (NewServerTLSConfig);
+	// with RequireAndVerifyClientCert the certificate's common name is the
+	// connection's principal.
+	TLS *tls.Config
+	// Auth requires SASL/PLAIN when it has users (SaslHandshake v0-1 and
+	// SaslAuthenticate v0-2 are then advertised, and a connection may send
+	// only ApiVersions and SASL requests until it authenticates) and
+	// filters topics by principal; nil serves everyone everything.
+	Auth *Authorizer
 }
 
 // KafkaServer answers the Kafka protocol subset consumers need to read
@@ -75,10 +89,11 @@ type KafkaOptions struct {
 // partition of its catalog. Requests on one connection are answered in
 // order, one at a time, as a Kafka broker does.
 type KafkaServer struct {
-	o      KafkaOptions
-	m      *ServeMetrics
-	log    *slog.Logger
-	advert struct {
+	o       KafkaOptions
+	m       *ServeMetrics
+	log     *slog.Logger
+	apiKeys []kmsg.ApiVersionsResponseApiKey // KafkaAPIVersions, plus SASL when configured
+	advert  struct {
 		host string
 		port int32
 		set  bool
@@ -90,7 +105,11 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 	if o.Catalog == nil {
 		return nil, errors.New("kafka server: no catalog")
 	}
-	s := &KafkaServer{o: o, m: o.Metrics, log: o.Logger}
+	s := &KafkaServer{o: o, m: o.Metrics, log: o.Logger, apiKeys: KafkaAPIVersions}
+	s.o.Catalog = validatingCatalog{o.Catalog}
+	if o.Auth.SASLRequired() {
+		s.apiKeys = append(slices.Clone(KafkaAPIVersions), saslAPIVersions...)
+	}
 	if s.m == nil {
 		s.m = NewServeMetrics(nil)
 	}
@@ -114,6 +133,7 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 	defDur(&s.o.FetchPollInterval, DefaultKafkaFetchPoll)
 	defDur(&s.o.WriteTimeout, DefaultKafkaWriteTimeout)
 	defDur(&s.o.ShutdownTimeout, DefaultKafkaShutdownTimeout)
+	defDur(&s.o.HandshakeTimeout, DefaultKafkaHandshakeTimeout)
 	if s.o.ClusterID == "" {
 		s.o.ClusterID = DefaultKafkaClusterID
 	}
@@ -150,8 +170,12 @@ func splitHostPort(addr string) (string, int32, error) {
 // Fetch waiting for data answers at once), closes the connections, and
 // returns once they are gone or ShutdownTimeout passed (then the remaining
 // connections are closed hard). It closes ln. The error is nil after a
-// shutdown through ctx.
+// shutdown through ctx. With KafkaOptions.TLS, ln is a plain TCP listener
+// that Serve wraps.
 func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
+	if s.o.TLS != nil {
+		ln = tls.NewListener(ln, s.o.TLS)
+	}
 	stopping := make(chan struct{})
 	// reqCtx ends only when the graceful part of a shutdown is over, so
 	// in-flight reads finish but cannot hold Serve past ShutdownTimeout.
@@ -243,6 +267,11 @@ type kafkaConn struct {
 	stopping <-chan struct{} // closed when a graceful shutdown begins
 	mu       sync.Mutex
 	busy     bool // handling a request; do not interrupt its read deadline
+
+	// Authentication state, used by the connection's goroutine only.
+	principal  Principal // anonymous until a certificate or SASL says otherwise
+	sasl       saslState
+	closeAfter bool // close once the current response is written
 }
 
 func (kc *kafkaConn) wakeRead() {
@@ -267,6 +296,9 @@ func (kc *kafkaConn) setBusy(b bool) bool {
 
 func (kc *kafkaConn) serve() {
 	defer kc.c.Close()
+	if tc, ok := kc.c.(*tls.Conn); ok && !kc.handshake(tc) {
+		return
+	}
 	br := bufio.NewReaderSize(kc.c, 16<<10)
 	var buf []byte
 	for {
@@ -290,9 +322,20 @@ func (kc *kafkaConn) serve() {
 		}
 		kc.setBusy(true)
 		start := time.Now()
-		resp, code, err := kc.s.handle(kc, frame)
+		var (
+			resp []byte
+			code string
+		)
+		if kc.sasl.mechanism && kc.sasl.version == 0 {
+			resp, code, err = kc.s.rawSASL(kc, frame)
+		} else {
+			resp, code, err = kc.s.handle(kc, frame)
+		}
 		if err != nil {
-			kc.s.m.observe(InterfaceKafka, CodeInvalidRequest, 0, time.Since(start).Seconds())
+			if code == "" {
+				code = CodeInvalidRequest
+			}
+			kc.s.m.observe(InterfaceKafka, code, 0, time.Since(start).Seconds())
 			kc.s.log.Warn("kafka request refused, closing connection", "remote", kc.c.RemoteAddr().String(), "err", err)
 			return
 		}
@@ -304,7 +347,31 @@ func (kc *kafkaConn) serve() {
 			}
 		}
 		kc.s.m.observe(InterfaceKafka, code, len(resp), time.Since(start).Seconds())
+		if kc.closeAfter {
+			return
+		}
 	}
+}
+
+// handshake completes a TLS connection's handshake within HandshakeTimeout
+// and takes a verified client certificate's principal.
+func (kc *kafkaConn) handshake(tc *tls.Conn) bool {
+	select {
+	case <-kc.stopping:
+		return false
+	default:
+	}
+	_ = tc.SetDeadline(time.Now().Add(kc.s.o.HandshakeTimeout))
+	if err := tc.HandshakeContext(kc.ctx); err != nil {
+		kc.s.log.Debug("kafka TLS handshake failed", "remote", kc.remote(), "err", err)
+		return false
+	}
+	_ = tc.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	if p, ok := certPrincipal(&st); ok {
+		kc.principal = p
+	}
+	return true
 }
 
 func isTimeout(err error) bool {

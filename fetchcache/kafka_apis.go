@@ -36,8 +36,8 @@ var KafkaAPIVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
 }
 
-func supported(key, version int16) bool {
-	for _, k := range KafkaAPIVersions {
+func (s *KafkaServer) supported(key, version int16) bool {
+	for _, k := range s.apiKeys {
 		if k.ApiKey == key {
 			return version >= k.MinVersion && version <= k.MaxVersion
 		}
@@ -63,14 +63,18 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp []byte, code str
 	if err != nil {
 		return nil, "", err
 	}
-	if h.key == apiVersionsKey && (req == nil || !supported(h.key, h.version)) {
+	if h.key == apiVersionsKey && (req == nil || !s.supported(h.key, h.version)) {
 		// KIP-511: an ApiVersions version we do not know is answered
 		// with a v0 body (header v0) listing what we support.
 		r := kmsg.NewPtrApiVersionsResponse()
 		r.Version = 0
 		r.ErrorCode = kerr.UnsupportedVersion.Code
-		r.ApiKeys = KafkaAPIVersions
+		r.ApiKeys = s.apiKeys
 		return appendResponse(nil, h.correlationID, r), CodeUnsupportedVersion, nil
+	}
+	if kc != nil && !preAuthAPI(h.key) && !kc.authenticated() {
+		// Kafka closes a connection that skips authentication.
+		return nil, CodeIllegalSASLState, fmt.Errorf("%w: %s before SASL authentication", errSASLState, kmsg.NameForKey(h.key))
 	}
 	if req == nil {
 		return nil, "", fmt.Errorf("%w: API key %d version %d is unknown", errMalformed, h.key, h.version)
@@ -84,7 +88,7 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp []byte, code str
 		throttle time.Duration
 	)
 	code = CodeOK
-	if !supported(h.key, h.version) {
+	if !s.supported(h.key, h.version) {
 		r, code = unsupportedResponse(req), CodeUnsupportedVersion
 	} else {
 		switch q := req.(type) {
@@ -93,7 +97,7 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp []byte, code str
 		case *kmsg.MetadataRequest:
 			r, code = s.metadata(ctx, kc, q)
 		case *kmsg.ListOffsetsRequest:
-			r, code, throttle = s.listOffsets(ctx, q)
+			r, code, throttle = s.listOffsets(ctx, kc, q)
 		case *kmsg.FetchRequest:
 			r, code, throttle = s.fetch(ctx, kc, q)
 		case *kmsg.ProduceRequest:
@@ -101,6 +105,10 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp []byte, code str
 				return nil, CodePolicyViolation, nil // acks=0: no response is expected
 			}
 			r, code = s.produce(q)
+		case *kmsg.SASLHandshakeRequest:
+			r, code = s.saslHandshake(kc, q)
+		case *kmsg.SASLAuthenticateRequest:
+			r, code = s.saslAuthenticate(kc, q)
 		}
 	}
 	if throttle > 0 {
@@ -150,7 +158,7 @@ func unsupportedResponse(req kmsg.Request) kmsg.Response {
 func (s *KafkaServer) apiVersions(q *kmsg.ApiVersionsRequest) kmsg.Response {
 	r := kmsg.NewPtrApiVersionsResponse()
 	r.Version = q.Version
-	r.ApiKeys = KafkaAPIVersions
+	r.ApiKeys = s.apiKeys
 	return r
 }
 
@@ -191,6 +199,7 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 	for _, t := range topics {
 		byName[t.Name] = t
 	}
+	p := kc.principalOf()
 	addTopic := func(t TopicInfo) {
 		rt := kmsg.NewMetadataResponseTopic()
 		name := t.Name
@@ -209,7 +218,9 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 	}
 	if q.Topics == nil || (q.Version == 0 && len(q.Topics) == 0) {
 		for _, t := range topics {
-			addTopic(t)
+			if s.o.Auth.Allowed(p, t.Name) { // all topics: the denied ones are left out
+				addTopic(t)
+			}
 		}
 		return r, code
 	}
@@ -222,6 +233,15 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 			if code == CodeOK {
 				code = CodeUnknownTopicOrPartition
 			}
+			continue
+		}
+		if !s.allowed(kc, *qt.Topic) {
+			rt := kmsg.NewMetadataResponseTopic()
+			name := *qt.Topic
+			rt.Topic = &name
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			r.Topics = append(r.Topics, rt)
+			code = worse(code, CodeTopicAuthorizationFailed)
 			continue
 		}
 		t, ok := byName[*qt.Topic]
@@ -254,9 +274,10 @@ func (s *KafkaServer) partitionError(op, topic string, partition int32, err erro
 		return kerr.UnknownTopicOrPartition.Code, CodeUnknownTopicOrPartition
 	case errors.As(err, &oe):
 		return kerr.OffsetOutOfRange.Code, CodeOffsetOutOfRange
-	case record.IsCorrupt(err):
-		s.log.Error("kafka "+op+" failed", "topic", topic, "partition", partition, "err", err)
-		return kerr.CorruptMessage.Code, CodeInternal
+	case isCorruptData(err):
+		s.m.corrupt.Inc()
+		s.log.Error("kafka "+op+" failed: corrupt data", "topic", topic, "partition", partition, "err", err)
+		return kerr.CorruptMessage.Code, CodeCorruptMessage
 	default:
 		// Store or disk trouble: retriable for clients.
 		s.log.Error("kafka "+op+" failed", "topic", topic, "partition", partition, "err", err)
@@ -272,7 +293,7 @@ func worse(cur, next string) string {
 	return cur
 }
 
-func (s *KafkaServer) listOffsets(ctx context.Context, q *kmsg.ListOffsetsRequest) (kmsg.Response, string, time.Duration) {
+func (s *KafkaServer) listOffsets(ctx context.Context, kc *kafkaConn, q *kmsg.ListOffsetsRequest) (kmsg.Response, string, time.Duration) {
 	r := kmsg.NewPtrListOffsetsResponse()
 	r.Version = q.Version
 	code := CodeOK
@@ -280,9 +301,17 @@ func (s *KafkaServer) listOffsets(ctx context.Context, q *kmsg.ListOffsetsReques
 	for _, qt := range q.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = qt.Topic
+		allowed := s.allowed(kc, qt.Topic)
 		for _, qp := range qt.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = qp.Partition
+			if !allowed {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rp.Offset, rp.Timestamp = -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				code = worse(code, CodeTopicAuthorizationFailed)
+				continue
+			}
 			off, ts, err := s.listOffset(ctx, qt.Topic, qp.Partition, qp.Timestamp, q.IsolationLevel == 1, q.Version)
 			switch {
 			case err == nil:
@@ -409,11 +438,20 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(qt.Partitions))
 		r.Topics = append(r.Topics, rt)
 	}
+	denied := CodeOK
 	for i, qt := range q.Topics {
+		allowed := s.allowed(kc, qt.Topic)
 		for j, qp := range qt.Partitions {
 			rp := &r.Topics[i].Partitions[j]
 			*rp = kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = qp.Partition
+			if !allowed {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rp.RecordBatches = []byte{}
+				denied = CodeTopicAuthorizationFailed
+				continue
+			}
 			parts = append(parts, &fetchPart{topic: qt.Topic, q: qp, resp: rp})
 		}
 	}
@@ -429,6 +467,7 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 	}
 	for {
 		total, code, throttle := s.fetchOnce(ctx, parts, maxTotal, committed)
+		code = worse(denied, code)
 		if total > 0 || code != CodeOK || throttle > 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) {
 			return r, code, throttle
 		}

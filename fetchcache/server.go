@@ -40,9 +40,14 @@ type ServerOptions struct {
 	// the catalog can list its topics.
 	Ready func(ctx context.Context) error
 
+	// Security is the listeners' TLS and authentication (NewSecurity
+	// builds it from the configuration); the zero value is plaintext and
+	// anonymous.
+	Security Security
+
 	// HTTP and Kafka carry the interfaces' tunables; their Catalog,
-	// Metrics, Logger, Gatherer, Ready and AdvertisedAddr fields are set
-	// by Listen.
+	// Metrics, Logger, Gatherer, Ready, AdvertisedAddr, Auth and TLS
+	// fields are set by Listen.
 	HTTP  HTTPOptions
 	Kafka KafkaOptions
 
@@ -92,6 +97,7 @@ func Listen(o ServerOptions) (*Server, error) {
 	if o.KafkaAddr != "" {
 		ko := o.Kafka
 		ko.Catalog, ko.Metrics, ko.Logger, ko.AdvertisedAddr = o.Catalog, m, s.log, o.AdvertisedAddr
+		ko.TLS, ko.Auth = o.Security.KafkaTLS, o.Security.Auth
 		if ko.ShutdownTimeout <= 0 {
 			ko.ShutdownTimeout = o.ShutdownTimeout
 		}
@@ -104,10 +110,12 @@ func Listen(o ServerOptions) (*Server, error) {
 	if o.HTTPAddr != "" {
 		ho := o.HTTP
 		ho.Catalog, ho.Metrics, ho.Logger, ho.Gatherer, ho.Ready = o.Catalog, m, s.log, o.Gatherer, ready
+		ho.Auth = o.Security.Auth
 		s.httpSrv = &http.Server{
 			Handler:           NewHTTPHandler(ho),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
+			TLSConfig:         o.Security.HTTPTLS,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		}
 		ln, err := net.Listen("tcp", o.HTTPAddr)
@@ -125,6 +133,9 @@ func Listen(o ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("fetch server: listen kafka %s: %w", o.KafkaAddr, err)
 		}
 		s.kafkaLn = ln
+	}
+	for _, w := range o.Security.warnings(s.httpLn != nil, s.kafkaLn != nil) {
+		s.log.Warn("fetch server security: " + w)
 	}
 	return s, nil
 }
@@ -190,13 +201,18 @@ func (s *Server) Serve(ctx context.Context) error {
 				fail(err)
 			}
 		}()
-		s.log.Info("kafka listener started", "addr", s.kafkaLn.Addr().String())
+		s.log.Info("kafka listener started", "addr", s.kafkaLn.Addr().String(), "tls", s.o.Security.KafkaTLS != nil, "sasl_plain", s.o.Security.Auth.SASLRequired())
 	}
 	if s.httpSrv != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.httpSrv.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := s.httpSrv.Serve
+			if s.httpSrv.TLSConfig != nil {
+				// The certificate is in TLSConfig; ServeTLS adds HTTP/2.
+				serve = func(ln net.Listener) error { return s.httpSrv.ServeTLS(ln, "", "") }
+			}
+			if err := serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				fail(fmt.Errorf("http listener: %w", err))
 			}
 		}()
@@ -211,7 +227,7 @@ func (s *Server) Serve(ctx context.Context) error {
 				_ = s.httpSrv.Close()
 			}
 		}()
-		s.log.Info("http listener started", "addr", s.httpLn.Addr().String())
+		s.log.Info("http listener started", "addr", s.httpLn.Addr().String(), "tls", s.o.Security.HTTPTLS != nil, "tokens", s.o.Security.Auth.TokensRequired())
 	}
 	<-ctx.Done()
 	s.draining.Store(true)

@@ -25,16 +25,25 @@ const (
 	CodeNotFound                = "NOT_FOUND"           // HTTP: no such route
 	CodeNotAcceptable           = "NOT_ACCEPTABLE"      // HTTP: no servable media type in Accept
 	CodeInternal                = "INTERNAL"            // storage or other server-side failure
+
+	CodeUnauthorized             = "UNAUTHORIZED"               // HTTP 401: no or a bad bearer token
+	CodeTopicAuthorizationFailed = "TOPIC_AUTHORIZATION_FAILED" // HTTP 403 / Kafka: a topic the principal may not read
+	CodeSASLAuthenticationFailed = "SASL_AUTHENTICATION_FAILED" // Kafka: bad SASL/PLAIN credentials
+	CodeUnsupportedSASLMechanism = "UNSUPPORTED_SASL_MECHANISM" // Kafka: a mechanism other than PLAIN
+	CodeIllegalSASLState         = "ILLEGAL_SASL_STATE"         // Kafka: a request out of authentication order
 )
 
 var resultCodes = []string{
 	CodeOK, CodeInvalidRequest, CodeUnknownTopicOrPartition, CodeOffsetOutOfRange, CodeThrottled,
 	CodeUnsupportedVersion, CodePolicyViolation, CodeNotFound, CodeNotAcceptable, CodeInternal,
+	CodeUnauthorized, CodeTopicAuthorizationFailed, CodeSASLAuthenticationFailed,
+	CodeUnsupportedSASLMechanism, CodeIllegalSASLState, CodeCorruptMessage,
 }
 
 // ServeMetrics are the request series of the HTTP and Kafka interfaces.
 // Every (interface, code) series exists from creation with value 0.
 type ServeMetrics struct {
+	corrupt  prometheus.Counter // tiered_fetch_corrupt_objects_total
 	requests *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -71,6 +80,7 @@ func NewServeMetrics(reg prometheus.Registerer) *ServeMetrics {
 		m.bytes.WithLabelValues(iface)
 		m.duration.WithLabelValues(iface)
 	}
+	m.corrupt = newCorruptCounter(reg)
 	return m
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/internal/reliability"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/vfs"
 )
@@ -18,6 +19,7 @@ func TestInjectedErrors(t *testing.T) {
 	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
 	cfg := testConfig(t, map[string]string{"internal.segment.bytes": "3000", "index.interval.bytes": "500"})
 	const appends = 12
+	checked := 0
 	for i := int64(0); ; i++ {
 		mem := vfs.NewMem()
 		inj := vfs.OnIndex(i)
@@ -50,6 +52,7 @@ func TestInjectedErrors(t *testing.T) {
 		}
 		end := l.LogEndOffset()
 		recs := readAll(t, l)
+		checked += acked * 3
 		if cerr := l.Close(); cerr != nil {
 			t.Fatal(cerr)
 		}
@@ -66,6 +69,7 @@ func TestInjectedErrors(t *testing.T) {
 				t.Fatalf("op %d was injected but the workload reported success: an error was swallowed", i)
 			}
 			t.Logf("workload succeeded once op %d was past its %d operations", i, inj.Ops())
+			reliability.Record(t, "disk: fail each fs operation of one log (append, roll, flush, close)", int(i)+1, checked, 0)
 			return
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,6 +55,10 @@ func (e *TopicExistsError) Error() string { return fmt.Sprintf("topic %q already
 type LogDirOptions struct {
 	Now    func() time.Time
 	Logger *slog.Logger
+	// TopicDefaults are broker-wide topic config defaults (Kafka's log.*
+	// broker configs mapped to topic config names), layered between Kafka's
+	// defaults and each topic's overrides. Nil means Kafka's defaults.
+	TopicDefaults map[string]string
 }
 
 // Topic is one topic of a log dir.
@@ -72,9 +77,10 @@ type LogDir struct {
 	logger *slog.Logger
 	lock   io.Closer
 
-	mu     sync.RWMutex
-	topics map[string]*Topic
-	closed bool
+	mu       sync.RWMutex
+	topics   map[string]*Topic
+	defaults map[string]string // broker-wide topic defaults under the overrides
+	closed   bool
 }
 
 // LoadReport says what OpenLogDir found and repaired.
@@ -103,7 +109,7 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 		}
 		return nil, rep, fmt.Errorf("lock data dir: %w", err)
 	}
-	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}}
+	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}, defaults: maps.Clone(opts.TopicDefaults)}
 	if err := d.load(&rep); err != nil {
 		_ = d.closeLogs()
 		_ = lk.Close()
@@ -142,7 +148,7 @@ func (d *LogDir) load(rep *LoadReport) error {
 		if err != nil {
 			return err
 		}
-		cfg, err := topicconfig.Parse(overrides)
+		cfg, err := d.parseLocked(overrides)
 		if err != nil {
 			return fmt.Errorf("load topic %s config: %w", name, err)
 		}
@@ -211,6 +217,68 @@ func (d *LogDir) writeOverrides(topic string, m map[string]string) error {
 // Dir is the data directory path.
 func (d *LogDir) Dir() string { return d.dir }
 
+// parseLocked is the effective config of a topic with overrides: Kafka's
+// defaults, then the broker-wide defaults, then the overrides.
+func (d *LogDir) parseLocked(overrides map[string]string) (topicconfig.Config, error) {
+	if len(d.defaults) == 0 {
+		return topicconfig.Parse(overrides)
+	}
+	return topicconfig.Parse(topicconfig.Merge(d.defaults, overrides, nil))
+}
+
+// TopicDefaults returns a copy of the broker-wide topic defaults.
+func (d *LogDir) TopicDefaults() map[string]string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return maps.Clone(d.defaults)
+}
+
+// ReloadTopicConfigs re-reads every topic's override file from disk and
+// applies it, over defaults (the new broker-wide topic defaults; nil keeps
+// Kafka's), to the topic's partitions. Every config is checked first: when
+// any topic's config is invalid, nothing changes and the error names each
+// bad topic.
+func (d *LogDir) ReloadTopicConfigs(defaults map[string]string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errors.New("reload topic configs: data dir is closed")
+	}
+	old := d.defaults
+	d.defaults = maps.Clone(defaults)
+	type change struct {
+		t         *Topic
+		overrides map[string]string
+		cfg       topicconfig.Config
+	}
+	var changes []change
+	var errs []error
+	for name, t := range d.topics {
+		overrides, err := d.readOverrides(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cfg, err := d.parseLocked(overrides)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("topic %s config: %w", name, err))
+			continue
+		}
+		changes = append(changes, change{t, overrides, cfg})
+	}
+	if len(errs) > 0 {
+		d.defaults = old
+		return fmt.Errorf("reload topic configs: %w", errors.Join(errs...))
+	}
+	for _, c := range changes {
+		c.t.Overrides = c.overrides
+		for _, l := range c.t.Partitions {
+			l.SetConfig(c.cfg)
+		}
+	}
+	return nil
+}
+
 // CreateTopic validates the name and config and creates every partition
 // directory with an empty active segment.
 func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]string) (*Topic, error) {
@@ -223,12 +291,12 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 	if overrides == nil {
 		overrides = map[string]string{}
 	}
-	cfg, err := topicconfig.Parse(overrides)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg, err := d.parseLocked(overrides)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
 		return nil, errors.New("create topic: data dir is closed")
 	}
@@ -273,7 +341,7 @@ func (d *LogDir) AlterTopic(name string, set map[string]string, del []string) er
 		return &UnknownTopicOrPartitionError{Topic: name, Partition: -1}
 	}
 	merged := topicconfig.Merge(t.Overrides, set, del)
-	cfg, err := topicconfig.Parse(merged)
+	cfg, err := d.parseLocked(merged)
 	if err != nil {
 		return err
 	}
@@ -307,13 +375,22 @@ type PartitionDesc struct {
 func (d *LogDir) DescribeTopic(name string) (TopicDescription, error) {
 	d.mu.RLock()
 	t, ok := d.topics[name]
+	var overrides map[string]string
+	if ok {
+		overrides = t.Overrides
+	}
+	merged := topicconfig.Merge(d.defaults, overrides, nil)
 	d.mu.RUnlock()
 	if !ok {
 		return TopicDescription{}, &UnknownTopicOrPartitionError{Topic: name, Partition: -1}
 	}
-	entries, err := topicconfig.Describe(t.Overrides)
+	entries, err := topicconfig.Describe(merged)
 	if err != nil {
 		return TopicDescription{}, err
+	}
+	for i := range entries {
+		_, set := overrides[entries[i].Name]
+		entries[i].IsDefault = !set // a broker-wide default is still a default
 	}
 	desc := TopicDescription{Name: name, Configs: entries}
 	for i, l := range t.Partitions {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/internal/reliability"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/vfs"
 )
@@ -130,6 +131,7 @@ func TestDeleteSegments(t *testing.T) {
 // from its log start to its end, and after a restart the same records are
 // there from the same start.
 func TestDeleteSegmentsInjectedErrors(t *testing.T) {
+	checked := 0
 	for i := int64(0); ; i++ {
 		mem := vfs.NewMem()
 		var armed atomic.Bool
@@ -167,6 +169,7 @@ func TestDeleteSegmentsInjectedErrors(t *testing.T) {
 			t.Fatalf("op %d: reopen: %v", i, rerr)
 		}
 		recs := readAll(t, l2)
+		checked += len(recs)
 		if l2.LogStartOffset() != start || int64(len(recs)) != end-start || recs[0].Offset != start {
 			t.Fatalf("op %d: reopened start %d, %d records", i, l2.LogStartOffset(), len(recs))
 		}
@@ -195,6 +198,7 @@ func TestDeleteSegmentsInjectedErrors(t *testing.T) {
 			if seen.Load() > i {
 				t.Fatalf("op %d was injected but DeleteSegments succeeded", i)
 			}
+			reliability.Record(t, "disk: fail each fs operation of retention deletion", int(i)+1, checked, 0)
 			return
 		}
 	}

@@ -588,8 +588,12 @@ func (c *logCursor) bytes(ctx context.Context, pos, n int64) ([]byte, error) {
 	}
 	defer rc.Close()
 	buf := make([]byte, length)
-	if got, err := io.ReadFull(rc, buf); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+	er := &eofReader{r: rc}
+	if got, err := io.ReadFull(er, buf); err != nil {
+		// Only a clean end of the body means the object is shorter than
+		// the manifest says; a body cut off in transit (the HTTP client's
+		// io.ErrUnexpectedEOF, a reset) is an I/O error, not corruption.
+		if er.eof {
 			return nil, &CorruptObjectError{Key: c.obj.Key, Reason: fmt.Sprintf(
 				"object ends at %d bytes, the manifest recorded %d", pos+int64(got), c.obj.Size)}
 		}
@@ -597,6 +601,20 @@ func (c *logCursor) bytes(ctx context.Context, pos, n int64) ([]byte, error) {
 	}
 	c.off, c.buf = pos, buf
 	return buf[:n], nil
+}
+
+// eofReader records whether its reader reported a clean io.EOF.
+type eofReader struct {
+	r   io.Reader
+	eof bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.eof = true
+	}
+	return n, err
 }
 
 // header returns a view of the header of the batch at pos (the whole

@@ -425,6 +425,19 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 			tasks = append(tasks, t)
 		case manifest.ActionConflict:
 			appending = true
+			if compacted {
+				// A cleaned segment spanning the committed end: the cleaner
+				// may have removed the batch a cut would start at, so the
+				// whole segment replaces the committed range it covers.
+				rt, ok, err := u.spanningReplaceTask(ctx, m, t)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					tasks = append(tasks, rt)
+					continue
+				}
+			}
 			t.cut = d.Next
 			tasks = append(tasks, t)
 		case manifest.ActionSkip:
@@ -481,6 +494,26 @@ func (u *Uploader) replaceTask(ctx context.Context, m *manifest.Manifest, t task
 		return t, false, nil
 	}
 	t.replace, t.from, t.to = true, from, to
+	return t, true, nil
+}
+
+// spanningReplaceTask makes a cleaned segment that starts inside the
+// committed range and ends past it replace every committed segment from its
+// base on (the commit moves the end forward). It declines when a committed
+// segment straddles the segment's base (a replace never cuts).
+func (u *Uploader) spanningReplaceTask(ctx context.Context, m *manifest.Manifest, t task) (task, bool, error) {
+	from, end := t.seg.BaseOffset, m.NextOffset()-1
+	if from < m.LogStartOffset || t.seg.LastOffset() <= end {
+		return t, false, nil
+	}
+	var in []manifest.Segment
+	if err := u.store.segmentsIn(ctx, m, from, end, func(s manifest.Segment) { in = append(in, s) }); err != nil {
+		return t, false, err
+	}
+	if len(in) == 0 || in[0].BaseOffset < from {
+		return t, false, nil
+	}
+	t.replace, t.from, t.to = true, from, t.seg.LastOffset()
 	return t, true, nil
 }
 
@@ -621,13 +654,11 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 	}
 	name := fmt.Sprintf("%s-%d/%020d.log", p.Topic, p.Partition, t.seg.BaseOffset)
 	ls := newLogStream(&sourceReader{r: rd}, name, t.seg.BaseOffset, t.cut, interval)
-	dig, err := manifest.NewDigest(manifest.CRC32C)
-	if err != nil {
-		return up, err
-	}
 	// Pass 1: read the segment once, sequentially, checking every batch
-	// and taking its checksum and statistics (and building indexes).
-	n, err := io.Copy(dig, ls)
+	// and taking its checksums (whole and per block) and statistics (and
+	// building indexes).
+	sums := &crcBlocks{}
+	n, err := io.Copy(sums, ls)
 	if err != nil {
 		if !errors.Is(err, ErrSegmentGone) && !errors.Is(err, errSource) && !permanent(err) {
 			err = &sourceError{err}
@@ -716,7 +747,9 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 	}
 	var g errgroup.Group
 	g.Go(func() error {
-		return put(keys.Log, io.NewSectionReader(u.throttleAt(ctx, ra), rd.Size()-n, n), n, dig.Checksum(), &seg.Log)
+		whole, _ := sums.sum(0, n)
+		body := checkedSection{SectionReader: io.NewSectionReader(u.throttleAt(ctx, ra), rd.Size()-n, n), sums: sums}
+		return put(keys.Log, body, n, manifest.CRC32CChecksum(whole), &seg.Log)
 	})
 	g.Go(func() error { return putSmall(keys.Index, offIdx, &seg.Index) })
 	g.Go(func() error { return putSmall(keys.TimeIndex, timeIdx, &seg.TimeIndex) })

@@ -350,3 +350,50 @@ func TestUploadCompactionReplace(t *testing.T) {
 	}
 	upCheckNoOrphans(t, mem, manifest.Key{Topic: "c", Partition: 0})
 }
+
+// TestUploadCompactionSpansCommittedEnd: the cleaner merges uploaded
+// segments with one not yet uploaded, dropping the record the committed end
+// falls on; the cleaned segment replaces the committed range and extends it
+// in one commit (no cut, which would need a batch starting there).
+func TestUploadCompactionSpansCommittedEnd(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "c", 1, "cleanup.policy", "compact", "min.cleanable.dirty.ratio", "0", "segment.bytes", "1048576")
+	l := upPartition(t, d, "c", 0)
+	keyMod := func(i int) string { return fmt.Sprintf("k%d", i%7) }
+	for s := 0; s < 3; s++ {
+		upAppend(t, l, 5, 4, keyMod, 40)
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upAppend(t, l, 1, 4, keyMod, 40)
+	mem := objstore.NewMemory()
+	u := upUploader(t, mem, NewLocalSource(d, nil), Options{})
+	if rep, err := u.RunOnce(ctx); err != nil || rep.UploadedSegments != 3 {
+		t.Fatalf("first pass: %+v, %v", rep, err)
+	}
+	// The active segment rolls without being uploaded, then everything below
+	// the new active segment is cleaned into one group.
+	upAppend(t, l, 5, 4, keyMod, 40)
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	upAppend(t, l, 1, 4, keyMod, 40)
+	if _, err := compactor.RunOnce(ctx, d, compactor.PassOptions{Force: true, Config: compactor.Config{Now: func() time.Time { return upNow }}}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := u.RunOnce(ctx)
+	if err != nil {
+		t.Fatalf("upload after cleaning across the committed end: %v", err)
+	}
+	if rep.ReplacedSegments == 0 {
+		t.Fatalf("second pass replaced nothing: %+v", rep)
+	}
+	segs := l.Segments()
+	upCheckConsistent(t, mem, "c", 0)
+	upCheckRemote(t, mem, l, "c", 0, segs[len(segs)-1].BaseOffset)
+	if rep, err := u.RunOnce(ctx); err != nil || rep.UploadedSegments != 0 {
+		t.Fatalf("third pass: %+v, %v", rep, err)
+	}
+}

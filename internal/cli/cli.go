@@ -87,7 +87,9 @@ func init() {
 		produceCmd, consumeCmd, compactCmd, retentionCmd,
 		inspectSegmentCmd, inspectIndexCmd, inspectManifestCmd,
 		bucketVerifyCmd,
+		replayCmd,
 		uploadCmd, sidecarCmd,
+		serveCmd, fetchCmd, demoCmd,
 		configPrintCmd,
 		versionCmd, helpCmd,
 	}

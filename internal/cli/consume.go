@@ -2,13 +2,20 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/internal/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
@@ -21,7 +28,7 @@ const consumeFetchBytes = 1 << 20
 var consumeCmd = &command{
 	name:    "consume",
 	summary: "print a partition's records as JSON lines",
-	help: `usage: tiered consume (--data-dir DIR | --bucket URL) --topic T --partition P
+	help: `usage: tiered consume (--data-dir DIR | --bucket URL | --fetch URL) --topic T --partition P
                       [--from-offset N | --from-time TIME] [--max-records N] [--follow]
 
 Prints the records of one partition to stdout, one JSON object per line:
@@ -36,12 +43,15 @@ markers, KRaft control records) are never printed. Records of aborted transactio
 printed: consume reads like a READ_UNCOMMITTED consumer.
 
 Reads the local data dir (the default), or with --bucket the segments committed to the
-remote tier, through the partition's manifest (no LIST); the output is the same.
+remote tier, through the partition's manifest (no LIST), or with --fetch through the HTTP
+API of a fetch service ('tiered fetch', or 'tiered serve', which serves the local and the
+remote tier together); the output is the same.
 
 Flags:
   --data-dir DIR     data directory (default ./data; must exist)
   --bucket URL       read the remote tier instead: file:///dir, mem://name[/prefix] or
                      s3://bucket[/prefix]?endpoint=...&region=...&path_style=true
+  --fetch URL        read through a fetch service's HTTP API (e.g. http://127.0.0.1:8080)
   --topic T          topic (required)
   --partition P      partition (required)
   --from-offset N    start at offset N (between the log start and end offsets)
@@ -261,6 +271,7 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("consume")
 	dataDir := fs.String("data-dir", DefaultDataDir, "")
 	bucketURL := fs.String("bucket", "", "")
+	fetchURL := fs.String("fetch", "", "")
 	topic := fs.String("topic", "", "")
 	partition := fs.Int("partition", -1, "")
 	fromOffset := fs.Int64("from-offset", -1, "")
@@ -284,8 +295,8 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 	if *partition < 0 || *partition > math.MaxInt32 {
 		return usagef("--partition %d is out of range", *partition)
 	}
-	if set["data-dir"] && set["bucket"] {
-		return usagef("--data-dir and --bucket cannot be used together")
+	if n := btoi(set["data-dir"]) + btoi(set["bucket"]) + btoi(set["fetch"]); n > 1 {
+		return usagef("give only one of --data-dir, --bucket and --fetch")
 	}
 	if set["from-offset"] && set["from-time"] {
 		return usagef("--from-offset and --from-time cannot be used together")
@@ -309,9 +320,12 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 	defer c.out.Flush()
 
 	var src consumeSource
-	if set["bucket"] {
+	switch {
+	case set["fetch"]:
+		src, err = openFetchSource(ctx, *fetchURL, *topic, int32(*partition))
+	case set["bucket"]:
 		src, err = openBucketSource(ctx, *bucketURL, *topic, int32(*partition))
-	} else {
+	default:
 		src, err = r.openLocalSource(*dataDir, *topic, int32(*partition))
 	}
 	if err != nil {
@@ -359,4 +373,178 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 			return err
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// fetchSource reads a partition through a fetch service's HTTP API: raw
+// batches from /v1/topics/T/partitions/P/records, offsets from the
+// partition endpoint and the answers' headers.
+type fetchSource struct {
+	base      string // without a trailing slash
+	topic     string
+	partition int32
+	path      string // /v1/topics/T/partitions/P
+	start     int64
+	end       int64
+}
+
+// fetchOutOfRange is a 416 OFFSET_OUT_OF_RANGE answer.
+type fetchOutOfRange struct {
+	msg        string
+	start, end int64
+}
+
+func (e *fetchOutOfRange) Error() string { return e.msg }
+
+func openFetchSource(ctx context.Context, raw, topic string, partition int32) (*fetchSource, error) {
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef("--fetch %q is not an http:// or https:// URL", raw)
+	}
+	s := &fetchSource{base: u.String(), topic: topic, partition: partition,
+		path: fmt.Sprintf("/v1/topics/%s/partitions/%d", url.PathEscape(topic), partition)}
+	if err := s.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// get sends one GET and returns the answer, turning an error answer into
+// an error with the service's message.
+func (s *fetchSource) get(ctx context.Context, pathQuery, accept string) (*http.Response, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+pathQuery, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fetch request: %w", err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	for attempt := 0; ; attempt++ {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot reach fetch service %s: %w", s.base, err)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+		resp.Body.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read answer of fetch service %s: %w", s.base, err)
+		}
+		if resp.StatusCode == http.StatusTooManyRequests && attempt < 5 {
+			// Overloaded: wait as told, a few times.
+			wait := time.Second
+			if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+				wait = time.Duration(secs) * time.Second
+			}
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if resp.StatusCode/100 == 2 {
+			return resp, data, nil
+		}
+		var e struct{ Code, Message string }
+		msg := resp.Status
+		if json.Unmarshal(data, &e) == nil && e.Message != "" {
+			msg = e.Message
+		}
+		if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+			start, _ := strconv.ParseInt(resp.Header.Get(fetchcache.HeaderLogStartOffset), 10, 64)
+			end, _ := strconv.ParseInt(resp.Header.Get(fetchcache.HeaderLogEndOffset), 10, 64)
+			if resp.Header.Get(fetchcache.HeaderLogStartOffset) == "" {
+				// The error answer carries no offsets: ask.
+				if rerr := s.refresh(ctx); rerr == nil {
+					start, end = s.start, s.end
+				}
+			}
+			return nil, nil, &fetchOutOfRange{msg: msg, start: start, end: end}
+		}
+		return nil, nil, fmt.Errorf("fetch service %s: %s (%s)", s.base, msg, e.Code)
+	}
+}
+
+// refresh reads the partition's offsets.
+func (s *fetchSource) refresh(ctx context.Context) error {
+	_, data, err := s.get(ctx, s.path, "")
+	if err != nil {
+		return err
+	}
+	var p struct {
+		Start int64 `json:"log_start_offset"`
+		End   int64 `json:"log_end_offset"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		return fmt.Errorf("decode partition of fetch service %s: %w", s.base, err)
+	}
+	s.start, s.end = p.Start, p.End
+	return nil
+}
+
+func (s *fetchSource) read(ctx context.Context, offset int64) ([]byte, error) {
+	resp, data, err := s.get(ctx, fmt.Sprintf("%s/records?offset=%d&max_bytes=%d", s.path, offset, consumeFetchBytes), fetchcache.MediaRaw)
+	if err != nil {
+		return nil, err
+	}
+	if v, err := strconv.ParseInt(resp.Header.Get(fetchcache.HeaderLogStartOffset), 10, 64); err == nil {
+		s.start = v
+	}
+	if v, err := strconv.ParseInt(resp.Header.Get(fetchcache.HeaderLogEndOffset), 10, 64); err == nil {
+		s.end = v
+	}
+	return data, nil
+}
+
+func (s *fetchSource) bounds() (int64, int64) { return s.start, s.end }
+
+// offsetForTime asks for the records from ts and takes the first one's
+// offset.
+func (s *fetchSource) offsetForTime(ctx context.Context, ts int64) (int64, bool, error) {
+	_, data, err := s.get(ctx, fmt.Sprintf("%s/records?timestamp=%d&max_bytes=1", s.path, ts), fetchcache.MediaNDJSON)
+	if err != nil {
+		return 0, false, err
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	if len(bytes.TrimSpace(line)) == 0 {
+		return 0, false, nil
+	}
+	var first struct {
+		Offset int64 `json:"offset"`
+	}
+	if err := json.Unmarshal(line, &first); err != nil {
+		return 0, false, fmt.Errorf("decode records of fetch service %s: %w", s.base, err)
+	}
+	return first.Offset, true, nil
+}
+
+func (s *fetchSource) deletedBelow(err error) (int64, bool) {
+	var oe *fetchOutOfRange
+	if errors.As(err, &oe) {
+		return oe.start, true
+	}
+	return 0, false
+}
+
+func (s *fetchSource) wait(ctx context.Context, every time.Duration) (bool, error) {
+	select {
+	case <-ctx.Done():
+		return false, nil
+	case <-time.After(every):
+	}
+	return true, s.refresh(ctx)
+}
+
+func (s *fetchSource) close() error { return nil }
+
+func (s *fetchSource) String() string {
+	return fmt.Sprintf("%s-%d at %s", s.topic, s.partition, s.base)
 }

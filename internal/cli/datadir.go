@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tiered/tiered/internal/daemon"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 )
@@ -64,4 +65,38 @@ func (r *Runner) openDataDir(dir string, mustExist bool, wait time.Duration) (d 
 			dir, rc.SegmentsRecovered, rc.BytesTruncated, rc.SegmentsDeleted, rc.SwapsCompleted)
 	}
 	return d, false, nil
+}
+
+// dataDirOrServer refuses --data-dir together with --server.
+func dataDirOrServer(set map[string]bool, server string) error {
+	if set["data-dir"] && set["server"] {
+		return usagef("--data-dir and --server cannot be used together")
+	}
+	if set["server"] && server == "" {
+		return usagef("--server needs a URL (e.g. http://127.0.0.1:8080)")
+	}
+	return nil
+}
+
+// openDataDirForWrite is openDataDir for commands that have a --server
+// alternative: when a serve process holds the dir, the error says so, names
+// it, and points at --server.
+func (r *Runner) openDataDirForWrite(dir string, mustExist bool) (*localtier.LogDir, error) {
+	d, locked, err := r.openDataDir(dir, mustExist, r.lockWait())
+	if err != nil && locked {
+		holder := daemon.ReadHolder(dir)
+		return nil, fmt.Errorf("%w; %s", err, holderHint(holder))
+	}
+	return d, err
+}
+
+// holderHint says who holds a data dir and how to reach it.
+func holderHint(h daemon.Holder) string {
+	if h.PID == 0 {
+		return "if it is 'tiered serve', use --server URL to reach it over HTTP"
+	}
+	if h.HTTP != "" {
+		return fmt.Sprintf("it is held by %s; use --server %s instead of --data-dir", h, h.URL())
+	}
+	return fmt.Sprintf("it is held by %s; if that is 'tiered serve', use --server URL to reach it over HTTP", h)
 }

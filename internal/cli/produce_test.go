@@ -212,7 +212,7 @@ func TestProduceAutoCreate(t *testing.T) {
 	if res := run(t, "{\"value\":\"a\"}\n", "produce", "--data-dir", dir, "--topic", "auto", "--no-auto-create"); res.code != ExitError || !strings.Contains(res.stderr, `unknown topic "auto"`) {
 		t.Fatalf("--no-auto-create: exit %d stderr %q", res.code, res.stderr)
 	}
-	if res := run(t, "{\"value\":\"a\"}\n", "produce", "--data-dir", dir, "--topic", "auto", "--partition", "2"); res.code != ExitError || !strings.Contains(res.stderr, "--partition 2 does not exist") {
+	if res := run(t, "{\"value\":\"a\"}\n", "produce", "--data-dir", dir, "--topic", "auto", "--partition", "2"); res.code != ExitError || !strings.Contains(res.stderr, "partition 2 does not exist") {
 		t.Fatalf("--partition 2 on a missing topic: exit %d stderr %q", res.code, res.stderr)
 	}
 	mustRun(t, "{\"value\":\"a\"}\n", "produce", "--data-dir", dir, "--topic", "auto")

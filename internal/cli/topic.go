@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -16,15 +18,19 @@ import (
 var topicCreateCmd = &command{
 	name:    "topic create",
 	summary: "create a topic with empty partitions",
-	help: `usage: tiered topic create --topic T [--partitions N] [--config k=v ...] [--data-dir DIR] [--json]
+	help: `usage: tiered topic create (--data-dir DIR | --server URL) --topic T [--partitions N] [--config k=v ...] [--json]
 
 Creates topic T in the data dir: one directory T-<p> per partition, each with an empty
 active segment, and stores the config overrides. Config names and values are Kafka's
 topic configs (cleanup.policy, retention.ms, segment.bytes, compression.type, ...);
 invalid values and combinations are refused with Kafka's messages.
 
+With --server URL the topic is created by a running 'tiered serve' over its HTTP API
+(POST /v1/topics), which holds the data dir.
+
 Flags:
   --data-dir DIR     data directory (default ./data; created if missing)
+  --server URL       a serve process's HTTP address (e.g. http://127.0.0.1:8080)
   --topic T          topic name (required; Kafka's rules: [a-zA-Z0-9._-], at most 249 chars)
   --partitions N     partition count (default 1)
   --config k=v       config override; repeat for several
@@ -39,14 +45,18 @@ Example:
 var topicAlterCmd = &command{
 	name:    "topic alter",
 	summary: "set or delete topic config overrides",
-	help: `usage: tiered topic alter --topic T [--config k=v ...] [--delete-config k ...] [--data-dir DIR] [--json]
+	help: `usage: tiered topic alter (--data-dir DIR | --server URL) --topic T [--config k=v ...] [--delete-config k ...] [--json]
 
 Sets and deletes config overrides of an existing topic (like kafka-configs --alter
 --add-config/--delete-config). The merged config is validated as a whole before it is
 stored; a deleted override goes back to the default. The partition count cannot be changed.
 
+With --server URL a running 'tiered serve' applies the change (PATCH /v1/topics/T/config)
+to its open partitions at once.
+
 Flags:
   --data-dir DIR       data directory (default ./data; must exist)
+  --server URL         a serve process's HTTP address (e.g. http://127.0.0.1:8080)
   --topic T            topic name (required)
   --config k=v         override to set; repeat for several
   --delete-config k    override to delete; repeat for several
@@ -61,14 +71,17 @@ Example:
 var topicDescribeCmd = &command{
 	name:    "topic describe",
 	summary: "show partitions, offsets and every config",
-	help: `usage: tiered topic describe [--topic T] [--data-dir DIR] [--json]
+	help: `usage: tiered topic describe (--data-dir DIR | --server URL) [--topic T] [--json]
 
 Shows each partition (log start and end offsets, segment count, bytes on disk) and every
 topic config with its effective value, marked "(default)" or "(override)" like
-kafka-configs --describe --all. Without --topic, describes every topic.
+kafka-configs --describe --all. Without --topic, describes every topic. With --server
+URL a running 'tiered serve' answers (GET /v1/topics/T/config), and a config set by the
+broker section of serve's configuration shows "(broker)".
 
 Flags:
   --data-dir DIR     data directory (default ./data; must exist)
+  --server URL       a serve process's HTTP address (e.g. http://127.0.0.1:8080)
   --topic T          topic to describe (default: all topics)
   --json             print JSON: {"topic", "partitions": [{"partition", "log_start_offset",
                      "log_end_offset", "segments", "size_bytes"}], "configs": [{"name",
@@ -104,9 +117,10 @@ func requireTopic(topic string) error {
 	return nil
 }
 
-func runTopicCreate(r *Runner, _ context.Context, args []string) error {
+func runTopicCreate(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("topic create")
 	dataDir := fs.String("data-dir", DefaultDataDir, "")
+	server := fs.String("server", "", "")
 	topic := fs.String("topic", "", "")
 	partitions := fs.Int("partitions", 1, "")
 	var cfgs stringList
@@ -129,7 +143,22 @@ func runTopicCreate(r *Runner, _ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	d, _, err := r.openDataDir(*dataDir, false, r.lockWait())
+	if err := dataDirOrServer(setFlags(fs), *server); err != nil {
+		return err
+	}
+	if *server != "" {
+		body, _ := json.Marshal(map[string]any{"topic": *topic, "partitions": *partitions, "configs": overrides})
+		var desc topicJSON
+		if err := serverCall(ctx, *server, http.MethodPost, "/v1/topics", "application/json", body, &desc); err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(r.Stdout, desc)
+		}
+		fmt.Fprintf(r.Stdout, "Created topic %s with %d partition(s).\n", *topic, *partitions)
+		return nil
+	}
+	d, err := r.openDataDirForWrite(*dataDir, false)
 	if err != nil {
 		return err
 	}
@@ -166,9 +195,10 @@ func describeAfterClose(r *Runner, dir, topic string) (topicJSON, error) {
 	return toTopicJSON(desc), d.Close()
 }
 
-func runTopicAlter(r *Runner, _ context.Context, args []string) error {
+func runTopicAlter(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("topic alter")
 	dataDir := fs.String("data-dir", DefaultDataDir, "")
+	server := fs.String("server", "", "")
 	topic := fs.String("topic", "", "")
 	fs.Int("partitions", 0, "")
 	var cfgs, dels stringList
@@ -201,23 +231,37 @@ func runTopicAlter(r *Runner, _ context.Context, args []string) error {
 			return fmt.Errorf("--delete-config %s: unknown topic config", k)
 		}
 	}
-	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())
-	if err != nil {
+	if err := dataDirOrServer(setFlags(fs), *server); err != nil {
 		return err
 	}
-	defer d.Close()
-	if err := d.AlterTopic(*topic, set, dels); err != nil {
-		return err
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("close data dir: %w", err)
-	}
-	if *asJSON {
-		desc, err := describeAfterClose(r, *dataDir, *topic)
+	if *server != "" {
+		body, _ := json.Marshal(map[string]any{"set": set, "delete": []string(dels)})
+		var desc topicJSON
+		if err := serverCall(ctx, *server, http.MethodPatch, "/v1/topics/"+url.PathEscape(*topic)+"/config", "application/json", body, &desc); err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(r.Stdout, desc)
+		}
+	} else {
+		d, err := r.openDataDirForWrite(*dataDir, true)
 		if err != nil {
 			return err
 		}
-		return writeJSON(r.Stdout, desc)
+		defer d.Close()
+		if err := d.AlterTopic(*topic, set, dels); err != nil {
+			return err
+		}
+		if err := d.Close(); err != nil {
+			return fmt.Errorf("close data dir: %w", err)
+		}
+		if *asJSON {
+			desc, err := describeAfterClose(r, *dataDir, *topic)
+			if err != nil {
+				return err
+			}
+			return writeJSON(r.Stdout, desc)
+		}
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(set)) {
@@ -269,9 +313,10 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func runTopicDescribe(r *Runner, _ context.Context, args []string) error {
+func runTopicDescribe(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("topic describe")
 	dataDir := fs.String("data-dir", DefaultDataDir, "")
+	server := fs.String("server", "", "")
 	topic := fs.String("topic", "", "")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseFlags(fs, args)
@@ -281,25 +326,36 @@ func runTopicDescribe(r *Runner, _ context.Context, args []string) error {
 	if err := noArgs(pos); err != nil {
 		return err
 	}
-	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())
-	if err != nil {
+	if err := dataDirOrServer(setFlags(fs), *server); err != nil {
 		return err
 	}
-	defer d.Close()
-	names := []string{*topic}
-	if *topic == "" {
-		names = d.Topics()
-	}
 	var descs []topicJSON
-	for _, n := range names {
-		desc, err := d.DescribeTopic(n)
+	where := *dataDir
+	if *server != "" {
+		where = *server
+		if descs, err = describeOverHTTP(ctx, *server, *topic); err != nil {
+			return err
+		}
+	} else {
+		d, err := r.openDataDirForWrite(*dataDir, true)
 		if err != nil {
 			return err
 		}
-		descs = append(descs, toTopicJSON(desc))
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("close data dir: %w", err)
+		defer d.Close()
+		names := []string{*topic}
+		if *topic == "" {
+			names = d.Topics()
+		}
+		for _, n := range names {
+			desc, err := d.DescribeTopic(n)
+			if err != nil {
+				return err
+			}
+			descs = append(descs, toTopicJSON(desc))
+		}
+		if err := d.Close(); err != nil {
+			return fmt.Errorf("close data dir: %w", err)
+		}
 	}
 	if *asJSON {
 		if *topic != "" {
@@ -311,7 +367,7 @@ func runTopicDescribe(r *Runner, _ context.Context, args []string) error {
 		return writeJSON(r.Stdout, map[string]any{"topics": descs})
 	}
 	if len(descs) == 0 {
-		fmt.Fprintf(r.Stdout, "No topics in %s.\n", *dataDir)
+		fmt.Fprintf(r.Stdout, "No topics in %s.\n", where)
 		return nil
 	}
 	for i, t := range descs {
@@ -329,4 +385,33 @@ func runTopicDescribe(r *Runner, _ context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// describeOverHTTP describes one topic, or every topic, through a serve
+// process's HTTP API.
+func describeOverHTTP(ctx context.Context, server, topic string) ([]topicJSON, error) {
+	names := []string{topic}
+	if topic == "" {
+		var list struct {
+			Topics []struct {
+				Topic string `json:"topic"`
+			} `json:"topics"`
+		}
+		if err := serverCall(ctx, server, http.MethodGet, "/v1/topics", "", nil, &list); err != nil {
+			return nil, err
+		}
+		names = names[:0]
+		for _, t := range list.Topics {
+			names = append(names, t.Topic)
+		}
+	}
+	var out []topicJSON
+	for _, n := range names {
+		var desc topicJSON
+		if err := serverCall(ctx, server, http.MethodGet, "/v1/topics/"+url.PathEscape(n)+"/config", "", nil, &desc); err != nil {
+			return nil, err
+		}
+		out = append(out, desc)
+	}
+	return out, nil
 }

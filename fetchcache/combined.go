@@ -1,0 +1,241 @@
+package fetchcache
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tiered/tiered/localtier"
+)
+
+// CombinedCatalog serves a local-tier log dir with its remote tier behind it
+// (serve mode): the topics and partitions are the log dir's; offsets still
+// on local disk are read locally, and offsets below the local log start
+// offset (segments uploaded and then deleted by local retention) are read
+// from the remote catalog, which should sit on the caching bucket. Only
+// partitions whose topic has remote.storage.enable=true consult the remote
+// tier. A failing remote tier degrades the partition to its local part: the
+// local offsets are still served, and a read below them gets the remote
+// error.
+type CombinedCatalog struct {
+	local  *LocalCatalog
+	dir    *localtier.LogDir
+	remote Catalog
+}
+
+// NewCombinedCatalog returns a catalog over dir and remote. The caller keeps
+// ownership of both.
+func NewCombinedCatalog(dir *localtier.LogDir, remote Catalog) *CombinedCatalog {
+	return &CombinedCatalog{local: NewLocalCatalog(dir), dir: dir, remote: remote}
+}
+
+// Topics lists the log dir's topics: every remote partition of serve's
+// bucket belongs to one of them.
+func (c *CombinedCatalog) Topics(ctx context.Context) ([]TopicInfo, error) {
+	return c.local.Topics(ctx)
+}
+
+// Partition returns the local partition, with the remote tier behind it when
+// the topic is remote-enabled.
+func (c *CombinedCatalog) Partition(ctx context.Context, topic string, partition int32) (Partition, error) {
+	l, err := c.dir.Partition(topic, partition)
+	if err != nil {
+		var ue *localtier.UnknownTopicOrPartitionError
+		if errors.As(err, &ue) {
+			return nil, &UnknownTopicOrPartitionError{Topic: ue.Topic, Partition: ue.Partition}
+		}
+		return nil, fmt.Errorf("open partition %s-%d: %w", topic, partition, err)
+	}
+	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, partition: partition}, nil
+}
+
+// CombinedPartition is one partition of a CombinedCatalog.
+type CombinedPartition struct {
+	local     *LocalPartition
+	log       *localtier.Log
+	remote    Catalog
+	topic     string
+	partition int32
+}
+
+// remotePart returns the remote partition, nil when the topic does not use
+// the remote tier or nothing of it was uploaded yet.
+func (p *CombinedPartition) remotePart(ctx context.Context) (Partition, error) {
+	if p.remote == nil || !p.log.Config().RemoteStorageEnable {
+		return nil, nil
+	}
+	rp, err := p.remote.Partition(ctx, p.topic, p.partition)
+	var ue *UnknownTopicOrPartitionError
+	if errors.As(err, &ue) {
+		return nil, nil
+	}
+	return rp, err
+}
+
+// remoteOffsets returns the remote partition and its offsets when it holds
+// offsets below the local log start, contiguous with the local log.
+func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64) (Partition, Offsets, bool, error) {
+	rp, err := p.remotePart(ctx)
+	if err != nil || rp == nil {
+		return nil, Offsets{}, false, err
+	}
+	ro, err := rp.Offsets(ctx)
+	if err != nil {
+		return nil, Offsets{}, false, err
+	}
+	// The remote log must reach the local start, or there is a gap a
+	// consumer could not cross.
+	if ro.LogStart >= localStart || ro.LogEnd < localStart {
+		return rp, ro, false, nil
+	}
+	return rp, ro, true, nil
+}
+
+// Offsets are the local offsets, with the log start moved down to the
+// remote log start when the remote tier holds the offsets below the local
+// ones. A remote failure leaves the local offsets.
+func (p *CombinedPartition) Offsets(ctx context.Context) (Offsets, error) {
+	o, err := p.local.Offsets(ctx)
+	if err != nil {
+		return o, err
+	}
+	if _, ro, ok, err := p.remoteOffsets(ctx, o.LogStart); err == nil && ok {
+		o.LogStart = ro.LogStart
+	}
+	return o, nil
+}
+
+// Read reads locally from the local log start on, and from the remote tier
+// below it (up to the remote log end; the next read continues locally).
+func (p *CombinedPartition) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
+	lo, err := p.local.Offsets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if offset >= lo.LogStart {
+		data, err := p.local.Read(ctx, offset, maxBytes)
+		var oe *OffsetOutOfRangeError
+		if err == nil || !errors.As(err, &oe) || offset >= oe.LogStart {
+			return data, err
+		}
+		// Local retention moved the log start past offset meanwhile: the
+		// remote tier has it now.
+		lo.LogStart = oe.LogStart
+	}
+	rp, ro, ok, err := p.remoteOffsets(ctx, lo.LogStart)
+	if err != nil {
+		return nil, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
+	}
+	if !ok || offset < ro.LogStart {
+		start := lo.LogStart
+		if ok {
+			start = ro.LogStart
+		}
+		return nil, &OffsetOutOfRangeError{Offset: offset, LogStart: start, LogEnd: lo.LogEnd}
+	}
+	data, err := rp.Read(ctx, offset, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 && offset < lo.LogStart {
+		// The remote log ends at offset (a compacted gap up to the
+		// local start): continue locally.
+		return p.local.Read(ctx, lo.LogStart, maxBytes)
+	}
+	return data, nil
+}
+
+// OffsetForTimestamp asks the remote tier first when it holds offsets below
+// the local log (its records are older), then the local log.
+func (p *CombinedPartition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, int64, bool, error) {
+	lo, err := p.local.Offsets(ctx)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	rp, _, ok, err := p.remoteOffsets(ctx, lo.LogStart)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("find timestamp %d in %s-%d in the remote tier: %w", ts, p.topic, p.partition, err)
+	}
+	if ok {
+		off, t, found, err := rp.OffsetForTimestamp(ctx, ts)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if found && off < lo.LogStart {
+			return off, t, true, nil
+		}
+	}
+	return p.local.OffsetForTimestamp(ctx, ts)
+}
+
+// AbortedTxns merges the remote tier's transactions below the local log
+// start with the local ones.
+func (p *CombinedPartition) AbortedTxns(ctx context.Context, from, to int64) ([]AbortedTxn, error) {
+	local, err := p.local.AbortedTxns(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	lo, err := p.local.Offsets(ctx)
+	if err != nil || from >= lo.LogStart {
+		return local, err
+	}
+	rp, _, ok, err := p.remoteOffsets(ctx, lo.LogStart)
+	if err != nil {
+		return nil, fmt.Errorf("aborted transactions of %s-%d in the remote tier: %w", p.topic, p.partition, err)
+	}
+	if !ok {
+		return local, nil
+	}
+	remote, err := rp.AbortedTxns(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		pid   int64
+		first int64
+	}
+	seen := map[key]bool{}
+	out := make([]AbortedTxn, 0, len(remote)+len(local))
+	for _, t := range append(remote, local...) {
+		if k := (key{t.ProducerID, t.FirstOffset}); !seen[k] {
+			seen[k] = true
+			out = append(out, t)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	return out, nil
+}
+
+// Segments lists the remote segments below the local log, then the local
+// ones.
+func (p *CombinedPartition) Segments(ctx context.Context) ([]SegmentInfo, error) {
+	local, err := p.local.Segments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rp, err := p.remotePart(ctx)
+	if err != nil || rp == nil {
+		return local, nil
+	}
+	sl, ok := rp.(SegmentLister)
+	if !ok {
+		return local, nil
+	}
+	remote, err := sl.Segments(ctx)
+	if err != nil {
+		return local, nil
+	}
+	firstLocal := p.log.LogStartOffset()
+	if len(local) > 0 {
+		firstLocal = min(firstLocal, local[0].BaseOffset)
+	}
+	out := make([]SegmentInfo, 0, len(remote)+len(local))
+	for _, s := range remote {
+		if s.BaseOffset < firstLocal {
+			out = append(out, s)
+		}
+	}
+	return append(out, local...), nil
+}

@@ -1,0 +1,159 @@
+package fetchcache
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// readAll reads p from offset to its log end through Read, the way the
+// serving layers page through a partition.
+func readPartition(t *testing.T, p Partition, from int64) []testRec {
+	t.Helper()
+	ctx := context.Background()
+	o, err := p.Offsets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []testRec
+	var dec record.Decoder
+	for off := from; off < o.LogEnd; {
+		data, err := p.Read(ctx, off, 700)
+		if err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		it := record.NewIter(data)
+		next := off
+		for {
+			b, ok := it.Next()
+			if !ok {
+				break
+			}
+			recs, err := dec.Records(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if r.Offset >= off {
+					out = append(out, testRec{Offset: r.Offset, Timestamp: r.Timestamp, Key: clone(r.Key), Value: clone(r.Value), Headers: cloneHeaders(r.Headers)})
+				}
+			}
+			next = b.NextOffset()
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if next <= off {
+			t.Fatalf("no progress at offset %d", off)
+		}
+		off = next
+	}
+	return out
+}
+
+// TestCombinedCatalogReadsAcrossTiers: offsets uploaded and then deleted
+// locally are read from the bucket, the rest from disk, with one log start
+// offset and one stream of records; a topic without remote storage stays
+// local; a failing bucket leaves the local offsets served.
+func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
+	e := newTestEnv(t)
+	e.topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
+	e.topic("plain", 1, nil)
+	l := e.log("cold", 0)
+	first := e.produce(l, produceOpts{codec: codec.LZ4, per: 4}, genRecs(120, ts0, "a"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	mem := objstore.NewMemory()
+	uploadAll(t, e, mem)
+	// Local retention after the upload: every rolled segment goes.
+	if _, err := l.DeleteSegments(l.Segments()[len(l.Segments())-1].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	localStart := l.LogStartOffset()
+	if localStart != first[len(first)-1].Offset+1 {
+		t.Fatalf("local log start %d after deleting the uploaded segments", localStart)
+	}
+	second := e.produce(l, produceOpts{per: 3}, genRecs(30, ts0+5000, "b"))
+	pl := e.log("plain", 0)
+	plainRecs := e.produce(pl, produceOpts{}, genRecs(20, ts0, "p"))
+	if err := pl.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pl.DeleteSegments(pl.Segments()[len(pl.Segments())-1].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+
+	remote, err := NewRemoteCatalog(mem, RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := NewCombinedCatalog(e.dir, remote)
+	ctx := context.Background()
+	p, err := cat.Partition(ctx, "cold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := p.Offsets(ctx)
+	if err != nil || o.LogStart != 0 || o.LogEnd != second[len(second)-1].Offset+1 {
+		t.Fatalf("offsets %+v, %v; want the remote start 0 and the local end", o, err)
+	}
+	sameRecs(t, readPartition(t, p, 0), append(append([]testRec{}, first...), second...))
+	sameRecs(t, readPartition(t, p, 57), append(append([]testRec{}, first[57:]...), second...))
+
+	// Timestamps: the remote tier answers for old records, the local log
+	// for new ones.
+	if off, _, found, err := p.OffsetForTimestamp(ctx, ts0+10*40); err != nil || !found || off != 40 {
+		t.Fatalf("offset for an uploaded timestamp: %d %v %v", off, found, err)
+	}
+	if off, _, found, err := p.OffsetForTimestamp(ctx, ts0+5000); err != nil || !found || off != localStart {
+		t.Fatalf("offset for a local timestamp: %d %v %v, want %d", off, found, err, localStart)
+	}
+	segs, err := p.(SegmentLister).Segments(ctx)
+	if err != nil || len(segs) < 2 || segs[0].Tier != "remote" || segs[len(segs)-1].Tier != "local" {
+		t.Fatalf("segments %+v, %v", segs, err)
+	}
+
+	// Below the remote start: out of range with the combined start.
+	var oe *OffsetOutOfRangeError
+	if _, err := p.Read(ctx, o.LogEnd+1, 100); !errors.As(err, &oe) {
+		t.Fatalf("read past the end: %v", err)
+	}
+
+	// A topic without remote storage is its local log only.
+	pp, err := cat.Partition(ctx, "plain", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if po, _ := pp.Offsets(ctx); po.LogStart != plainRecs[len(plainRecs)-1].Offset+1 {
+		t.Fatalf("plain offsets %+v", po)
+	}
+	if _, err := pp.Read(ctx, 0, 100); !errors.As(err, &oe) || oe.LogStart != pl.LogStartOffset() {
+		t.Fatalf("read below a plain topic's start: %v", err)
+	}
+	if _, err := cat.Partition(ctx, "cold", 1); !errors.As(err, new(*UnknownTopicOrPartitionError)) {
+		t.Fatalf("unknown partition: %v", err)
+	}
+
+	// A bucket that fails: local offsets still served, remote reads fail.
+	broken := objstore.WithFaults(mem, objstore.FailMatching(func(objstore.Call) bool { return true }, errors.New("bucket down")))
+	bremote, err := NewRemoteCatalog(broken, RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp, err := NewCombinedCatalog(e.dir, bremote).Partition(ctx, "cold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bo, err := bp.Offsets(ctx); err != nil || bo.LogStart != localStart {
+		t.Fatalf("offsets with the bucket down: %+v %v", bo, err)
+	}
+	sameRecs(t, readPartition(t, bp, localStart), second)
+	if _, err := bp.Read(ctx, 0, 100); err == nil || errors.As(err, &oe) {
+		t.Fatalf("read of an uploaded offset with the bucket down: %v, want the bucket's error", err)
+	}
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/daemon"
+)
+
+var fetchCmd = &command{
+	name:    "fetch",
+	summary: "run the stateless fetch service over a bucket (HTTP and Kafka protocol)",
+	help: `usage: tiered fetch --bucket URL [--http ADDR] [--kafka ADDR] [--advertised-addr H:P]
+                    [--cache-bytes N] [--chunk-bytes N] [--cache-dir DIR --disk-cache-bytes N]
+                    [--config FILE] [--log-level L] [--log-format text|json]
+
+Serves every partition committed to the bucket, by offset or timestamp, without a broker,
+until SIGINT or SIGTERM: reads follow the partitions' manifests (never LIST; topic
+discovery lists the manifests prefix, cached), and data comes through a byte-bounded
+chunk cache in memory (and optionally on disk) with read-ahead, gates on concurrent GETs
+and in-flight bytes, and an overload answer (HTTP 429 THROTTLED / Kafka throttle) instead
+of unbounded memory. It never writes to the bucket, so several can run behind a load
+balancer.
+
+HTTP: GET /v1/topics, /v1/topics/T/partitions/P, /v1/topics/T/partitions/P/records
+?offset=N|timestamp=MS&max_bytes=N (JSON lines, or raw batches with Accept:
+application/octet-stream), /metrics, /healthz, /readyz. Kafka: ApiVersions, Metadata,
+ListOffsets and Fetch, enough for any consumer reading assigned partitions (kcat -C, a
+franz-go or Java consumer with assign()).
+
+Configuration as for serve (defaults < --config FILE < TIERED_* < flags); an invalid
+configuration or a bucket that cannot be opened is refused with every problem listed
+(exit 2). SIGTERM finishes in-flight requests within shutdown_timeout and exits 0.
+
+Flags:
+  --bucket URL             file:///dir, mem://name or s3://bucket/prefix?endpoint=...&region=... (required)
+  --http ADDR              HTTP listener (default 127.0.0.1:8080)
+  --kafka ADDR             Kafka-protocol listener (default 127.0.0.1:9092)
+  --advertised-addr H:P    address Kafka Metadata advertises (default: the one reached)
+  --cache-bytes N          memory cache bound (default 512MiB; units KiB, MiB, GiB, KB, ...)
+  --chunk-bytes N          aligned range-GET size (default 4MiB)
+  --cache-dir DIR          also cache chunks on disk in DIR (needs --disk-cache-bytes)
+  --disk-cache-bytes N     disk cache bound
+  --config FILE            YAML configuration file
+  --log-level L, --log-format F
+
+Example:
+  tiered fetch --bucket 's3://logs/tiered?region=eu-west-1' --http :8080 --kafka :9092 \
+      --advertised-addr fetch.internal:9092 --cache-bytes 2GiB
+`,
+	run: runFetch,
+}
+
+func runFetch(r *Runner, ctx context.Context, args []string) error {
+	fs := newFlags("fetch")
+	file := daemonFlags(fs, "bucket", "http", "kafka", "advertised-addr", "cache-bytes", "chunk-bytes",
+		"cache-dir", "disk-cache-bytes", "log-level", "log-format")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	cfg, _, err := loadDaemonConfig(ctx, fs, *file, config.ProcessFetch)
+	if err != nil {
+		return err
+	}
+	logger := daemon.NewLogger(cfg.Log, r.Stderr)
+	f, err := daemon.NewFetch(ctx, daemon.FetchOptions{Config: cfg, Logger: logger})
+	if err != nil {
+		var be *daemon.BucketError
+		if errors.As(err, &be) {
+			return usagef("refusing to start: %v", err)
+		}
+		return err
+	}
+	return f.Run(ctx)
+}

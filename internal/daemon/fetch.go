@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// FetchOptions configure NewFetch.
+type FetchOptions struct {
+	// Config is the validated configuration (config.ProcessFetch).
+	Config   *config.Config
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // nil: NewRegistry()
+}
+
+// Fetch is `tiered fetch`: the stateless fetch service over a bucket, its
+// remote catalog reading through the chunk cache. Several may run behind a
+// load balancer; none writes to the bucket.
+type Fetch struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	bucket objstore.Bucket
+	cache  *fetchcache.CachingBucket
+	server *fetchcache.Server
+}
+
+// NewFetch opens and checks the bucket, opens the cache (the disk tier's
+// directory is locked) and binds the listeners.
+func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
+	if o.Config == nil {
+		return nil, errors.New("fetch: no configuration")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Registry == nil {
+		o.Registry = NewRegistry()
+	}
+	cfg := o.Config
+	security, err := fetchcache.NewSecurity(cfg.HTTP.TLS, cfg.Kafka.TLS, cfg.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	f := &Fetch{cfg: cfg, log: o.Logger, reg: o.Registry}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	b, err := openBucket(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	f.bucket = b
+	metered := objstore.WithMetrics(b, f.reg)
+	if f.cache, err = fetchcache.NewCachingBucket(metered, CacheOptions(cfg.Fetch, f.reg, f.log)); err != nil {
+		return nil, fmt.Errorf("fetch cache: %w", err)
+	}
+	cat, err := fetchcache.NewRemoteCatalog(f.cache, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if f.server, err = fetchcache.Listen(fetchcache.ServerOptions{
+		Catalog:         cat,
+		HTTPAddr:        cfg.HTTP.Addr,
+		KafkaAddr:       cfg.Kafka.Addr,
+		AdvertisedAddr:  cfg.Kafka.AdvertisedAddr,
+		Registerer:      f.reg,
+		Gatherer:        f.reg,
+		Logger:          f.log,
+		Security:        security,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+	}); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *Fetch) close() error {
+	var errs []error
+	if f.server != nil {
+		errs = append(errs, f.server.Close())
+	}
+	if f.cache != nil {
+		errs = append(errs, f.cache.Close())
+	}
+	if f.bucket != nil {
+		errs = append(errs, f.bucket.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Close releases a Fetch whose Run was never called.
+func (f *Fetch) Close() error { return f.close() }
+
+// HTTPAddr is the bound HTTP address.
+func (f *Fetch) HTTPAddr() string {
+	if a := f.server.HTTPAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// KafkaAddr is the bound Kafka address ("" when disabled).
+func (f *Fetch) KafkaAddr() string {
+	if a := f.server.KafkaAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// Run serves until ctx ends, then shuts the listeners down gracefully (in
+// shutdown_timeout) and closes the cache and bucket.
+func (f *Fetch) Run(ctx context.Context) error {
+	f.log.Info("fetch service started", "bucket", ShownURL(f.cfg.Bucket), "http", f.HTTPAddr(), "kafka", f.KafkaAddr())
+	err := f.server.Serve(ctx)
+	f.server = nil // served: nothing left to close
+	if cerr := f.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("shutdown: %w", cerr)
+	}
+	if err == nil {
+		f.log.Info("stopped")
+	}
+	return err
+}

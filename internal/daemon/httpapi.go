@@ -1,0 +1,303 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/producer"
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/topicconfig"
+)
+
+// HTTP error codes of serve's write API besides fetchcache's (Kafka's names
+// where one fits).
+const (
+	CodeTopicAlreadyExists  = "TOPIC_ALREADY_EXISTS"
+	CodeInvalidConfig       = "INVALID_CONFIG"
+	CodeInvalidTopic        = "INVALID_TOPIC_EXCEPTION"
+	CodeInvalidPartitions   = "INVALID_PARTITIONS"
+	CodeInvalidRecord       = "INVALID_RECORD"
+	CodeRecordListTooLarge  = "RECORD_LIST_TOO_LARGE"
+	CodeLeaderNotAvailable  = "LEADER_NOT_AVAILABLE" // still recovering
+	CodeStorageError        = "KAFKA_STORAGE_ERROR"
+	CodeInvalidRequest      = "INVALID_REQUEST"
+	CodeUnknownTopicOrPart  = "UNKNOWN_TOPIC_OR_PARTITION"
+	CodeInternal            = "INTERNAL"
+	CodeReloadFailed        = "RELOAD_FAILED"
+	headerRetryAfterSeconds = "1"
+)
+
+// CreateTopicRequest is the body of POST /v1/topics.
+type CreateTopicRequest struct {
+	Topic      string            `json:"topic"`
+	Partitions int               `json:"partitions"`
+	Configs    map[string]string `json:"configs"`
+}
+
+// AlterConfigRequest is the body of PATCH /v1/topics/{topic}/config: the
+// overrides to set and the ones to delete (back to the default).
+type AlterConfigRequest struct {
+	Set    map[string]string `json:"set"`
+	Delete []string          `json:"delete"`
+}
+
+// TopicDescription is the answer of the topic endpoints: the shape of
+// `tiered topic describe --json`, with each config's source (default,
+// broker or override).
+type TopicDescription struct {
+	Topic      string                    `json:"topic"`
+	Partitions []localtier.PartitionDesc `json:"partitions"`
+	Configs    []ConfigEntry             `json:"configs"`
+}
+
+// ConfigEntry is one topic config.
+type ConfigEntry struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	IsDefault bool   `json:"is_default"`
+	Source    string `json:"source"` // "default", "broker" or "override"
+}
+
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"code":"INTERNAL","message":"encode response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func fail(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apiError{Code: code, Message: msg})
+}
+
+// routes adds serve's write and admin API to the fetch service's mux.
+func (s *Serve) routes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/topics", s.createTopic)
+	mux.HandleFunc("GET /v1/topics/{topic}/config", s.describeTopic)
+	mux.HandleFunc("PATCH /v1/topics/{topic}/config", s.alterTopic)
+	mux.HandleFunc("POST /v1/topics/{topic}/records", s.produce)
+	mux.HandleFunc("POST /v1/topics/{topic}/partitions/{partition}/records", s.produce)
+	mux.HandleFunc("POST /v1/admin/reload", s.reload)
+}
+
+// failErr answers err with the status and code its type calls for.
+func (s *Serve) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		ue  *localtier.UnknownTopicOrPartitionError
+		te  *localtier.TopicExistsError
+		ce  *topicconfig.InvalidConfigError
+		ite *topicconfig.InvalidTopicError
+		ie  *producer.InputError
+		re  *localtier.InvalidRecordError
+		nr  *notReadyError
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &nr):
+		w.Header().Set("Retry-After", headerRetryAfterSeconds)
+		fail(w, http.StatusServiceUnavailable, CodeLeaderNotAvailable, err.Error())
+	case errors.As(err, &ue):
+		fail(w, http.StatusNotFound, CodeUnknownTopicOrPart, err.Error())
+	case errors.As(err, &te):
+		fail(w, http.StatusConflict, CodeTopicAlreadyExists, err.Error())
+	case errors.As(err, &ite):
+		fail(w, http.StatusBadRequest, CodeInvalidTopic, err.Error())
+	case errors.As(err, &ce):
+		fail(w, http.StatusBadRequest, CodeInvalidConfig, err.Error())
+	case errors.As(err, &mbe):
+		fail(w, http.StatusRequestEntityTooLarge, CodeRecordListTooLarge, fmt.Sprintf("request body is larger than %d bytes; send fewer records per request", mbe.Limit))
+	case errors.As(err, &ie):
+		fail(w, http.StatusBadRequest, CodeInvalidRecord, err.Error())
+	case errors.As(err, &re):
+		fail(w, http.StatusBadRequest, re.Code, err.Error())
+	default:
+		var ae *producer.AppendError
+		if errors.As(err, &ae) {
+			fail(w, http.StatusInternalServerError, CodeStorageError, err.Error())
+			return
+		}
+		if r.Context().Err() == nil {
+			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		fail(w, http.StatusInternalServerError, CodeInternal, err.Error())
+	}
+}
+
+// decodeBody decodes a small JSON body strictly.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid JSON body: %v", err)
+	}
+	return nil
+}
+
+func (s *Serve) describe(d *localtier.LogDir, topic string) (TopicDescription, error) {
+	t, ok := d.Topic(topic)
+	if !ok {
+		return TopicDescription{}, &localtier.UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
+	}
+	desc, err := d.DescribeTopic(topic)
+	if err != nil {
+		return TopicDescription{}, err
+	}
+	layers, err := config.DescribeLayers(d.TopicDefaults(), t.Overrides)
+	if err != nil {
+		return TopicDescription{}, err
+	}
+	out := TopicDescription{Topic: topic, Partitions: desc.Partitions, Configs: make([]ConfigEntry, len(layers))}
+	if out.Partitions == nil {
+		out.Partitions = []localtier.PartitionDesc{}
+	}
+	for i, e := range layers {
+		out.Configs[i] = ConfigEntry{Name: e.Name, Value: e.Value, IsDefault: e.Source != config.LayerOverride, Source: e.Source}
+	}
+	return out, nil
+}
+
+func (s *Serve) createTopic(w http.ResponseWriter, r *http.Request) {
+	var req CreateTopicRequest
+	if err := decodeBody(r, &req); err != nil {
+		fail(w, http.StatusBadRequest, CodeInvalidRequest, err.Error())
+		return
+	}
+	if req.Partitions == 0 {
+		req.Partitions = int(max(1, s.settings.NumPartitions))
+	}
+	if req.Partitions < 1 || req.Partitions > localtier.MaxPartitions {
+		fail(w, http.StatusBadRequest, CodeInvalidPartitions, fmt.Sprintf("partitions %d is out of range: must be between 1 and %d", req.Partitions, localtier.MaxPartitions))
+		return
+	}
+	if err := s.waitReady(r.Context()); err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	d := s.LogDir()
+	for _, other := range d.Topics() {
+		if other != req.Topic && topicconfig.CollidesWith(req.Topic, other) {
+			fail(w, http.StatusBadRequest, CodeInvalidTopic, fmt.Sprintf("topic %q collides with existing topic %q: '.' and '_' are treated as the same character in metric names", req.Topic, other))
+			return
+		}
+	}
+	if _, err := d.CreateTopic(req.Topic, req.Partitions, req.Configs); err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	desc, err := s.describe(d, req.Topic)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, desc)
+}
+
+func (s *Serve) describeTopic(w http.ResponseWriter, r *http.Request) {
+	if err := s.waitReady(r.Context()); err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	desc, err := s.describe(s.LogDir(), r.PathValue("topic"))
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, desc)
+}
+
+func (s *Serve) alterTopic(w http.ResponseWriter, r *http.Request) {
+	var req AlterConfigRequest
+	if err := decodeBody(r, &req); err != nil {
+		fail(w, http.StatusBadRequest, CodeInvalidRequest, err.Error())
+		return
+	}
+	if len(req.Set) == 0 && len(req.Delete) == 0 {
+		fail(w, http.StatusBadRequest, CodeInvalidRequest, `nothing to alter: give "set" and/or "delete"`)
+		return
+	}
+	known := map[string]bool{}
+	for _, n := range topicconfig.Names() {
+		known[n] = true
+	}
+	for _, k := range req.Delete {
+		if !known[k] {
+			fail(w, http.StatusBadRequest, CodeInvalidConfig, fmt.Sprintf("Unknown topic config name: %s", k))
+			return
+		}
+	}
+	if err := s.waitReady(r.Context()); err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	d := s.LogDir()
+	topic := r.PathValue("topic")
+	if err := d.AlterTopic(topic, req.Set, req.Delete); err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	desc, err := s.describe(d, topic)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, desc)
+}
+
+// produce appends the JSON-lines body: to one partition, or (no
+// {partition}) through the default partitioner. ?auto_create=false refuses
+// to create a missing topic.
+func (s *Serve) produce(w http.ResponseWriter, r *http.Request) {
+	o := producer.Options{Partition: -1, AutoCreate: true}
+	if ps := r.PathValue("partition"); ps != "" {
+		p, err := strconv.ParseInt(ps, 10, 32)
+		if err != nil {
+			fail(w, http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("partition %q is not a 32-bit integer", ps))
+			return
+		}
+		if p < 0 {
+			s.failErr(w, r, &localtier.UnknownTopicOrPartitionError{Topic: r.PathValue("topic"), Partition: int32(p)})
+			return
+		}
+		o.Partition = int(p)
+	}
+	for k, vs := range r.URL.Query() {
+		switch {
+		case k == "auto_create" && len(vs) == 1 && (vs[0] == "true" || vs[0] == "false"):
+			o.AutoCreate = vs[0] == "true"
+		default:
+			fail(w, http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("unknown or bad query parameter %q (allowed: auto_create=true|false)", k))
+			return
+		}
+	}
+	in, err := producer.ReadLines(http.MaxBytesReader(w, r.Body, MaxProduceBodyBytes), s.o.Now().UnixMilli(), "request body")
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	res, err := s.Produce(r.Context(), r.PathValue("topic"), in, o)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Serve) reload(w http.ResponseWriter, r *http.Request) {
+	if err := s.Reload(); err != nil {
+		fail(w, http.StatusBadRequest, CodeReloadFailed, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+}

@@ -1,0 +1,407 @@
+// Package producer owns how tiered appends records to a local-tier log dir
+// the way Kafka's Java producer would send them: the JSON-lines input,
+// partitioning (murmur2 for keyed records, sticky for keyless ones), batches
+// of at most batch.size (16 KiB) uncompressed bytes per partition compressed
+// with the topic's compression.type, validation of every record before
+// anything is written, auto-creation of a missing topic, and appends grouped
+// up to a produce request's size. `tiered produce --data-dir` and serve's
+// HTTP records endpoint both go through Produce, so both write the same
+// batches.
+package producer
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/topicconfig"
+)
+
+// Producer defaults.
+const (
+	// BatchSize is the Java producer's batch.size: a batch holds records
+	// while its uncompressed size (61-byte header plus encoded records)
+	// stays within it; a larger record gets a batch of its own.
+	BatchSize = 16384
+	// MaxAppendBytes bounds one append to the log, like the producer's
+	// max.request.size bounds one produce request. The log checks segment
+	// rolling once per append.
+	MaxAppendBytes = 1 << 20
+)
+
+// Input is one parsed input line.
+type Input struct {
+	Line   int // 1-based line number, for error messages
+	Record record.Record
+}
+
+// ReadLines parses every non-blank JSON line of in (recordjson's shape).
+// now stamps records without a timestamp. what names the input in read
+// errors ("stdin", "request body").
+func ReadLines(in io.Reader, now int64, what string) ([]Input, error) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	var out []Input
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("read %s: %w", what, err)
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			l, derr := recordjson.Decode(t)
+			if derr != nil {
+				return nil, &InputError{Line: n, Err: derr}
+			}
+			ts := now
+			if l.HasTimestamp {
+				ts = l.Timestamp
+			}
+			out = append(out, Input{Line: n, Record: record.Record{Timestamp: ts, Key: l.Key, Value: l.Value, Headers: l.Headers}})
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+	}
+}
+
+// InputError is a record that cannot be produced: bad JSON, a keyless
+// record for a compacted topic, a batch over max.message.bytes. Nothing was
+// written.
+type InputError struct {
+	Line int
+	Err  error
+}
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("line %d: %v; nothing was written", e.Line, e.Err)
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Options say where Produce puts records.
+type Options struct {
+	// Partition sends every record to that partition; negative means the
+	// default partitioner.
+	Partition int
+	// AutoCreate creates a missing topic (auto.create.topics.enable) with
+	// AutoCreatePartitions partitions (num.partitions; 0 means 1) and the
+	// default config.
+	AutoCreate           bool
+	AutoCreatePartitions int
+}
+
+// PartitionResult is what was appended to one partition.
+type PartitionResult struct {
+	Partition   int32 `json:"partition"`
+	FirstOffset int64 `json:"first_offset"`
+	LastOffset  int64 `json:"last_offset"`
+	Records     int   `json:"records"`
+	Batches     int   `json:"batches"`
+	// Durable is set when every append was fsynced before it returned
+	// (the topic's flush.messages / flush.ms were due).
+	Durable bool `json:"-"`
+}
+
+// Result is what Produce appended.
+type Result struct {
+	Topic      string            `json:"topic"`
+	Created    bool              `json:"created,omitempty"`
+	Records    int               `json:"records"`
+	Batches    int               `json:"batches"`
+	Partitions []PartitionResult `json:"partitions"`
+}
+
+// Summary is the one line `tiered produce` prints, prefixed ("produced ").
+func (r Result) Summary(prefix string) string {
+	var parts []string
+	for _, p := range r.Partitions {
+		parts = append(parts, fmt.Sprintf("%d: offsets %d-%d", p.Partition, p.FirstOffset, p.LastOffset))
+	}
+	return fmt.Sprintf("%s%d records in %d batches to %d partition(s) of %s (%s)", prefix, r.Records, r.Batches, len(r.Partitions), r.Topic, strings.Join(parts, ", "))
+}
+
+// AppendError is a failed append after validation; Result holds what was
+// already written before it.
+type AppendError struct {
+	Topic     string
+	Partition int32
+	Line      int
+	Written   Result
+	Err       error
+}
+
+func (e *AppendError) Error() string {
+	return fmt.Sprintf("append to %s-%d (input line %d onwards; %s): %v", e.Topic, e.Partition, e.Line, e.Written.Summary("already written: "), e.Err)
+}
+
+func (e *AppendError) Unwrap() error { return e.Err }
+
+// Produce validates every record against the topic (creating it first when
+// missing and o.AutoCreate), batches and encodes them, and appends them.
+// A bad record fails with an *InputError before anything is written; an
+// unknown topic or partition is a *localtier.UnknownTopicOrPartitionError.
+// It does not flush; callers flush as their durability promise needs.
+func Produce(d *localtier.LogDir, topic string, in []Input, o Options) (Result, error) {
+	res := Result{Topic: topic, Partitions: []PartitionResult{}}
+	if err := topicconfig.ValidateTopicName(topic); err != nil {
+		return res, err
+	}
+	t, exists := d.Topic(topic)
+	nparts := 1
+	if o.AutoCreatePartitions > 0 {
+		nparts = o.AutoCreatePartitions
+	}
+	var cfg topicconfig.Config
+	if exists {
+		nparts = len(t.Partitions)
+		cfg = t.Partitions[0].Config()
+	} else {
+		if !o.AutoCreate {
+			return res, &localtier.UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
+		}
+		if o.Partition >= nparts {
+			return res, fmt.Errorf("unknown topic %q: it would be auto-created with %d partition(s), so partition %d does not exist; create it first with 'tiered topic create --partitions N'", topic, nparts, o.Partition)
+		}
+		c, err := topicconfig.Parse(d.TopicDefaults())
+		if err != nil {
+			return res, fmt.Errorf("auto-create topic: %w", err)
+		}
+		cfg = c
+	}
+	if o.Partition >= nparts {
+		return res, &localtier.UnknownTopicOrPartitionError{Topic: topic, Partition: int32(o.Partition)}
+	}
+	if len(in) == 0 {
+		return res, nil
+	}
+	if cfg.CleanupPolicy.Compact {
+		for _, r := range in {
+			if r.Record.Key == nil {
+				return res, &InputError{Line: r.Line, Err: fmt.Errorf("topic %s is compacted (cleanup.policy=%s) and cannot accept a record without a key", topic, cfg.CleanupPolicy)}
+			}
+		}
+	}
+	sticky := 0
+	if exists {
+		for p, l := range t.Partitions {
+			if l.LogEndOffset()-l.LogStartOffset() < t.Partitions[sticky].LogEndOffset()-t.Partitions[sticky].LogStartOffset() {
+				sticky = p
+			}
+		}
+	}
+	bt := newBatcher(nparts, sticky)
+	for _, r := range in {
+		p := -1
+		switch {
+		case o.Partition >= 0:
+			p = o.Partition
+		case r.Record.Key != nil:
+			p = int(KeyPartition(r.Record.Key, nparts))
+		}
+		bt.add(p, r.Line, r.Record)
+	}
+	c, keep, _ := cfg.CompressionCodec()
+	if keep {
+		c = int8(codec.None)
+	}
+	built, err := encodeBatches(bt.finish(), codec.Codec(c), cfg.MaxMessageBytes)
+	if err != nil {
+		return res, err
+	}
+	if !exists {
+		t, err = d.CreateTopic(topic, nparts, nil)
+		var te *localtier.TopicExistsError
+		if errors.As(err, &te) { // created meanwhile by a concurrent producer
+			var ok bool
+			if t, ok = d.Topic(topic); !ok || len(t.Partitions) != nparts {
+				return res, fmt.Errorf("auto-create topic %s: it was created concurrently with a different partition count; retry", topic)
+			}
+		} else if err != nil {
+			return res, fmt.Errorf("auto-create topic: %w", err)
+		} else {
+			res.Created = true
+		}
+	}
+	for p, bs := range built {
+		if len(bs) == 0 {
+			continue
+		}
+		pr := PartitionResult{Partition: int32(p), FirstOffset: -1, Durable: true}
+		for len(bs) > 0 {
+			// Group batches into appends of at most MaxAppendBytes.
+			n, size := 0, 0
+			for n < len(bs) && (n == 0 || size+len(bs[n].data) <= MaxAppendBytes) {
+				size += len(bs[n].data)
+				n++
+			}
+			buf := make([]byte, 0, size)
+			for _, b := range bs[:n] {
+				buf = append(buf, b.data...)
+			}
+			info, err := t.Partitions[p].Append(buf)
+			if err != nil {
+				if pr.Records > 0 {
+					res.Partitions = append(res.Partitions, pr)
+				}
+				return res, &AppendError{Topic: topic, Partition: int32(p), Line: bs[0].firstLine, Written: res, Err: err}
+			}
+			if pr.FirstOffset < 0 {
+				pr.FirstOffset = info.FirstOffset
+			}
+			pr.LastOffset = info.LastOffset
+			pr.Records += info.Records
+			pr.Batches += info.Batches
+			pr.Durable = pr.Durable && info.Durable
+			res.Records += info.Records
+			res.Batches += info.Batches
+			bs = bs[n:]
+		}
+		res.Partitions = append(res.Partitions, pr)
+	}
+	return res, nil
+}
+
+// pendingBatch is a batch being filled.
+type pendingBatch struct {
+	recs      []record.Record
+	firstLine int
+	size      int // uncompressed: header plus records
+}
+
+// builtBatch is an encoded batch ready to append.
+type builtBatch struct {
+	data      []byte
+	firstLine int
+}
+
+// batcher splits records into per-partition batches like the Java producer.
+type batcher struct {
+	parts  int
+	sticky int // partition of keyless records
+	open   []*pendingBatch
+	closed [][]*pendingBatch
+}
+
+func newBatcher(parts, sticky int) *batcher {
+	return &batcher{parts: parts, sticky: sticky, open: make([]*pendingBatch, parts), closed: make([][]*pendingBatch, parts)}
+}
+
+// recordSize is r's encoded size as the next record of b.
+func recordSize(b *pendingBatch, r *record.Record) int {
+	if b == nil || len(b.recs) == 0 {
+		return record.EncodedRecordSize(0, 0, r.Key, r.Value, r.Headers)
+	}
+	return record.EncodedRecordSize(r.Timestamp-b.recs[0].Timestamp, int32(len(b.recs)), r.Key, r.Value, r.Headers)
+}
+
+func (bt *batcher) full(p int, r *record.Record) bool {
+	b := bt.open[p]
+	return b != nil && len(b.recs) > 0 && b.size+recordSize(b, r) > BatchSize
+}
+
+func (bt *batcher) closeBatch(p int) {
+	if b := bt.open[p]; b != nil && len(b.recs) > 0 {
+		bt.closed[p] = append(bt.closed[p], b)
+	}
+	bt.open[p] = nil
+}
+
+// add puts r in partition p's open batch; p < 0 means keyless, sticky.
+func (bt *batcher) add(p int, line int, r record.Record) {
+	if p < 0 {
+		p = bt.sticky
+		if bt.full(p, &r) {
+			bt.closeBatch(p)
+			bt.sticky = (bt.sticky + 1) % bt.parts
+			p = bt.sticky
+		}
+	}
+	if bt.full(p, &r) {
+		bt.closeBatch(p)
+	}
+	b := bt.open[p]
+	if b == nil {
+		b = &pendingBatch{firstLine: line, size: record.HeaderSize}
+		bt.open[p] = b
+	}
+	b.size += recordSize(b, &r)
+	r.Offset = int64(len(b.recs))
+	b.recs = append(b.recs, r)
+}
+
+// finish closes every open batch and returns the batches per partition.
+func (bt *batcher) finish() [][]*pendingBatch {
+	for p := range bt.open {
+		bt.closeBatch(p)
+	}
+	return bt.closed
+}
+
+// encodeBatches encodes every pending batch with c, refusing any over
+// maxBytes (max.message.bytes).
+func encodeBatches(parts [][]*pendingBatch, c codec.Codec, maxBytes int64) ([][]builtBatch, error) {
+	var enc record.Encoder
+	out := make([][]builtBatch, len(parts))
+	for p, bs := range parts {
+		for _, b := range bs {
+			data, err := enc.AppendBatch(nil, record.NewBatchSpec(0, c), b.recs)
+			if err != nil {
+				return nil, &InputError{Line: b.firstLine, Err: err}
+			}
+			if int64(len(data)) > maxBytes {
+				return nil, &InputError{Line: b.firstLine, Err: fmt.Errorf("the record batch of %d bytes starting here exceeds max.message.bytes (%d)", len(data), maxBytes)}
+			}
+			out[p] = append(out[p], builtBatch{data: data, firstLine: b.firstLine})
+		}
+	}
+	return out, nil
+}
+
+// Murmur2 is Kafka's murmur2 hash (org.apache.kafka.common.utils.Utils.murmur2,
+// seed 0x9747b28c), which the Java producer's default partitioner applies to
+// record keys. The result is the Java int reinterpreted.
+func Murmur2(data []byte) int32 {
+	const (
+		seed uint32 = 0x9747b28c
+		m    uint32 = 0x5bd1e995
+		r           = 24
+	)
+	n := len(data)
+	h := seed ^ uint32(n)
+	for i := 0; i+4 <= n; i += 4 {
+		k := uint32(data[i]) | uint32(data[i+1])<<8 | uint32(data[i+2])<<16 | uint32(data[i+3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	tail := data[n&^3:]
+	switch len(tail) {
+	case 3:
+		h ^= uint32(tail[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(tail[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(tail[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h)
+}
+
+// KeyPartition is the partition Kafka's default partitioner picks for a
+// non-null key: toPositive(murmur2(key)) % numPartitions.
+func KeyPartition(key []byte, numPartitions int) int32 {
+	return int32((uint32(Murmur2(key)) & 0x7fffffff) % uint32(numPartitions))
+}
