@@ -354,7 +354,7 @@ func TestDiskFullAppend(t *testing.T) {
 				t.Fatal(err)
 			}
 			total := probe.Written()
-			step := max(total/60, 1)
+			step := max(total/40, 1)
 			runs, checked, lost, refusals := 0, 0, 0, 0
 			for _, freeSpace := range []bool{false, true} {
 				for budget := int64(0); budget <= total; budget += step {

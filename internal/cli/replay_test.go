@@ -17,6 +17,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/internal/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -383,6 +384,9 @@ func TestReplayProcessKillAndResume(t *testing.T) {
 			if string(got) != want {
 				checkOnce(t, string(got))
 				t.Fatalf("after %d interruptions: %d bytes, want %d", kills, len(got), len(want))
+			}
+			if sig == syscall.SIGKILL {
+				reliability.Record(t, "process crash: kill -9 of tiered replay, then --resume", kills, len(lines(want)), 0)
 			}
 		})
 	}
