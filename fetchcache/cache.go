@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -51,7 +52,11 @@ type CachingBucket struct {
 	testHook func(chunkKey)
 }
 
-var _ objstore.BucketReader = (*CachingBucket)(nil)
+var (
+	_ objstore.BucketReader        = (*CachingBucket)(nil)
+	_ remotetier.Prefetcher        = (*CachingBucket)(nil)
+	_ remotetier.SharedRangeReader = (*chunkReader)(nil)
+)
 
 // NewCachingBucket wraps inner. Options are defaulted and validated; with
 // a CacheDir the disk tier is opened (created, locked, reloaded). The
@@ -110,6 +115,16 @@ func (c *CachingBucket) Close() error {
 	c.wg.Wait()
 	c.mem.purge()
 	if c.disk != nil {
+		// A load that ended as Close began may have queued its write
+		// after diskWriter drained the queue: release those too.
+		for drained := false; !drained; {
+			select {
+			case w := <-c.diskQueue:
+				c.bytes.Done(w.weight)
+			default:
+				drained = true
+			}
+		}
 		return c.disk.close()
 	}
 	return nil
@@ -191,7 +206,9 @@ func (c *CachingBucket) GetRange(ctx context.Context, key string, off, length in
 			missing = append(missing, i)
 		}
 	}
-	if len(missing) > 0 {
+	if len(missing) == 0 {
+		c.readAheadAfter(key, ver, size, first, last)
+	} else {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(c.o.FetchParallelism)
 		for _, i := range missing {
@@ -204,6 +221,9 @@ func (c *CachingBucket) GetRange(ctx context.Context, key string, off, length in
 				return err
 			})
 		}
+		// Read-ahead starts while this read's own chunks load, so the
+		// store works on the next chunks while this read is served.
+		c.readAheadAfter(key, ver, size, first, last)
 		if err := g.Wait(); err != nil {
 			return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 		}
@@ -213,7 +233,6 @@ func (c *CachingBucket) GetRange(ctx context.Context, key string, off, length in
 			c.mem.touch(chunkKey{key, ver, i})
 		}
 	}
-	c.readAheadAfter(key, ver, size, first, last)
 	return &chunkReader{chunks: chunks, skip: off - first*cs, remaining: n}, nil
 }
 
@@ -477,6 +496,20 @@ func (r *chunkReader) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// SharedBytes hands out the remaining bytes as slices of the cached chunks
+// (remotetier.SharedRangeReader) and consumes them. Chunks are never
+// modified once cached, and an evicted chunk stays valid for as long as a
+// caller holds it.
+func (r *chunkReader) SharedBytes() [][]byte {
+	var out [][]byte
+	for r.next() {
+		out = append(out, r.cur)
+		r.remaining -= int64(len(r.cur))
+		r.cur = nil
+	}
+	return out
 }
 
 func (r *chunkReader) Close() error {

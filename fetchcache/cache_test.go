@@ -379,10 +379,10 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readAll(t, c, "log", 0, 50)
+	readAll(t, c, "log", 500, 50) // not chunk 0: no read-ahead yet
 	inner.holdGets()
-	// Sequential: read-ahead of chunks 1..4 starts and blocks in the store.
-	readAll(t, c, "log", 50, 40)
+	// Sequential: read-ahead of chunks 6..9 starts and blocks in the store.
+	readAll(t, c, "log", 550, 40)
 	for inner.started.Load() < 2 {
 		time.Sleep(100 * time.Microsecond)
 	}

@@ -545,7 +545,8 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 		if offset >= limit || budget <= 0 && total > 0 {
 			continue
 		}
-		data, err := fp.part.Read(ctx, offset, max(budget, 1))
+		// Shared cache memory where possible: the response only reads it.
+		data, err := readShared(ctx, fp.part, offset, max(budget, 1))
 		if err != nil {
 			if d, ok := overloadRetryAfter(err); ok {
 				// Kafka's fetch throttling: no error, no data, and

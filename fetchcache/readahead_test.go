@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -82,11 +83,11 @@ func TestReadAheadYieldsToClients(t *testing.T) {
 	putObject(t, store, "seg", 1000)
 	inner := newCounting(store)
 	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: 2, MaxConcurrentGets: 1})
-	readAll(t, c, "seg", 0, 50)
+	readAll(t, c, "seg", 300, 50)                                 // not chunk 0: no stream yet
 	if err := c.gets.Start(context.Background(), 1); err != nil { // a client GET in progress
 		t.Fatal(err)
 	}
-	readAll(t, c, "seg", 50, 40) // sequential, chunk 0 cached: no client GET
+	readAll(t, c, "seg", 350, 40) // sequential, chunk 3 cached: no client GET
 	waitIdleExcept(t, c, 1)
 	c.gets.Done(1)
 	if calls := inner.takeRanges(); len(calls) != 1 {
@@ -104,5 +105,48 @@ func waitIdleExcept(t *testing.T, c *CachingBucket, gets int64) {
 			t.Fatal(fmt.Sprint("not idle: read-ahead ", c.ra.busy()))
 		}
 		runtimeYield()
+	}
+}
+
+// TestPrefetch: Prefetch (RemoteLog's hint for the next segment) learns the
+// object's size and loads the chunks of the range in the background, so
+// the reader's first read hits; with read-ahead disabled it does nothing.
+func TestPrefetch(t *testing.T) {
+	store := objstore.NewMemory()
+	want := putObject(t, store, "next", 1000)
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: 2})
+	c.Prefetch("next", 0, 250)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.mem.size() < 500 || c.ra.busy() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("prefetch loaded %d bytes, want 500", c.mem.size())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Chunks 0-2 and the two a read of them reads ahead.
+	if got := inner.takeRanges(); len(got) != 5 || got[0].off != 0 || got[4].off != 400 {
+		t.Fatalf("prefetch GETs %v, want chunks 0 to 4", got)
+	}
+	if got := readAll(t, c, "next", 0, 250); string(got) != string(want[:250]) {
+		t.Fatal("wrong bytes")
+	}
+	waitIdle(t, c)
+	// The read hit all three chunks; what it reads ahead is cached.
+	if got := inner.takeRanges(); len(got) != 0 {
+		t.Fatalf("GETs after the read: %v, want none", got)
+	}
+	if u := testutil.ToFloat64(c.m.readAhead.WithLabelValues(ReadAheadUseful)); u != 3 {
+		t.Fatalf("%v prefetched chunks useful, want 3", u)
+	}
+
+	off := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: -1})
+	inner.attrs = 0
+	off.Prefetch("next", 0, 250)
+	if err := off.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := inner.takeRanges(); len(got) != 0 || inner.attrs != 0 {
+		t.Fatalf("disabled read-ahead prefetched: %v, %d attribute calls", got, inner.attrs)
 	}
 }

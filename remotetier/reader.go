@@ -104,6 +104,53 @@ type ReadResult struct {
 	LogEndOffset   int64
 }
 
+// ReadView is what RemoteLog.ReadView returns: the bytes Read would
+// return, as parts that may be a cache's memory.
+type ReadView struct {
+	// Parts hold whole record batches, CRC-checked, as Read's Data, in
+	// order; a batch may span two parts. When the bucket's range readers
+	// are SharedRangeReaders the parts are its shared memory: callers must
+	// never modify them. Empty at the log end.
+	Parts [][]byte
+	// Len is the total length of Parts.
+	Len int
+	// NextOffset is the offset after the last batch; the requested offset
+	// when Parts is empty.
+	NextOffset int64
+	// LogStartOffset and LogEndOffset are those of the manifest the read
+	// went through.
+	LogStartOffset int64
+	LogEndOffset   int64
+	// shared is set when Parts are a cache's memory; end is the log
+	// position after the last batch.
+	shared bool
+	end    int64
+}
+
+// SharedRangeReader is implemented by range readers whose bytes are
+// immutable memory shared with a cache (the fetch service's chunk cache):
+// SharedBytes hands out the unread bytes, in order, without copying them,
+// and consumes them. The caller may keep the slices (the garbage collector
+// keeps them alive after the cache drops them) and must never modify them.
+type SharedRangeReader interface {
+	SharedBytes() [][]byte
+}
+
+// Prefetcher is implemented by caching buckets that can load a range in
+// the background. A RemoteLog prefetches the start of the next segment's
+// .log object, and loads its index, when a read comes near the end of a
+// segment, so a sequential reader does not wait for either there.
+type Prefetcher interface {
+	// Prefetch loads [off, off+length) of key (and what a read of it would
+	// read ahead) in the background. It must not block or wait for
+	// capacity: it may skip the work.
+	Prefetch(key string, off, length int64)
+	// Background runs fn in a goroutine under the bucket's lifetime: ctx
+	// ends when the bucket is closed, which waits for fn. It reports false
+	// (and does not run fn) when the bucket is closed.
+	Background(fn func(ctx context.Context)) bool
+}
+
 // RemoteLog reads one partition of the remote tier through its manifest,
 // never listing the bucket: the root manifest names every segment, the
 // segment's index objects give a byte position, and a range GET of the
@@ -257,10 +304,29 @@ func (l *RemoteLog) retryGone(ctx context.Context, op func(m *manifest.Manifest)
 // compaction is served from the next batch present. At the log end the
 // result is empty; outside [LogStartOffset, LogEndOffset] the error matches
 // manifest.ErrOffsetOutOfRange. Every returned batch's CRC is checked.
+// Data is the caller's own: bytes read from a shared cache are copied once.
 func (l *RemoteLog) Read(ctx context.Context, offset int64, maxBytes int) (ReadResult, error) {
-	var res ReadResult
+	v, err := l.ReadView(ctx, offset, maxBytes)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	res := ReadResult{LogStartOffset: v.LogStartOffset, LogEndOffset: v.LogEndOffset}
+	switch {
+	case len(v.Parts) == 1 && !v.shared:
+		res.Data = v.Parts[0]
+	case len(v.Parts) > 0:
+		res.Data = joinParts(v.Parts, v.Len)
+	}
+	return res, nil
+}
+
+// ReadView is Read without the copy: the batches are returned as the parts
+// of the bucket's memory they lie in (see ReadView.Parts), so a server can
+// write a cached range straight to its client.
+func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (ReadView, error) {
+	var res ReadView
 	err := l.retryGone(ctx, func(m *manifest.Manifest) error {
-		res = ReadResult{LogStartOffset: m.LogStartOffset, LogEndOffset: m.NextOffset()}
+		res = ReadView{LogStartOffset: m.LogStartOffset, LogEndOffset: m.NextOffset(), NextOffset: offset}
 		if offset == res.LogEndOffset && offset >= res.LogStartOffset {
 			return nil
 		}
@@ -268,48 +334,132 @@ func (l *RemoteLog) Read(ctx context.Context, offset int64, maxBytes int) (ReadR
 		if err != nil {
 			return err
 		}
-		data, err := l.readSegment(ctx, seg, offset, maxBytes)
-		res.Data = data
-		return err
+		if err := l.readSegment(ctx, seg, offset, maxBytes, &res); err != nil {
+			return err
+		}
+		l.prefetchNext(ctx, m, seg, res.end, maxBytes)
+		return nil
 	})
 	if err != nil {
-		return ReadResult{}, fmt.Errorf("read %s-%d at offset %d: %w", l.topic, l.partition, offset, err)
+		return ReadView{}, fmt.Errorf("read %s-%d at offset %d: %w", l.topic, l.partition, offset, err)
 	}
 	return res, nil
 }
 
-// readSegment returns whole batches of seg from the first one whose last
-// offset is at least target.
-func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, target int64, maxBytes int) ([]byte, error) {
+// prefetchNext asks a Prefetcher bucket to load the start of the segment
+// after seg, and its index, when a read ended (at byte end of seg's log)
+// within three reads of its end, so a sequential reader finds them cached
+// when it gets there: the store's next GETs overlap this segment's last
+// reads instead of following them.
+func (l *RemoteLog) prefetchNext(ctx context.Context, m *manifest.Manifest, seg manifest.Segment, end int64, maxBytes int) {
+	p, ok := l.bucket.(Prefetcher)
+	if !ok || seg.Log.Size-end > 3*int64(max(maxBytes, 1)) || seg.NextOffset() >= m.NextOffset() {
+		return
+	}
+	next, err := m.FindOffset(ctx, l.subs, seg.NextOffset())
+	if err != nil || next.Log.Key == seg.Log.Key {
+		return // the read itself reports problems with the next segment
+	}
+	p.Prefetch(next.Log.Key, 0, min(int64(maxBytes)+int64(l.opts.ScanWindow), next.Log.Size))
+	if _, ok := l.idx.get(next.Index.Key); !ok && l.idx.claim(next.Index.Key) {
+		if !p.Background(func(ctx context.Context) {
+			defer l.idx.unclaim(next.Index.Key)
+			_, _ = l.offsetIndex(ctx, next) // errors are the next read's
+		}) {
+			l.idx.unclaim(next.Index.Key)
+		}
+	}
+}
+
+// joinParts copies parts (n bytes in all) into one new slice.
+func joinParts(parts [][]byte, n int) []byte {
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// readSegment fills res with whole batches of seg from the first one whose
+// last offset is at least target: the first batch always, then more while
+// the total stays within maxBytes. The batches after the first are taken
+// from the window already read where they lie in one part, so a read costs
+// one range GET and no copy of a shared window; a batch spanning two parts
+// is copied once.
+func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, target int64, maxBytes int, res *ReadView) error {
 	maxBytes = max(maxBytes, 1)
+	window := int64(maxBytes) + int64(l.opts.ScanWindow)
+	if p, ok := l.bucket.(Prefetcher); ok && target <= seg.BaseOffset {
+		if _, cached := l.idx.get(seg.Index.Key); !cached {
+			// A read from the segment's start begins at position 0:
+			// the log's first bytes load while the index does.
+			p.Prefetch(seg.Log.Key, 0, min(window, seg.Log.Size))
+		}
+	}
 	pos, err := l.indexPosition(ctx, seg, target)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cur := newLogCursor(l.bucket, seg.Log, int64(maxBytes)+int64(l.opts.ScanWindow))
+	cur := newLogCursor(l.bucket, seg.Log, window)
 	for {
 		if pos >= seg.Log.Size {
-			return nil, &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
+			return &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
 				"no batch holds offset %d or a later one, but the manifest says the segment ends at offset %d", target, seg.LastOffset)}
 		}
 		hdr, size, err := cur.header(ctx, pos)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if hdr.LastOffset() >= target {
-			if hdr.BaseOffset() > seg.LastOffset {
-				return nil, &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
-					"batch at position %d starts at offset %d, past the segment's last offset %d", pos, hdr.BaseOffset(), seg.LastOffset)}
-			}
-			want := min(max(size, int64(maxBytes)), seg.Log.Size-pos)
-			buf, err := cur.bytes(ctx, pos, want)
-			if err != nil {
-				return nil, err
-			}
-			return wholeBatches(buf, maxBytes, seg.Log.Key, pos)
+		if hdr.LastOffset() < target {
+			pos += size
+			continue
 		}
-		pos += size
+		if hdr.BaseOffset() > seg.LastOffset {
+			return &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
+				"batch at position %d starts at offset %d, past the segment's last offset %d", pos, hdr.BaseOffset(), seg.LastOffset)}
+		}
+		end := pos + min(max(size, int64(maxBytes)), seg.Log.Size-pos)
+		// The first batch, whole and checked; its errors are the read's.
+		first, err := cur.bytes(ctx, pos, size)
+		if err != nil {
+			return err
+		}
+		if _, err := wholeBatches(first, maxBytes, seg.Log.Key, pos); err != nil {
+			return err
+		}
+		if err := cur.fill(ctx, pos, end-pos); err != nil {
+			return err
+		}
+		res.Parts = append(res.Parts[:0], first)
+		res.Len, res.NextOffset = int(size), record.Batch(first).NextOffset()
+		res.shared = cur.shared
+		p := pos + size
+		for p < end && res.Len < maxBytes {
+			b, n, next := cur.batchesAt(ctx, p, end, maxBytes-res.Len)
+			if n == 0 {
+				break // a bad or incomplete batch ends the result
+			}
+			res.Parts = appendPart(res.Parts, b)
+			res.Len += int(n)
+			res.NextOffset = next
+			p += n
+		}
+		res.end = p
+		return nil
 	}
+}
+
+// appendPart appends b to parts, merging it into the last part when it
+// continues that part's memory.
+func appendPart(parts [][]byte, b []byte) [][]byte {
+	if k := len(parts) - 1; k >= 0 {
+		last := parts[k]
+		if len(last) > 0 && len(b) > 0 && cap(last) >= len(last)+len(b) && &last[:len(last)+1][len(last)] == &b[0] {
+			parts[k] = last[:len(last)+len(b)]
+			return parts
+		}
+	}
+	return append(parts, b)
 }
 
 // wholeBatches returns the prefix of buf (read from position pos of the
@@ -559,34 +709,51 @@ func readObject(ctx context.Context, b objstore.BucketReader, obj manifest.Objec
 }
 
 // logCursor reads a segment's .log object by range GETs, keeping one window
-// of it in memory.
+// of it in memory: one buffer, or the parts of a SharedRangeReader (a
+// chunk cache's memory, never copied or modified here).
 type logCursor struct {
 	b      objstore.BucketReader
 	obj    manifest.Object
 	window int64
-	off    int64  // object position of buf[0]
-	buf    []byte // bytes [off, off+len(buf)) of the object
+	off    int64    // object position of the window
+	n      int64    // window length
+	parts  [][]byte // the window's bytes, in order
+	shared bool     // parts are a cache's memory
 }
 
 func newLogCursor(b objstore.BucketReader, obj manifest.Object, window int64) *logCursor {
 	return &logCursor{b: b, obj: obj, window: max(window, record.HeaderSize)}
 }
 
-// bytes returns the n bytes of the object at pos, fetching them (and up to
-// a window beyond) when they are not in the window held.
-func (c *logCursor) bytes(ctx context.Context, pos, n int64) ([]byte, error) {
-	if pos >= c.off && pos+n <= c.off+int64(len(c.buf)) {
-		return c.buf[pos-c.off : pos-c.off+n], nil
+// fill makes the window hold the n bytes of the object at pos, fetching
+// them (and up to a window beyond) when it does not.
+func (c *logCursor) fill(ctx context.Context, pos, n int64) error {
+	if pos >= c.off && pos+n <= c.off+c.n {
+		return nil
 	}
 	if pos < 0 || n < 0 || pos+n > c.obj.Size {
-		return nil, fmt.Errorf("read %s: range [%d, %d) outside the %d-byte object", c.obj.Key, pos, pos+n, c.obj.Size)
+		return fmt.Errorf("read %s: range [%d, %d) outside the %d-byte object", c.obj.Key, pos, pos+n, c.obj.Size)
 	}
 	length := min(max(n, c.window), c.obj.Size-pos)
 	rc, err := c.b.GetRange(ctx, c.obj.Key, pos, length)
 	if err != nil {
-		return nil, fmt.Errorf("get %s [%d, %d): %w", c.obj.Key, pos, pos+length, err)
+		return fmt.Errorf("get %s [%d, %d): %w", c.obj.Key, pos, pos+length, err)
 	}
 	defer rc.Close()
+	if sr, ok := rc.(SharedRangeReader); ok {
+		parts := sr.SharedBytes()
+		got := int64(0)
+		for _, p := range parts {
+			got += int64(len(p))
+		}
+		if got < length {
+			// The cache cut the range at the object's real end.
+			return &CorruptObjectError{Key: c.obj.Key, Reason: fmt.Sprintf(
+				"object ends at %d bytes, the manifest recorded %d", pos+got, c.obj.Size)}
+		}
+		c.off, c.n, c.parts, c.shared = pos, length, parts, true
+		return nil
+	}
 	buf := make([]byte, length)
 	er := &eofReader{r: rc}
 	if got, err := io.ReadFull(er, buf); err != nil {
@@ -594,13 +761,100 @@ func (c *logCursor) bytes(ctx context.Context, pos, n int64) ([]byte, error) {
 		// the manifest says; a body cut off in transit (the HTTP client's
 		// io.ErrUnexpectedEOF, a reset) is an I/O error, not corruption.
 		if er.eof {
-			return nil, &CorruptObjectError{Key: c.obj.Key, Reason: fmt.Sprintf(
+			return &CorruptObjectError{Key: c.obj.Key, Reason: fmt.Sprintf(
 				"object ends at %d bytes, the manifest recorded %d", pos+int64(got), c.obj.Size)}
 		}
-		return nil, fmt.Errorf("get %s [%d, %d): %w", c.obj.Key, pos, pos+length, err)
+		return fmt.Errorf("get %s [%d, %d): %w", c.obj.Key, pos, pos+length, err)
 	}
-	c.off, c.buf = pos, buf
-	return buf[:n], nil
+	c.off, c.n, c.parts, c.shared = pos, length, [][]byte{buf}, false
+	return nil
+}
+
+// bytes returns the n bytes of the object at pos: a slice of the window
+// when they lie in one part, else a copy.
+func (c *logCursor) bytes(ctx context.Context, pos, n int64) ([]byte, error) {
+	if err := c.fill(ctx, pos, n); err != nil {
+		return nil, err
+	}
+	skip := pos - c.off
+	var out []byte
+	for _, p := range c.parts {
+		if n == 0 {
+			break
+		}
+		if skip >= int64(len(p)) {
+			skip -= int64(len(p))
+			continue
+		}
+		p = p[skip:]
+		skip = 0
+		take := min(int64(len(p)), n)
+		if out == nil && take == n {
+			return p[:n], nil // within one part
+		}
+		if out == nil {
+			out = make([]byte, 0, n)
+		}
+		out = append(out, p[:take]...)
+		n -= take
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out, nil
+}
+
+// batchesAt returns whole, CRC-checked batches of the window from pos,
+// before end and within budget bytes, with their length and the offset
+// after them: those in pos's part as a slice of it, or, when the batch at
+// pos spans two parts, a copy of that batch. n is 0 when no batch at pos
+// qualifies (bad, incomplete, or over budget).
+func (c *logCursor) batchesAt(ctx context.Context, pos, end int64, budget int) (b []byte, n, next int64) {
+	if pos < c.off || end > c.off+c.n {
+		return nil, 0, 0
+	}
+	skip := pos - c.off
+	var p []byte
+	for _, q := range c.parts {
+		if skip < int64(len(q)) {
+			p = q[skip:]
+			break
+		}
+		skip -= int64(len(q))
+	}
+	p = p[:min(int64(len(p)), end-pos)]
+	it := record.NewIter(p)
+	it.Verify = true
+	for {
+		bt, ok := it.Next()
+		if !ok || int(n)+len(bt) > budget {
+			break
+		}
+		n += int64(len(bt))
+		next = bt.NextOffset()
+	}
+	if n > 0 || !it.Truncated() || int64(len(p)) == end-pos {
+		return p[:n:n], n, next
+	}
+	// The batch at pos continues in the next part: copy it whole.
+	lb, err := c.bytes(ctx, pos, min(record.LogOverhead, end-pos))
+	if err != nil || len(lb) < record.LogOverhead {
+		return nil, 0, 0
+	}
+	size := int64(record.Batch(lb).Length()) + record.LogOverhead
+	if size <= record.LogOverhead || size > end-pos || size > int64(budget) {
+		return nil, 0, 0
+	}
+	whole, err := c.bytes(ctx, pos, size)
+	if err != nil {
+		return nil, 0, 0
+	}
+	it = record.NewIter(whole)
+	it.Verify = true
+	if bt, ok := it.Next(); ok && len(bt) == len(whole) {
+		return whole, size, bt.NextOffset()
+	}
+	return nil, 0, 0
 }
 
 // eofReader records whether its reader reported a clean io.EOF.
@@ -674,6 +928,8 @@ type indexCache struct {
 	bytes int64
 	order *list.List // of *indexEntry, most recent first
 	items map[string]*list.Element
+	// loading holds the keys being prefetched.
+	loading map[string]bool
 }
 
 type indexEntry struct {
@@ -683,7 +939,25 @@ type indexEntry struct {
 }
 
 func newIndexCache(maxBytes int64) *indexCache {
-	return &indexCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}}
+	return &indexCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}, loading: map[string]bool{}}
+}
+
+// claim marks key as being loaded in the background; false if it already
+// is, so one prefetch per index runs at a time.
+func (c *indexCache) claim(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loading[key] {
+		return false
+	}
+	c.loading[key] = true
+	return true
+}
+
+func (c *indexCache) unclaim(key string) {
+	c.mu.Lock()
+	delete(c.loading, key)
+	c.mu.Unlock()
 }
 
 func (c *indexCache) get(key string) (any, bool) {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/tiered/tiered/localtier/record"
@@ -445,7 +448,16 @@ func FuzzReadSegment(f *testing.F) {
 		seg := manifest.Segment{BaseOffset: 0, LastOffset: 1 << 20, Log: object(t, keys.Log, log),
 			Index: object(t, keys.Index, nil), TimeIndex: object(t, keys.TimeIndex, nil)}
 		l := &RemoteLog{bucket: mem, topic: testTopic, partition: testPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
-		data, err := l.readSegment(ctx, seg, offset, 100)
+		var v ReadView
+		err := l.readSegment(ctx, seg, offset, 100, &v)
+		data := joinParts(v.Parts, v.Len)
+		// The same read over shared parts of 7 bytes must agree.
+		ls := &RemoteLog{bucket: splitBucket{mem, 7}, topic: testTopic, partition: testPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
+		var sv ReadView
+		serr := ls.readSegment(ctx, seg, offset, 100, &sv)
+		if (err == nil) != (serr == nil) || !bytes.Equal(data, joinParts(sv.Parts, sv.Len)) {
+			t.Fatalf("shared parts: %d bytes, %v; one buffer: %d bytes, %v", sv.Len, serr, len(data), err)
+		}
 		if err == nil {
 			it := record.NewIter(data)
 			it.Verify = true
@@ -502,5 +514,172 @@ func TestReadConcurrent(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// splitBucket serves GetRange as a SharedRangeReader whose parts are cut
+// every n object bytes (like a chunk cache's aligned chunks), and records
+// Prefetch calls.
+type splitBucket struct {
+	objstore.BucketReader
+	n int64
+}
+
+type sharedParts struct{ parts [][]byte }
+
+func (s *sharedParts) SharedBytes() [][]byte    { p := s.parts; s.parts = nil; return p }
+func (s *sharedParts) Read([]byte) (int, error) { panic("read of a shared range reader") }
+func (s *sharedParts) Close() error             { return nil }
+
+func (b splitBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	rc, err := b.BucketReader.GetRange(ctx, key, off, length)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, err
+	}
+	var parts [][]byte
+	for pos := off; len(data) > 0; {
+		k := min(int64(len(data)), (pos/b.n+1)*b.n-pos)
+		parts = append(parts, data[:k:k])
+		data, pos = data[k:], pos+k
+	}
+	return &sharedParts{parts}, nil
+}
+
+// TestReadSharedParts: reads over a bucket handing out shared parts (a
+// chunk cache) return the same bytes as over a plain bucket for every
+// offset and several sizes and part sizes; ReadView serves batches that
+// lie in one part without copying them, and Read never returns shared
+// memory.
+func TestReadSharedParts(t *testing.T) {
+	ctx := context.Background()
+	local := writeLocal(t, t.TempDir(), 21, 3, 20, false)
+	r := newRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.commit(local.files(t)...)
+	plain := openTestLog(t, r.bucket, "")
+	for _, part := range []int64{13, 1000, 1 << 20} {
+		shared := openTestLog(t, splitBucket{r.bucket, part}, "")
+		for _, maxBytes := range []int{1, 700, 5000} {
+			for off := int64(0); off < plain.LogEndOffset(); off++ {
+				want, err := plain.Read(ctx, off, maxBytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := shared.ReadView(ctx, off, maxBytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := joinParts(v.Parts, v.Len)
+				if !bytes.Equal(got, want.Data) || v.Len != len(got) || v.NextOffset != lastNext(t, want.Data) {
+					t.Fatalf("part %d, max %d, offset %d: %d bytes (next %d), want %d", part, maxBytes, off, len(got), v.NextOffset, len(want.Data))
+				}
+				if part == 1<<20 && len(v.Parts) != 1 {
+					t.Fatalf("offset %d: %d parts from one shared part", off, len(v.Parts))
+				}
+				res, err := shared.Read(ctx, off, maxBytes)
+				if err != nil || !bytes.Equal(res.Data, want.Data) {
+					t.Fatalf("Read: %d bytes, %v", len(res.Data), err)
+				}
+				if len(v.Parts) == 1 && len(res.Data) > 0 && &res.Data[0] == &v.Parts[0][0] {
+					t.Fatal("Read returned the shared memory")
+				}
+			}
+		}
+	}
+}
+
+func lastNext(t *testing.T, data []byte) int64 {
+	it := record.NewIter(data)
+	next := int64(-1)
+	for {
+		b, ok := it.Next()
+		if !ok {
+			return next
+		}
+		next = b.NextOffset()
+	}
+}
+
+// prefetchBucket records Prefetch calls.
+type prefetchBucket struct {
+	objstore.BucketReader
+	mu    sync.Mutex
+	calls []string
+}
+
+func (b *prefetchBucket) Background(fn func(ctx context.Context)) bool {
+	fn(context.Background()) // synchronously: the test sees its effect
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "background")
+	return true
+}
+
+func (b *prefetchBucket) Prefetch(key string, off, length int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, fmt.Sprintf("%s@%d+%d", key, off, length))
+}
+
+// TestReadPrefetchesNextSegment: a read ending within two reads of its
+// segment's end asks a Prefetcher for the start of the next segment; reads
+// far from the end and reads of the last segment do not.
+func TestReadPrefetchesNextSegment(t *testing.T) {
+	ctx := context.Background()
+	local := writeLocal(t, t.TempDir(), 22, 3, 20, false)
+	r := newRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.commit(local.files(t)...)
+	pb := &prefetchBucket{BucketReader: r.bucket}
+	l := openTestLog(t, pb, "")
+	m := l.Manifest()
+	segs := m.Segments
+	if len(segs) < 3 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	const maxBytes = 100
+	// A read from a segment's start, its index not loaded yet, loads its
+	// first bytes alongside the index; once the index is cached, not.
+	if _, err := l.Read(ctx, segs[0].BaseOffset, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	first := fmt.Sprintf("%s@0+%d", segs[0].Log.Key, min(int64(maxBytes+DefaultScanWindow), segs[0].Log.Size))
+	if len(pb.calls) != 1 || pb.calls[0] != first {
+		t.Fatalf("first read at a segment's start prefetched %v, want [%s]", pb.calls, first)
+	}
+	pb.calls = nil
+	if _, err := l.Read(ctx, segs[0].BaseOffset, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	if len(pb.calls) != 0 {
+		t.Fatalf("read at a segment's start prefetched %v", pb.calls)
+	}
+	if _, err := l.Read(ctx, segs[0].LastOffset, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	// The next segment's log start, and its index in the background.
+	want := fmt.Sprintf("%s@0+%d", segs[1].Log.Key, min(int64(maxBytes+DefaultScanWindow), segs[1].Log.Size))
+	if len(pb.calls) != 2 || pb.calls[0] != want || pb.calls[1] != "background" {
+		t.Fatalf("prefetches %v, want [%s background]", pb.calls, want)
+	}
+	if _, ok := l.idx.get(segs[1].Index.Key); !ok {
+		t.Fatal("the next segment's index was not loaded")
+	}
+	pb.calls = nil
+	if _, err := l.Read(ctx, segs[0].LastOffset, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	if len(pb.calls) != 1 || pb.calls[0] != want {
+		t.Fatalf("second read: prefetches %v, want [%s] (the index is cached)", pb.calls, want)
+	}
+	pb.calls = nil
+	if _, err := l.Read(ctx, segs[len(segs)-1].LastOffset, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	if len(pb.calls) != 0 {
+		t.Fatalf("read of the last segment prefetched %v", pb.calls)
 	}
 }
