@@ -85,6 +85,19 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 	if err != nil {
 		return nil, Offsets{}, false, err
 	}
+	if ro.LogEnd < localStart {
+		// Local retention deletes only uploaded segments, so a remote log
+		// ending below the local start is a cached manifest older than
+		// the upload that allowed the deletion: re-read it once.
+		if r, ok := rp.(interface{ forceRefresh(context.Context) error }); ok {
+			if err := r.forceRefresh(ctx); err != nil {
+				return nil, Offsets{}, false, err
+			}
+			if ro, err = rp.Offsets(ctx); err != nil {
+				return nil, Offsets{}, false, err
+			}
+		}
+	}
 	// The remote log must reach the local start, or there is a gap a
 	// consumer could not cross.
 	if ro.LogStart >= localStart || ro.LogEnd < localStart {

@@ -230,6 +230,17 @@ func (p *remotePartition) refresh(ctx context.Context, ttl time.Duration) error 
 	return nil
 }
 
+// forceRefresh re-reads the root manifest now.
+func (p *remotePartition) forceRefresh(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := p.log.Refresh(ctx); err != nil {
+		return p.mapErr(err)
+	}
+	p.refreshedAt = p.c.o.Now()
+	return nil
+}
+
 func (p *remotePartition) mapErr(err error) error {
 	var ue *remotetier.UnknownTopicOrPartitionError
 	if errors.As(err, &ue) {
