@@ -172,12 +172,9 @@ type candidate struct {
 }
 
 func (c *Cleaner) candidates(topic string) ([]candidate, error) {
-	topics := c.dir.Topics()
-	if topic != "" {
-		if _, ok := c.dir.Topic(topic); !ok {
-			return nil, &localtier.UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
-		}
-		topics = []string{topic}
+	topics, err := c.dir.SelectTopics(topic)
+	if err != nil {
+		return nil, err
 	}
 	var out []candidate
 	for _, name := range topics {

@@ -420,6 +420,19 @@ func (d *LogDir) Topics() []string {
 	return out
 }
 
+// SelectTopics returns every topic name, sorted, or only topic when it is
+// non-empty (an *UnknownTopicOrPartitionError if there is no such topic):
+// the --topic filter of the one-pass commands.
+func (d *LogDir) SelectTopics(topic string) ([]string, error) {
+	if topic == "" {
+		return d.Topics(), nil
+	}
+	if _, ok := d.Topic(topic); !ok {
+		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
+	}
+	return []string{topic}, nil
+}
+
 // Partition returns one partition's log.
 func (d *LogDir) Partition(topic string, partition int32) (*Log, error) {
 	d.mu.RLock()

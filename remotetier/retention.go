@@ -144,12 +144,9 @@ func RemoteRetention(ctx context.Context, b objstore.Bucket, dir *localtier.LogD
 		return RetentionReport{}, err
 	}
 	rep := RetentionReport{DryRun: opts.DryRun, Partitions: []RemotePartitionRetention{}, Segments: []retention.SegmentReport{}}
-	topics := dir.Topics()
-	if opts.Topic != "" {
-		if _, ok := dir.Topic(opts.Topic); !ok {
-			return rep, &localtier.UnknownTopicOrPartitionError{Topic: opts.Topic, Partition: -1}
-		}
-		topics = []string{opts.Topic}
+	topics, err := dir.SelectTopics(opts.Topic)
+	if err != nil {
+		return rep, err
 	}
 	var errs []error
 	localChanged := false

@@ -128,12 +128,9 @@ func RunOnce(ctx context.Context, dir *localtier.LogDir, opts PassOptions) (Pass
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	rep := PassReport{DryRun: opts.DryRun, Time: opts.Now(), Segments: []SegmentReport{}, Partitions: []PartitionReport{}}
-	topics := dir.Topics()
-	if opts.Topic != "" {
-		if _, ok := dir.Topic(opts.Topic); !ok {
-			return rep, &localtier.UnknownTopicOrPartitionError{Topic: opts.Topic, Partition: -1}
-		}
-		topics = []string{opts.Topic}
+	topics, err := dir.SelectTopics(opts.Topic)
+	if err != nil {
+		return rep, err
 	}
 	var errs []error
 	deleted := false
