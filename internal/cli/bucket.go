@@ -141,11 +141,7 @@ func runBucketVerify(r *Runner, ctx context.Context, args []string) error {
 	bucketURL := fs.String("bucket", "", "")
 	graceFlag := fs.String("grace", remotetier.DefaultGCGrace.String(), "")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	grace, err := time.ParseDuration(*graceFlag)

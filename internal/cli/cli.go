@@ -264,6 +264,16 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 }
 
 // noArgs refuses positional arguments.
+// parseNoArgs parses the flags of a command that takes no positional
+// arguments.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	return noArgs(pos)
+}
+
 func noArgs(pos []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])

@@ -41,11 +41,7 @@ func runCompact(r *Runner, ctx context.Context, args []string) error {
 	topic := fs.String("topic", "", "")
 	now := fs.Bool("now", false, "")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())

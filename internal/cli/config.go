@@ -49,11 +49,7 @@ func runConfigPrint(r *Runner, _ context.Context, args []string) error {
 	for _, name := range names {
 		fs.String(name, "", "")
 	}
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	c, err := config.Load(config.LoadOptions{File: *file, Env: os.Environ(), Flags: config.SetFlags(fs)})

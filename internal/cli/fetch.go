@@ -56,11 +56,7 @@ func runFetch(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("fetch")
 	file := daemonFlags(fs, "bucket", "http", "kafka", "advertised-addr", "cache-bytes", "chunk-bytes",
 		"cache-dir", "disk-cache-bytes", "log-level", "log-format")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, _, err := loadDaemonConfig(ctx, fs, *file, config.ProcessFetch)

@@ -64,11 +64,7 @@ func runInspectManifest(r *Runner, ctx context.Context, args []string) error {
 	partition := fs.Int("partition", -1, "")
 	all := fs.Bool("all", false, "")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := requireTopic(*topic); err != nil {

@@ -76,11 +76,7 @@ func runProduce(r *Runner, ctx context.Context, args []string) error {
 	topic := fs.String("topic", "", "")
 	partition := fs.Int("partition", -1, "")
 	noAuto := fs.Bool("no-auto-create", false, "")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if err := requireTopic(*topic); err != nil {

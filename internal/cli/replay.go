@@ -120,11 +120,7 @@ func runReplay(r *Runner, ctx context.Context, args []string) error {
 	format := fs.String("format", string(fetchcache.ReplayJSONL), "")
 	cpPath := fs.String("checkpoint", "", "")
 	resume := fs.Bool("resume", false, "")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	set := setFlags(fs)

@@ -57,11 +57,7 @@ func runRetention(r *Runner, ctx context.Context, args []string) error {
 	bucketURL := fs.String("bucket", "", "")
 	grace := fs.Duration("gc-grace", remotetier.DefaultGCGrace, "")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *grace <= 0 {

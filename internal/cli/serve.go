@@ -131,11 +131,7 @@ func loadDaemonConfig(ctx context.Context, fs *flag.FlagSet, file string, p conf
 func runServe(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("serve")
 	file := daemonFlags(fs, "data-dir", "bucket", "http", "kafka", "advertised-addr", "log-level", "log-format")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cfg, reload, err := loadDaemonConfig(ctx, fs, *file, config.ProcessServe)

@@ -76,11 +76,7 @@ func runSidecar(r *Runner, ctx context.Context, args []string) error {
 	concurrency := fs.Int("concurrency", remotetier.DefaultConcurrency, "")
 	rateFlag := fs.String("rate", "0", "")
 	grace := fs.Duration("gc-grace", remotetier.DefaultGCGrace, "")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	switch {

@@ -58,11 +58,7 @@ func runUpload(r *Runner, ctx context.Context, args []string) error {
 	concurrency := fs.Int("concurrency", remotetier.DefaultConcurrency, "")
 	rateFlag := fs.String("rate", "0", "")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *concurrency < 1 || *concurrency > 256 {
