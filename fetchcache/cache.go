@@ -10,7 +10,6 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/tiered/tiered/remotetier"
@@ -32,8 +31,11 @@ type CachingBucket struct {
 	gets  *Gate
 	bytes *Gate
 	attrs *lru.Cache[string, objstore.Attrs]
-	sf    singleflight.Group
+	sf    singleflight.Group // object attribute lookups
 	ra    *readAhead
+	// fmu guards flights: the chunk loads in progress (cache_load.go).
+	fmu     sync.Mutex
+	flights map[chunkKey]*flight
 	// diskQueue feeds diskWriter; its capacity covers every chunk the
 	// bytes gate can admit, so a send fails only under a full budget.
 	diskQueue chan diskWrite
@@ -55,6 +57,7 @@ type CachingBucket struct {
 var (
 	_ objstore.BucketReader        = (*CachingBucket)(nil)
 	_ remotetier.Prefetcher        = (*CachingBucket)(nil)
+	_ remotetier.SizeHinter        = (*CachingBucket)(nil)
 	_ remotetier.SharedRangeReader = (*chunkReader)(nil)
 )
 
@@ -82,6 +85,8 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 			MaxWait: o.MaxWait, RetryAfter: o.RetryAfter, Registerer: o.Registerer}),
 		attrs: attrs,
 		ra:    newReadAhead(o.Streams),
+
+		flights: map[chunkKey]*flight{},
 	}
 	if o.CacheDir != "" {
 		if c.disk, err = openDiskTier(o.CacheDir, o.DiskBytes, o.ChunkBytes, m, o.Logger); err != nil {
@@ -168,7 +173,8 @@ func (c *CachingBucket) List(ctx context.Context, prefix string, fn func(objstor
 // empty, off > size ErrInvalidRange, missing key ErrNotFound), served from
 // cached chunks. All chunks of the range are in memory when it returns, so
 // errors (including *OverloadedError) come from GetRange, never from Read.
-// The object's size and ETag are learnt once with Attributes and cached.
+// The object's size and ETag are learnt once with Attributes and cached,
+// unless a caller that knows the size told it first (HintSize).
 func (c *CachingBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
 	if off < 0 {
 		return nil, fmt.Errorf("get range %q: negative offset %d", key, off)
@@ -177,6 +183,20 @@ func (c *CachingBucket) GetRange(ctx context.Context, key string, off, length in
 		return nil, fmt.Errorf("get range %q: %w", key, ErrClosed)
 	}
 	deadline := time.Now().Add(c.o.MaxWait)
+	for retried := false; ; retried = true {
+		rc, err := c.getRange(ctx, key, off, length, deadline)
+		if err != nil && !retried && errors.Is(err, io.ErrUnexpectedEOF) {
+			// The object is shorter than the size the cache had (a hint
+			// or an outdated HEAD): forget it and answer by the object's
+			// real size, as a caller without the cache would see it.
+			c.attrs.Remove(key)
+			continue
+		}
+		return rc, err
+	}
+}
+
+func (c *CachingBucket) getRange(ctx context.Context, key string, off, length int64, deadline time.Time) (io.ReadCloser, error) {
 	attrs, err := c.objectAttrs(ctx, key, deadline)
 	if err != nil {
 		return nil, err
@@ -195,43 +215,9 @@ func (c *CachingBucket) GetRange(ctx context.Context, key string, off, length in
 	cs := c.o.ChunkBytes
 	first, last := off/cs, (off+n-1)/cs
 	ver := objectVersion(attrs)
-	chunks := make([][]byte, last-first+1)
-	var missing []int64
-	for i := first; i <= last; i++ {
-		if data, ok := c.mem.get(chunkKey{key, ver, i}, true); ok {
-			c.m.hits.WithLabelValues(TierMemory).Inc()
-			chunks[i-first] = data
-		} else {
-			c.m.misses.WithLabelValues(TierMemory).Inc()
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) == 0 {
-		c.readAheadAfter(key, ver, size, first, last)
-	} else {
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(c.o.FetchParallelism)
-		for _, i := range missing {
-			g.Go(func() error {
-				if err := gctx.Err(); err != nil {
-					return err // another chunk failed: start no more loads
-				}
-				data, err := c.chunk(gctx, chunkKey{key, ver, i}, chunkLen(i, cs, size), deadline)
-				chunks[i-first] = data
-				return err
-			})
-		}
-		// Read-ahead starts while this read's own chunks load, so the
-		// store works on the next chunks while this read is served.
-		c.readAheadAfter(key, ver, size, first, last)
-		if err := g.Wait(); err != nil {
-			return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
-		}
-		// Loads finish in any order; make the request's chunks most
-		// recently used in offset order, so eviction order is stable.
-		for _, i := range missing {
-			c.mem.touch(chunkKey{key, ver, i})
-		}
+	chunks, err := c.acquire(ctx, key, ver, size, first, last, deadline)
+	if err != nil {
+		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}
 	return &chunkReader{chunks: chunks, skip: off - first*cs, remaining: n}, nil
 }
@@ -246,6 +232,19 @@ func objectVersion(a objstore.Attrs) string {
 		return a.ETag
 	}
 	return "size:" + strconv.FormatInt(a.Size, 10)
+}
+
+// HintSize records the size of an object whose size the caller knows (a
+// RemoteLog, from its manifest; remotetier.SizeHinter), so its first range
+// read needs no Attributes call. Without an ETag the chunks of a hinted
+// object are versioned by size; attributes already cached are kept. A
+// hint larger than the object is corrected by GetRange, which re-learns
+// the size when the store returns fewer bytes than a chunk should hold.
+func (c *CachingBucket) HintSize(key string, size int64) {
+	if size < 0 {
+		return
+	}
+	c.attrs.ContainsOrAdd(key, objstore.Attrs{Size: size})
 }
 
 // objectAttrs returns the cached size and ETag, learning them with one
@@ -306,88 +305,6 @@ func (c *CachingBucket) shared(ctx context.Context, key string, fn func() (any, 
 // never waits. A client that joined such a load retries as a client.
 var errReadAheadSkipped = errors.New("read-ahead skipped: gates full")
 
-// chunk returns chunk k (of length n) for a client, loading it from the
-// disk tier or the store through a load shared with concurrent callers.
-func (c *CachingBucket) chunk(ctx context.Context, k chunkKey, n int64, deadline time.Time) ([]byte, error) {
-	for {
-		if c.testHook != nil {
-			c.testHook(k)
-		}
-		v, err := c.shared(ctx, k.flightKey(), func() (any, error) {
-			return c.load(k, n, deadline, false)
-		})
-		if errors.Is(err, errReadAheadSkipped) {
-			continue // joined a read-ahead that gave up; load as a client
-		}
-		if err != nil {
-			return nil, err
-		}
-		c.mem.markRead(k)
-		return v.([]byte), nil
-	}
-}
-
-// load brings chunk k into the memory tier, from the disk tier or the
-// store. Client loads wait for the gates until deadline; read-ahead loads
-// only take free capacity. It runs under the bucket's lifetime context.
-func (c *CachingBucket) load(k chunkKey, n int64, deadline time.Time, readAhead bool) ([]byte, error) {
-	if data, ok := c.mem.get(k, false); ok {
-		return data, nil // filled while this load was being set up
-	}
-	start := func(g *Gate, w int64) error {
-		if readAhead {
-			if !g.TryStart(w) {
-				return errReadAheadSkipped
-			}
-			return nil
-		}
-		return g.StartBy(c.ctx, w, deadline)
-	}
-	if err := start(c.bytes, n); err != nil {
-		return nil, err
-	}
-	holdBytes := true
-	defer func() {
-		if holdBytes {
-			c.bytes.Done(n)
-		}
-	}()
-	if c.disk != nil {
-		data, ok := c.disk.get(k, n)
-		if !readAhead {
-			if ok {
-				c.m.hits.WithLabelValues(TierDisk).Inc()
-			} else {
-				c.m.misses.WithLabelValues(TierDisk).Inc()
-			}
-		}
-		if ok {
-			c.mem.add(k, data, readAhead)
-			return data, nil
-		}
-	}
-	if err := start(c.gets, 1); err != nil {
-		return nil, err
-	}
-	data, err := c.fetch(k, n)
-	c.gets.Done(1)
-	if err != nil {
-		return nil, err
-	}
-	c.mem.add(k, data, readAhead)
-	if c.disk != nil {
-		// The queued disk write keeps the chunk's in-flight bytes until
-		// written, so a slow disk pushes back instead of holding memory
-		// outside the budget. A full queue skips the write.
-		select {
-		case c.diskQueue <- diskWrite{k, data, n}:
-			holdBytes = false
-		default:
-		}
-	}
-	return data, nil
-}
-
 // diskWrite is a chunk on its way to the disk tier; weight is the bytes
 // gate weight it holds.
 type diskWrite struct {
@@ -417,31 +334,6 @@ func (c *CachingBucket) diskWriter() {
 			}
 		}
 	}
-}
-
-// fetch reads chunk k with one range GET and checks its length.
-func (c *CachingBucket) fetch(k chunkKey, n int64) ([]byte, error) {
-	off := k.index * c.o.ChunkBytes
-	rc, err := c.inner.GetRange(c.ctx, k.object, off, n)
-	if err != nil {
-		if errors.Is(err, objstore.ErrNotFound) {
-			c.attrs.Remove(k.object) // gone: do not trust its size any more
-		}
-		return nil, err
-	}
-	defer rc.Close()
-	c.m.storeGets.Inc()
-	data := make([]byte, n)
-	got, err := io.ReadFull(rc, data)
-	c.m.storeBytes.Add(float64(got))
-	if err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("chunk %d of %q: store returned %d of %d bytes (object changed?): %w",
-				k.index, k.object, got, n, io.ErrUnexpectedEOF)
-		}
-		return nil, fmt.Errorf("read chunk %d of %q: %w", k.index, k.object, err)
-	}
-	return data, nil
 }
 
 // chunkReader reads a range out of shared, immutable chunk slices without

@@ -197,6 +197,15 @@ func (d *diskTier) fileName(k chunkKey) string {
 	return hex.EncodeToString(h.Sum(nil)[:16]) + "-" + strconv.FormatInt(k.index, 10) + chunkFileExt
 }
 
+// has reports whether the chunk has a file (without reading or checking
+// it, and without making it recently used).
+func (d *diskTier) has(k chunkKey) bool {
+	name := d.fileName(k)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lru.Contains(name)
+}
+
 // get reads and checks the chunk file; any failure is a miss (a corrupt
 // file is deleted, logged and counted). want is the chunk's length.
 func (d *diskTier) get(k chunkKey, want int64) ([]byte, bool) {

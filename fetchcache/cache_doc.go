@@ -13,7 +13,11 @@
 //     size wraps objstore.ErrInvalidRange; a missing key wraps
 //     objstore.ErrNotFound) and is served from aligned chunks of
 //     ChunkBytes (default 4 MiB, --chunk-bytes). The size and ETag of an
-//     object are learnt once with Attributes and cached (AttrsEntries);
+//     object are learnt once with Attributes and cached (AttrsEntries),
+//     unless the caller gave the size first (HintSize,
+//     remotetier.SizeHinter: a RemoteLog knows each .log's size from its
+//     manifest, which saves a HEAD per segment; a hint longer than the
+//     object is detected by the short GET and replaced by a HEAD);
 //     chunk keys are (object key, ETag or size, chunk index), which is
 //     sound because data objects are immutable under unique keys. The
 //     whole range is in memory when GetRange returns: errors come from
@@ -34,11 +38,17 @@
 // that fails its check on read is deleted, counted in
 // tiered_fetch_cache_corrupt_chunks_total and the chunk refetched.
 //
-// Loads. Concurrent misses on one chunk share one load (singleflight),
-// run detached from any single caller, so one caller giving up does not
-// fail the others; each caller still stops waiting when its own ctx ends.
-// The missing chunks of one request load in parallel, at most
-// FetchParallelism at a time.
+// Loads (cache_load.go). Every chunk being loaded has one flight;
+// concurrent misses on it wait for that flight instead of sending a second
+// GET. Loads run detached from any single caller, so one caller giving up
+// does not fail the others; each caller still stops waiting when its own
+// ctx ends. Loads go in runs: the consecutive missing chunks a request or a
+// read-ahead claims together (at most a quarter of the in-flight budget,
+// at most 8 chunks) are fetched with one range GET and handed out chunk
+// by chunk as the body arrives. Stores charge a fixed cost per request
+// (MinIO here: about as much as 2 MiB of transfer), so a sequential
+// stream costs about one GET per run rather than one per chunk. A
+// request's runs load at most FetchParallelism at a time.
 //
 // Gates and overload. Two gates bound the work: "gets" (MaxConcurrentGets
 // store requests at once, default 16; Attributes calls included) and
@@ -61,9 +71,10 @@
 //
 // Read-ahead: see readahead.go. A GetRange that begins in or right after
 // the chunk where an earlier GetRange of the same object ended is
-// sequential and triggers background loads of the next ReadAheadChunks
-// chunks (default 2), which only take free gate capacity and are
-// cancelled by Close.
+// sequential and keeps the next ReadAheadChunks chunks (default 4) cached
+// or loading: once the first half of that window has a gap, the missing
+// chunks of the whole window load as one run. Read-ahead only takes free
+// gate capacity and is cancelled by Close.
 //
 // Metrics (registry injected through CacheOptions.Registerer, every
 // series created at 0; several buckets may share a registry):

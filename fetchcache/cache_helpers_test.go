@@ -156,9 +156,9 @@ func (b *countingBucket) takeRanges() []rangeCall {
 func waitIdle(t testing.TB, c *CachingBucket) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.ra.busy() > 0 || c.bytes.InFlight() > 0 || c.gets.InFlight() > 0 {
+	for c.loading() > 0 || c.bytes.InFlight() > 0 || c.gets.InFlight() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("cache not idle: read-ahead %d, bytes %d, gets %d", c.ra.busy(), c.bytes.InFlight(), c.gets.InFlight())
+			t.Fatalf("cache not idle: read-ahead %d, bytes %d, gets %d", c.loading(), c.bytes.InFlight(), c.gets.InFlight())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -197,4 +197,24 @@ func expectRange(want []byte, off, length int64) []byte {
 		end = off + length
 	}
 	return want[off:end]
+}
+
+// tileChunks checks that the GETs (sorted by takeRanges) cover [from, to)
+// exactly once, each starting on a chunk boundary and spanning at most
+// maxRun chunks (the last GET may stop at the object's end before to).
+func tileChunks(t testing.TB, calls []rangeCall, chunk, from, to int64, maxRun int) {
+	t.Helper()
+	pos := from
+	for _, call := range calls {
+		if call.off != pos || call.off%chunk != 0 {
+			t.Fatalf("GET at %d, want one at %d (each chunk once, aligned): %v", call.off, pos, calls)
+		}
+		if call.size <= 0 || call.size > int64(maxRun)*chunk {
+			t.Fatalf("GET of %d bytes at %d: want 1 to %d chunks: %v", call.size, call.off, maxRun, calls)
+		}
+		pos += call.size
+	}
+	if pos > to || pos <= to-chunk {
+		t.Fatalf("GETs cover [%d, %d), want [%d, %d): %v", from, pos, from, to, calls)
+	}
 }

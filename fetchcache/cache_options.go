@@ -13,7 +13,7 @@ import (
 const (
 	DefaultChunkBytes        = 4 << 20   // --chunk-bytes
 	DefaultMemoryBytes       = 512 << 20 // --cache-bytes
-	DefaultReadAheadChunks   = 2
+	DefaultReadAheadChunks   = 4
 	DefaultMaxConcurrentGets = 16
 	DefaultMaxWait           = 2 * time.Second
 	DefaultRetryAfter        = time.Second
@@ -43,7 +43,7 @@ type CacheOptions struct {
 	DiskBytes int64
 
 	// ReadAheadChunks is how many chunks past a sequential read are fetched
-	// in the background. Zero means the default (2); negative disables.
+	// in the background. Zero means the default (4); negative disables.
 	ReadAheadChunks int
 
 	// MaxConcurrentGets bounds GETs in flight against the store.

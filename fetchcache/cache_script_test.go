@@ -370,11 +370,14 @@ func (s *scriptState) diskNames() map[string]string {
 	return rev
 }
 
-// fetched lists the store GETs since the last call as object#chunk.
+// fetched lists the store GETs since the last call as object#chunk (object#first-last for one GET of a run of chunks).
 func (s *scriptState) fetched() string {
 	var b strings.Builder
 	for _, r := range s.inner.takeRanges() {
 		fmt.Fprintf(&b, " %s#%d", r.key, r.off/s.opts.ChunkBytes)
+		if last := (r.off + r.size - 1) / s.opts.ChunkBytes; r.size > 0 && last > r.off/s.opts.ChunkBytes {
+			fmt.Fprintf(&b, "-%d", last) // one GET for a run of chunks
+		}
 		if r.off%s.opts.ChunkBytes != 0 {
 			fmt.Fprintf(&b, "(unaligned %d)", r.off)
 		}

@@ -22,7 +22,8 @@ import (
 
 // TestConcurrentColdRange: 64 goroutines read the same cold range while
 // the store holds GETs; every chunk is fetched from the store exactly once
-// and every reader gets the right bytes.
+// (in runs of consecutive chunks, one GET each) and every reader gets the
+// right bytes.
 func TestConcurrentColdRange(t *testing.T) {
 	store := objstore.NewMemory()
 	const size, chunk = 1<<20 + 123, 64 << 10
@@ -65,14 +66,7 @@ func TestConcurrentColdRange(t *testing.T) {
 	}
 	first, last := off/chunk, (off+length-1)/chunk
 	calls := inner.takeRanges()
-	if len(calls) != int(last-first+1) {
-		t.Fatalf("%d GETs for %d chunks: %v", len(calls), last-first+1, calls)
-	}
-	for i, call := range calls {
-		if call.off != (first+int64(i))*chunk {
-			t.Fatalf("GET %d at offset %d, want chunk %d once each", i, call.off, first+int64(i))
-		}
-	}
+	tileChunks(t, calls, chunk, first*chunk, (last+1)*chunk, c.maxRunChunks())
 	if inner.attrs != 1 {
 		t.Fatalf("%d Attributes calls, want 1 (shared, then cached)", inner.attrs)
 	}
@@ -501,5 +495,45 @@ func TestMetricsStartAtZero(t *testing.T) {
 	}
 	if len(series) != len(want) {
 		t.Errorf("series %v, want exactly %v", series, want)
+	}
+}
+
+// TestHintSize: a size hint (a RemoteLog's manifest size) saves the
+// Attributes call; a hint longer than the object is corrected by the short
+// GET: the read is served by the object's real size, as without a hint;
+// a hint never replaces attributes already learnt.
+func TestHintSize(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		size, hint int64
+		off, n     int64
+		attrs      int // Attributes calls expected
+	}{
+		{"exact", 1000, 1000, 150, 600, 0},
+		{"exact to the end", 1000, 1000, 900, -1, 0},
+		{"longer than the object", 1000, 1300, 900, 300, 1},
+		{"no hint", 1000, -1, 150, 600, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := objstore.NewMemory()
+			want := putObject(t, store, "seg", tc.size)
+			inner := newCounting(store)
+			c := mustCache(t, inner, CacheOptions{ChunkBytes: 128, MemoryBytes: 4096, ReadAheadChunks: -1})
+			if tc.hint >= 0 {
+				c.HintSize("seg", tc.hint)
+			}
+			got := readAll(t, c, "seg", tc.off, tc.n)
+			if !bytes.Equal(got, expectRange(want, tc.off, tc.n)) {
+				t.Fatalf("read %d bytes, want %d of the object", len(got), len(expectRange(want, tc.off, tc.n)))
+			}
+			if inner.attrs != tc.attrs {
+				t.Fatalf("%d Attributes calls, want %d", inner.attrs, tc.attrs)
+			}
+			// Learnt attributes stay: a later (wrong) hint changes nothing.
+			c.HintSize("seg", tc.size+500)
+			if a, _ := c.attrs.Get("seg"); tc.attrs > 0 && a.Size != tc.size {
+				t.Fatalf("cached size %d after a later hint, want %d", a.Size, tc.size)
+			}
+		})
 	}
 }

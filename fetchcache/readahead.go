@@ -2,6 +2,7 @@ package fetchcache
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -25,9 +26,8 @@ import (
 // Chunks it brings in are marked; a client read settles one as useful,
 // eviction before any read as wasted (tiered_fetch_readahead_chunks_total).
 type readAhead struct {
-	mu       sync.Mutex
-	cursors  *simplelru.LRU[chunkKey, struct{}]
-	inFlight map[chunkKey]struct{}
+	mu      sync.Mutex
+	cursors *simplelru.LRU[chunkKey, struct{}]
 }
 
 func newReadAhead(streams int) *readAhead {
@@ -35,7 +35,7 @@ func newReadAhead(streams int) *readAhead {
 	if err != nil {
 		panic(err)
 	}
-	return &readAhead{cursors: l, inFlight: map[chunkKey]struct{}{}}
+	return &readAhead{cursors: l}
 }
 
 // advance records a read of chunks [first, last] of an object version and
@@ -56,43 +56,35 @@ func (r *readAhead) advance(object, version string, first, last int64) bool {
 	return seq
 }
 
-// claim marks k as being read ahead; false if it already is.
-func (r *readAhead) claim(k chunkKey) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.inFlight[k]; ok {
-		return false
-	}
-	r.inFlight[k] = struct{}{}
-	return true
-}
-
-func (r *readAhead) release(k chunkKey) {
-	r.mu.Lock()
-	delete(r.inFlight, k)
-	r.mu.Unlock()
-}
-
-func (r *readAhead) busy() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.inFlight)
-}
-
 // readAheadAfter is called after a client read of chunks [first, last];
-// on a sequential stream it starts background loads of the following
-// chunks that are neither cached nor already being read ahead. A read of
-// an object's first chunk starts a stream: readers of a segment begin
-// there, and waiting for a second read would leave the first two reads
-// of every segment without read-ahead.
+// on a sequential stream it keeps the next ReadAheadChunks chunks cached
+// or loading. It refills only once the first half of that window has a
+// gap, and then claims the whole window, so a stream reads ahead in runs
+// of about half the window, each one GET, instead of one chunk (and one
+// GET) per read. A read of an object's first chunk starts a stream:
+// readers of a segment begin there, and waiting for a second read would
+// leave the first two reads of every segment without read-ahead.
 func (c *CachingBucket) readAheadAfter(object, version string, size, first, last int64) {
-	if c.o.ReadAheadChunks <= 0 {
+	ra := int64(c.o.ReadAheadChunks)
+	if ra <= 0 {
 		return
 	}
 	if !c.ra.advance(object, version, first, last) && first != 0 {
 		return
 	}
-	c.readAheadChunks(object, version, size, last+1, last+int64(c.o.ReadAheadChunks))
+	end := (size - 1) / c.o.ChunkBytes
+	low := min(last+(ra+1)/2, end)
+	gap := false
+	c.fmu.Lock()
+	for i := last + 1; i <= low && !gap; i++ {
+		k := chunkKey{object, version, i}
+		_, loading := c.flights[k]
+		gap = !loading && !c.mem.contains(k)
+	}
+	c.fmu.Unlock()
+	if gap {
+		c.readAheadChunks(object, version, size, last+1, last+ra)
+	}
 }
 
 // Prefetch loads the chunks of [off, off+length) of key, and the
@@ -136,40 +128,25 @@ func (c *CachingBucket) Background(fn func(ctx context.Context)) bool {
 	return c.goBackground(func() { fn(c.ctx) })
 }
 
-// readAheadChunks starts a background load of chunks [from, to] of an
+// readAheadChunks starts background loads of the chunks [from, to] of an
 // object version (clipped to its size) that are neither cached nor
-// already being read ahead.
+// already loading: one run (one GET) per stretch of such chunks.
 func (c *CachingBucket) readAheadChunks(object, version string, size, from, to int64) {
-	cs := c.o.ChunkBytes
-	to = min(to, (size-1)/cs)
-	var claimed []chunkKey
-	for i := from; i <= to; i++ {
-		k := chunkKey{object, version, i}
-		if !c.mem.contains(k) && c.ra.claim(k) {
-			claimed = append(claimed, k)
-		}
-	}
-	if len(claimed) == 0 {
+	to = min(to, (size-1)/c.o.ChunkBytes)
+	if from > to {
 		return
 	}
-	// Each claimed chunk loads in its own goroutine: a cold stream needs
-	// its next chunks at once, and the store serves them faster side by
-	// side than one after another. The gates bound the total.
-	for _, k := range claimed {
+	runs, _, _ := c.claim(object, version, from, to, false, false)
+	for _, r := range runs {
 		if !c.goBackground(func() {
-			defer c.ra.release(k)
-			if c.ctx.Err() != nil {
-				return
-			}
-			n := chunkLen(k.index, cs, size)
-			_, err, _ := c.sf.Do(k.flightKey(), func() (any, error) {
-				return c.load(k, n, time.Time{}, true)
-			})
-			if err != nil {
-				c.o.Logger.Debug("read-ahead did not load chunk", "chunk", k.String(), "err", err)
+			c.load(r, size, time.Time{}, true)
+			for i, f := range r.flights {
+				if f.err != nil && !errors.Is(f.err, errReadAheadSkipped) {
+					c.o.Logger.Debug("read-ahead did not load chunk", "chunk", r.keys[i].String(), "err", f.err)
+				}
 			}
 		}) {
-			c.ra.release(k)
+			c.settleRun(r, 0, ErrClosed)
 		}
 	}
 }

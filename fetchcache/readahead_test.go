@@ -20,7 +20,11 @@ func TestReadAheadManyStreams(t *testing.T) {
 	const chunk, size, streams, region = 100, 100 * 100, 8, 1200
 	want := putObject(t, store, "seg", size)
 	inner := newCounting(store)
-	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: size, ReadAheadChunks: 3})
+	// The in-flight budget admits every stream's read-ahead at once:
+	// read-ahead that finds the gates full is skipped (by design), which
+	// this test is not about.
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: size, ReadAheadChunks: 3,
+		MaxInFlightBytes: size})
 	for step := int64(0); step < region; step += 40 {
 		for r := range int64(streams) {
 			off := r*region + step
@@ -100,9 +104,9 @@ func TestReadAheadYieldsToClients(t *testing.T) {
 
 func waitIdleExcept(t *testing.T, c *CachingBucket, gets int64) {
 	t.Helper()
-	for i := 0; c.ra.busy() > 0 || c.gets.InFlight() > gets; i++ {
+	for i := 0; c.loading() > 0 || c.gets.InFlight() > gets; i++ {
 		if i > 1e6 {
-			t.Fatal(fmt.Sprint("not idle: read-ahead ", c.ra.busy()))
+			t.Fatal(fmt.Sprint("not idle: read-ahead ", c.loading()))
 		}
 		runtimeYield()
 	}
@@ -118,16 +122,14 @@ func TestPrefetch(t *testing.T) {
 	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: 2})
 	c.Prefetch("next", 0, 250)
 	deadline := time.Now().Add(10 * time.Second)
-	for c.mem.size() < 500 || c.ra.busy() > 0 {
+	for c.mem.size() < 500 || c.loading() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("prefetch loaded %d bytes, want 500", c.mem.size())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	// Chunks 0-2 and the two a read of them reads ahead.
-	if got := inner.takeRanges(); len(got) != 5 || got[0].off != 0 || got[4].off != 400 {
-		t.Fatalf("prefetch GETs %v, want chunks 0 to 4", got)
-	}
+	// Chunks 0-2 and the two a read of them reads ahead, in runs.
+	tileChunks(t, inner.takeRanges(), 100, 0, 500, c.maxRunChunks())
 	if got := readAll(t, c, "next", 0, 250); string(got) != string(want[:250]) {
 		t.Fatal("wrong bytes")
 	}

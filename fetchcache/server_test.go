@@ -64,6 +64,10 @@ func TestServerServesAndShutsDown(t *testing.T) {
 		}
 		waiting <- err
 	}()
+	// The consumer above is closed, but the server may still be holding
+	// its last fetch for up to that fetch's 100 ms max wait: let it end
+	// before arming, so the signal comes from this fetch.
+	time.Sleep(300 * time.Millisecond)
 	sc.armed.Store(true)
 	<-sc.waiting // the fetch is polling for data
 	start := time.Now()

@@ -136,6 +136,22 @@ type SharedRangeReader interface {
 	SharedBytes() [][]byte
 }
 
+// SizeHinter is implemented by caching buckets that learn an object's size
+// with an Attributes call (a HEAD) before range-reading it: a RemoteLog
+// tells them the size its manifest recorded for a segment's .log, which
+// saves that request. A bucket that finds the object shorter than the
+// hint must fall back to the object's real size.
+type SizeHinter interface {
+	HintSize(key string, size int64)
+}
+
+// hintSize passes a .log object's recorded size to a SizeHinter bucket.
+func hintSize(b objstore.BucketReader, obj manifest.Object) {
+	if h, ok := b.(SizeHinter); ok {
+		h.HintSize(obj.Key, obj.Size)
+	}
+}
+
 // Prefetcher is implemented by caching buckets that can load a range in
 // the background. A RemoteLog prefetches the start of the next segment's
 // .log object, and loads its index, when a read comes near the end of a
@@ -360,6 +376,7 @@ func (l *RemoteLog) prefetchNext(ctx context.Context, m *manifest.Manifest, seg 
 	if err != nil || next.Log.Key == seg.Log.Key {
 		return // the read itself reports problems with the next segment
 	}
+	hintSize(l.bucket, next.Log)
 	p.Prefetch(next.Log.Key, 0, min(int64(maxBytes)+int64(l.opts.ScanWindow), next.Log.Size))
 	if _, ok := l.idx.get(next.Index.Key); !ok && l.idx.claim(next.Index.Key) {
 		if !p.Background(func(ctx context.Context) {
@@ -393,6 +410,7 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 		if _, cached := l.idx.get(seg.Index.Key); !cached {
 			// A read from the segment's start begins at position 0:
 			// the log's first bytes load while the index does.
+			hintSize(l.bucket, seg.Log)
 			p.Prefetch(seg.Log.Key, 0, min(window, seg.Log.Size))
 		}
 	}
@@ -722,6 +740,7 @@ type logCursor struct {
 }
 
 func newLogCursor(b objstore.BucketReader, obj manifest.Object, window int64) *logCursor {
+	hintSize(b, obj)
 	return &logCursor{b: b, obj: obj, window: max(window, record.HeaderSize)}
 }
 

@@ -33,7 +33,7 @@ const (
 	DefaultFetchMaxConcurrentGets = 16
 	DefaultFetchMaxInFlightBytes  = 16 * DefaultFetchChunkBytes
 	DefaultFetchMaxWait           = 2 * time.Second
-	DefaultFetchReadAheadChunks   = 2
+	DefaultFetchReadAheadChunks   = 4
 )
 
 // Config is the configuration of a long-running tiered process. Not every process reads every
@@ -150,7 +150,7 @@ type Fetch struct {
 	// MaxWait bounds how long a request waits for the gates before it is throttled
 	// (HTTP 429 / Kafka throttle; default 2s).
 	MaxWait time.Duration `yaml:"max_wait"`
-	// ReadAheadChunks is how many chunks past a sequential read are prefetched (default 2;
+	// ReadAheadChunks is how many chunks past a sequential read are prefetched (default 4;
 	// 0 disables).
 	ReadAheadChunks int `yaml:"readahead_chunks"`
 }

@@ -1,0 +1,370 @@
+package fetchcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// Chunk loads. Every chunk being brought into memory has one flight in
+// CachingBucket.flights; whoever needs the chunk meanwhile (a client or
+// read-ahead) waits for that flight instead of starting a second GET.
+//
+// Loads go in runs: the consecutive chunks of one object that a request
+// (or a read-ahead) claims together are fetched with one range GET and
+// handed out chunk by chunk as the body arrives, so a waiter of the first
+// chunk does not wait for the last, and a sequential stream costs one GET
+// per run instead of one per chunk. Object stores charge a fixed cost per
+// request (MinIO on the same host: about as much as reading 2 MiB), so a
+// run of four chunks is close to a quarter of the requests.
+
+// flight is one load of one chunk. done is closed once data or err is set.
+type flight struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+// loadRun is a claimed run: consecutive chunks of one object version and
+// their flights, which loadRun settles.
+type loadRun struct {
+	keys    []chunkKey
+	flights []*flight
+}
+
+// maxRunChunks bounds the chunks of one run (one GET): a quarter of the
+// in-flight byte budget, at least one chunk and at most eight, so a run
+// always fits the bytes gate and several runs load side by side.
+func (c *CachingBucket) maxRunChunks() int {
+	return int(min(max(c.o.MaxInFlightBytes/c.o.ChunkBytes/4, 1), 8))
+}
+
+// claim looks at chunks [first, last] of an object version under the
+// flights lock: a cached chunk is taken (client) or skipped (read-ahead),
+// a chunk already loading is joined (client) or skipped (read-ahead), and
+// the others get new flights, grouped into runs of consecutive chunks that
+// the caller must load. For a client, waits holds the flight of every chunk
+// not cached (its own and joined ones) and cached the cached bytes, both
+// indexed from first. count says whether a client's lookups count as
+// memory hits and misses.
+func (c *CachingBucket) claim(object, version string, first, last int64, client, count bool) (runs []loadRun, waits []*flight, cached [][]byte) {
+	if client {
+		waits = make([]*flight, last-first+1)
+		cached = make([][]byte, last-first+1)
+	}
+	maxRun := c.maxRunChunks()
+	var cur loadRun
+	flush := func() {
+		if len(cur.keys) > 0 {
+			runs = append(runs, cur)
+			cur = loadRun{}
+		}
+	}
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	for i := first; i <= last; i++ {
+		k := chunkKey{object, version, i}
+		if client {
+			if data, ok := c.mem.get(k, true); ok {
+				if count {
+					c.m.hits.WithLabelValues(TierMemory).Inc()
+				}
+				cached[i-first] = data
+				flush()
+				continue
+			}
+			if count {
+				c.m.misses.WithLabelValues(TierMemory).Inc()
+			}
+		} else if c.mem.contains(k) {
+			flush()
+			continue
+		}
+		if f, ok := c.flights[k]; ok {
+			if client {
+				waits[i-first] = f
+			}
+			flush()
+			continue
+		}
+		f := &flight{done: make(chan struct{})}
+		c.flights[k] = f
+		if client {
+			waits[i-first] = f
+		}
+		if len(cur.keys) == maxRun {
+			flush()
+		}
+		cur.keys = append(cur.keys, k)
+		cur.flights = append(cur.flights, f)
+	}
+	flush()
+	return runs, waits, cached
+}
+
+// acquire returns chunks [first, last] of an object version for a client:
+// cached ones at once, the others from the loads it joins or starts (one
+// GET per run, at most FetchParallelism runs of this request at a time).
+// Read-ahead of the stream starts while the request's own loads go on.
+func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time) ([][]byte, error) {
+	hook := c.testHook
+	runs, waits, chunks := c.claim(object, version, first, last, true, true)
+	if len(runs) > 0 {
+		if !c.goBackground(func() { c.loadRuns(runs, size, deadline) }) {
+			for _, r := range runs {
+				c.settleRun(r, 0, ErrClosed)
+			}
+		}
+	}
+	c.readAheadAfter(object, version, size, first, last)
+	var loaded []chunkKey
+	for i, f := range waits {
+		if f == nil {
+			continue
+		}
+		k := chunkKey{object, version, first + int64(i)}
+		if hook != nil {
+			hook(k)
+		}
+		for {
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if !errors.Is(f.err, errReadAheadSkipped) {
+				break
+			}
+			// Joined a read-ahead that gave up: load it as a client.
+			rs, ws, cs := c.claim(object, version, k.index, k.index, true, false)
+			if cs[0] != nil {
+				f = &flight{data: cs[0]}
+				break
+			}
+			if len(rs) > 0 && !c.goBackground(func() { c.loadRuns(rs, size, deadline) }) {
+				c.settleRun(rs[0], 0, ErrClosed)
+			}
+			f = ws[0]
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		chunks[i] = f.data
+		c.mem.markRead(k)
+		loaded = append(loaded, k)
+	}
+	// Loads finish in any order; make the request's chunks most recently
+	// used in offset order, so eviction order is stable.
+	for _, k := range loaded {
+		c.mem.touch(k)
+	}
+	return chunks, nil
+}
+
+// loadRuns loads a client request's runs, FetchParallelism at a time.
+func (c *CachingBucket) loadRuns(runs []loadRun, size int64, deadline time.Time) {
+	if len(runs) == 1 {
+		c.load(runs[0], size, deadline, false)
+		return
+	}
+	sem := make(chan struct{}, c.o.FetchParallelism)
+	done := make(chan struct{}, len(runs))
+	for _, r := range runs {
+		sem <- struct{}{}
+		if !c.goBackground(func() {
+			defer func() { <-sem; done <- struct{}{} }()
+			c.load(r, size, deadline, false)
+		}) {
+			c.settleRun(r, 0, ErrClosed)
+			<-sem
+			done <- struct{}{}
+		}
+	}
+	for range runs {
+		<-done
+	}
+}
+
+// settle ends the flight of chunk i of run r: a chunk is added to the
+// memory tier before its flight leaves the table, so a later claim finds
+// one or the other.
+func (c *CachingBucket) settle(r loadRun, i int, data []byte, err error) {
+	k, f := r.keys[i], r.flights[i]
+	c.fmu.Lock()
+	if c.flights[k] == f {
+		delete(c.flights, k)
+	}
+	c.fmu.Unlock()
+	f.data, f.err = data, err
+	close(f.done)
+}
+
+// settleRun ends the flights of chunks [from, end) of r with err.
+func (c *CachingBucket) settleRun(r loadRun, from int, err error) {
+	for i := from; i < len(r.keys); i++ {
+		c.settle(r, i, nil, err)
+	}
+}
+
+// load brings run r into the memory tier, from the disk tier or the store
+// (one range GET per stretch of chunks the disk tier does not hold), and
+// settles every flight of the run. Client loads wait for the gates until
+// deadline; read-ahead loads only take free capacity. It runs under the
+// bucket's lifetime context.
+func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhead bool) {
+	cs := c.o.ChunkBytes
+	lens := make([]int64, len(r.keys))
+	var weight int64
+	for i, k := range r.keys {
+		lens[i] = chunkLen(k.index, cs, size)
+		weight += lens[i]
+	}
+	start := func(g *Gate, w int64) error {
+		if readAhead {
+			if !g.TryStart(w) {
+				return errReadAheadSkipped
+			}
+			return nil
+		}
+		return g.StartBy(c.ctx, w, deadline)
+	}
+	if err := start(c.bytes, weight); err != nil {
+		c.settleRun(r, 0, err)
+		return
+	}
+	// keep caches chunk i and ends its flight as soon as its bytes are in.
+	keep := func(i int, data []byte) {
+		c.mem.add(r.keys[i], data, readAhead)
+		c.settle(r, i, data, nil)
+	}
+	// release ends chunk i's part of the bytes weight once its GET is
+	// closed: handed to the disk writer with the chunk, or returned.
+	release := func(i int) {
+		if c.disk != nil {
+			select {
+			case c.diskQueue <- diskWrite{r.keys[i], r.flights[i].data, lens[i]}:
+				return
+			default:
+			}
+		}
+		c.bytes.Done(lens[i])
+	}
+	fail := func(from int, err error) {
+		var w int64
+		for _, n := range lens[from:] {
+			w += n
+		}
+		c.bytes.Done(w)
+		c.settleRun(r, from, err)
+	}
+	for i := 0; i < len(r.keys); {
+		if data, ok := c.mem.get(r.keys[i], false); ok {
+			c.bytes.Done(lens[i]) // filled while this load was being set up
+			c.settle(r, i, data, nil)
+			i++
+			continue
+		}
+		if c.disk != nil {
+			data, ok := c.disk.get(r.keys[i], lens[i])
+			if !readAhead {
+				if ok {
+					c.m.hits.WithLabelValues(TierDisk).Inc()
+				} else {
+					c.m.misses.WithLabelValues(TierDisk).Inc()
+				}
+			}
+			if ok {
+				// A promoted chunk is not written back to disk.
+				c.mem.add(r.keys[i], data, readAhead)
+				c.bytes.Done(lens[i])
+				c.settle(r, i, data, nil)
+				i++
+				continue
+			}
+		}
+		// Chunks i..j-1 come from the store in one GET: the stretch
+		// ends before the next chunk the disk tier holds.
+		j := i + 1
+		for j < len(r.keys) && (c.disk == nil || !c.disk.has(r.keys[j])) {
+			if c.disk != nil && !readAhead {
+				c.m.misses.WithLabelValues(TierDisk).Inc()
+			}
+			j++
+		}
+		if err := start(c.gets, 1); err != nil {
+			fail(i, err)
+			return
+		}
+		err := c.fetch(r, lens, i, j, keep)
+		c.gets.Done(1)
+		got := countSettled(r, i, j)
+		for x := i; x < i+got; x++ {
+			release(x)
+		}
+		if err != nil {
+			fail(i+got, err)
+			return
+		}
+		i = j
+	}
+}
+
+// countSettled is the number of chunks of r from i (before j) whose
+// flights have ended.
+func countSettled(r loadRun, i, j int) int {
+	n := 0
+	for ; i+n < j; n++ {
+		select {
+		case <-r.flights[i+n].done:
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// fetch reads chunks [i, j) of run r with one range GET, passing each
+// chunk to keep as soon as its bytes are in.
+func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, keep func(int, []byte)) error {
+	object := r.keys[i].object
+	off := r.keys[i].index * c.o.ChunkBytes
+	var n int64
+	for _, l := range lens[i:j] {
+		n += l
+	}
+	rc, err := c.inner.GetRange(c.ctx, object, off, n)
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) {
+			c.attrs.Remove(object) // gone: do not trust its size any more
+		}
+		return err
+	}
+	defer rc.Close()
+	c.m.storeGets.Inc()
+	for x := i; x < j; x++ {
+		data := make([]byte, lens[x])
+		got, err := io.ReadFull(rc, data)
+		c.m.storeBytes.Add(float64(got))
+		if err != nil {
+			k := r.keys[x]
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return fmt.Errorf("chunk %d of %q: store returned %d of %d bytes (object changed?): %w",
+					k.index, k.object, got, lens[x], io.ErrUnexpectedEOF)
+			}
+			return fmt.Errorf("read chunk %d of %q: %w", k.index, k.object, err)
+		}
+		keep(x, data)
+	}
+	return nil
+}
+
+// loading is the number of chunks being loaded.
+func (c *CachingBucket) loading() int {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	return len(c.flights)
+}
