@@ -38,7 +38,8 @@ type Options struct {
 	// Usually empty: objstore.Open already applies the URL's prefix.
 	Prefix string
 	// Concurrency is the most segments uploaded at once, over all
-	// partitions (default 4).
+	// partitions (default 4). As many more may be read and checked ahead,
+	// so that a segment is ready to send when an upload ends.
 	Concurrency int
 	// BytesPerSecond throttles the object bytes stored; 0 is unlimited.
 	BytesPerSecond int64
@@ -74,8 +75,11 @@ type Uploader struct {
 	store   *manifestStore
 	metrics *Metrics
 	limiter *rate.Limiter
-	gate    chan struct{}
-	logger  *slog.Logger
+	// gate bounds the segments being stored (Concurrency); checkGate the
+	// segments being read and checked ahead of a free gate slot (as many).
+	gate      chan struct{}
+	checkGate chan struct{}
+	logger    *slog.Logger
 
 	mu     sync.Mutex
 	state  map[partKey]*partState
@@ -137,7 +141,8 @@ func NewUploader(bkt objstore.Bucket, src Source, opts Options) (*Uploader, erro
 		return nil, fmt.Errorf("uploader metrics: %w", err)
 	}
 	u := &Uploader{bkt: bkt, src: src, opts: opts, store: store, metrics: m, logger: logger,
-		gate: make(chan struct{}, opts.Concurrency), state: map[partKey]*partState{}}
+		gate: make(chan struct{}, opts.Concurrency), checkGate: make(chan struct{}, opts.Concurrency),
+		state: map[partKey]*partState{}}
 	if opts.BytesPerSecond > 0 {
 		burst := int(min(max(opts.BytesPerSecond, 64<<10), 1<<30))
 		u.limiter = rate.NewLimiter(rate.Limit(opts.BytesPerSecond), burst)
@@ -517,7 +522,7 @@ func (u *Uploader) spanningReplaceTask(ctx context.Context, m *manifest.Manifest
 	return t, true, nil
 }
 
-// uploadTasks uploads tasks concurrently (bounded by the uploader's gate)
+// uploadTasks uploads tasks concurrently (bounded by the uploader's gates)
 // and returns the longest prefix, in order, that was stored; the objects of
 // later successes are deleted (never committed).
 func (u *Uploader) uploadTasks(ctx context.Context, p Partition, tasks []task, pr *PartitionReport) ([]uploaded, error) {
@@ -528,13 +533,6 @@ func (u *Uploader) uploadTasks(ctx context.Context, p Partition, tasks []task, p
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case u.gate <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-u.gate }()
 			results[i], errs[i] = u.uploadWithRetry(ctx, p, t)
 		}()
 	}
@@ -603,28 +601,77 @@ type sourceError struct{ err error }
 func (e *sourceError) Error() string   { return e.err.Error() }
 func (e *sourceError) Unwrap() []error { return []error{errSource, e.err} }
 
-// uploadSegment stores one attempt of one segment: .log streamed and checked
-// on the way, then the indexes. On failure it deletes what it stored (the
-// attempt's keys are its own and never committed).
-func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up uploaded, err error) {
+// uploadSegment stores one attempt of one segment: its .log is read once
+// and checked (check), then stored with the indexes (storeChecked). The
+// check takes a slot of checkGate and keeps it until a slot of gate is free
+// for the store, so up to Concurrency segments are checked ahead of the
+// Concurrency being stored: a segment is ready to send as soon as an upload
+// ends, instead of the object store waiting while it is read.
+func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (uploaded, error) {
+	if err := acquire(ctx, u.checkGate); err != nil {
+		return uploaded{}, err
+	}
+	c, err := u.check(ctx, p, t)
+	if err != nil {
+		<-u.checkGate
+		return uploaded{}, err
+	}
+	err = acquire(ctx, u.gate)
+	<-u.checkGate
+	if err != nil {
+		c.rd.Close()
+		return uploaded{}, err
+	}
+	defer func() { <-u.gate }()
+	return u.storeChecked(ctx, c)
+}
+
+// acquire takes a slot of gate, or fails when ctx ends first.
+func acquire(ctx context.Context, gate chan struct{}) error {
+	select {
+	case gate <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// checkedSegment is a segment whose .log was read and checked, open and
+// ready to store (storeChecked).
+type checkedSegment struct {
+	t       task
+	rd      SegmentReader
+	keys    manifest.SegmentKeys
+	started time.Time
+	// sums and n: the block checksums and size of the .log bytes checked.
+	sums                    *crcBlocks
+	n                       int64
+	seg                     manifest.Segment // all but the objects
+	offIdx, timeIdx, txnIdx []byte
+	hasTxn                  bool
+}
+
+// check opens one attempt of one segment and reads its .log once,
+// sequentially, checking every batch and taking its checksums (whole and
+// per block) and statistics (and building indexes). On success the
+// segment stays open for storeChecked.
+func (u *Uploader) check(ctx context.Context, p Partition, t task) (_ *checkedSegment, err error) {
 	started := u.opts.Now()
 	attempt := manifest.NewAttemptID()
 	keys, err := manifest.DataKeys(u.store.prefix, p.Topic, p.Partition, t.cut, attempt)
 	if err != nil {
-		return up, err
+		return nil, err
 	}
 	rd, err := u.src.Open(ctx, p, t.seg)
 	if err != nil {
 		if errors.Is(err, ErrSegmentGone) {
-			return up, err
+			return nil, err
 		}
-		return up, &sourceError{fmt.Errorf("open segment %d: %w", t.seg.BaseOffset, err)}
+		return nil, &sourceError{fmt.Errorf("open segment %d: %w", t.seg.BaseOffset, err)}
 	}
-	defer rd.Close()
-	var stored []string
 	defer func() {
-		if err != nil && len(stored) > 0 {
-			u.deleteKeys(context.WithoutCancel(ctx), stored)
+		if err != nil {
+			rd.Close()
 		}
 	}()
 	offIdx, hasOff, err := rd.OffsetIndex()
@@ -641,7 +688,7 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 	}
 	txnIdx, hasTxn, err := rd.TxnIndex()
 	if err != nil {
-		return up, err
+		return nil, err
 	}
 	cutting := t.cut > t.seg.BaseOffset
 	build := !hasOff || !hasTime || cutting
@@ -654,31 +701,28 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 	}
 	name := fmt.Sprintf("%s-%d/%020d.log", p.Topic, p.Partition, t.seg.BaseOffset)
 	ls := newLogStream(&sourceReader{r: rd}, name, t.seg.BaseOffset, t.cut, interval)
-	// Pass 1: read the segment once, sequentially, checking every batch
-	// and taking its checksums (whole and per block) and statistics (and
-	// building indexes).
 	sums := &crcBlocks{}
 	n, err := io.Copy(sums, ls)
 	if err != nil {
 		if !errors.Is(err, ErrSegmentGone) && !errors.Is(err, errSource) && !permanent(err) {
 			err = &sourceError{err}
 		}
-		return up, fmt.Errorf("read segment %d: %w", t.seg.BaseOffset, err)
+		return nil, fmt.Errorf("read segment %d: %w", t.seg.BaseOffset, err)
 	}
 	stats := ls.stats
 	if stats.Batches == 0 {
-		return up, fmt.Errorf("segment %d: %w", t.seg.BaseOffset, ErrSegmentGone)
+		return nil, fmt.Errorf("segment %d: %w", t.seg.BaseOffset, ErrSegmentGone)
 	}
 	if stats.LastOffset >= p.HighWatermark {
-		return up, fmt.Errorf("segment %d holds offset %d at or above the high watermark %d: %w", t.seg.BaseOffset, stats.LastOffset, p.HighWatermark, ErrSegmentGone)
+		return nil, fmt.Errorf("segment %d holds offset %d at or above the high watermark %d: %w", t.seg.BaseOffset, stats.LastOffset, p.HighWatermark, ErrSegmentGone)
 	}
 	if stats.LastOffset != t.seg.LastOffset() {
-		return up, fmt.Errorf("segment %d ends at offset %d, listed as ending at %d: %w", t.seg.BaseOffset, stats.LastOffset, t.seg.LastOffset(), ErrSegmentGone)
+		return nil, fmt.Errorf("segment %d ends at offset %d, listed as ending at %d: %w", t.seg.BaseOffset, stats.LastOffset, t.seg.LastOffset(), ErrSegmentGone)
 	}
 	if build {
 		bOff, bTime, err := ls.indexes()
 		if err != nil {
-			return up, err
+			return nil, err
 		}
 		if !hasOff || cutting {
 			offIdx = bOff
@@ -690,7 +734,7 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 	if hasTxn && cutting {
 		txns, err := index.DecodeAbortedTxns(txnIdx, t.seg.BaseOffset)
 		if err != nil {
-			return up, err
+			return nil, err
 		}
 		var keep []index.AbortedTxn
 		for _, a := range txns {
@@ -699,7 +743,7 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 			}
 		}
 		if txnIdx, err = index.EncodeAbortedTxns(keep, t.cut); err != nil {
-			return up, err
+			return nil, err
 		}
 	}
 	seg := manifest.Segment{
@@ -712,10 +756,24 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 	} else {
 		seg.LeaderEpochs = stats.Epochs
 	}
+	return &checkedSegment{t: t, rd: rd, keys: keys, started: started, sums: sums, n: n, seg: seg,
+		offIdx: offIdx, timeIdx: timeIdx, txnIdx: txnIdx, hasTxn: hasTxn}, nil
+}
 
-	// Pass 2: store the very bytes checked, from the same file, by
-	// position (the object store then sends it in parts without buffering,
-	// whatever the segment size), and the indexes beside it.
+// storeChecked stores a checked segment: the very bytes checked, from the same
+// file, by position (the object store then sends it in parts without
+// buffering, whatever the segment size), and the indexes beside it; then
+// closes it. On failure it deletes what it stored (the attempt's keys are
+// its own and never committed).
+func (u *Uploader) storeChecked(ctx context.Context, c *checkedSegment) (up uploaded, err error) {
+	defer c.rd.Close()
+	var stored []string
+	defer func() {
+		if err != nil && len(stored) > 0 {
+			u.deleteKeys(context.WithoutCancel(ctx), stored)
+		}
+	}()
+	rd, seg, n, keys := c.rd, c.seg, c.n, c.keys
 	ra, err := rd.LogReaderAt()
 	if err != nil {
 		return up, err
@@ -747,15 +805,15 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 	}
 	var g errgroup.Group
 	g.Go(func() error {
-		whole, _ := sums.sum(0, n)
-		body := checkedSection{SectionReader: io.NewSectionReader(u.throttleAt(ctx, ra), rd.Size()-n, n), sums: sums}
+		whole, _ := c.sums.sum(0, n)
+		body := checkedSection{SectionReader: io.NewSectionReader(u.throttleAt(ctx, ra), rd.Size()-n, n), sums: c.sums}
 		return put(keys.Log, body, n, manifest.CRC32CChecksum(whole), &seg.Log)
 	})
-	g.Go(func() error { return putSmall(keys.Index, offIdx, &seg.Index) })
-	g.Go(func() error { return putSmall(keys.TimeIndex, timeIdx, &seg.TimeIndex) })
-	if hasTxn && len(txnIdx) > 0 {
+	g.Go(func() error { return putSmall(keys.Index, c.offIdx, &seg.Index) })
+	g.Go(func() error { return putSmall(keys.TimeIndex, c.timeIdx, &seg.TimeIndex) })
+	if c.hasTxn && len(c.txnIdx) > 0 {
 		seg.TxnIndex = &manifest.Object{}
-		g.Go(func() error { return putSmall(keys.TxnIndex, txnIdx, seg.TxnIndex) })
+		g.Go(func() error { return putSmall(keys.TxnIndex, c.txnIdx, seg.TxnIndex) })
 	}
 	if err := g.Wait(); err != nil {
 		return up, err
@@ -765,9 +823,9 @@ func (u *Uploader) uploadSegment(ctx context.Context, p Partition, t task) (up u
 	}
 	seg.UploadTimeMs = u.opts.Now().UnixMilli()
 	if err := seg.Validate(); err != nil {
-		return up, fmt.Errorf("segment %d: %w", t.seg.BaseOffset, err)
+		return up, fmt.Errorf("segment %d: %w", c.t.seg.BaseOffset, err)
 	}
-	return uploaded{task: t, seg: seg, bytes: total, started: started}, nil
+	return uploaded{task: c.t, seg: seg, bytes: total, started: c.started}, nil
 }
 
 // sourceReader marks the source's read errors.

@@ -3,6 +3,7 @@ package remotetier
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -395,5 +396,95 @@ func TestUploadCompactionSpansCommittedEnd(t *testing.T) {
 	upCheckRemote(t, mem, l, "c", 0, segs[len(segs)-1].BaseOffset)
 	if rep, err := u.RunOnce(ctx); err != nil || rep.UploadedSegments != 0 {
 		t.Fatalf("third pass: %+v, %v", rep, err)
+	}
+}
+
+// slowLogBucket delays every .log Put and records how many run at once.
+type slowLogBucket struct {
+	objstore.Bucket
+	mu        sync.Mutex
+	cur, peak int
+}
+
+func (b *slowLogBucket) Put(ctx context.Context, key string, r io.Reader, size int64, cond objstore.Condition) (objstore.Attrs, error) {
+	if !strings.HasSuffix(key, ".log") {
+		return b.Bucket.Put(ctx, key, r, size, cond)
+	}
+	b.mu.Lock()
+	b.cur++
+	b.peak = max(b.peak, b.cur)
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.cur--
+		b.mu.Unlock()
+	}()
+	time.Sleep(20 * time.Millisecond)
+	return b.Bucket.Put(ctx, key, r, size, cond)
+}
+
+// countingSource records how many segments are open at once.
+type countingSource struct {
+	Source
+	mu        sync.Mutex
+	cur, peak int
+}
+
+func (s *countingSource) Open(ctx context.Context, p Partition, seg SegmentMeta) (SegmentReader, error) {
+	r, err := s.Source.Open(ctx, p, seg)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cur++
+	s.peak = max(s.peak, s.cur)
+	s.mu.Unlock()
+	return &countedReader{SegmentReader: r, s: s}, nil
+}
+
+type countedReader struct {
+	SegmentReader
+	s    *countingSource
+	once sync.Once
+}
+
+func (r *countedReader) Close() error {
+	r.once.Do(func() {
+		r.s.mu.Lock()
+		r.s.cur--
+		r.s.mu.Unlock()
+	})
+	return r.SegmentReader.Close()
+}
+
+// TestUploadChecksAhead: at most Concurrency segments are stored at once,
+// while as many more are read and checked ahead of a free slot (never
+// more), and every segment is committed.
+func TestUploadChecksAhead(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "a", 2)
+	for p := int32(0); p < 2; p++ {
+		upSegments(t, upPartition(t, d, "a", p), 6, 3, 4, 50)
+	}
+	const conc = 2
+	bkt := &slowLogBucket{Bucket: objstore.NewMemory()}
+	src := &countingSource{Source: NewLocalSource(d, nil)}
+	u := upUploader(t, bkt, src, Options{Concurrency: conc})
+	rep, err := u.RunOnce(ctx)
+	if err != nil || rep.UploadedSegments != 12 {
+		t.Fatalf("uploaded %d segments, %v", rep.UploadedSegments, err)
+	}
+	if bkt.peak != conc {
+		t.Errorf("%d .log uploads at once, want %d", bkt.peak, conc)
+	}
+	if src.peak <= conc || src.peak > 2*conc {
+		t.Errorf("%d segments open at once, want more than %d (checked ahead) and at most %d", src.peak, conc, 2*conc)
+	}
+	if src.cur != 0 {
+		t.Errorf("%d segments left open", src.cur)
+	}
+	for p := int32(0); p < 2; p++ {
+		upCheckRemote(t, bkt.Bucket, upPartition(t, d, "a", p), "a", p, upPartition(t, d, "a", p).Segments()[6].BaseOffset)
 	}
 }

@@ -12,9 +12,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -85,7 +88,9 @@ type S3Config struct {
 // about ten times the CPU of CRC-32C; over HTTPS it would send no checksum
 // at all. Multipart uploads are created with ChecksumAlgorithm CRC32C so
 // every part is checked. A Put reader that already knows the CRC-32C of its
-// bytes (CRC32CRanger) spares the extra pass over them.
+// bytes (CRC32CRanger) spares the extra pass over them. A body that is a
+// file, or an io.SectionReader over one, goes out with sendfile over plain
+// HTTP (fileBodyTransport).
 type S3 struct {
 	client    *s3.Client
 	transport *http.Transport
@@ -147,7 +152,7 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 		tr.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
 	}
 	cfg.HTTPClient = &http.Client{
-		Transport: tr,
+		Transport: fileBodyTransport{tr},
 		// Like the SDK's own client: S3 redirects are errors to report.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -399,6 +404,10 @@ type source struct {
 	sums CRC32CRanger // nil when r does not know its checksums
 	base int64        // r's offset when ra != nil
 	pos  int64        // bytes handed out so far
+	// file, when set, is the file ra reads, ra's offset 0 being fileOff
+	// in it: request bodies are then sent from it with sendfile.
+	file    *os.File
+	fileOff int64
 }
 
 func newSource(r io.Reader) *source {
@@ -409,9 +418,29 @@ func newSource(r io.Reader) *source {
 		if cur, err := sk.Seek(0, io.SeekCurrent); err == nil {
 			s.ra, s.base = ra, cur
 			s.sums, _ = r.(CRC32CRanger)
+			s.file, s.fileOff = fileUnder(r)
 		}
 	}
 	return s
+}
+
+// fileUnder returns the file r reads by position and the file offset of
+// r's offset 0: r itself, or the file under an io.SectionReader (or a type
+// embedding one) over a file; nil for anything else.
+func fileUnder(r io.Reader) (*os.File, int64) {
+	if f, ok := r.(*os.File); ok {
+		return f, 0
+	}
+	if o, ok := r.(interface {
+		Outer() (io.ReaderAt, int64, int64)
+	}); ok {
+		if f, off, _ := o.Outer(); f != nil {
+			if f, ok := f.(*os.File); ok {
+				return f, off
+			}
+		}
+	}
+	return nil, 0
 }
 
 // next returns a body of up to want bytes, its length and its CRC-32C;
@@ -436,6 +465,9 @@ func (s *source) next(ctx context.Context, want int64, buf []byte) (body io.Read
 			}
 		}
 		body = io.NewSectionReader(s.ra, s.base+s.pos, n)
+		if s.file != nil {
+			body = &fileSection{SectionReader: body.(*io.SectionReader), f: s.file, off: s.fileOff + s.base + s.pos}
+		}
 	} else {
 		k, err := io.ReadFull(readerWithContext(ctx, s.r), buf[:want])
 		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
@@ -594,7 +626,7 @@ func (b *S3) Put(ctx context.Context, key string, r io.Reader, size int64, cond 
 		in := &s3.PutObjectInput{Bucket: &b.bucket, Key: &key, Body: body, ContentLength: aws.Int64(n),
 			ChecksumCRC32C: crcHeader(sum)}
 		applyCond(cond, &in.IfNoneMatch, &in.IfMatch)
-		out, err := b.client.PutObject(ctx, in, unsignedPayload)
+		out, err := b.client.PutObject(withFileBody(ctx, body), in, unsignedPayload)
 		if err != nil {
 			return Attrs{}, mapPutErr(key, cond, err)
 		}
@@ -636,7 +668,7 @@ func (b *S3) putMultipart(ctx context.Context, key string, src *source, first io
 		defer wg.Done()
 		defer func() { <-slots }()
 		crc := crcHeader(sum)
-		out, err := b.client.UploadPart(pctx, &s3.UploadPartInput{Bucket: &b.bucket, Key: &key, UploadId: uploadID,
+		out, err := b.client.UploadPart(withFileBody(pctx, body), &s3.UploadPartInput{Bucket: &b.bucket, Key: &key, UploadId: uploadID,
 			PartNumber: aws.Int32(num), Body: body, ContentLength: aws.Int64(n), ChecksumCRC32C: crc}, unsignedPayload)
 		if buf != nil {
 			free <- buf
@@ -749,3 +781,120 @@ type s3Reader struct {
 }
 
 func (r *s3Reader) Attrs() Attrs { return r.attrs }
+
+// Request bodies from files, by sendfile.
+//
+// The SDK hands net/http its own wrapper of a request body, so even a
+// section of a file goes out through a 32 KiB buffer: the bytes are read
+// from the page cache into memory and written to the socket in 32 KiB
+// system calls, for every request. When a Put's body is a section of a
+// file, the request's context names it, and fileBodyTransport gives net/http
+// a private descriptor of the same file positioned at the section instead,
+// which net/http sends with sendfile(2): no copy through this process and
+// a few system calls per request. The bytes sent are those the body's
+// x-amz-checksum-crc32c was computed over (the store rejects any other), so
+// a file changed meanwhile fails the request as it would have anyway.
+
+// fileSection is a request body that is n bytes at off of f.
+type fileSection struct {
+	*io.SectionReader
+	f   *os.File
+	off int64
+}
+
+type fileBodyKey struct{}
+
+// withFileBody returns ctx naming body, when it is a fileSection, as the
+// body of the request made with it.
+func withFileBody(ctx context.Context, body io.Reader) context.Context {
+	if sec, ok := body.(*fileSection); ok && sendfileBodies {
+		return context.WithValue(ctx, fileBodyKey{}, sec)
+	}
+	return ctx
+}
+
+// sendfileBodies: only Linux reopens a descriptor as an independent file
+// description through /proc/self/fd.
+var sendfileBodies = runtime.GOOS == "linux"
+
+// fileBodyTransport sends the body of a plain-HTTP request whose context
+// names a fileSection (withFileBody) of the same length from a private
+// descriptor of that file (see above); any other request, or one whose file
+// cannot be reopened, goes out as it is.
+type fileBodyTransport struct {
+	http.RoundTripper
+}
+
+func (t fileBodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	sec, ok := req.Context().Value(fileBodyKey{}).(*fileSection)
+	if !ok || req.Body == nil || req.URL.Scheme != "http" || req.ContentLength != sec.Size() {
+		return t.RoundTripper.RoundTrip(req)
+	}
+	f, err := reopenAt(sec.f, sec.off)
+	if err != nil {
+		return t.RoundTripper.RoundTrip(req)
+	}
+	r := new(http.Request)
+	*r = *req
+	r.Body = &sectionFile{f: f, end: sec.off + sec.Size()}
+	r.GetBody = nil
+	req.Body.Close() // never read; r's body is closed by the transport
+	return t.RoundTripper.RoundTrip(r)
+}
+
+// reopenAt opens f again, as a file description of its own (its own
+// offset), and positions it at off.
+func reopenAt(f *os.File, off int64) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var g *os.File
+	var oerr error
+	// Inside Control the descriptor cannot be closed and reused.
+	if err := rc.Control(func(fd uintptr) {
+		g, oerr = os.Open("/proc/self/fd/" + strconv.FormatUint(uint64(fd), 10))
+	}); err != nil {
+		return nil, err
+	}
+	if oerr != nil {
+		return nil, oerr
+	}
+	a, err1 := f.Stat()
+	b, err2 := g.Stat()
+	if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+		g.Close()
+		return nil, errors.New("reopened another file")
+	}
+	if _, err := g.Seek(off, io.SeekStart); err != nil {
+		g.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// sectionFile reads a file from its offset up to end. net/http finds its
+// descriptor through syscall.Conn and sends it with sendfile; Read serves
+// the few bytes it reads itself (to fill a buffer after the headers, and to
+// check the body holds no more than its length).
+type sectionFile struct {
+	f   *os.File
+	end int64
+}
+
+func (s *sectionFile) Read(p []byte) (int, error) {
+	pos, err := s.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	if pos >= s.end {
+		return 0, io.EOF
+	}
+	if rest := s.end - pos; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	return s.f.Read(p)
+}
+
+func (s *sectionFile) SyscallConn() (syscall.RawConn, error) { return s.f.SyscallConn() }
+func (s *sectionFile) Close() error                          { return s.f.Close() }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +66,7 @@ func TestS3VerifiedByMinioGo(t *testing.T) {
 	} {
 		src := c.src
 		if src == nil {
-			f := tempFileT(t, c.data)
+			f := objtesting.TempFile(t, c.data)
 			defer f.Close()
 			src = f
 		}
@@ -119,19 +118,6 @@ func TestS3VerifiedByMinioGo(t *testing.T) {
 	if got, _ := minioGet(t, mc, name, "w/by-minio-go"); string(got) != "swapped" {
 		t.Errorf("after the swap minio-go reads %q", got)
 	}
-}
-
-func tempFileT(t *testing.T, data []byte) *os.File {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "segment")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // TestS3FailedMultipartIsAborted: a reader failing mid-object and a lost
@@ -365,4 +351,70 @@ func TestS3ErrorMapping(t *testing.T) {
 
 func staticCreds() aws.CredentialsProvider {
 	return credentials.NewStaticCredentialsProvider(testminio.AccessKey, testminio.SecretKey, "")
+}
+
+// TestS3PutFromFileSections: bodies that are sections of a file (sent with
+// sendfile from a descriptor of their own) land byte for byte — a single
+// PutObject and a multipart upload whose parts go out concurrently, from a
+// section at an odd offset, several Puts of the same file at once, a file
+// already unlinked — and the caller's file offset does not move.
+func TestS3PutFromFileSections(t *testing.T) {
+	ctx := context.Background()
+	b := objtesting.NewMinIOBucket(t)
+	data := objtesting.Pattern(41, 2*objstore.DefaultPartSize+5<<20+7)
+	f := objtesting.TempFile(t, data)
+	defer f.Close()
+	if _, err := f.Seek(12345, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		key     string
+		off, n  int64
+		section bool // an io.SectionReader over the file, else the file itself
+	}{
+		{"fs/small", 3, 70_000, true},
+		{"fs/one-part", 1 << 20, objstore.DefaultPartSize, true},
+		{"fs/three-parts", 17, int64(len(data)) - 20, true},
+		{"fs/whole-file-from-its-offset", 12345, int64(len(data)) - 12345, false},
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(cases))
+	for i, c := range cases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r io.Reader = f
+			if c.section {
+				r = io.NewSectionReader(f, c.off, c.n)
+			}
+			_, errs[i] = b.Put(ctx, c.key, r, c.n, objstore.Condition{})
+		}()
+	}
+	wg.Wait()
+	for i, c := range cases {
+		if errs[i] != nil {
+			t.Fatalf("put %s: %v", c.key, errs[i])
+		}
+		if got := objtesting.MustGet(t, b, c.key); !bytes.Equal(got, data[c.off:c.off+c.n]) {
+			t.Errorf("%s: stored %d bytes that differ from the %d put", c.key, len(got), c.n)
+		}
+	}
+	if pos, err := f.Seek(0, io.SeekCurrent); err != nil || pos != 12345 {
+		t.Errorf("the caller's file offset is %d (%v), want 12345 as before the Puts", pos, err)
+	}
+
+	// A file deleted after it was opened is still read through its
+	// descriptor.
+	g := objtesting.TempFile(t, data)
+	defer g.Close()
+	if err := os.Remove(g.Name()); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(objstore.DefaultPartSize + 1)
+	if _, err := b.Put(ctx, "fs/unlinked", io.NewSectionReader(g, 5, n), n, objstore.Condition{}); err != nil {
+		t.Fatalf("put from an unlinked file: %v", err)
+	}
+	if got := objtesting.MustGet(t, b, "fs/unlinked"); !bytes.Equal(got, data[5:5+n]) {
+		t.Errorf("unlinked: stored %d bytes that differ from the %d put", len(got), n)
+	}
 }

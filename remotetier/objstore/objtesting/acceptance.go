@@ -159,7 +159,7 @@ func testRoundTrip(ctx context.Context, t *testing.T, b objstore.Bucket) {
 			checkStored(t, b, key, data, a)
 
 			// From a file (io.ReaderAt + io.Seeker), positioned past a header.
-			f := tempFile(t, append([]byte("HEADER"), data...))
+			f := TempFile(t, append([]byte("HEADER"), data...))
 			if _, err := f.Seek(6, io.SeekStart); err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,9 @@ func testRoundTrip(ctx context.Context, t *testing.T, b objstore.Bucket) {
 	}
 }
 
-func tempFile(t *testing.T, data []byte) *os.File {
+// TempFile writes data to a file in a test temporary directory and returns
+// it open for reading, closed when the test ends.
+func TempFile(t testing.TB, data []byte) *os.File {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "src")
 	if err := os.WriteFile(p, data, 0o644); err != nil {
@@ -559,7 +561,7 @@ func testSizeMismatch(ctx context.Context, t *testing.T, b objstore.Bucket) {
 				t.Errorf("after a size mismatch, Attributes = %v, want ErrNotFound", err)
 			}
 			// The file path (io.ReaderAt) too.
-			f := tempFile(t, data)
+			f := TempFile(t, data)
 			if _, err := b.Put(ctx, key, f, c.declared, objstore.Condition{}); !errors.Is(err, objstore.ErrSizeMismatch) {
 				t.Fatalf("Put from file declared %d with %d bytes = %v, want ErrSizeMismatch", c.declared, c.actual, err)
 			}
