@@ -239,7 +239,9 @@ func objectVersion(a objstore.Attrs) string {
 // read needs no Attributes call. Without an ETag the chunks of a hinted
 // object are versioned by size; attributes already cached are kept. A
 // hint larger than the object is corrected by GetRange, which re-learns
-// the size when the store returns fewer bytes than a chunk should hold.
+// the size when the store returns fewer bytes than a chunk should hold. A
+// hint shorter than the object is trusted: reads are cut at it, as a
+// RemoteLog reading by its manifest would cut them anyway.
 func (c *CachingBucket) HintSize(key string, size int64) {
 	if size < 0 {
 		return

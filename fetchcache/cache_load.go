@@ -122,9 +122,10 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 	}
 	c.readAheadAfter(object, version, size, first, last)
 	var loaded []chunkKey
-	for i, f := range waits {
+	for i := range waits {
+		f := waits[i]
 		if f == nil {
-			continue
+			continue // cached (also when found so by a reclaim below)
 		}
 		k := chunkKey{object, version, first + int64(i)}
 		if hook != nil {
@@ -139,16 +140,36 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 			if !errors.Is(f.err, errReadAheadSkipped) {
 				break
 			}
-			// Joined a read-ahead that gave up: load it as a client.
-			rs, ws, cs := c.claim(object, version, k.index, k.index, true, false)
+			// Joined a read-ahead that gave up: load its chunk as a
+			// client, together with the chunks after it whose read-ahead
+			// gave up too (a skipped run ends all its flights at once),
+			// so they load as runs again rather than one GET per chunk,
+			// each waiting for the one before.
+			end := i
+			for end+1 < len(waits) && skipped(waits[end+1]) {
+				end++
+			}
+			rs, ws, cs := c.claim(object, version, k.index, first+int64(end), true, false)
+			if len(rs) > 0 && !c.goBackground(func() { c.loadRuns(rs, size, deadline) }) {
+				for _, r := range rs {
+					c.settleRun(r, 0, ErrClosed)
+				}
+			}
+			for x := range ws {
+				if cs[x] != nil {
+					chunks[i+x], waits[i+x] = cs[x], nil
+				} else {
+					waits[i+x] = ws[x]
+				}
+			}
 			if cs[0] != nil {
-				f = &flight{data: cs[0]}
+				f = nil
 				break
 			}
-			if len(rs) > 0 && !c.goBackground(func() { c.loadRuns(rs, size, deadline) }) {
-				c.settleRun(rs[0], 0, ErrClosed)
-			}
 			f = ws[0]
+		}
+		if f == nil {
+			continue // cached meanwhile: counted and touched by claim
 		}
 		if f.err != nil {
 			return nil, f.err
@@ -163,6 +184,19 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		c.mem.touch(k)
 	}
 	return chunks, nil
+}
+
+// skipped reports whether f is a read-ahead flight that gave up.
+func skipped(f *flight) bool {
+	if f == nil {
+		return false
+	}
+	select {
+	case <-f.done:
+		return errors.Is(f.err, errReadAheadSkipped)
+	default:
+		return false
+	}
 }
 
 // loadRuns loads a client request's runs, FetchParallelism at a time.
@@ -203,10 +237,24 @@ func (c *CachingBucket) settle(r loadRun, i int, data []byte, err error) {
 	close(f.done)
 }
 
-// settleRun ends the flights of chunks [from, end) of r with err.
+// settleRun ends the flights of chunks [from, end) of r with err. They
+// all leave the table at once, and end last to first: a waiter woken by
+// the failure of one chunk finds the chunks after it failed too and gone
+// from the table, so what it claims next (a client taking over a skipped
+// read-ahead, GetRange retrying a short body) loads them afresh, as one
+// run, instead of joining flights that are about to fail.
 func (c *CachingBucket) settleRun(r loadRun, from int, err error) {
+	c.fmu.Lock()
 	for i := from; i < len(r.keys); i++ {
-		c.settle(r, i, nil, err)
+		if k := r.keys[i]; c.flights[k] == r.flights[i] {
+			delete(c.flights, k)
+		}
+	}
+	c.fmu.Unlock()
+	for i := len(r.keys) - 1; i >= from; i-- {
+		f := r.flights[i]
+		f.err = err
+		close(f.done)
 	}
 }
 
@@ -299,8 +347,15 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			fail(i, err)
 			return
 		}
-		err := c.fetch(r, lens, i, j, keep)
+		lastData, err := c.fetch(r, lens, i, j, keep)
 		c.gets.Done(1)
+		if err == nil {
+			// The GET's last chunk is handed out once the GET is closed
+			// and its gate free: a client answered by it (often the one
+			// that asked for the run) then finds its GET's slot free for
+			// its next request.
+			keep(j-1, lastData)
+		}
 		got := countSettled(r, i, j)
 		for x := i; x < i+got; x++ {
 			release(x)
@@ -328,8 +383,9 @@ func countSettled(r loadRun, i, j int) int {
 }
 
 // fetch reads chunks [i, j) of run r with one range GET, passing each
-// chunk to keep as soon as its bytes are in.
-func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, keep func(int, []byte)) error {
+// chunk but the last to keep as soon as its bytes are in; it returns the
+// last one once the GET is closed.
+func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, keep func(int, []byte)) ([]byte, error) {
 	object := r.keys[i].object
 	off := r.keys[i].index * c.o.ChunkBytes
 	var n int64
@@ -341,7 +397,7 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, keep func(int, 
 		if errors.Is(err, objstore.ErrNotFound) {
 			c.attrs.Remove(object) // gone: do not trust its size any more
 		}
-		return err
+		return nil, err
 	}
 	defer rc.Close()
 	c.m.storeGets.Inc()
@@ -351,15 +407,22 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, keep func(int, 
 		c.m.storeBytes.Add(float64(got))
 		if err != nil {
 			k := r.keys[x]
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				return fmt.Errorf("chunk %d of %q: store returned %d of %d bytes (object changed?): %w",
+			// ReadFull's own sentinels mean the body ended early; any
+			// other error is the reader's and is kept (a cut connection
+			// may wrap io.ErrUnexpectedEOF too, and GetRange then
+			// retries as for a short body).
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return nil, fmt.Errorf("chunk %d of %q: store returned %d of %d bytes (object changed?): %w",
 					k.index, k.object, got, lens[x], io.ErrUnexpectedEOF)
 			}
-			return fmt.Errorf("read chunk %d of %q: %w", k.index, k.object, err)
+			return nil, fmt.Errorf("read chunk %d of %q after %d of %d bytes: %w", k.index, k.object, got, lens[x], err)
+		}
+		if x == j-1 {
+			return data, nil // the deferred Close runs first
 		}
 		keep(x, data)
 	}
-	return nil
+	return nil, fmt.Errorf("fetch chunks [%d, %d) of %q: empty stretch", i, j, object)
 }
 
 // loading is the number of chunks being loaded.
