@@ -218,3 +218,30 @@ func tileChunks(t testing.TB, calls []rangeCall, chunk, from, to int64, maxRun i
 		t.Fatalf("GETs cover [%d, %d), want [%d, %d): %v", from, pos, from, to, calls)
 	}
 }
+
+// sampleViolations checks bad every few microseconds in the background
+// until the returned stop is called, which returns how many samples found
+// it true.
+func sampleViolations(bad func() bool) (stop func() int64) {
+	done := make(chan struct{})
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if bad() {
+				n.Add(1)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	})
+	return func() int64 {
+		close(done)
+		wg.Wait()
+		return n.Load()
+	}
+}

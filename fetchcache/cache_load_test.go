@@ -928,21 +928,8 @@ func TestLoadsSurviveFaults(t *testing.T) {
 				o.CacheDir, o.DiskBytes = t.TempDir(), 3000
 			}
 			c := mustCache(t, inner, o)
-			stop := make(chan struct{})
-			var over atomic.Int64
-			var sampler sync.WaitGroup
-			sampler.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if c.mem.size() > o.MemoryBytes || c.bytes.InFlight() < 0 || c.gets.InFlight() < 0 {
-						over.Add(1)
-					}
-					time.Sleep(50 * time.Microsecond)
-				}
+			stopSampling := sampleViolations(func() bool {
+				return c.mem.size() > o.MemoryBytes || c.bytes.InFlight() < 0 || c.gets.InFlight() < 0
 			})
 			var wg sync.WaitGroup
 			var ok, failed atomic.Int64
@@ -970,12 +957,11 @@ func TestLoadsSurviveFaults(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			close(stop)
-			sampler.Wait()
+			over := stopSampling()
 			t.Logf("%d reads served, %d failed", ok.Load(), failed.Load())
 			assertIdle(t, c)
-			if over.Load() > 0 {
-				t.Fatalf("bounds broken in %d samples", over.Load())
+			if over > 0 {
+				t.Fatalf("bounds broken in %d samples", over)
 			}
 			if m := inner.maxBytes.Load(); m > o.MaxInFlightBytes {
 				t.Fatalf("%d bytes of GETs in flight, budget %d", m, o.MaxInFlightBytes)

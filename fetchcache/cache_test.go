@@ -182,22 +182,7 @@ func TestMemoryBound(t *testing.T) {
 		ReadAheadChunks: 2, MaxWait: 5 * time.Second, FetchParallelism: 4}
 	c := mustCache(t, inner, o)
 
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	var over atomic.Int64
-	sampler.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if c.mem.size() > o.MemoryBytes {
-				over.Add(1)
-			}
-			runtimeYield()
-		}
-	})
+	stopSampling := sampleViolations(func() bool { return c.mem.size() > o.MemoryBytes })
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
@@ -222,11 +207,10 @@ func TestMemoryBound(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	close(stop)
-	sampler.Wait()
+	over := stopSampling()
 	waitIdle(t, c)
-	if over.Load() > 0 {
-		t.Fatalf("cache bytes above %d in %d samples", o.MemoryBytes, over.Load())
+	if over > 0 {
+		t.Fatalf("cache bytes above %d in %d samples", o.MemoryBytes, over)
 	}
 	t.Logf("at most %d bytes and %d GETs in flight at the store", inner.maxBytes.Load(), inner.maxGets.Load())
 	if m := inner.maxBytes.Load(); m > o.MaxInFlightBytes {
@@ -242,8 +226,6 @@ func TestMemoryBound(t *testing.T) {
 		t.Fatal("workload larger than the cache evicted nothing")
 	}
 }
-
-func runtimeYield() { time.Sleep(10 * time.Microsecond) }
 
 // TestRandomRangesMatchStore compares GetRange through the cache with
 // GetRange on the store for random ranges, including the edges.

@@ -108,7 +108,7 @@ func waitIdleExcept(t *testing.T, c *CachingBucket, gets int64) {
 		if i > 1e6 {
 			t.Fatal(fmt.Sprint("not idle: read-ahead ", c.loading()))
 		}
-		runtimeYield()
+		time.Sleep(10 * time.Microsecond)
 	}
 }
 
