@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/internal/ctxsleep"
 )
 
 // Kafka's broker defaults for the log cleaner (LogCleaner / CleanerConfig).
@@ -80,7 +82,7 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.Sleep == nil {
-		c.Sleep = sleepCtx
+		c.Sleep = ctxsleep.Sleep
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -105,18 +107,4 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log.cleaner.backoff.ms must not be negative, got %v", c.Backoff))
 	}
 	return errors.Join(errs...)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

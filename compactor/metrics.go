@@ -1,11 +1,12 @@
 package compactor
 
 import (
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/internal/promreg"
 )
 
 // metrics are the tiered_compactor_* series. Every one exists at 0 from
@@ -28,25 +29,6 @@ type metrics struct {
 	lastRun time.Time
 }
 
-// register registers c, or returns the collector already registered under
-// its name (a second Cleaner on the same registry, e.g. RunOnce called
-// again, shares the series).
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(T); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
-}
-
 func newMetrics(reg prometheus.Registerer, now func() time.Time) *metrics {
 	m := &metrics{lastRun: now()}
 	name := func(n string) prometheus.Opts {
@@ -55,12 +37,12 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) *metrics {
 	counter := func(n, help string) prometheus.Counter {
 		o := name(n)
 		o.Help = help
-		return register(reg, prometheus.NewCounter(prometheus.CounterOpts(o)))
+		return promreg.RegisterOrReuse(reg, prometheus.NewCounter(prometheus.CounterOpts(o)))
 	}
 	gauge := func(n, help string) prometheus.Gauge {
 		o := name(n)
 		o.Help = help
-		return register(reg, prometheus.NewGauge(prometheus.GaugeOpts(o)))
+		return promreg.RegisterOrReuse(reg, prometheus.NewGauge(prometheus.GaugeOpts(o)))
 	}
 	m.runs = counter("runs_total", "Cleaning runs completed (one per log cleaned).")
 	m.failures = counter("failures_total", "Cleaning runs that failed.")

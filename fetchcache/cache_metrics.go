@@ -1,9 +1,9 @@
 package fetchcache
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/internal/promreg"
 )
 
 // Tier label values.
@@ -64,14 +64,14 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		m.hits = cacheRegister(reg, m.hits)
-		m.misses = cacheRegister(reg, m.misses)
-		m.evictions = cacheRegister(reg, m.evictions)
-		m.bytes = cacheRegister(reg, m.bytes)
-		m.corrupt = cacheRegister(reg, m.corrupt)
-		m.storeGets = cacheRegister(reg, m.storeGets)
-		m.storeBytes = cacheRegister(reg, m.storeBytes)
-		m.readAhead = cacheRegister(reg, m.readAhead)
+		m.hits = promreg.RegisterOrReuse(reg, m.hits)
+		m.misses = promreg.RegisterOrReuse(reg, m.misses)
+		m.evictions = promreg.RegisterOrReuse(reg, m.evictions)
+		m.bytes = promreg.RegisterOrReuse(reg, m.bytes)
+		m.corrupt = promreg.RegisterOrReuse(reg, m.corrupt)
+		m.storeGets = promreg.RegisterOrReuse(reg, m.storeGets)
+		m.storeBytes = promreg.RegisterOrReuse(reg, m.storeBytes)
+		m.readAhead = promreg.RegisterOrReuse(reg, m.readAhead)
 	}
 	for _, tier := range []string{TierMemory, TierDisk} {
 		m.hits.WithLabelValues(tier)
@@ -82,21 +82,4 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 	m.readAhead.WithLabelValues(ReadAheadUseful)
 	m.readAhead.WithLabelValues(ReadAheadWasted)
 	return m
-}
-
-// cacheRegister registers c with reg, or returns the collector already
-// registered under the same description, so several caching buckets (and
-// gates) can share one registry; their series then add up (gauges are
-// only ever moved by deltas for that reason).
-func cacheRegister[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tiered/tiered/internal/ctxsleep"
 	"github.com/tiered/tiered/localtier/record"
 )
 
@@ -100,25 +101,11 @@ func NewClient(baseURL string, hc *http.Client) (*Client, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: u, hc: hc, ThrottleBudget: DefaultClientThrottleBudget, MaxResponseBytes: DefaultClientMaxResponseBytes, sleep: sleepCtx}, nil
+	return &Client{base: u, hc: hc, ThrottleBudget: DefaultClientThrottleBudget, MaxResponseBytes: DefaultClientMaxResponseBytes, sleep: ctxsleep.Sleep}, nil
 }
 
 // String is the service's base URL.
 func (c *Client) String() string { return c.base.String() }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // endpoint builds base + /v1/topics[/{topic}/partitions/{p}[/records]].
 func (c *Client) endpoint(topic string, partition int32, records bool, q url.Values) string {

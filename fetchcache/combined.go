@@ -40,13 +40,9 @@ func (c *CombinedCatalog) Topics(ctx context.Context) ([]TopicInfo, error) {
 // Partition returns the local partition, with the remote tier behind it when
 // the topic is remote-enabled.
 func (c *CombinedCatalog) Partition(ctx context.Context, topic string, partition int32) (Partition, error) {
-	l, err := c.dir.Partition(topic, partition)
+	l, err := openLocal(c.dir, topic, partition)
 	if err != nil {
-		var ue *localtier.UnknownTopicOrPartitionError
-		if errors.As(err, &ue) {
-			return nil, &UnknownTopicOrPartitionError{Topic: ue.Topic, Partition: ue.Partition}
-		}
-		return nil, fmt.Errorf("open partition %s-%d: %w", topic, partition, err)
+		return nil, err
 	}
 	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, partition: partition}, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tiered/tiered/internal/promreg"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
@@ -35,7 +36,7 @@ func newCorruptCounter(reg prometheus.Registerer) prometheus.Counter {
 		Help: "Reads (HTTP requests, Kafka partitions) refused because stored data failed its checksum or size check.",
 	})
 	if reg != nil {
-		c = registerOrReuse(reg, c)
+		c = promreg.RegisterOrReuse(reg, c)
 	}
 	return c
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/tiered/tiered/internal/promreg"
 )
 
 // ErrOverloaded is matched (errors.Is) by every overload answer of this
@@ -215,10 +217,10 @@ func newGateMetrics(reg prometheus.Registerer) *gateMetrics {
 		}, []string{"gate"}),
 	}
 	if reg != nil {
-		m.inFlight = cacheRegister(reg, m.inFlight)
-		m.waits = cacheRegister(reg, m.waits)
-		m.rejections = cacheRegister(reg, m.rejections)
-		m.wait = cacheRegister(reg, m.wait)
+		m.inFlight = promreg.RegisterOrReuse(reg, m.inFlight)
+		m.waits = promreg.RegisterOrReuse(reg, m.waits)
+		m.rejections = promreg.RegisterOrReuse(reg, m.rejections)
+		m.wait = promreg.RegisterOrReuse(reg, m.wait)
 	}
 	return m
 }

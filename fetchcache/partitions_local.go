@@ -41,15 +41,25 @@ func (c *LocalCatalog) Topics(ctx context.Context) ([]TopicInfo, error) {
 	return out, nil
 }
 
-// Partition returns one partition's log.
-func (c *LocalCatalog) Partition(ctx context.Context, topic string, partition int32) (Partition, error) {
-	l, err := c.dir.Partition(topic, partition)
+// openLocal opens one partition of a log dir, an unknown one as this
+// package's *UnknownTopicOrPartitionError.
+func openLocal(dir *localtier.LogDir, topic string, partition int32) (*localtier.Log, error) {
+	l, err := dir.Partition(topic, partition)
 	if err != nil {
 		var ue *localtier.UnknownTopicOrPartitionError
 		if errors.As(err, &ue) {
 			return nil, &UnknownTopicOrPartitionError{Topic: ue.Topic, Partition: ue.Partition}
 		}
 		return nil, fmt.Errorf("open partition %s-%d: %w", topic, partition, err)
+	}
+	return l, nil
+}
+
+// Partition returns one partition's log.
+func (c *LocalCatalog) Partition(ctx context.Context, topic string, partition int32) (Partition, error) {
+	l, err := openLocal(c.dir, topic, partition)
+	if err != nil {
+		return nil, err
 	}
 	return NewLocalPartition(l), nil
 }

@@ -52,6 +52,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/tiered/tiered/internal/ctxsleep"
 	"github.com/tiered/tiered/internal/recordjson"
 	"github.com/tiered/tiered/localtier/record"
 )
@@ -145,7 +146,7 @@ type catalogSource struct {
 // gates are retried after their suggested delay for up to
 // DefaultReplayThrottleBudget per read.
 func NewCatalogReplaySource(cat Catalog) ReplaySource {
-	return &catalogSource{cat: cat, budget: DefaultReplayThrottleBudget, sleep: sleepCtx}
+	return &catalogSource{cat: cat, budget: DefaultReplayThrottleBudget, sleep: ctxsleep.Sleep}
 }
 
 func (s *catalogSource) Partitions(ctx context.Context, topic string) ([]int32, error) {
@@ -459,7 +460,7 @@ func newReplayJob(o ReplayOptions) (*replayJob, error) {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleepCtx
+		o.Sleep = ctxsleep.Sleep
 	}
 	if o.FlushBytes <= 0 {
 		o.FlushBytes = DefaultReplayFlushBytes

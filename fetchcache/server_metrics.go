@@ -1,9 +1,9 @@
 package fetchcache
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/internal/promreg"
 )
 
 // Interface label values of the serving metrics.
@@ -69,9 +69,9 @@ func NewServeMetrics(reg prometheus.Registerer) *ServeMetrics {
 		}, []string{"interface"}),
 	}
 	if reg != nil {
-		m.requests = registerOrReuse(reg, m.requests)
-		m.bytes = registerOrReuse(reg, m.bytes)
-		m.duration = registerOrReuse(reg, m.duration)
+		m.requests = promreg.RegisterOrReuse(reg, m.requests)
+		m.bytes = promreg.RegisterOrReuse(reg, m.bytes)
+		m.duration = promreg.RegisterOrReuse(reg, m.duration)
 	}
 	for _, iface := range []string{InterfaceHTTP, InterfaceKafka} {
 		for _, code := range resultCodes {
@@ -82,19 +82,6 @@ func NewServeMetrics(reg prometheus.Registerer) *ServeMetrics {
 	}
 	m.corrupt = newCorruptCounter(reg)
 	return m
-}
-
-func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err) // a different collector under our name: a programming error
-	}
-	return c
 }
 
 func (m *ServeMetrics) observe(iface, code string, bytes int, seconds float64) {

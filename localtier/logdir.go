@@ -433,6 +433,36 @@ func (d *LogDir) SelectTopics(topic string) ([]string, error) {
 	return []string{topic}, nil
 }
 
+// PartitionLog is one partition of a log dir.
+type PartitionLog struct {
+	Topic     string
+	Partition int32
+	Log       *Log
+}
+
+// RemotePartitions returns the partitions of topics (every topic when
+// topics is nil) whose config has remote.storage.enable, in topic then
+// partition order: what the uploader, remote retention and serve's remote
+// loops walk.
+func (d *LogDir) RemotePartitions(topics []string) []PartitionLog {
+	if topics == nil {
+		topics = d.Topics()
+	}
+	var out []PartitionLog
+	for _, name := range topics {
+		t, ok := d.Topic(name)
+		if !ok {
+			continue
+		}
+		for p, l := range t.Partitions {
+			if l.Config().RemoteStorageEnable {
+				out = append(out, PartitionLog{Topic: name, Partition: int32(p), Log: l})
+			}
+		}
+	}
+	return out
+}
+
 // Partition returns one partition's log.
 func (d *LogDir) Partition(topic string, partition int32) (*Log, error) {
 	d.mu.RLock()

@@ -150,37 +150,23 @@ func RemoteRetention(ctx context.Context, b objstore.Bucket, dir *localtier.LogD
 	}
 	var errs []error
 	localChanged := false
-	for _, name := range topics {
-		t, ok := dir.Topic(name)
-		if !ok {
-			continue
+	for _, pl := range dir.RemotePartitions(topics) {
+		if err := ctx.Err(); err != nil {
+			return rep, err
 		}
-		for _, l := range t.Partitions {
-			if err := ctx.Err(); err != nil {
-				return rep, err
-			}
-			cfg := l.Config()
-			if !cfg.RemoteStorageEnable {
-				continue
-			}
-			info, err := topicconfig.ParseDir(l.Dir())
-			if err != nil {
-				return rep, err
-			}
-			pr, segs, nLocal, err := remoteRetentionPartition(ctx, store, l, info.Topic, info.Partition, cfg, opts, logger)
-			if err != nil {
-				pr.Error = err.Error()
-				errs = append(errs, fmt.Errorf("remote retention %s-%d: %w", info.Topic, info.Partition, err))
-			}
-			if pr.Segments > 0 || pr.Error != "" {
-				rep.Partitions = append(rep.Partitions, pr)
-			}
-			rep.Segments = append(rep.Segments, segs...)
-			rep.DeletedSegments += pr.Segments
-			rep.DeletedBytes += pr.Bytes
-			rep.LocalDeleted += nLocal
-			localChanged = localChanged || nLocal > 0
+		pr, segs, nLocal, err := remoteRetentionPartition(ctx, store, pl.Log, pl.Topic, pl.Partition, pl.Log.Config(), opts, logger)
+		if err != nil {
+			pr.Error = err.Error()
+			errs = append(errs, fmt.Errorf("remote retention %s-%d: %w", pl.Topic, pl.Partition, err))
 		}
+		if pr.Segments > 0 || pr.Error != "" {
+			rep.Partitions = append(rep.Partitions, pr)
+		}
+		rep.Segments = append(rep.Segments, segs...)
+		rep.DeletedSegments += pr.Segments
+		rep.DeletedBytes += pr.Bytes
+		rep.LocalDeleted += nLocal
+		localChanged = localChanged || nLocal > 0
 	}
 	if localChanged {
 		if err := dir.Checkpoint(); err != nil {

@@ -59,18 +59,3 @@ func permanent(err error) bool {
 		errors.As(err, &ce) || errors.As(err, &cie) || errors.As(err, &cme) || errors.As(err, &uve) ||
 		errors.As(err, &cut) || errors.As(err, &mce)
 }
-
-// sleepCtx waits d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -240,29 +240,15 @@ func (s *LocalSource) Partitions(ctx context.Context) ([]Partition, error) {
 		return nil, err
 	}
 	var out []Partition
-	for _, name := range s.dir.Topics() {
-		t, ok := s.dir.Topic(name)
-		if !ok {
-			continue
+	for _, pl := range s.dir.RemotePartitions(nil) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		for _, l := range t.Partitions {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			cfg := l.Config()
-			if !cfg.RemoteStorageEnable {
-				continue
-			}
-			info, err := topicconfig.ParseDir(l.Dir())
-			if err != nil {
-				return nil, fmt.Errorf("list local partitions: %w", err)
-			}
-			p, err := s.partition(l, info.Topic, info.Partition, cfg, cleaned)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, p)
+		p, err := s.partition(pl.Log, pl.Topic, pl.Partition, pl.Log.Config(), cleaned)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, p)
 	}
 	return out, nil
 }

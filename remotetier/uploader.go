@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tiered/tiered/internal/ctxsleep"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -216,7 +217,7 @@ func (u *Uploader) Run(ctx context.Context) error {
 		if err := u.MaybeGC(ctx); err != nil && ctx.Err() == nil {
 			u.logger.Warn("garbage collection failed", "err", err)
 		}
-		if sleepCtx(ctx, u.opts.Interval) != nil {
+		if ctxsleep.Sleep(ctx, u.opts.Interval) != nil {
 			return nil
 		}
 	}
@@ -320,7 +321,7 @@ func (u *Uploader) reload(ctx context.Context, p Partition, st *partState) error
 		if permanent(err) || attempt >= u.opts.Retry.Attempts {
 			break
 		}
-		if serr := sleepCtx(ctx, u.opts.Retry.backoff(attempt)); serr != nil {
+		if serr := ctxsleep.Sleep(ctx, u.opts.Retry.backoff(attempt)); serr != nil {
 			return serr
 		}
 	}
@@ -587,7 +588,7 @@ func (u *Uploader) uploadWithRetry(ctx context.Context, p Partition, t task) (up
 		}
 		u.logger.Debug("segment upload failed; retrying", "topic", p.Topic, "partition", p.Partition,
 			"base_offset", t.seg.BaseOffset, "attempt", attempt, "err", err)
-		if serr := sleepCtx(ctx, u.opts.Retry.backoff(attempt)); serr != nil {
+		if serr := ctxsleep.Sleep(ctx, u.opts.Retry.backoff(attempt)); serr != nil {
 			return uploaded{}, serr
 		}
 	}
@@ -944,7 +945,7 @@ func (u *Uploader) commit(ctx context.Context, p Partition, st *partState, done 
 		if attempt >= u.opts.Retry.Attempts {
 			return nil, err
 		}
-		if serr := sleepCtx(ctx, u.opts.Retry.backoff(attempt)); serr != nil {
+		if serr := ctxsleep.Sleep(ctx, u.opts.Retry.backoff(attempt)); serr != nil {
 			return nil, err
 		}
 		// The write may have landed: re-read and see.

@@ -18,6 +18,7 @@ import (
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/ctxsleep"
 	"github.com/tiered/tiered/internal/producer"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
@@ -496,27 +497,16 @@ func (s *Serve) start(ctx context.Context, loops *sync.WaitGroup) error {
 // loadManifests reads the root manifest of every remote-enabled partition
 // once (the combined catalog keeps them), retrying while the bucket fails.
 func (s *Serve) loadManifests(ctx context.Context, d *localtier.LogDir) error {
-	for _, name := range d.Topics() {
-		t, ok := d.Topic(name)
-		if !ok {
-			continue
-		}
-		for p, l := range t.Partitions {
-			if !l.Config().RemoteStorageEnable {
-				continue
+	for _, pl := range d.RemotePartitions(nil) {
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			_, err := s.remote.Partition(ctx, pl.Topic, pl.Partition)
+			var ue *fetchcache.UnknownTopicOrPartitionError
+			if err == nil || errors.As(err, &ue) {
+				break
 			}
-			for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-				_, err := s.remote.Partition(ctx, name, int32(p))
-				var ue *fetchcache.UnknownTopicOrPartitionError
-				if err == nil || errors.As(err, &ue) {
-					break
-				}
-				s.log.Warn("load manifest", "topic", name, "partition", p, "err", err)
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(wait):
-				}
+			s.log.Warn("load manifest", "topic", pl.Topic, "partition", pl.Partition, "err", err)
+			if err := ctxsleep.Sleep(ctx, wait); err != nil {
+				return err
 			}
 		}
 	}

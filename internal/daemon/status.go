@@ -51,34 +51,25 @@ func (s *Serve) Status(ctx context.Context) (Status, error) {
 	d := s.LogDir()
 	if d != nil {
 		_, st.LocalSegments, st.LocalBytes = localUsage(d)
-		for _, name := range d.Topics() {
-			t, ok := d.Topic(name)
+		for _, pl := range d.RemotePartitions(nil) {
+			rp, err := s.remote.Partition(ctx, pl.Topic, pl.Partition)
+			if err != nil {
+				continue // nothing uploaded yet
+			}
+			sl, ok := rp.(fetchcache.SegmentLister)
 			if !ok {
 				continue
 			}
-			for p, l := range t.Partitions {
-				if !l.Config().RemoteStorageEnable {
-					continue
-				}
-				rp, err := s.remote.Partition(ctx, name, int32(p))
-				if err != nil {
-					continue // nothing uploaded yet
-				}
-				sl, ok := rp.(fetchcache.SegmentLister)
-				if !ok {
-					continue
-				}
-				if _, err := rp.Offsets(ctx); err != nil { // refreshes the manifest when stale
-					continue
-				}
-				segs, err := sl.Segments(ctx)
-				if err != nil {
-					continue
-				}
-				for _, sg := range segs {
-					st.RemoteSegments += max(1, sg.SegmentCount)
-					st.RemoteBytes += sg.SizeBytes
-				}
+			if _, err := rp.Offsets(ctx); err != nil { // refreshes the manifest when stale
+				continue
+			}
+			segs, err := sl.Segments(ctx)
+			if err != nil {
+				continue
+			}
+			for _, sg := range segs {
+				st.RemoteSegments += max(1, sg.SegmentCount)
+				st.RemoteBytes += sg.SizeBytes
 			}
 		}
 	}

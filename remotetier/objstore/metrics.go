@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/internal/promreg"
 )
 
 // Operation label values of the objstore metrics.
@@ -69,10 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"operation"}),
 	}
 	if reg != nil {
-		m.ops = register(reg, m.ops)
-		m.failures = register(reg, m.failures)
-		m.duration = register(reg, m.duration)
-		m.bytes = register(reg, m.bytes)
+		m.ops = promreg.RegisterOrReuse(reg, m.ops)
+		m.failures = promreg.RegisterOrReuse(reg, m.failures)
+		m.duration = promreg.RegisterOrReuse(reg, m.duration)
+		m.bytes = promreg.RegisterOrReuse(reg, m.bytes)
 	}
 	for _, op := range Operations {
 		m.ops.WithLabelValues(op)
@@ -83,19 +85,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.bytes.WithLabelValues(op)
 	}
 	return m
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }
 
 // Metered is a Bucket that records Metrics. It embeds the bucket and
