@@ -158,26 +158,39 @@ func runTopicCreate(r *Runner, ctx context.Context, args []string) error {
 		fmt.Fprintf(r.Stdout, "Created topic %s with %d partition(s).\n", *topic, *partitions)
 		return nil
 	}
-	d, err := r.openDataDirForWrite(*dataDir, false)
-	if err != nil {
+	if wrote, err := changeTopic(r, *dataDir, *topic, false, *asJSON, func(d *localtier.LogDir) error {
+		_, err := d.CreateTopic(*topic, *partitions, overrides)
 		return err
-	}
-	defer d.Close()
-	if _, err := d.CreateTopic(*topic, *partitions, overrides); err != nil {
+	}); err != nil || wrote {
 		return err
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("close data dir: %w", err)
-	}
-	if *asJSON {
-		desc, err := describeAfterClose(r, *dataDir, *topic)
-		if err != nil {
-			return err
-		}
-		return writeJSON(r.Stdout, desc)
 	}
 	fmt.Fprintf(r.Stdout, "Created topic %s with %d partition(s).\n", *topic, *partitions)
 	return nil
+}
+
+// changeTopic applies change to the data dir opened for writing (existing:
+// the dir must exist already) and closes it; with asJSON it then writes the
+// topic's description as saved and reports that it did.
+func changeTopic(r *Runner, dataDir, topic string, existing, asJSON bool, change func(*localtier.LogDir) error) (bool, error) {
+	d, err := r.openDataDirForWrite(dataDir, existing)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	if err := change(d); err != nil {
+		return false, err
+	}
+	if err := d.Close(); err != nil {
+		return false, fmt.Errorf("close data dir: %w", err)
+	}
+	if !asJSON {
+		return false, nil
+	}
+	desc, err := describeAfterClose(r, dataDir, topic)
+	if err != nil {
+		return false, err
+	}
+	return true, writeJSON(r.Stdout, desc)
 }
 
 // describeAfterClose reopens the data dir to describe a topic (create and
@@ -244,23 +257,10 @@ func runTopicAlter(r *Runner, ctx context.Context, args []string) error {
 			return writeJSON(r.Stdout, desc)
 		}
 	} else {
-		d, err := r.openDataDirForWrite(*dataDir, true)
-		if err != nil {
+		if wrote, err := changeTopic(r, *dataDir, *topic, true, *asJSON, func(d *localtier.LogDir) error {
+			return d.AlterTopic(*topic, set, dels)
+		}); err != nil || wrote {
 			return err
-		}
-		defer d.Close()
-		if err := d.AlterTopic(*topic, set, dels); err != nil {
-			return err
-		}
-		if err := d.Close(); err != nil {
-			return fmt.Errorf("close data dir: %w", err)
-		}
-		if *asJSON {
-			desc, err := describeAfterClose(r, *dataDir, *topic)
-			if err != nil {
-				return err
-			}
-			return writeJSON(r.Stdout, desc)
 		}
 	}
 	var parts []string

@@ -351,6 +351,30 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
+// eachKey calls fn for each key of mapping n with its value and path,
+// after reporting keys that are not plain strings (aliases resolved) and
+// duplicates, which fn never sees.
+func (l *loader) eachKey(n *yaml.Node, path string, fn func(k, val *yaml.Node, kp string)) {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		for k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind != yaml.ScalarNode {
+			l.fail(path, k.Line, "keys must be plain strings")
+			continue
+		}
+		kp := join(path, k.Value)
+		if prev, dup := seen[k.Value]; dup {
+			l.fail(kp, k.Line, fmt.Sprintf("duplicate key (first at line %d)", prev))
+			continue
+		}
+		seen[k.Value] = k.Line
+		fn(k, val, kp)
+	}
+}
+
 // decode applies node n to v (at key path). Problems are recorded and decoding goes on, so
 // one pass reports them all. A null leaves v unchanged.
 func (l *loader) decode(n *yaml.Node, v reflect.Value, path string) {
@@ -379,29 +403,17 @@ func (l *loader) decode(n *yaml.Node, v reflect.Value, path string) {
 			l.fail(path, n.Line, "want a mapping of keys, got "+nodeKind(n))
 			return
 		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				l.fail(path, k.Line, "keys must be plain strings")
-				continue
-			}
-			kp := join(path, k.Value)
-			if prev, dup := seen[k.Value]; dup {
-				l.fail(kp, k.Line, fmt.Sprintf("duplicate key (first at line %d)", prev))
-				continue
-			}
-			seen[k.Value] = k.Line
+		l.eachKey(n, path, func(k, val *yaml.Node, kp string) {
 			fi, ok := fieldByTag(t, k.Value)
 			if !ok {
 				l.fail(kp, k.Line, "unknown key"+knownKeys(t))
-				continue
+				return
 			}
 			if l.at.src == SourceFile && t.Field(fi).Type.Kind() == reflect.Struct {
 				l.c.meta.sections[kp] = origin{src: SourceFile, file: l.at.file, line: k.Line}
 			}
 			l.decode(val, v.Field(fi), kp)
-		}
+		})
 		return
 	case t.Kind() == reflect.Map:
 		if n.Kind != yaml.MappingNode {
@@ -411,22 +423,7 @@ func (l *loader) decode(n *yaml.Node, v reflect.Value, path string) {
 		if v.IsNil() {
 			v.Set(reflect.MakeMap(t))
 		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			for k.Kind == yaml.AliasNode && k.Alias != nil {
-				k = k.Alias
-			}
-			if k.Kind != yaml.ScalarNode {
-				l.fail(path, k.Line, "keys must be plain strings")
-				continue
-			}
-			kp := join(path, k.Value)
-			if prev, dup := seen[k.Value]; dup {
-				l.fail(kp, k.Line, fmt.Sprintf("duplicate key (first at line %d)", prev))
-				continue
-			}
-			seen[k.Value] = k.Line
+		l.eachKey(n, path, func(k, val *yaml.Node, kp string) {
 			elem := reflect.New(t.Elem()).Elem()
 			if old := v.MapIndex(reflect.ValueOf(k.Value)); old.IsValid() {
 				elem.Set(old)
@@ -437,7 +434,7 @@ func (l *loader) decode(n *yaml.Node, v reflect.Value, path string) {
 				v.SetMapIndex(reflect.ValueOf(k.Value), elem)
 				l.set(kp, val.Line)
 			}
-		}
+		})
 		return
 	case t.Kind() == reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
