@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/testrecs"
 )
 
 func saslOpt(user, pass string) kgo.Opt {
@@ -134,8 +135,8 @@ func TestKafkaSASLOverTLS(t *testing.T) {
 	t.Run("alice", func(t *testing.T) {
 		cl := mustClient(t, kgo.SeedBrokers(s.kafka), tlsOpt, saslOpt("alice", passAlice))
 		checkAccess(t, cl, "orders", "orders-eu")
-		want := logRecords(t, e.log("orders-eu", 0))
-		sameRecs(t, consumeKgo(t, s.kafka, "orders-eu", 0, kgo.NewOffset().AtStart(), len(want), tlsOpt, saslOpt("alice", passAlice)), want)
+		want := testrecs.FromLog(t, e.log("orders-eu", 0))
+		sameRecs(t, testrecs.ConsumeKgo(t, s.kafka, "orders-eu", 0, kgo.NewOffset().AtStart(), len(want), tlsOpt, saslOpt("alice", passAlice)), want)
 	})
 	t.Run("bob", func(t *testing.T) {
 		checkAccess(t, mustClient(t, kgo.SeedBrokers(s.kafka), tlsOpt, saslOpt("bob", passBob)), "secret")

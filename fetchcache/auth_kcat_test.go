@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/testrecs"
 )
 
 // TestKcatSecured consumes with librdkafka's kcat over SASL_SSL and over
@@ -43,7 +44,7 @@ func TestKcatSecured(t *testing.T) {
 	}
 	lines := func(topic string) string {
 		var b strings.Builder
-		for _, r := range logRecords(t, e.log(topic, 0)) {
+		for _, r := range testrecs.FromLog(t, e.log(topic, 0)) {
 			fmt.Fprintf(&b, "%d %s\n", r.Offset, r.Value)
 		}
 		return b.String()

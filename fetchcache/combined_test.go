@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/tiered/tiered/internal/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -39,7 +40,7 @@ func readPartition(t *testing.T, p Partition, from int64) []testRec {
 			}
 			for _, r := range recs {
 				if r.Offset >= off {
-					out = append(out, testRec{Offset: r.Offset, Timestamp: r.Timestamp, Key: clone(r.Key), Value: clone(r.Value), Headers: cloneHeaders(r.Headers)})
+					out = append(out, testrecs.FromRecord(r))
 				}
 			}
 			next = b.NextOffset()

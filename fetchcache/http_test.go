@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/internal/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 )
@@ -239,7 +240,7 @@ func TestHTTPFollowNextOffset(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range rs {
-			got = append(got, testRec{Offset: r.Offset, Timestamp: r.Timestamp, Key: clone(r.Key), Value: clone(r.Value), Headers: cloneHeaders(r.Headers)})
+			got = append(got, testrecs.FromRecord(r))
 		}
 	}
 	if it.Err() != nil {

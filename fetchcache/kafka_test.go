@@ -17,47 +17,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/compactor"
+	"github.com/tiered/tiered/internal/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 )
 
 const ts0 = int64(1_700_000_000_000)
-
-// consumeKgo reads want records of topic/partition from start with a real
-// franz-go consumer and returns them.
-func consumeKgo(t *testing.T, addr, topic string, p int32, start kgo.Offset, want int, opts ...kgo.Opt) []testRec {
-	t.Helper()
-	opts = append([]kgo.Opt{
-		kgo.SeedBrokers(addr),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: start}}),
-		kgo.FetchMaxWait(100 * time.Millisecond),
-	}, opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var out []testRec
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d records before the deadline", len(out), want)
-		}
-		fs.EachError(func(tp string, part int32, err error) {
-			t.Fatalf("fetch %s-%d: %v", tp, part, err)
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			tr := testRec{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
-			for _, h := range r.Headers {
-				tr.Headers = append(tr.Headers, record.Header{Key: []byte(h.Key), Value: h.Value})
-			}
-			out = append(out, tr)
-		})
-	}
-	return out
-}
 
 func TestKafkaConsumeCodecsAcrossSegments(t *testing.T) {
 	e := newTestEnv(t)
@@ -77,19 +42,19 @@ func TestKafkaConsumeCodecsAcrossSegments(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			w := want[p]
 			t.Run("start", func(t *testing.T) {
-				sameRecs(t, consumeKgo(t, addr, "codecs", p, kgo.NewOffset().AtStart(), len(w)), w)
+				sameRecs(t, testrecs.ConsumeKgo(t, addr, "codecs", p, kgo.NewOffset().AtStart(), len(w)), w)
 			})
 			t.Run("absolute", func(t *testing.T) {
 				// Mid-batch: the batch holding 53 is returned whole, the
 				// client drops the records before 53.
-				sameRecs(t, consumeKgo(t, addr, "codecs", p, kgo.NewOffset().At(53), len(w)-53), w[53:])
+				sameRecs(t, testrecs.ConsumeKgo(t, addr, "codecs", p, kgo.NewOffset().At(53), len(w)-53), w[53:])
 			})
 			t.Run("timestamp", func(t *testing.T) {
 				// First record with timestamp >= ts0+10*77+5 is offset 78.
-				sameRecs(t, consumeKgo(t, addr, "codecs", p, kgo.NewOffset().AfterMilli(ts0+775), len(w)-78), w[78:])
+				sameRecs(t, testrecs.ConsumeKgo(t, addr, "codecs", p, kgo.NewOffset().AfterMilli(ts0+775), len(w)-78), w[78:])
 			})
 			t.Run("small_fetches", func(t *testing.T) {
-				got := consumeKgo(t, addr, "codecs", p, kgo.NewOffset().AtStart(), len(w),
+				got := testrecs.ConsumeKgo(t, addr, "codecs", p, kgo.NewOffset().AtStart(), len(w),
 					kgo.FetchMaxBytes(300), kgo.FetchMaxPartitionBytes(200))
 				sameRecs(t, got, w)
 			})
@@ -125,7 +90,7 @@ func TestKafkaConsumeCompactedWithGaps(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compact: %v (%+v)", err, rep)
 	}
-	want := logRecords(t, l)
+	want := testrecs.FromLog(t, l)
 	gaps := 0
 	for i := 1; i < len(want); i++ {
 		if want[i].Offset != want[i-1].Offset+1 {
@@ -136,7 +101,7 @@ func TestKafkaConsumeCompactedWithGaps(t *testing.T) {
 		t.Fatalf("compaction left %d of %d records with %d gaps; the test needs gaps", len(want), len(recs), gaps)
 	}
 	addr := startKafka(t, e.cat, KafkaOptions{})
-	sameRecs(t, consumeKgo(t, addr, "compacted", 0, kgo.NewOffset().AtStart(), len(want)), want)
+	sameRecs(t, testrecs.ConsumeKgo(t, addr, "compacted", 0, kgo.NewOffset().AtStart(), len(want)), want)
 	// Starting inside a gap serves from the next record present.
 	var gapAt int64 = -1
 	var from int
@@ -146,7 +111,7 @@ func TestKafkaConsumeCompactedWithGaps(t *testing.T) {
 			break
 		}
 	}
-	sameRecs(t, consumeKgo(t, addr, "compacted", 0, kgo.NewOffset().At(gapAt), len(want)-from), want[from:])
+	sameRecs(t, testrecs.ConsumeKgo(t, addr, "compacted", 0, kgo.NewOffset().At(gapAt), len(want)-from), want[from:])
 }
 
 func TestKafkaReadCommitted(t *testing.T) {
@@ -171,10 +136,10 @@ func TestKafkaReadCommitted(t *testing.T) {
 	}
 	addr := startKafka(t, e.cat, KafkaOptions{})
 	t.Run("read_committed", func(t *testing.T) {
-		sameRecs(t, consumeKgo(t, addr, "txn", 0, kgo.NewOffset().AtStart(), len(committed), kgo.FetchIsolationLevel(kgo.ReadCommitted())), committed)
+		sameRecs(t, testrecs.ConsumeKgo(t, addr, "txn", 0, kgo.NewOffset().AtStart(), len(committed), kgo.FetchIsolationLevel(kgo.ReadCommitted())), committed)
 	})
 	t.Run("read_uncommitted", func(t *testing.T) {
-		sameRecs(t, consumeKgo(t, addr, "txn", 0, kgo.NewOffset().AtStart(), len(all)), all)
+		sameRecs(t, testrecs.ConsumeKgo(t, addr, "txn", 0, kgo.NewOffset().AtStart(), len(all)), all)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tiered/tiered/internal/testrecs"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -18,16 +19,12 @@ import (
 )
 
 // testRec is a record as produced and as expected back.
-type testRec struct {
-	Offset    int64
-	Timestamp int64
-	Key       []byte // nil: null key
-	Value     []byte // nil: tombstone
-	Headers   []record.Header
-}
+type testRec = testrecs.Rec
 
-func (r testRec) String() string {
-	return fmt.Sprintf("{%d ts=%d key=%q value=%q headers=%d}", r.Offset, r.Timestamp, r.Key, r.Value, len(r.Headers))
+// sameRecs compares records field by field, null-ness and headers included.
+func sameRecs(t testing.TB, got, want []testRec) {
+	t.Helper()
+	testrecs.Same(t, got, want, true)
 }
 
 // testEnv is a local-tier data dir in t.TempDir() served by a LocalCatalog.
@@ -144,87 +141,6 @@ func (e *testEnv) produce(l *localtier.Log, o produceOpts, recs []testRec) []tes
 	}
 	return out
 }
-
-// logRecords reads every data record of l from the start (control batches
-// left out) as the expected answer of a READ_UNCOMMITTED consumer.
-func logRecords(t testing.TB, l *localtier.Log) []testRec {
-	t.Helper()
-	var out []testRec
-	var dec record.Decoder
-	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
-		res, err := l.Read(off, 1<<20, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		it := record.NewIter(res.Data)
-		progressed := false
-		for {
-			b, ok := it.Next()
-			if !ok {
-				break
-			}
-			if b.NextOffset() <= off {
-				continue
-			}
-			progressed = true
-			if !b.IsControl() {
-				recs, err := dec.Records(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range recs {
-					if r.Offset >= off {
-						out = append(out, testRec{Offset: r.Offset, Timestamp: r.Timestamp, Key: clone(r.Key), Value: clone(r.Value), Headers: cloneHeaders(r.Headers)})
-					}
-				}
-			}
-			off = b.NextOffset()
-		}
-		if !progressed {
-			t.Fatalf("no progress reading at %d", off)
-		}
-	}
-	return out
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte{}, b...)
-}
-
-func cloneHeaders(hs []record.Header) []record.Header {
-	var out []record.Header
-	for _, h := range hs {
-		out = append(out, record.Header{Key: clone(h.Key), Value: clone(h.Value)})
-	}
-	return out
-}
-
-// sameRecs compares records field by field, null-ness included.
-func sameRecs(t testing.TB, got, want []testRec) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d records, want %d\nfirst got: %v\nfirst want: %v", len(got), len(want), head(got), head(want))
-	}
-	for i := range want {
-		g, w := got[i], want[i]
-		if g.Offset != w.Offset || g.Timestamp != w.Timestamp || !sameBytes(g.Key, w.Key) || !sameBytes(g.Value, w.Value) || len(g.Headers) != len(w.Headers) {
-			t.Fatalf("record %d: got %v, want %v", i, g, w)
-		}
-		for j := range w.Headers {
-			if !bytes.Equal(g.Headers[j].Key, w.Headers[j].Key) || !sameBytes(g.Headers[j].Value, w.Headers[j].Value) {
-				t.Fatalf("record %d header %d: got %q=%q, want %q=%q", i, j, g.Headers[j].Key, g.Headers[j].Value, w.Headers[j].Key, w.Headers[j].Value)
-			}
-		}
-	}
-}
-
-func head(rs []testRec) []testRec { return rs[:min(len(rs), 3)] }
-
-// sameBytes is bytes.Equal that also tells null from empty.
-func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
 // startKafka serves cat over the Kafka protocol on a loopback port until
 // the test ends.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tiered/tiered/internal/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
@@ -88,11 +89,11 @@ func TestRemoteCatalogServesUploadedSegments(t *testing.T) {
 		t.Fatalf("invalid topic: %v", err)
 	}
 
-	want := logRecords(t, l)
+	want := testrecs.FromLog(t, l)
 	addr := startKafka(t, cat, KafkaOptions{})
-	sameRecs(t, consumeKgo(t, addr, "cold", 0, kgo.NewOffset().AtStart(), len(want)), want)
-	sameRecs(t, consumeKgo(t, addr, "cold", 0, kgo.NewOffset().At(77), len(want)-77), want[77:])
-	sameRecs(t, consumeKgo(t, addr, "cold", 0, kgo.NewOffset().AfterMilli(ts0+1003), len(want)-101), want[101:])
+	sameRecs(t, testrecs.ConsumeKgo(t, addr, "cold", 0, kgo.NewOffset().AtStart(), len(want)), want)
+	sameRecs(t, testrecs.ConsumeKgo(t, addr, "cold", 0, kgo.NewOffset().At(77), len(want)-77), want[77:])
+	sameRecs(t, testrecs.ConsumeKgo(t, addr, "cold", 0, kgo.NewOffset().AfterMilli(ts0+1003), len(want)-101), want[101:])
 	lists := bkt.lists.Load()
 	adm := kadm.NewClient(mustClient(t, kgo.SeedBrokers(addr)))
 	end, err := adm.ListEndOffsets(ctx, "cold")

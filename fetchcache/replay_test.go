@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/internal/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -44,7 +45,7 @@ func newReplayEnv(t *testing.T) *replayEnv {
 		if err := l.Roll(); err != nil {
 			t.Fatal(err)
 		}
-		env.want[p] = logRecords(t, l)
+		env.want[p] = testrecs.FromLog(t, l)
 		for off := l.LogStartOffset(); off < l.LogEndOffset(); {
 			res, err := l.Read(off, 1<<20, true)
 			if err != nil {

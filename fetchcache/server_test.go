@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tiered/tiered/internal/testrecs"
 )
 
 func TestServerServesAndShutsDown(t *testing.T) {
@@ -44,7 +46,7 @@ func TestServerServesAndShutsDown(t *testing.T) {
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `tiered_fetch_requests_total{code="OK",interface="kafka"} 0`) {
 		t.Fatalf("metrics %d: series missing at start", code)
 	}
-	sameRecs(t, consumeKgo(t, srv.KafkaAddr().String(), "s", 0, kgo.NewOffset().AtStart(), len(want)), want)
+	sameRecs(t, testrecs.ConsumeKgo(t, srv.KafkaAddr().String(), "s", 0, kgo.NewOffset().AtStart(), len(want)), want)
 
 	// A fetch waiting at the log end is answered at once on shutdown.
 	cl := mustClient(t, kgo.SeedBrokers(srv.KafkaAddr().String()))

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testrecs"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -35,46 +35,7 @@ import (
 const ts0 = int64(1_700_000_000_000)
 
 // rec is a record as produced and as expected back.
-type rec struct {
-	Offset    int64
-	Timestamp int64
-	Key       []byte // nil: null key
-	Value     []byte // nil: tombstone
-	Headers   []record.Header
-}
-
-func (r rec) String() string {
-	return fmt.Sprintf("{%d ts=%d key=%q value=%.40q headers=%d}", r.Offset, r.Timestamp, r.Key, r.Value, len(r.Headers))
-}
-
-// sameBytes is bytes.Equal that also tells null from empty.
-func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
-
-// sameRecs compares records field by field, null-ness included; headers
-// only when withHeaders.
-func sameRecs(t testing.TB, got, want []rec, withHeaders bool) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d records, want %d\nfirst got: %v\nfirst want: %v", len(got), len(want), got[:min(3, len(got))], want[:min(3, len(want))])
-	}
-	for i := range want {
-		g, w := got[i], want[i]
-		if g.Offset != w.Offset || g.Timestamp != w.Timestamp || !sameBytes(g.Key, w.Key) || !sameBytes(g.Value, w.Value) {
-			t.Fatalf("record %d: got %v, want %v", i, g, w)
-		}
-		if !withHeaders {
-			continue
-		}
-		if len(g.Headers) != len(w.Headers) {
-			t.Fatalf("record %d: %d headers, want %d", i, len(g.Headers), len(w.Headers))
-		}
-		for j := range w.Headers {
-			if !bytes.Equal(g.Headers[j].Key, w.Headers[j].Key) || !sameBytes(g.Headers[j].Value, w.Headers[j].Value) {
-				t.Fatalf("record %d header %d: got %q=%q, want %q=%q", i, j, g.Headers[j].Key, g.Headers[j].Value, w.Headers[j].Key, w.Headers[j].Value)
-			}
-		}
-	}
-}
+type rec = testrecs.Rec
 
 // genRecs makes n varied records: text and binary keys and values, null
 // keys, empty values, values with newlines, headers (one with a null
@@ -135,62 +96,6 @@ func (p *producer) produce(l *localtier.Log, c codec.Codec, per int, recs []rec)
 		for i := range chunk {
 			chunk[i].Offset = info.FirstOffset + int64(i)
 		}
-	}
-	return out
-}
-
-// logRecords reads every data record of l from its start.
-func logRecords(t testing.TB, l *localtier.Log) []rec {
-	t.Helper()
-	var out []rec
-	var dec record.Decoder
-	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
-		res, err := l.Read(off, 1<<20, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		it := record.NewIter(res.Data)
-		progressed := false
-		for {
-			b, ok := it.Next()
-			if !ok {
-				break
-			}
-			if b.NextOffset() <= off {
-				continue
-			}
-			progressed = true
-			if !b.IsControl() {
-				rs, err := dec.Records(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range rs {
-					if r.Offset >= off {
-						out = append(out, rec{Offset: r.Offset, Timestamp: r.Timestamp, Key: clone(r.Key), Value: clone(r.Value), Headers: cloneHeaders(r.Headers)})
-					}
-				}
-			}
-			off = b.NextOffset()
-		}
-		if !progressed {
-			t.Fatalf("no progress reading at %d", off)
-		}
-	}
-	return out
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte{}, b...)
-}
-
-func cloneHeaders(hs []record.Header) []record.Header {
-	var out []record.Header
-	for _, h := range hs {
-		out = append(out, record.Header{Key: clone(h.Key), Value: clone(h.Value)})
 	}
 	return out
 }
@@ -540,42 +445,6 @@ func batchesEnd(buf []byte) (next int64, end int, err error) {
 		next, end = record.Batch(buf[end:end+n]).NextOffset(), end+n
 	}
 	return next, end, nil
-}
-
-// consumeKgo reads want records of topic/partition from start with a
-// franz-go consumer.
-func consumeKgo(t testing.TB, addr, topic string, p int32, start kgo.Offset, want int, opts ...kgo.Opt) []rec {
-	t.Helper()
-	opts = append([]kgo.Opt{
-		kgo.SeedBrokers(addr),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: start}}),
-		kgo.FetchMaxWait(100 * time.Millisecond),
-	}, opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var out []rec
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d records before the deadline", len(out), want)
-		}
-		fs.EachError(func(tp string, part int32, err error) {
-			t.Fatalf("fetch %s-%d: %v", tp, part, err)
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			tr := rec{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
-			for _, h := range r.Headers {
-				tr.Headers = append(tr.Headers, record.Header{Key: []byte(h.Key), Value: h.Value})
-			}
-			out = append(out, tr)
-		})
-	}
-	return out
 }
 
 // kcatPath finds kcat (scripts/setup installs it). Missing kcat fails the

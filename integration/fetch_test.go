@@ -19,6 +19,7 @@ import (
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/testrecs"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -102,7 +103,7 @@ func TestFetchColdKcatAndFranzGo(t *testing.T) {
 		if rep, err := compactor.RunOnce(context.Background(), d, compactor.PassOptions{Force: true, Config: compactor.Config{DedupeBufferSize: 1 << 20}}); err != nil {
 			t.Fatalf("compact: %v (%+v)", err, rep)
 		}
-		compacted = logRecords(t, l)
+		compacted = testrecs.FromLog(t, l)
 		// Against the producer, not only the engine: the last write of
 		// every key survives, in order.
 		last := map[string]rec{}
@@ -114,7 +115,7 @@ func TestFetchColdKcatAndFranzGo(t *testing.T) {
 			got[string(r.Key)] = r
 		}
 		for k, w := range last {
-			if g, ok := got[k]; !ok || g.Timestamp != w.Timestamp || !sameBytes(g.Value, w.Value) {
+			if g, ok := got[k]; !ok || g.Timestamp != w.Timestamp || !testrecs.SameBytes(g.Value, w.Value) {
 				t.Fatalf("setup: compaction lost the last write of %s: %v", k, w)
 			}
 		}
@@ -163,10 +164,10 @@ func TestFetchColdKcatAndFranzGo(t *testing.T) {
 				t.Fatalf("%s: bad test start (%d of %d records)", s.name, len(w), len(rs))
 			}
 			t.Run(s.name+"/kcat", func(t *testing.T) {
-				sameRecs(t, runKcat(t, kcat, kcatSvc.kafkaAddr, topic, p, s.kcat), w, false)
+				testrecs.Same(t, runKcat(t, kcat, kcatSvc.kafkaAddr, topic, p, s.kcat), w, false)
 			})
 			t.Run(s.name+"/franz-go", func(t *testing.T) {
-				sameRecs(t, consumeKgo(t, franzSvc.kafkaAddr, topic, p, s.kgo, len(w)), w, true)
+				testrecs.Same(t, testrecs.ConsumeKgo(t, franzSvc.kafkaAddr, topic, p, s.kgo, len(w)), w, true)
 			})
 		}
 	}
