@@ -69,7 +69,7 @@ func (c *CachingBucket) claim(object, version string, first, last int64, client,
 	for i := first; i <= last; i++ {
 		k := chunkKey{object, version, i}
 		if client {
-			if data, ok := c.mem.get(k, true); ok {
+			if data, ok := c.mem.get(k); ok {
 				if count {
 					c.m.hits.WithLabelValues(TierMemory).Inc()
 				}
@@ -309,13 +309,9 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 		c.bytes.Done(w)
 		c.settleRun(r, from, err)
 	}
+	// A claimed chunk is not in memory: claim checks under the flights lock,
+	// and only this run's load adds it (one flight per chunk at a time).
 	for i := 0; i < len(r.keys); {
-		if data, ok := c.mem.get(r.keys[i], false); ok {
-			c.bytes.Done(lens[i]) // filled while this load was being set up
-			c.settle(r, i, data, nil)
-			i++
-			continue
-		}
 		if c.disk != nil {
 			data, ok := c.disk.get(r.keys[i], lens[i])
 			if !readAhead {

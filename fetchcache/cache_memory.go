@@ -17,11 +17,6 @@ type chunkKey struct {
 	index   int64
 }
 
-// flightKey is the singleflight key of the chunk.
-func (k chunkKey) flightKey() string {
-	return "c\x00" + k.object + "\x00" + k.version + "\x00" + strconv.FormatInt(k.index, 10)
-}
-
 // String is the short form used by the test scripts: object#index.
 func (k chunkKey) String() string { return k.object + "#" + strconv.FormatInt(k.index, 10) }
 
@@ -53,16 +48,16 @@ func newMemoryTier(max int64, m *cacheMetrics) *memoryTier {
 	return &memoryTier{lru: l, max: max, m: m}
 }
 
-// get returns the chunk and makes it most recently used. A client read of
-// a read-ahead chunk counts it useful.
-func (t *memoryTier) get(k chunkKey, client bool) ([]byte, bool) {
+// get returns the chunk for a client read and makes it most recently used;
+// a read-ahead chunk read this way counts as useful.
+func (t *memoryTier) get(k chunkKey) ([]byte, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.lru.Get(k)
 	if !ok {
 		return nil, false
 	}
-	if client && e.readAhead {
+	if e.readAhead {
 		e.readAhead = false
 		t.m.readAhead.WithLabelValues(ReadAheadUseful).Inc()
 	}
