@@ -150,15 +150,30 @@ func checkWithMinio(t testing.TB, c *minio.Client, bucket, prefix string, l *loc
 			return fmt.Errorf("segment %d follows one ending at %d", s.BaseOffset, prev.LastOffset)
 		}
 		prev = &s
+		// Each object once; an index that is a section of the indexes
+		// object is checked on its bytes, and the object must hold
+		// exactly its sections.
+		objects := map[string][]byte{}
 		for _, o := range s.Objects() {
-			data, err := minioGet(t, c, bucket, o.Key)
-			if err != nil {
-				return fmt.Errorf("object %s: %w", o.Key, err)
+			data, ok := objects[o.Key]
+			if !ok {
+				if data, err = minioGet(t, c, bucket, o.Key); err != nil {
+					return fmt.Errorf("object %s: %w", o.Key, err)
+				}
+				objects[o.Key] = data
 			}
-			sum, _ := manifest.ChecksumOf(manifest.CRC32C, data)
-			if int64(len(data)) != o.Size || sum != o.Checksum {
-				return fmt.Errorf("object %s does not match the manifest", o.Key)
+			if o.Offset+o.Size > int64(len(data)) {
+				return fmt.Errorf("object %s: %d bytes, the manifest has [%d, %d)", o.Key, len(data), o.Offset, o.Offset+o.Size)
 			}
+			if !o.Section() && int64(len(data)) != o.Size {
+				return fmt.Errorf("object %s: %d bytes, the manifest says %d", o.Key, len(data), o.Size)
+			}
+			if sum, _ := manifest.ChecksumOf(manifest.CRC32C, data[o.Offset:o.Offset+o.Size]); sum != o.Checksum {
+				return fmt.Errorf("object %s [%d, %d) does not match the manifest's checksum", o.Key, o.Offset, o.Offset+o.Size)
+			}
+		}
+		if key, size, ok := s.IndexesObject(); ok && int64(len(objects[key])) != size {
+			return fmt.Errorf("indexes object %s: %d bytes, its sections add up to %d", key, len(objects[key]), size)
 		}
 		ls, ok := local[s.BaseOffset]
 		if !ok || ls.NextOffset != s.NextOffset() {

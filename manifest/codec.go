@@ -46,7 +46,7 @@ func EncodeRoot(m *Manifest) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `{"version":%d,"kind":%q,"topic":%q,"partition":%d,"generation":%d,"log_start_offset":%d,`,
-		Version, KindPartition, m.Topic, m.Partition, m.Generation, m.LogStartOffset)
+		VersionOf(m.Segments), KindPartition, m.Topic, m.Partition, m.Generation, m.LogStartOffset)
 	b.WriteString("\n\"sealed\":[")
 	if err := writeLines(&b, m.Sealed); err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func EncodeSub(s *SubManifest) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `{"version":%d,"kind":%q,"topic":%q,"partition":%d,`,
-		Version, KindSegments, s.Topic, s.Partition)
+		VersionOf(s.Segments), KindSegments, s.Topic, s.Partition)
 	b.WriteString("\n\"segments\":[")
 	if err := writeLines(&b, s.Segments); err != nil {
 		return nil, err
@@ -79,6 +79,27 @@ func EncodeSub(s *SubManifest) ([]byte, error) {
 		return nil, fmt.Errorf("encode sub-manifest: %d bytes exceeds the %d-byte limit", b.Len(), MaxEncodedBytes)
 	}
 	return b.Bytes(), nil
+}
+
+// VersionOf is the format version a manifest listing segs is written in: the
+// oldest that can express it, so readers of an older release keep reading
+// what does not need the newer format. Version 2 is needed by a segment
+// whose indexes are sections of one indexes object.
+func VersionOf(segs []Segment) int64 {
+	for _, s := range segs {
+		if _, _, ok := s.IndexesObject(); ok {
+			return 2
+		}
+	}
+	return 1
+}
+
+// checkVersion refuses segments that a manifest of version ver cannot hold.
+func checkVersion(ver int64, segs []Segment) error {
+	if need := VersionOf(segs); need > ver {
+		return fmt.Errorf("version %d manifest lists a segment with an indexes object, which needs version %d", ver, need)
+	}
+	return nil
 }
 
 func writeLines[T any](b *bytes.Buffer, items []T) error {
@@ -105,8 +126,12 @@ func writeLines[T any](b *bytes.Buffer, items []T) error {
 // format version is an *UnsupportedVersionError.
 func DecodeRoot(key string, data []byte) (*Manifest, error) {
 	var w wireRoot
-	if err := decode(key, data, KindPartition, &w); err != nil {
+	ver, err := decode(key, data, KindPartition, &w)
+	if err != nil {
 		return nil, err
+	}
+	if err := checkVersion(ver, w.Segments); err != nil {
+		return nil, &CorruptManifestError{Key: key, Reason: err.Error()}
 	}
 	k, err := ParseKey(key)
 	if err != nil || k.Type != KeyRoot || k.Topic != w.Topic || k.Partition != w.Partition {
@@ -127,8 +152,12 @@ func DecodeRoot(key string, data []byte) (*Manifest, error) {
 // the reference.
 func DecodeSub(key string, data []byte) (*SubManifest, error) {
 	var w wireSub
-	if err := decode(key, data, KindSegments, &w); err != nil {
+	ver, err := decode(key, data, KindSegments, &w)
+	if err != nil {
 		return nil, err
+	}
+	if err := checkVersion(ver, w.Segments); err != nil {
+		return nil, &CorruptManifestError{Key: key, Reason: err.Error()}
 	}
 	k, err := ParseKey(key)
 	if err != nil || k.Type != KeySub || k.Topic != w.Topic || k.Partition != w.Partition {
@@ -159,13 +188,13 @@ func withKey(key string, err error) error {
 }
 
 // decode checks size, version and kind, then decodes strictly: unknown
-// fields, trailing data and wrong types are errors.
-func decode(key string, data []byte, kind string, v any) error {
+// fields, trailing data and wrong types are errors. It returns the version.
+func decode(key string, data []byte, kind string, v any) (int64, error) {
 	corrupt := func(format string, args ...any) error {
 		return &CorruptManifestError{Key: key, Reason: fmt.Sprintf(format, args...)}
 	}
 	if len(data) > MaxEncodedBytes {
-		return corrupt("%d bytes exceeds the %d-byte limit", len(data), MaxEncodedBytes)
+		return 0, corrupt("%d bytes exceeds the %d-byte limit", len(data), MaxEncodedBytes)
 	}
 	// Version first, leniently, so a newer format is refused as such rather
 	// than reported as unknown fields.
@@ -175,37 +204,37 @@ func decode(key string, data []byte, kind string, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&head); err != nil {
-		return corrupt("not a JSON object: %v", err)
+		return 0, corrupt("not a JSON object: %v", err)
 	}
 	if head.Version == nil {
-		return corrupt("no \"version\" field")
+		return 0, corrupt("no \"version\" field")
 	}
 	ver, err := strconv.ParseInt(string(head.Version), 10, 64)
 	if err != nil {
-		return corrupt("version %s is not an integer", truncate(string(head.Version)))
+		return 0, corrupt("version %s is not an integer", truncate(string(head.Version)))
 	}
 	if ver > Version {
-		return &UnsupportedVersionError{Key: key, Version: ver}
+		return 0, &UnsupportedVersionError{Key: key, Version: ver}
 	}
 	if ver < 1 {
-		return corrupt("unknown version %d", ver)
+		return 0, corrupt("unknown version %d", ver)
 	}
 	if head.Kind == nil || *head.Kind != kind {
 		got := "none"
 		if head.Kind != nil {
 			got = fmt.Sprintf("%q", truncate(*head.Kind))
 		}
-		return corrupt("kind is %s, want %q", got, kind)
+		return 0, corrupt("kind is %s, want %q", got, kind)
 	}
 	dec = json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return corrupt("%v", err)
+		return 0, corrupt("%v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return corrupt("data after the JSON object")
+		return 0, corrupt("data after the JSON object")
 	}
-	return nil
+	return ver, nil
 }
 
 // ReadLimited reads a whole manifest object from r, refusing more than

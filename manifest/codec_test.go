@@ -269,11 +269,11 @@ func TestDecodeFailures(t *testing.T) {
 	t.Run("newer_version", func(t *testing.T) {
 		// A future format may change anything after the version; it is
 		// refused as such, not reported as corrupt.
-		data := []byte(`{"version":2,"kind":"partition-tree","levels":[]}`)
+		data := []byte(`{"version":3,"kind":"partition-tree","levels":[]}`)
 		_, err := DecodeRoot(key, data)
 		var ve *UnsupportedVersionError
 		var ce *CorruptManifestError
-		if !errors.As(err, &ve) || ve.Version != 2 || ve.Key != key || errors.As(err, &ce) {
+		if !errors.As(err, &ve) || ve.Version != 3 || ve.Key != key || errors.As(err, &ce) {
 			t.Fatalf("DecodeRoot = %v, want *UnsupportedVersionError", err)
 		}
 		if !strings.Contains(err.Error(), "upgrade") {

@@ -14,8 +14,9 @@
 //	<prefix>/manifests/<hash>/<topic>-<partition>/manifest.json     root: the commit point
 //	<prefix>/manifests/<hash>/<topic>-<partition>/sub/<base>-<last>-<sha256[:16]>.json
 //	                                                                 sealed sub-manifests, immutable
-//	<prefix>/data/<hash>/<topic>-<partition>/<base>-<attempt>.log    segment objects, one set per
-//	                      .index, .timeindex, .txnindex              upload attempt
+//	<prefix>/data/<hash>/<topic>-<partition>/<base>-<attempt>.log    segment objects, one pair per
+//	                      .indexes (version 1: .index, .timeindex,   upload attempt
+//	                      .txnindex)
 //
 // The root holds the most recent segments inline and a list of sealed
 // sub-manifests, each a contiguous, immutable run of older segments with its

@@ -34,13 +34,18 @@ const (
 	FileIndex
 	FileTimeIndex
 	FileTxnIndex
+	// FileIndexes is one object holding all of a segment's indexes back to
+	// back (manifest version 2): .index, .timeindex, then .txnindex.
+	FileIndexes
 )
 
-var fileExts = [...]string{FileLog: "log", FileIndex: "index", FileTimeIndex: "timeindex", FileTxnIndex: "txnindex"}
+var fileExts = [...]string{FileLog: "log", FileIndex: "index", FileTimeIndex: "timeindex", FileTxnIndex: "txnindex",
+	FileIndexes: "indexes"}
 
-// Ext is the object's extension without the dot, as in Kafka's file names.
+// Ext is the object's extension without the dot, as in Kafka's file names
+// (FileIndexes, which Kafka does not have: "indexes").
 func (f FileType) Ext() string {
-	if f < FileLog || f > FileTxnIndex {
+	if f < FileLog || f > FileIndexes {
 		return "unknown"
 	}
 	return fileExts[f]
@@ -87,8 +92,11 @@ type Key struct {
 
 // SegmentKeys are the object keys of one upload attempt of one segment.
 // TxnIndex is set too; a segment without a .txnindex does not upload it.
+// Indexes is the key of the one object holding all the indexes, which
+// tiered writes instead of Index, TimeIndex and TxnIndex (readers take
+// either).
 type SegmentKeys struct {
-	Log, Index, TimeIndex, TxnIndex string
+	Log, Index, TimeIndex, TxnIndex, Indexes string
 }
 
 // PartitionHash is the 8 hex digits (the first 4 bytes of SHA-256 of
@@ -126,6 +134,7 @@ func DataKeys(prefix, topic string, partition int32, base int64, attemptID strin
 		Index:     stem + FileIndex.Ext(),
 		TimeIndex: stem + FileTimeIndex.Ext(),
 		TxnIndex:  stem + FileTxnIndex.Ext(),
+		Indexes:   stem + FileIndexes.Ext(),
 	}, nil
 }
 
@@ -329,7 +338,7 @@ func parseData(key string, parts []string) (Key, error) {
 	}
 	ext := name[dot+1:]
 	k.File = 0
-	for f := FileLog; f <= FileTxnIndex; f++ {
+	for f := FileLog; f <= FileIndexes; f++ {
 		if f.Ext() == ext {
 			k.File = f
 		}

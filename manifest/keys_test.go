@@ -19,7 +19,7 @@ func TestKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	stem := "tiered/prod/data/" + h + "/orders.v1-3/00000000000000012345-0123456789abcdef0123456789abcdef."
-	want := SegmentKeys{Log: stem + "log", Index: stem + "index", TimeIndex: stem + "timeindex", TxnIndex: stem + "txnindex"}
+	want := SegmentKeys{Log: stem + "log", Index: stem + "index", TimeIndex: stem + "timeindex", TxnIndex: stem + "txnindex", Indexes: stem + "indexes"}
 	if keys != want {
 		t.Fatalf("DataKeys = %+v, want %+v", keys, want)
 	}
@@ -27,7 +27,7 @@ func TestKeys(t *testing.T) {
 	if err != nil || mk != "manifests/"+h+"/orders.v1-3/manifest.json" {
 		t.Fatalf("ManifestKey = %q, %v", mk, err)
 	}
-	for f, key := range map[FileType]string{FileLog: keys.Log, FileIndex: keys.Index, FileTimeIndex: keys.TimeIndex, FileTxnIndex: keys.TxnIndex} {
+	for f, key := range map[FileType]string{FileLog: keys.Log, FileIndex: keys.Index, FileTimeIndex: keys.TimeIndex, FileTxnIndex: keys.TxnIndex, FileIndexes: keys.Indexes} {
 		k, err := ParseDataKey(key)
 		if err != nil {
 			t.Fatal(err)

@@ -3,12 +3,15 @@ package manifest
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
 )
 
-// Version is the manifest format version this build writes and the newest it
-// reads.
-const Version = 1
+// Version is the newest manifest format version this build reads and
+// writes. Version 2 adds the indexes object (an Object with an offset: a
+// section of a larger object); a manifest that does not use it is still
+// written as version 1, the oldest that can express it (VersionOf).
+const Version = 2
 
 // Values of the encoded "kind" field.
 const (
@@ -33,9 +36,12 @@ type EpochEntry struct {
 	StartOffset int64 `json:"start_offset"`
 }
 
-// Object is one object of a segment.
+// Object is one object of a segment, or one section of an object: an index
+// inside the segment's indexes object (FileIndexes) is the Size bytes at
+// Offset of the object at Key. Checksum is over those Size bytes.
 type Object struct {
 	Key      string   `json:"key"`
+	Offset   int64    `json:"offset,omitempty"` // version 2; 0 for a whole object
 	Size     int64    `json:"size"`
 	Checksum Checksum `json:"checksum"`
 }
@@ -65,6 +71,10 @@ type Segment struct {
 	AttemptID    string       `json:"attempt_id"`          // names the objects' keys
 }
 
+// Section reports whether o is a section of a segment's indexes object
+// (FileIndexes) rather than a whole object: read it by range.
+func (o Object) Section() bool { return strings.HasSuffix(o.Key, "."+FileIndexes.Ext()) }
+
 // NextOffset is LastOffset + 1.
 func (s Segment) NextOffset() int64 { return s.LastOffset + 1 }
 
@@ -72,7 +82,8 @@ func (s Segment) NextOffset() int64 { return s.LastOffset + 1 }
 func (s Segment) Size() int64 { return s.Log.Size }
 
 // Objects lists the segment's objects: log, index, time index and, when
-// present, transaction index.
+// present, transaction index. The indexes may be sections of one object
+// (Indexed), and then share a key.
 func (s Segment) Objects() []Object {
 	objs := []Object{s.Log, s.Index, s.TimeIndex}
 	if s.TxnIndex != nil {
@@ -81,14 +92,30 @@ func (s Segment) Objects() []Object {
 	return objs
 }
 
-// Keys lists the keys of Objects.
+// Keys lists the distinct keys of Objects, in their order.
 func (s Segment) Keys() []string {
 	objs := s.Objects()
-	keys := make([]string, len(objs))
-	for i, o := range objs {
-		keys[i] = o.Key
+	keys := make([]string, 0, len(objs))
+	for _, o := range objs {
+		if len(keys) == 0 || keys[len(keys)-1] != o.Key {
+			keys = append(keys, o.Key)
+		}
 	}
 	return keys
+}
+
+// IndexesObject reports whether the segment's indexes are sections of one
+// indexes object (FileIndexes, manifest version 2) rather than one object
+// each, and if so that object's key and size.
+func (s Segment) IndexesObject() (key string, size int64, ok bool) {
+	if !s.Index.Section() {
+		return "", 0, false
+	}
+	size = s.Index.Size + s.TimeIndex.Size
+	if s.TxnIndex != nil {
+		size += s.TxnIndex.Size
+	}
+	return s.Index.Key, size, true
 }
 
 // Validate checks everything about the segment that does not depend on the
@@ -141,6 +168,10 @@ func (s Segment) validate() (Key, error) {
 		file FileType
 	}{{&s.Log, FileLog}, {&s.Index, FileIndex}, {&s.TimeIndex, FileTimeIndex}, {s.TxnIndex, FileTxnIndex}}
 	var owner Key
+	// The indexes are either one object each (at offset 0) or, all of
+	// them, sections of one indexes object laid back to back in the order
+	// above, from offset 0: next is where the next section must start.
+	sections, next := false, int64(0)
 	for _, x := range objs {
 		if x.o == nil {
 			continue
@@ -155,9 +186,30 @@ func (s Segment) validate() (Key, error) {
 		if err != nil {
 			return Key{}, err
 		}
-		if k.File != x.file || k.BaseOffset != s.BaseOffset || k.AttemptID != s.AttemptID {
+		if x.file == FileIndex {
+			sections = k.File == FileIndexes
+		}
+		want := x.file
+		if sections {
+			want = FileIndexes
+		}
+		if k.File != want || k.BaseOffset != s.BaseOffset || k.AttemptID != s.AttemptID {
 			return Key{}, fmt.Errorf("%s object key %q does not name the %s of base offset %d, attempt %s",
-				x.file, x.o.Key, x.file, s.BaseOffset, s.AttemptID)
+				x.file, x.o.Key, want, s.BaseOffset, s.AttemptID)
+		}
+		switch {
+		case sections && x.o.Key != s.Index.Key:
+			return Key{}, fmt.Errorf("%s object key %q is not the indexes object %q of the other indexes", x.file, x.o.Key, s.Index.Key)
+		case sections && x.o.Offset != next:
+			return Key{}, fmt.Errorf("%s section at offset %d of %s, want %d (the indexes lie back to back)", x.file, x.o.Offset, x.o.Key, next)
+		case !sections && x.o.Offset != 0:
+			return Key{}, fmt.Errorf("%s object has offset %d, but only a section of an indexes object may", x.file, x.o.Offset)
+		}
+		if sections {
+			if x.o.Size > math.MaxInt64-next {
+				return Key{}, fmt.Errorf("%s section of %d bytes overflows the indexes object", x.file, x.o.Size)
+			}
+			next += x.o.Size
 		}
 		if x.file == FileLog {
 			owner = k

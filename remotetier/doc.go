@@ -16,8 +16,9 @@
 //     compacted topic whose committed copy it rewrote.
 //  3. Upload each segment under a fresh attempt key: the .log streamed from
 //     disk through a checker (framing, offsets, CRC; memory independent of
-//     the segment size), then .index, .timeindex (built from the log when
-//     the source has none) and .txnindex.
+//     the segment size), and beside it one .indexes object holding the
+//     .index, .timeindex (built from the log when the source has none) and
+//     .txnindex back to back (docs/format/manifest.md).
 //  4. Commit up to MaxCommitSegments segments in one root write,
 //     conditional on the ETag read (If-None-Match: * for the first). A lost
 //     race re-reads the root and reconciles again; an error of unknown

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/tiered/tiered/localtier/index"
@@ -378,12 +379,13 @@ func (l *RemoteLog) prefetchNext(ctx context.Context, m *manifest.Manifest, seg 
 	}
 	hintSize(l.bucket, next.Log)
 	p.Prefetch(next.Log.Key, 0, min(int64(maxBytes)+int64(l.opts.ScanWindow), next.Log.Size))
-	if _, ok := l.idx.get(next.Index.Key); !ok && l.idx.claim(next.Index.Key) {
+	ck := indexCacheKey(next.Index, kindOffsetIndex)
+	if _, ok := l.idx.get(ck); !ok && l.idx.claim(ck) {
 		if !p.Background(func(ctx context.Context) {
-			defer l.idx.unclaim(next.Index.Key)
+			defer l.idx.unclaim(ck)
 			_, _ = l.offsetIndex(ctx, next) // errors are the next read's
 		}) {
-			l.idx.unclaim(next.Index.Key)
+			l.idx.unclaim(ck)
 		}
 	}
 }
@@ -407,7 +409,7 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 	maxBytes = max(maxBytes, 1)
 	window := int64(maxBytes) + int64(l.opts.ScanWindow)
 	if p, ok := l.bucket.(Prefetcher); ok && target <= seg.BaseOffset {
-		if _, cached := l.idx.get(seg.Index.Key); !cached {
+		if _, cached := l.idx.get(indexCacheKey(seg.Index, kindOffsetIndex)); !cached {
 			// A read from the segment's start begins at position 0:
 			// the log's first bytes load while the index does.
 			hintSize(l.bucket, seg.Log)
@@ -643,7 +645,7 @@ func (l *RemoteLog) indexPosition(ctx context.Context, seg manifest.Segment, tar
 }
 
 func (l *RemoteLog) offsetIndex(ctx context.Context, seg manifest.Segment) (*index.OffsetIndex, error) {
-	v, err := l.loadIndex(ctx, seg.Index, func(data []byte) (any, error) {
+	v, err := l.loadIndex(ctx, seg, seg.Index, kindOffsetIndex, func(data []byte) (any, error) {
 		x := index.ParseOffsetIndex(seg.Index.Key, data, seg.BaseOffset)
 		return x, x.SanityCheck()
 	})
@@ -654,7 +656,7 @@ func (l *RemoteLog) offsetIndex(ctx context.Context, seg manifest.Segment) (*ind
 }
 
 func (l *RemoteLog) timeIndex(ctx context.Context, seg manifest.Segment) (*index.TimeIndex, error) {
-	v, err := l.loadIndex(ctx, seg.TimeIndex, func(data []byte) (any, error) {
+	v, err := l.loadIndex(ctx, seg, seg.TimeIndex, kindTimeIndex, func(data []byte) (any, error) {
 		x := index.ParseTimeIndex(seg.TimeIndex.Key, data, seg.BaseOffset)
 		return x, x.SanityCheck()
 	})
@@ -665,7 +667,7 @@ func (l *RemoteLog) timeIndex(ctx context.Context, seg manifest.Segment) (*index
 }
 
 func (l *RemoteLog) txnIndex(ctx context.Context, seg manifest.Segment) (*index.TxnIndex, error) {
-	v, err := l.loadIndex(ctx, *seg.TxnIndex, func(data []byte) (any, error) {
+	v, err := l.loadIndex(ctx, seg, *seg.TxnIndex, kindTxnIndex, func(data []byte) (any, error) {
 		x := index.ParseTxnIndex(seg.TxnIndex.Key, data, seg.BaseOffset)
 		return x, x.SanityCheck()
 	})
@@ -675,11 +677,26 @@ func (l *RemoteLog) txnIndex(ctx context.Context, seg manifest.Segment) (*index.
 	return v.(*index.TxnIndex), nil
 }
 
-// loadIndex returns the parsed index object obj, from the cache or fetched
-// whole and checked against the manifest's size and checksum. Keys name one
-// upload attempt's content, which never changes, so entries never go stale.
-func (l *RemoteLog) loadIndex(ctx context.Context, obj manifest.Object, parse func([]byte) (any, error)) (any, error) {
-	if v, ok := l.idx.get(obj.Key); ok {
+// Kinds of parsed index, which name their cache entries: the sections of
+// one indexes object share its key (and an empty one its offset).
+const (
+	kindOffsetIndex = "offset"
+	kindTimeIndex   = "time"
+	kindTxnIndex    = "txn"
+)
+
+// indexCacheKey names the parsed index of kind held by obj.
+func indexCacheKey(obj manifest.Object, kind string) string {
+	return kind + "@" + strconv.FormatInt(obj.Offset, 10) + ":" + obj.Key
+}
+
+// loadIndex returns the parsed index of kind that obj holds, from the cache
+// or fetched (whole, or its section of an indexes object) and checked
+// against the manifest's size and checksum. Keys name one upload attempt's
+// content, which never changes, so entries never go stale.
+func (l *RemoteLog) loadIndex(ctx context.Context, seg manifest.Segment, obj manifest.Object, kind string, parse func([]byte) (any, error)) (any, error) {
+	ck := indexCacheKey(obj, kind)
+	if v, ok := l.idx.get(ck); ok {
 		return v, nil
 	}
 	if obj.Size > l.opts.MaxIndexBytes {
@@ -688,6 +705,9 @@ func (l *RemoteLog) loadIndex(ctx context.Context, obj manifest.Object, parse fu
 	}
 	var data []byte
 	if obj.Size > 0 {
+		if key, size, ok := seg.IndexesObject(); ok {
+			hintSize(l.bucket, manifest.Object{Key: key, Size: size})
+		}
 		var err error
 		if data, err = readObject(ctx, l.bucket, obj); err != nil {
 			return nil, err
@@ -697,14 +717,24 @@ func (l *RemoteLog) loadIndex(ctx context.Context, obj manifest.Object, parse fu
 	if err != nil {
 		return nil, &CorruptObjectError{Key: obj.Key, Reason: "bad index", Err: err}
 	}
-	l.idx.put(obj.Key, v, int64(len(data))+64)
+	l.idx.put(ck, v, int64(len(data))+64)
 	return v, nil
 }
 
-// readObject fetches a small object whole and checks its size and checksum
-// against the manifest.
+// readObject fetches a small object whole, or a section of an indexes
+// object by range, and checks its size and checksum against the manifest.
 func readObject(ctx context.Context, b objstore.BucketReader, obj manifest.Object) ([]byte, error) {
-	rc, err := b.Get(ctx, obj.Key)
+	var rc io.ReadCloser
+	var err error
+	if obj.Section() {
+		rc, err = b.GetRange(ctx, obj.Key, obj.Offset, obj.Size)
+		if errors.Is(err, objstore.ErrInvalidRange) {
+			return nil, &CorruptObjectError{Key: obj.Key, Reason: fmt.Sprintf(
+				"object ends before the section [%d, %d) the manifest recorded", obj.Offset, obj.Offset+obj.Size)}
+		}
+	} else {
+		rc, err = b.Get(ctx, obj.Key)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", obj.Key, err)
 	}

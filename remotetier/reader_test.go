@@ -665,7 +665,7 @@ func TestReadPrefetchesNextSegment(t *testing.T) {
 	if len(pb.calls) != 2 || pb.calls[0] != want || pb.calls[1] != "background" {
 		t.Fatalf("prefetches %v, want [%s background]", pb.calls, want)
 	}
-	if _, ok := l.idx.get(segs[1].Index.Key); !ok {
+	if _, ok := l.idx.get(indexCacheKey(segs[1].Index, kindOffsetIndex)); !ok {
 		t.Fatal("the next segment's index was not loaded")
 	}
 	pb.calls = nil

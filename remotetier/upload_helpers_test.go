@@ -142,6 +142,42 @@ func upAllSegments(t testing.TB, bkt objstore.Bucket, m *manifest.Manifest) []ma
 	return out
 }
 
+// upObject returns the bytes of o (the whole object, or its section of an
+// indexes object), failing when they differ from the manifest's size and
+// checksum.
+func upObject(t testing.TB, b objstore.BucketReader, o manifest.Object) []byte {
+	t.Helper()
+	data := upGet(t, b, o.Key)
+	if o.Section() {
+		if o.Offset+o.Size > int64(len(data)) {
+			t.Fatalf("object %s: %d bytes, manifest has a section [%d, %d)", o.Key, len(data), o.Offset, o.Offset+o.Size)
+		}
+		data = data[o.Offset : o.Offset+o.Size]
+	}
+	sum, err := manifest.ChecksumOf(manifest.CRC32C, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(data)) != o.Size || sum != o.Checksum {
+		t.Fatalf("object %s at %d: %d bytes %s, manifest says %d %s", o.Key, o.Offset, len(data), sum, o.Size, o.Checksum)
+	}
+	return data
+}
+
+// upCheckObjects checks every object of s against the manifest, and that an
+// indexes object holds its sections and nothing more.
+func upCheckObjects(t testing.TB, b objstore.BucketReader, s manifest.Segment) {
+	t.Helper()
+	for _, o := range s.Objects() {
+		upObject(t, b, o)
+	}
+	if key, size, ok := s.IndexesObject(); ok {
+		if n := int64(len(upGet(t, b, key))); n != size {
+			t.Fatalf("indexes object %s: %d bytes, its sections add up to %d", key, n, size)
+		}
+	}
+}
+
 func upGet(t testing.TB, b objstore.BucketReader, key string) []byte {
 	t.Helper()
 	rc, err := b.Get(context.Background(), key)
@@ -181,16 +217,7 @@ func upCheckRemote(t testing.TB, bkt objstore.Bucket, l *localtier.Log, topic st
 		if i > 0 && s.BaseOffset <= segs[i-1].LastOffset || i > 0 && s.BaseOffset != segs[i-1].LastOffset+1 && !s.Compacted && !segs[i-1].Compacted {
 			t.Fatalf("segment %d starts at %d, previous ended at %d: gap or overlap", i, s.BaseOffset, segs[i-1].LastOffset)
 		}
-		for _, o := range s.Objects() {
-			data := upGet(t, bkt, o.Key)
-			sum, err := manifest.ChecksumOf(manifest.CRC32C, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if int64(len(data)) != o.Size || sum != o.Checksum {
-				t.Fatalf("object %s: %d bytes %s, manifest says %d %s", o.Key, len(data), sum, o.Size, o.Checksum)
-			}
-		}
+		upCheckObjects(t, bkt, s)
 		if ls, ok := local[s.BaseOffset]; ok && ls.NextOffset == s.NextOffset() {
 			want, err := os.ReadFile(ls.Path)
 			if err != nil {

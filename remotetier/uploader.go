@@ -781,41 +781,58 @@ func (u *Uploader) storeChecked(ctx context.Context, c *checkedSegment) (up uplo
 	}
 	var mu sync.Mutex
 	var total int64
-	put := func(key string, r io.Reader, size int64, sum manifest.Checksum, dst *manifest.Object) error {
+	put := func(key string, r io.Reader, size int64) (int64, error) {
 		a, err := u.bkt.Put(ctx, key, r, size, objstore.Condition{})
 		mu.Lock()
 		defer mu.Unlock()
 		stored = append(stored, key) // even on error: it may have been written
 		if err != nil {
-			return fmt.Errorf("upload %s: %w", key, err)
+			return 0, fmt.Errorf("upload %s: %w", key, err)
 		}
 		total += a.Size
 		u.metrics.uploadedBytes.Add(float64(a.Size))
-		*dst = manifest.Object{Key: key, Size: a.Size, Checksum: sum}
-		return nil
+		return a.Size, nil
 	}
-	putSmall := func(key string, data []byte, dst *manifest.Object) error {
-		if err := u.wait(ctx, len(data)); err != nil {
-			return err
-		}
+	// The indexes go in one object, back to back (manifest.FileIndexes):
+	// one small request per segment instead of two or three.
+	indexes := make([]byte, 0, len(c.offIdx)+len(c.timeIdx)+len(c.txnIdx))
+	section := func(data []byte) (manifest.Object, error) {
 		sum, err := manifest.ChecksumOf(manifest.CRC32C, data)
+		o := manifest.Object{Key: keys.Indexes, Offset: int64(len(indexes)), Size: int64(len(data)), Checksum: sum}
+		indexes = append(indexes, data...)
+		return o, err
+	}
+	if seg.Index, err = section(c.offIdx); err != nil {
+		return up, err
+	}
+	if seg.TimeIndex, err = section(c.timeIdx); err != nil {
+		return up, err
+	}
+	if c.hasTxn && len(c.txnIdx) > 0 {
+		txn, err := section(c.txnIdx)
 		if err != nil {
-			return err
+			return up, err
 		}
-		return put(key, bytes.NewReader(data), int64(len(data)), sum, dst)
+		seg.TxnIndex = &txn
 	}
 	var g errgroup.Group
 	g.Go(func() error {
 		whole, _ := c.sums.sum(0, n)
 		body := checkedSection{SectionReader: io.NewSectionReader(u.throttleAt(ctx, ra), rd.Size()-n, n), sums: c.sums}
-		return put(keys.Log, body, n, manifest.CRC32CChecksum(whole), &seg.Log)
+		size, err := put(keys.Log, body, n)
+		seg.Log = manifest.Object{Key: keys.Log, Size: size, Checksum: manifest.CRC32CChecksum(whole)}
+		return err
 	})
-	g.Go(func() error { return putSmall(keys.Index, c.offIdx, &seg.Index) })
-	g.Go(func() error { return putSmall(keys.TimeIndex, c.timeIdx, &seg.TimeIndex) })
-	if c.hasTxn && len(c.txnIdx) > 0 {
-		seg.TxnIndex = &manifest.Object{}
-		g.Go(func() error { return putSmall(keys.TxnIndex, c.txnIdx, seg.TxnIndex) })
-	}
+	g.Go(func() error {
+		if err := u.wait(ctx, len(indexes)); err != nil {
+			return err
+		}
+		size, err := put(keys.Indexes, bytes.NewReader(indexes), int64(len(indexes)))
+		if err == nil && size != int64(len(indexes)) {
+			err = fmt.Errorf("upload %s: stored %d bytes, sent %d", keys.Indexes, size, len(indexes))
+		}
+		return err
+	})
 	if err := g.Wait(); err != nil {
 		return up, err
 	}

@@ -65,7 +65,7 @@ func TestUploadLocalReadBack(t *testing.T) {
 			obj    manifest.Object
 		}{{".index", s.Index}, {".timeindex", s.TimeIndex}} {
 			want := readOptional(t, localtier.SegmentPath(l0.Dir(), s.BaseOffset, pair.suffix))
-			if got := upGet(t, bkt, pair.obj.Key); string(got) != string(want) {
+			if got := upObject(t, bkt, pair.obj); string(got) != string(want) {
 				t.Fatalf("segment %d %s: built %d bytes, engine wrote %d", s.BaseOffset, pair.suffix, len(got), len(want))
 			}
 		}
@@ -108,12 +108,7 @@ func upCheckConsistent(t testing.TB, bkt objstore.Bucket, topic string, p int32)
 		if i > 0 && s.BaseOffset != segs[i-1].LastOffset+1 && !s.Compacted && !segs[i-1].Compacted {
 			t.Fatalf("segment %d starts at %d, previous ended at %d", i, s.BaseOffset, segs[i-1].LastOffset)
 		}
-		for _, o := range s.Objects() {
-			data := upGet(t, bkt, o.Key)
-			if sum, _ := manifest.ChecksumOf(manifest.CRC32C, data); sum != o.Checksum || int64(len(data)) != o.Size {
-				t.Fatalf("object %s does not match the manifest", o.Key)
-			}
-		}
+		upCheckObjects(t, bkt, s)
 	}
 }
 
@@ -147,9 +142,9 @@ func TestUploadFaults(t *testing.T) {
 	d := upOpenDir(t, t.TempDir())
 	upTopic(t, d, "f", 1)
 	l := upPartition(t, d, "f", 0)
-	upSegments(t, l, 5, 3, 4, 50)
+	upSegments(t, l, 8, 3, 4, 50)
 	src := NewLocalSource(d, nil)
-	want := l.Segments()[5].BaseOffset
+	want := l.Segments()[8].BaseOffset
 	part := manifest.Key{Topic: "f", Partition: 0}
 	for _, after := range []bool{false, true} {
 		runs := 0

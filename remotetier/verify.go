@@ -275,7 +275,7 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 
 	// Referenced objects: key → what the manifest recorded. Sub-manifests
 	// are checked by LoadSub (size and SHA-256) as they are loaded.
-	refs := map[string]manifest.Object{}
+	refs := map[string]objectRef{}
 	checked := map[string]bool{}
 	if hasRoot {
 		m, base, err := v.loadRoot(ctx, id, rootKey)
@@ -299,12 +299,15 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 				pr.Segments++
 				for _, o := range s.Objects() {
 					o.Key = base + o.Key
-					refs[o.Key] = o
+					r := refs[o.Key]
+					r.key, r.size = o.Key, max(r.size, o.Offset+o.Size)
+					r.sections = append(r.sections, o)
+					refs[o.Key] = r
 				}
 			}
 			for i, ref := range m.Sealed {
 				key := base + ref.Key
-				refs[key] = manifest.Object{Key: key, Size: ref.Size, Checksum: ref.Checksum}
+				refs[key] = objectRef{key: key, size: ref.Size}
 				sub, err := m.LoadSub(ctx, res, i)
 				checked[key] = true // LoadSub checks size and SHA-256
 				if err != nil {
@@ -325,7 +328,7 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 	}
 
 	// The partition's objects, checked against the references.
-	var jobs []manifest.Object
+	var jobs []objectRef
 	seen := map[string]bool{}
 	now := v.opts.Now()
 	for _, dir := range dirs {
@@ -342,8 +345,8 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 				switch {
 				case checked[o.Key]:
 					// A sub-manifest: LoadSub checked it.
-				case o.Size != ref.Size:
-					v.problem(id, ProblemSize, o.Key, "%d bytes, the manifest recorded %d", o.Size, ref.Size)
+				case o.Size != ref.size:
+					v.problem(id, ProblemSize, o.Key, "%d bytes, the manifest recorded %d", o.Size, ref.size)
 				default:
 					jobs = append(jobs, ref)
 				}
@@ -378,12 +381,21 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 	return nil
 }
 
-// checksums streams every object in jobs through a digest, opts.Concurrency
-// at a time.
-func (v *verifier) checksums(ctx context.Context, id partitionID, jobs []manifest.Object) error {
+// objectRef is what the manifest records of one object: its size and the
+// checksummed sections it is made of, back to back from offset 0 (one for
+// a whole object, the indexes of a segment's indexes object).
+type objectRef struct {
+	key      string
+	size     int64
+	sections []manifest.Object
+}
+
+// checksums streams every object in jobs through a digest per section,
+// opts.Concurrency at a time.
+func (v *verifier) checksums(ctx context.Context, id partitionID, jobs []objectRef) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := make(chan manifest.Object)
+	ch := make(chan objectRef)
 	var wg sync.WaitGroup
 	var errOnce sync.Once
 	var firstErr error
@@ -415,34 +427,50 @@ feed:
 	return ctx.Err()
 }
 
-func (v *verifier) checksum(ctx context.Context, id partitionID, o manifest.Object, buf []byte) error {
-	d, err := manifest.NewDigest(o.Checksum.Algorithm())
-	if err != nil {
-		v.problem(id, ProblemChecksum, o.Key, "%v", err)
-		return nil
-	}
-	rc, err := v.b.Get(ctx, o.Key)
+func (v *verifier) checksum(ctx context.Context, id partitionID, o objectRef, buf []byte) error {
+	rc, err := v.b.Get(ctx, o.key)
 	if objstore.IsNotFound(err) {
-		v.problem(id, ProblemMissing, o.Key, "deleted while being verified")
+		v.problem(id, ProblemMissing, o.key, "deleted while being verified")
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("get %s: %w", o.Key, err)
+		return fmt.Errorf("get %s: %w", o.key, err)
 	}
-	n, err := io.CopyBuffer(d, rc, buf)
-	rc.Close()
+	defer rc.Close()
+	var n int64
+	for _, sec := range o.sections {
+		d, err := manifest.NewDigest(sec.Checksum.Algorithm())
+		if err != nil {
+			v.problem(id, ProblemChecksum, o.key, "%v", err)
+			return nil
+		}
+		got, err := io.CopyBuffer(d, io.LimitReader(rc, sec.Size), buf)
+		n += got
+		if err != nil {
+			return fmt.Errorf("read %s: %w", o.key, err)
+		}
+		what := ""
+		if sec.Section() {
+			what = fmt.Sprintf("section [%d, %d): ", sec.Offset, sec.Offset+sec.Size)
+		}
+		if got < sec.Size {
+			break // reported below, by size
+		}
+		if sum := d.Checksum(); sum != sec.Checksum {
+			v.problem(id, ProblemChecksum, o.key, "%schecksum %s, the manifest recorded %s", what, sum, sec.Checksum)
+		}
+	}
+	rest, err := io.CopyBuffer(io.Discard, rc, buf)
+	n += rest
 	if err != nil {
-		return fmt.Errorf("read %s: %w", o.Key, err)
+		return fmt.Errorf("read %s: %w", o.key, err)
 	}
 	v.mu.Lock()
 	v.rep.Objects++
 	v.rep.Bytes += n
 	v.mu.Unlock()
-	switch sum := d.Checksum(); {
-	case n != o.Size:
-		v.problem(id, ProblemSize, o.Key, "read %d bytes, the manifest recorded %d", n, o.Size)
-	case sum != o.Checksum:
-		v.problem(id, ProblemChecksum, o.Key, "checksum %s, the manifest recorded %s", sum, o.Checksum)
+	if n != o.size {
+		v.problem(id, ProblemSize, o.key, "read %d bytes, the manifest recorded %d", n, o.size)
 	}
 	return nil
 }

@@ -157,6 +157,10 @@ func printSegment(w io.Writer, indent string, s manifest.Segment) {
 		time.UnixMilli(s.UploadTimeMs).UTC().Format(time.RFC3339), s.Uploader, s.AttemptID)
 	names := []string{"log", "index", "timeindex", "txnindex"}
 	for i, o := range s.Objects() {
-		fmt.Fprintf(w, "%s  %-9s %s size %d checksum %s\n", indent, names[i], o.Key, o.Size, o.Checksum)
+		at := ""
+		if o.Section() {
+			at = fmt.Sprintf(" at %d", o.Offset)
+		}
+		fmt.Fprintf(w, "%s  %-9s %s%s size %d checksum %s\n", indent, names[i], o.Key, at, o.Size, o.Checksum)
 	}
 }
