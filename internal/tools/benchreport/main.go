@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"sort"
@@ -42,6 +43,7 @@ type result struct {
 	mbps   []float64
 	nsop   []float64
 	alloc  []float64
+	bytes  []float64            // B/op
 	extras map[string][]float64 // b.ReportMetric units such as peak-RSS-MiB
 }
 
@@ -111,6 +113,7 @@ func parse(r io.Reader) (map[string]*result, string, error) {
 			case "allocs/op":
 				r.alloc = append(r.alloc, v)
 			case "B/op":
+				r.bytes = append(r.bytes, v)
 			default:
 				if strings.ContainsAny(f[i+1], "/-") && !strings.Contains(f[i+1], "ns/op") {
 					if r.extras == nil {
@@ -122,6 +125,48 @@ func parse(r io.Reader) (map[string]*result, string, error) {
 		}
 	}
 	return res, cpu, sc.Err()
+}
+
+// extra is the median of a reported metric, or NaN when absent.
+func (r *result) extra(unit string) float64 {
+	if r == nil || len(r.extras[unit]) == 0 {
+		return math.NaN()
+	}
+	return median(r.extras[unit])
+}
+
+// writeCost writes how the remote tier's costs grow (#5): finding the
+// segment of one offset as a partition's history grows
+// (BenchmarkFindOffset), and one sidecar scan pass as partitions grow
+// (BenchmarkSidecarPass).
+func writeCost(b *strings.Builder, res map[string]*result) {
+	b.WriteString("\n## How cost grows (#5)\n\n")
+	b.WriteString("Finding the segment that holds one offset (manifest/bench_test.go). Cold: decode the root from\n" +
+		"its bytes and load at most one sub-manifest, as a reader without caches does; warm: root decoded and\n" +
+		"sub-manifests cached, as the fetch service runs.\n\n")
+	b.WriteString("| committed segments | cold time/lookup | bytes read/lookup | root bytes | sub-manifests/lookup | warm time/lookup |\n|---|---|---|---|---|---|\n")
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		cold, warm := res[fmt.Sprintf("BenchmarkFindOffset/segments=%d/cold", n)], res[fmt.Sprintf("BenchmarkFindOffset/segments=%d/warm", n)]
+		if cold == nil || warm == nil {
+			fmt.Fprintf(b, "| %d | not run | | | | |\n", n)
+			continue
+		}
+		fmt.Fprintf(b, "| %d | %.1f ms | %.0f KB | %.0f KB | %.2f | %.0f ns |\n", n, median(cold.nsop)/1e6,
+			cold.extra("bytes/lookup")/1e3, cold.extra("root-bytes")/1e3, cold.extra("subs/lookup"), median(warm.nsop))
+	}
+	b.WriteString("\nOne sidecar scan pass over a broker log dir whose segments are all committed (the steady state\n" +
+		"between rolls; remotetier/uploader_bench_test.go): listing, high watermarks, reconciling against the\n" +
+		"cached manifests. Retained heap is what the uploader keeps between passes.\n\n")
+	b.WriteString("| partitions | time/pass | allocated/pass | retained heap | retained/partition |\n|---|---|---|---|---|\n")
+	for _, n := range []int{100, 1000} {
+		r := res[fmt.Sprintf("BenchmarkSidecarPass/partitions=%d", n)]
+		if r == nil {
+			fmt.Fprintf(b, "| %d | not run | | | |\n", n)
+			continue
+		}
+		fmt.Fprintf(b, "| %d | %.1f ms | %.1f MB | %.2f MiB | %.1f KiB |\n", n, median(r.nsop)/1e6, median(r.bytes)/1e6,
+			r.extra("retained-heap-MiB"), r.extra("retained-KiB/partition"))
+	}
 }
 
 func main() {
@@ -182,6 +227,7 @@ func main() {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.2f | %s | ≥ %.2f %s | %.0f |\n", p.issue, p.what, fm, bm, ratio, perRun(f.mbps, base.mbps), p.min, mark, median(f.alloc))
 	}
+	writeCost(&b, res)
 	b.WriteString("\n## All results (median of runs)\n\n| benchmark | MB/s | ns/op | allocs/op | runs | other |\n|---|---|---|---|---|---|\n")
 	names := make([]string, 0, len(res))
 	for n := range res {
