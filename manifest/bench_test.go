@@ -7,6 +7,15 @@ import (
 	"testing"
 )
 
+// asSections lays each segment's indexes out as the uploader writes them:
+// sections of one indexes object (format version 2).
+func asSections(b *testing.B, segs []Segment) []Segment {
+	for i, s := range segs {
+		segs[i] = sectionsSeg(b, s.BaseOffset, s.LastOffset, s.MaxTimestamp, s.Index.Size, s.TimeIndex.Size)
+	}
+	return segs
+}
+
 // BenchmarkFindOffset measures serving one offset of a partition with 1k,
 // 10k and 100k committed segments under the default policy.
 //
@@ -19,7 +28,7 @@ func BenchmarkFindOffset(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		rnd := rand.New(rand.NewPCG(uint64(n), 1))
-		segs := randomSegs(b, rnd, n)
+		segs := asSections(b, randomSegs(b, rnd, n))
 		st := newMemStore()
 		m := build(b, st, DefaultPolicy(), segs, 1000)
 		key := m.Key()
@@ -77,7 +86,7 @@ func BenchmarkFindOffset(b *testing.B) {
 // encoding the new root, as the uploader does per commit.
 func BenchmarkAppend(b *testing.B) {
 	rnd := rand.New(rand.NewPCG(7, 7))
-	segs := randomSegs(b, rnd, 20_000)
+	segs := asSections(b, randomSegs(b, rnd, 20_000))
 	st := newMemStore()
 	m := build(b, st, DefaultPolicy(), segs[:10_000], 1000)
 	b.ReportAllocs()

@@ -243,22 +243,8 @@ func writeLocal(t testing.TB, dir string, seed uint64, nSegs, batchesPerSeg int,
 				}
 				recs[k] = record.Record{Offset: int64(k), Timestamp: ts, Key: fmt.Appendf(nil, "k%d", rng.IntN(50)), Value: v}
 			}
-			spec := record.NewBatchSpec(0, codecs[(s+i)%len(codecs)])
 			transactional := txn && i%5 == 2
-			if transactional {
-				spec.Transactional = true
-				spec.ProducerID = pid
-				spec.ProducerEpoch = 0
-				spec.BaseSequence = seq
-				seq += int32(n)
-			}
-			data, err := enc.AppendBatch(nil, spec, recs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.Append(data); err != nil {
-				t.Fatalf("append: %v", err)
-			}
+			appendTestBatch(t, l, &enc, codecs[(s+i)%len(codecs)], recs, transactional, pid, &seq)
 			if transactional {
 				if _, err := l.AppendEndTxnMarker(pid, 0, i%10 == 2, 0); err != nil {
 					t.Fatal(err)
@@ -273,6 +259,27 @@ func writeLocal(t testing.TB, dir string, seed uint64, nSegs, batchesPerSeg int,
 		t.Fatal(err)
 	}
 	return &localLog{log: l, dir: pdir}
+}
+
+// appendTestBatch encodes recs as one batch of codec c and appends it to
+// l; a transactional batch is producer pid's (epoch 0), its base sequence
+// *seq, which it advances.
+func appendTestBatch(t testing.TB, l *localtier.Log, enc *record.Encoder, c codec.Codec, recs []record.Record, transactional bool, pid int64, seq *int32) {
+	t.Helper()
+	spec := record.NewBatchSpec(0, c)
+	if transactional {
+		spec.Transactional = true
+		spec.ProducerID = pid
+		spec.BaseSequence = *seq
+		*seq += int32(len(recs))
+	}
+	data, err := enc.AppendBatch(nil, spec, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(data); err != nil {
+		t.Fatalf("append: %v", err)
+	}
 }
 
 func readOptional(t testing.TB, path string) []byte {
