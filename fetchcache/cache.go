@@ -153,13 +153,44 @@ func (c *CachingBucket) isClosed() bool {
 	return c.closed
 }
 
-// Get passes through: whole objects (manifests) are not cached.
+// Get passes through — whole objects (manifests) are not cached — behind
+// the gets gate, whose slot the returned body holds until it is closed:
+// MaxConcurrentGets bounds every request the cache makes of the store, not
+// only the chunk loads. Past MaxWait it fails with an *OverloadedError.
 func (c *CachingBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	return c.inner.Get(ctx, key)
+	if err := c.gets.StartBy(ctx, 1, time.Now().Add(c.o.MaxWait)); err != nil {
+		return nil, fmt.Errorf("get %q: %w", key, err)
+	}
+	rc, err := c.inner.Get(ctx, key)
+	if err != nil {
+		c.gets.Done(1)
+		return nil, err
+	}
+	return &gatedBody{ReadCloser: rc, done: func() { c.gets.Done(1) }}, nil
 }
 
-// Attributes passes through, so callers always see the current object.
+// gatedBody gives its gate slot back when closed (once).
+type gatedBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+// Close closes the body, then frees the slot: the request has ended at the
+// store before another may start in its place.
+func (b *gatedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// Attributes passes through, so callers always see the current object,
+// behind the gets gate like Get.
 func (c *CachingBucket) Attributes(ctx context.Context, key string) (objstore.Attrs, error) {
+	if err := c.gets.StartBy(ctx, 1, time.Now().Add(c.o.MaxWait)); err != nil {
+		return objstore.Attrs{}, fmt.Errorf("attributes %q: %w", key, err)
+	}
+	defer c.gets.Done(1)
 	return c.inner.Attributes(ctx, key)
 }
 

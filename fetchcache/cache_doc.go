@@ -51,7 +51,9 @@
 // request's runs load at most FetchParallelism at a time.
 //
 // Gates and overload. Two gates bound the work: "gets" (MaxConcurrentGets
-// store requests at once, default 16; Attributes calls included) and
+// store requests at once, default 16: chunk loads, Attributes calls, and
+// whole-object Gets such as manifests, whose slot the body holds until it
+// is closed) and
 // "bytes" (MaxInFlightBytes of chunks being brought into memory from the
 // store or disk, default 16 chunks; a chunk on its way to the disk tier
 // keeps its bytes until written). Every gate wait of one GetRange shares

@@ -3,6 +3,7 @@ package fetchcache
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sort"
 	"sync"
@@ -35,9 +36,25 @@ func putObject(t testing.TB, b *objstore.Memory, key string, size int64) []byte 
 	return data
 }
 
+// slowObjects stores n objects obj-0, obj-1, … of base, base+step, …
+// bytes and returns the store, a counting view of it whose requests take
+// 200µs (so that concurrent ones overlap), and the objects' bytes by key.
+func slowObjects(t testing.TB, n int, base, step int64) (*objstore.Memory, *countingBucket, map[string][]byte) {
+	store := objstore.NewMemory()
+	objs := map[string][]byte{}
+	for i := range n {
+		k := fmt.Sprintf("obj-%d", i)
+		objs[k] = putObject(t, store, k, base+int64(i)*step)
+	}
+	inner := newCounting(store)
+	inner.delay = 200 * time.Microsecond
+	return store, inner, objs
+}
+
 // countingBucket records the range GETs reaching the store and can hold
 // them until released; it also tracks the bytes requested by GETs in
-// flight and their maximum.
+// flight, the requests of any kind in flight (gets: range GETs, GETs until
+// their body is closed, HEADs) and their maxima.
 type countingBucket struct {
 	objstore.BucketReader
 
@@ -82,7 +99,28 @@ func (b *countingBucket) Attributes(ctx context.Context, key string) (objstore.A
 	b.mu.Lock()
 	b.attrs++
 	b.mu.Unlock()
+	raiseTo(&b.maxGets, b.gets.Add(1))
+	defer b.gets.Add(-1)
+	if b.delay > 0 {
+		time.Sleep(b.delay)
+	}
 	return b.BucketReader.Attributes(ctx, key)
+}
+
+// Get counts whole-object GETs among the requests in flight (gets), until
+// their body is closed.
+func (b *countingBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	raiseTo(&b.maxGets, b.gets.Add(1))
+	done := func() { b.gets.Add(-1) }
+	if b.delay > 0 {
+		time.Sleep(b.delay)
+	}
+	rc, err := b.BucketReader.Get(ctx, key)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	return &doneReader{ReadCloser: rc, done: done}, nil
 }
 
 func (b *countingBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {

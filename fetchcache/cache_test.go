@@ -166,18 +166,91 @@ func TestOverloadFailsFast(t *testing.T) {
 	}
 }
 
+// TestGetsGateBoundsEveryRequest: whole-object Gets (manifests) and
+// Attributes calls go through the gets gate with the chunk loads, so
+// MaxConcurrentGets bounds every request at the store; a Get body holds its
+// slot until it is closed, and a full gate answers ErrOverloaded.
+func TestGetsGateBoundsEveryRequest(t *testing.T) {
+	store, inner, objs := slowObjects(t, 4, 2000, 333)
+	o := CacheOptions{ChunkBytes: 256, MemoryBytes: 4000, MaxConcurrentGets: 3, MaxInFlightBytes: 2048,
+		ReadAheadChunks: 2, MaxWait: 5 * time.Second, FetchParallelism: 2}
+	c := mustCache(t, inner, o)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for i := range 60 {
+				k := fmt.Sprintf("obj-%d", rng.IntN(4))
+				var got, want []byte
+				switch i % 3 {
+				case 0:
+					rc, err := c.Get(context.Background(), k)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got, _ = io.ReadAll(rc)
+					rc.Close()
+					want = objs[k]
+				case 1:
+					a, err := c.Attributes(context.Background(), k)
+					if err != nil || a.Size != int64(len(objs[k])) {
+						t.Errorf("attributes %s: %+v, %v", k, a, err)
+						return
+					}
+					continue
+				default:
+					off := rng.Int64N(int64(len(objs[k])))
+					got = readAll(t, c, k, off, 300)
+					want = expectRange(objs[k], off, 300)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s: wrong bytes", k)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitIdle(t, c)
+	if m := inner.maxGets.Load(); m > int64(o.MaxConcurrentGets) || m < 2 {
+		t.Fatalf("%d requests in flight at the store, want 2..%d", m, o.MaxConcurrentGets)
+	}
+
+	// A body held open keeps its slot: with one slot, the next Get and a
+	// chunk load are overloaded until it is closed.
+	o = CacheOptions{ChunkBytes: 256, MemoryBytes: 4000, MaxConcurrentGets: 1, ReadAheadChunks: -1,
+		MaxWait: 30 * time.Millisecond}
+	c = mustCache(t, newCounting(store), o)
+	held, err := c.Get(context.Background(), "obj-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(context.Background(), "obj-1"); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("second Get with the gate full: %v, want ErrOverloaded", err)
+	}
+	if _, err := c.GetRange(context.Background(), "obj-1", 0, 10); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("GetRange with the gate full: %v, want ErrOverloaded", err)
+	}
+	held.Close()
+	held.Close() // a second Close gives nothing back twice
+	for _, k := range []string{"obj-1", "obj-2"} {
+		rc, err := c.Get(context.Background(), k)
+		if err != nil {
+			t.Fatalf("Get after the body was closed: %v", err)
+		}
+		rc.Close()
+	}
+	if g := c.gets.InFlight(); g != 0 {
+		t.Fatalf("gets gate holds %d after every body was closed", g)
+	}
+}
+
 // TestMemoryBound runs concurrent random reads over more data than the
 // cache holds and checks throughout that cached bytes stay within the
 // bound and bytes and GETs in flight at the store within their budgets.
 func TestMemoryBound(t *testing.T) {
-	store := objstore.NewMemory()
-	objs := map[string][]byte{}
-	for i := range 6 {
-		k := fmt.Sprintf("obj-%d", i)
-		objs[k] = putObject(t, store, k, int64(3000+i*777))
-	}
-	inner := newCounting(store)
-	inner.delay = 200 * time.Microsecond
+	_, inner, objs := slowObjects(t, 6, 3000, 777)
 	o := CacheOptions{ChunkBytes: 256, MemoryBytes: 2000, MaxConcurrentGets: 5, MaxInFlightBytes: 768,
 		ReadAheadChunks: 2, MaxWait: 5 * time.Second, FetchParallelism: 4}
 	c := mustCache(t, inner, o)

@@ -493,6 +493,13 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 		rp.RecordBatches = []byte{}
 		fp.failed = false
 		fail := func(op string, err error) {
+			if d, ok := overloadRetryAfter(err); ok {
+				// Overloaded before the read (opening the partition,
+				// loading its manifest): throttled like a read.
+				throttle = max(throttle, d)
+				code = worse(code, CodeThrottled)
+				return
+			}
 			var c string
 			rp.ErrorCode, c = s.partitionError(op, fp.topic, fp.q.Partition, err)
 			code = worse(code, c)

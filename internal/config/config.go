@@ -143,7 +143,8 @@ type Fetch struct {
 	CacheDir string `yaml:"cache_dir"`
 	// DiskCacheBytes bounds the disk cache (flag --disk-cache-bytes).
 	DiskCacheBytes ByteSize `yaml:"disk_cache_bytes"`
-	// MaxConcurrentGets bounds GETs in flight against the bucket (default 16).
+	// MaxConcurrentGets bounds requests in flight against the bucket: chunk
+	// GETs, HEADs and manifest reads (default 16).
 	MaxConcurrentGets int `yaml:"max_concurrent_gets"`
 	// MaxInFlightBytes bounds bytes being fetched at once (default 64MiB, at least one chunk).
 	MaxInFlightBytes ByteSize `yaml:"max_inflight_bytes"`
