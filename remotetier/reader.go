@@ -24,9 +24,10 @@ const (
 	// keeps. A 1 GiB segment's .index is about 2 MiB at Kafka's default
 	// index.interval.bytes.
 	DefaultIndexCacheBytes = 32 << 20
-	// DefaultMaxIndexBytes is the largest index object a RemoteLog loads.
-	// Kafka's segment.index.bytes defaults to 10 MiB and indexes are trimmed
-	// on roll, so a larger object is not one tiered uploaded.
+	// DefaultMaxIndexBytes is the largest index a RemoteLog loads (a whole
+	// index object, or one section of an indexes object). Kafka's
+	// segment.index.bytes defaults to 10 MiB and indexes are trimmed on
+	// roll, so a larger index is not one tiered uploaded.
 	DefaultMaxIndexBytes = 64 << 20
 	// DefaultScanWindow is how far past the index position the first range
 	// GET reaches, beyond the bytes asked for: the batch holding an offset
@@ -139,14 +140,16 @@ type SharedRangeReader interface {
 
 // SizeHinter is implemented by caching buckets that learn an object's size
 // with an Attributes call (a HEAD) before range-reading it: a RemoteLog
-// tells them the size its manifest recorded for a segment's .log, which
-// saves that request. A bucket that finds the object shorter than the
-// hint must fall back to the object's real size.
+// tells them the size its manifest recorded for a segment's .log, and for
+// its indexes object (the sum of the sections), which saves that request.
+// A bucket that finds the object shorter than the hint must fall back to
+// the object's real size.
 type SizeHinter interface {
 	HintSize(key string, size int64)
 }
 
-// hintSize passes a .log object's recorded size to a SizeHinter bucket.
+// hintSize passes an object's recorded size (a .log, or an indexes object)
+// to a SizeHinter bucket.
 func hintSize(b objstore.BucketReader, obj manifest.Object) {
 	if h, ok := b.(SizeHinter); ok {
 		h.HintSize(obj.Key, obj.Size)

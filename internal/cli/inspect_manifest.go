@@ -21,7 +21,8 @@ Prints the root manifest of one partition of the remote tier (docs/format/manife
 its key, generation, log start offset, next offset, the sealed sub-manifests it
 references (key, size, checksum, offsets, timestamps, segment count, log bytes) and its
 inline segments (offsets, record count, timestamps, size, compacted, leader epochs,
-upload time, uploader, attempt, then each object's key, size and checksum). Reads the
+upload time, uploader, attempt, then each object's key, size and checksum; an index that
+is a section of the segment's .indexes object also shows "at OFFSET"). Reads the
 manifest only (no LIST). The manifest is decoded and validated; a corrupt one is an error.
 
 Flags:
