@@ -15,8 +15,9 @@
 //     ChunkBytes (default 4 MiB, --chunk-bytes). The size and ETag of an
 //     object are learnt once with Attributes and cached (AttrsEntries),
 //     unless the caller gave the size first (HintSize,
-//     remotetier.SizeHinter: a RemoteLog knows each .log's size from its
-//     manifest, which saves a HEAD per segment; a hint longer than the
+//     remotetier.SizeHinter: a RemoteLog knows each .log's and .indexes
+//     object's size from its manifest, which saves a HEAD per object; a
+//     hint longer than the
 //     object is detected by the short GET and replaced by a HEAD);
 //     chunk keys are (object key, ETag or size, chunk index), which is
 //     sound because data objects are immutable under unique keys. The

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -724,4 +725,95 @@ func TestSectionsGCOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	upCheckRemote(t, mem, l, secTopic, 0, l.Segments()[4].BaseOffset)
+}
+
+// TestSectionsRollingUpgrade: an uploader with ManifestVersion 1 stores one
+// object per index and writes version-1 manifests (what a release before
+// the indexes object reads); a later default uploader appends segments
+// with an indexes object to the same partition, its root becomes version
+// 2, and every reader takes both layouts side by side.
+func TestSectionsRollingUpgrade(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	l := secLocal(t, d, 15, 3, 20, true)
+	b := &secBucket{Bucket: objstore.NewMemory()}
+	root := func() []byte {
+		key, err := manifest.ManifestKey("", secTopic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return upGet(t, b.Bucket, key)
+	}
+
+	// Version 1: one PUT per index, no .indexes object, a version-1 root.
+	u1 := upUploader(t, b, NewLocalSource(d, nil), Options{ManifestVersion: 1})
+	if rep, err := u1.RunOnce(ctx); err != nil || rep.UploadedSegments != 3 {
+		t.Fatalf("version-1 upload: %+v, %v", rep, err)
+	}
+	if r := root(); !bytes.HasPrefix(r, []byte(`{"version":1,`)) {
+		t.Fatalf("root written by a version-1 uploader starts %.20q", r)
+	}
+	old := upCheckRemote(t, b.Bucket, l, secTopic, 0, l.Segments()[3].BaseOffset)
+	puts := map[string]bool{}
+	for _, k := range b.puts {
+		puts[k] = true
+	}
+	txns := 0
+	for _, s := range old {
+		if _, _, ok := s.IndexesObject(); ok {
+			t.Fatalf("segment %d: a version-1 uploader wrote an indexes object", s.BaseOffset)
+		}
+		for _, o := range s.Objects() {
+			if o.Offset != 0 || !puts[o.Key] {
+				t.Fatalf("segment %d: object %s at %d was not stored whole", s.BaseOffset, o.Key, o.Offset)
+			}
+		}
+		if s.TxnIndex != nil {
+			txns++
+		}
+	}
+	if txns == 0 {
+		t.Fatal("no segment with a transaction index: the test would not cover its object")
+	}
+
+	// The upgraded uploader appends with indexes objects: the root needs
+	// version 2, and the old segments keep their objects.
+	upSegments(t, l, 2, 3, 4, 50)
+	u2 := upUploader(t, b, NewLocalSource(d, nil), Options{})
+	if rep, err := u2.RunOnce(ctx); err != nil || rep.UploadedSegments != 2 {
+		t.Fatalf("version-2 upload: %+v, %v", rep, err)
+	}
+	if r := root(); !bytes.HasPrefix(r, []byte(`{"version":2,`)) {
+		t.Fatalf("root with indexes objects starts %.20q", r)
+	}
+	segs := upCheckRemote(t, b.Bucket, l, secTopic, 0, l.Segments()[5].BaseOffset)
+	for i, s := range segs {
+		_, _, sections := s.IndexesObject()
+		if sections != (i >= 3) || i < 3 && !reflect.DeepEqual(s, old[i]) {
+			t.Fatalf("segment %d (#%d): sections %v after the upgrade", s.BaseOffset, i, sections)
+		}
+	}
+	rl, err := OpenRemoteLog(ctx, b.Bucket, "", secTopic, 0, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		// By time, through each layout's time index.
+		got, gotTS, found, err := rl.OffsetForTimestamp(ctx, s.MaxTimestamp)
+		if err != nil || !found {
+			t.Fatalf("segment %d: offset for its max timestamp: %v, %v", s.BaseOffset, found, err)
+		}
+		want, wantTS, _, err := l.OffsetForTimestamp(s.MaxTimestamp)
+		if err != nil || got != want || gotTS != wantTS {
+			t.Fatalf("segment %d: remote offset for timestamp %d is %d@%d, local %d@%d (%v)", s.BaseOffset, s.MaxTimestamp, got, gotTS, want, wantTS, err)
+		}
+	}
+	rep, err := VerifyBucket(ctx, b.Bucket, DefaultVerifyOptions())
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify after the upgrade: %+v, %v", rep, err)
+	}
+
+	if _, err := NewUploader(b, NewLocalSource(d, nil), Options{ManifestVersion: manifest.Version + 1}); err == nil {
+		t.Fatal("an uploader accepted a manifest version this release cannot write")
+	}
 }

@@ -53,7 +53,13 @@ type Options struct {
 	// UploaderID is recorded in every committed segment (default
 	// hostname/pid).
 	UploaderID string
-	Retry      Retry
+	// ManifestVersion is the newest manifest format version the segments
+	// this uploader commits may need (default manifest.Version). Version 2
+	// stores a segment's indexes as one .indexes object; 1 stores one
+	// object per index, which readers of a release before version 2 can
+	// read: set it during a rolling upgrade until every reader is upgraded.
+	ManifestVersion int
+	Retry           Retry
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Registerer receives the metrics (nil: a private registry).
@@ -114,6 +120,12 @@ func NewUploader(bkt objstore.Bucket, src Source, opts Options) (*Uploader, erro
 	}
 	if opts.Policy == (manifest.Policy{}) {
 		opts.Policy = manifest.DefaultPolicy()
+	}
+	if opts.ManifestVersion == 0 {
+		opts.ManifestVersion = manifest.Version
+	}
+	if opts.ManifestVersion < 1 || opts.ManifestVersion > manifest.Version {
+		return nil, fmt.Errorf("uploader: manifest version %d: this release writes versions 1 to %d", opts.ManifestVersion, manifest.Version)
 	}
 	if err := opts.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("uploader: %w", err)
@@ -794,26 +806,40 @@ func (u *Uploader) storeChecked(ctx context.Context, c *checkedSegment) (up uplo
 		return a.Size, nil
 	}
 	// The indexes go in one object, back to back (manifest.FileIndexes):
-	// one small request per segment instead of two or three.
+	// one small request per segment instead of two or three. With
+	// ManifestVersion 1, each goes in its own object.
+	type small struct {
+		key  string
+		data []byte
+	}
+	var smalls []small
+	combined := u.opts.ManifestVersion >= 2
 	indexes := make([]byte, 0, len(c.offIdx)+len(c.timeIdx)+len(c.txnIdx))
-	section := func(data []byte) (manifest.Object, error) {
+	index := func(key string, data []byte) (manifest.Object, error) {
 		sum, err := manifest.ChecksumOf(manifest.CRC32C, data)
+		if !combined {
+			smalls = append(smalls, small{key, data})
+			return manifest.Object{Key: key, Size: int64(len(data)), Checksum: sum}, err
+		}
 		o := manifest.Object{Key: keys.Indexes, Offset: int64(len(indexes)), Size: int64(len(data)), Checksum: sum}
 		indexes = append(indexes, data...)
 		return o, err
 	}
-	if seg.Index, err = section(c.offIdx); err != nil {
+	if seg.Index, err = index(keys.Index, c.offIdx); err != nil {
 		return up, err
 	}
-	if seg.TimeIndex, err = section(c.timeIdx); err != nil {
+	if seg.TimeIndex, err = index(keys.TimeIndex, c.timeIdx); err != nil {
 		return up, err
 	}
 	if c.hasTxn && len(c.txnIdx) > 0 {
-		txn, err := section(c.txnIdx)
+		txn, err := index(keys.TxnIndex, c.txnIdx)
 		if err != nil {
 			return up, err
 		}
 		seg.TxnIndex = &txn
+	}
+	if combined {
+		smalls = []small{{keys.Indexes, indexes}}
 	}
 	var g errgroup.Group
 	g.Go(func() error {
@@ -823,16 +849,18 @@ func (u *Uploader) storeChecked(ctx context.Context, c *checkedSegment) (up uplo
 		seg.Log = manifest.Object{Key: keys.Log, Size: size, Checksum: manifest.CRC32CChecksum(whole)}
 		return err
 	})
-	g.Go(func() error {
-		if err := u.wait(ctx, len(indexes)); err != nil {
+	for _, sm := range smalls {
+		g.Go(func() error {
+			if err := u.wait(ctx, len(sm.data)); err != nil {
+				return err
+			}
+			size, err := put(sm.key, bytes.NewReader(sm.data), int64(len(sm.data)))
+			if err == nil && size != int64(len(sm.data)) {
+				err = fmt.Errorf("upload %s: stored %d bytes, sent %d", sm.key, size, len(sm.data))
+			}
 			return err
-		}
-		size, err := put(keys.Indexes, bytes.NewReader(indexes), int64(len(indexes)))
-		if err == nil && size != int64(len(indexes)) {
-			err = fmt.Errorf("upload %s: stored %d bytes, sent %d", keys.Indexes, size, len(indexes))
-		}
-		return err
-	})
+		})
+	}
 	if err := g.Wait(); err != nil {
 		return up, err
 	}

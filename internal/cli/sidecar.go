@@ -25,6 +25,7 @@ import (
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
 )
 
@@ -33,6 +34,7 @@ var sidecarCmd = &command{
 	summary: "beside a Kafka broker: upload its rolled segments to a bucket, continuously",
 	help: `usage: tiered sidecar --kafka-log-dir DIR --bucket URL [--bootstrap-server H:P] [--http ADDR]
                       [--interval DURATION] [--concurrency N] [--rate BYTES/s] [--gc-grace DURATION]
+                      [--manifest-version N]
 
 Runs beside a Kafka broker until SIGINT or SIGTERM. Every --interval it lists the
 broker's log dir (one entry of its log.dirs), and uploads each partition's rolled segments
@@ -58,6 +60,8 @@ Flags:
   --concurrency N          segments uploaded at once (default 4)
   --rate BYTES/s           throttle the bytes stored per second (default unlimited)
   --gc-grace DURATION      age from which unreferenced objects are deleted (default 1h)
+  --manifest-version N     newest manifest format to write (default 2); 1 stores one object
+                           per index, readable by releases before format 2 (rolling upgrades)
 
 Example:
   tiered sidecar --kafka-log-dir /var/lib/kafka/data --bucket 's3://logs/prod?region=eu-west-1' \
@@ -76,6 +80,7 @@ func runSidecar(r *Runner, ctx context.Context, args []string) error {
 	concurrency := fs.Int("concurrency", remotetier.DefaultConcurrency, "")
 	rateFlag := fs.String("rate", "0", "")
 	grace := fs.Duration("gc-grace", remotetier.DefaultGCGrace, "")
+	manifestVersion := fs.Int("manifest-version", manifest.Version, "")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -90,6 +95,9 @@ func runSidecar(r *Runner, ctx context.Context, args []string) error {
 		return usagef("--gc-grace %v must be positive", *grace)
 	case *concurrency < 1 || *concurrency > 256:
 		return usagef("--concurrency %d must be from 1 to 256", *concurrency)
+	}
+	if err := checkManifestVersion(*manifestVersion); err != nil {
+		return err
 	}
 	bps, err := parseByteRate(*rateFlag)
 	if err != nil {
@@ -123,7 +131,7 @@ func runSidecar(r *Runner, ctx context.Context, args []string) error {
 	mb := bucketWithMetrics(b, reg)
 	logger := slog.New(slog.NewTextHandler(r.Stderr, nil))
 	u, err := remotetier.NewUploader(mb, src, remotetier.Options{Concurrency: *concurrency, BytesPerSecond: bps,
-		Interval: *interval, Registerer: reg, Logger: logger, GCInterval: *grace / 2, GCGrace: *grace, Now: r.Now})
+		ManifestVersion: *manifestVersion, Interval: *interval, Registerer: reg, Logger: logger, GCInterval: *grace / 2, GCGrace: *grace, Now: r.Now})
 	if err != nil {
 		return err
 	}

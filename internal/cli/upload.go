@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -21,12 +22,13 @@ import (
 var uploadCmd = &command{
 	name:    "upload",
 	summary: "run one upload pass: copy rolled segments to the bucket and commit them",
-	help: `usage: tiered upload [--data-dir DIR] [--bucket URL] [--concurrency N] [--rate BYTES/s] [--json]
+	help: `usage: tiered upload [--data-dir DIR] [--bucket URL] [--concurrency N] [--rate BYTES/s]
+                     [--manifest-version N] [--json]
 
 Runs one upload pass now over every topic with remote.storage.enable=true: each rolled
 segment below the log's last stable offset that the partition's manifest does not hold
-yet is uploaded (the .log streamed and checked batch by batch, its indexes, its .txnindex)
-under a fresh attempt key, then committed to the partition's manifest with a conditional
+yet is uploaded (the .log streamed and checked batch by batch, and one .indexes object with
+its .index, .timeindex and .txnindex) under a fresh attempt key, then committed to the partition's manifest with a conditional
 write (several segments per commit). Rerunning is safe: committed segments are skipped, a
 segment is never committed twice, and a race with another uploader is re-read and
 reconciled. Segments the log cleaner rewrote after their upload replace their committed
@@ -43,6 +45,10 @@ Flags:
                      (default file://<data-dir>/bucket)
   --concurrency N    segments uploaded at once (default 4)
   --rate BYTES/s     throttle the bytes stored per second (default unlimited; k, M, G suffixes)
+  --manifest-version N
+                     newest manifest format to write (default 2); 1 stores one object per
+                     index, readable by releases before format 2: use it during a rolling
+                     upgrade until every reader (fetch, serve, consume) is upgraded
   --json             print the report as JSON
 
 Example:
@@ -51,18 +57,30 @@ Example:
 	run: runUpload,
 }
 
+// checkManifestVersion refuses a --manifest-version this release cannot write.
+func checkManifestVersion(v int) error {
+	if v < 1 || v > manifest.Version {
+		return usagef("--manifest-version %d must be from 1 to %d", v, manifest.Version)
+	}
+	return nil
+}
+
 func runUpload(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("upload")
 	dataDir := fs.String("data-dir", DefaultDataDir, "")
 	bucketURL := fs.String("bucket", "", "")
 	concurrency := fs.Int("concurrency", remotetier.DefaultConcurrency, "")
 	rateFlag := fs.String("rate", "0", "")
+	manifestVersion := fs.Int("manifest-version", manifest.Version, "")
 	asJSON := fs.Bool("json", false, "")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *concurrency < 1 || *concurrency > 256 {
 		return usagef("--concurrency %d must be from 1 to 256", *concurrency)
+	}
+	if err := checkManifestVersion(*manifestVersion); err != nil {
+		return err
 	}
 	bps, err := parseByteRate(*rateFlag)
 	if err != nil {
@@ -84,7 +102,7 @@ func runUpload(r *Runner, ctx context.Context, args []string) error {
 	}
 	defer b.Close()
 	u, err := remotetier.NewUploader(b, remotetier.NewLocalSource(d, vfs.Default), remotetier.Options{
-		Concurrency: *concurrency, BytesPerSecond: bps, Now: r.Now, Registerer: prometheus.NewRegistry()})
+		Concurrency: *concurrency, BytesPerSecond: bps, ManifestVersion: *manifestVersion, Now: r.Now, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return err
 	}

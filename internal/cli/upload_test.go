@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,50 @@ func TestUploadCommand(t *testing.T) {
 	mustRun(t, "", "consume", "--data-dir", dir, "--topic", "logs", "--partition", "0")
 }
 
+// TestUploadManifestVersion: --manifest-version 1 writes one object per
+// index under a version-1 manifest, which still reads back and verifies.
+func TestUploadManifestVersion(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "data")
+	produceRolled(t, dir, "logs", 3)
+	bucket := filepath.Join(root, "bucket")
+	if err := os.Mkdir(bucket, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "", "upload", "--data-dir", dir, "--bucket", fileURL(bucket), "--manifest-version", "1")
+	var data []string
+	var rootKey string
+	if err := filepath.WalkDir(bucket, func(path string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil || e.IsDir():
+			return err
+		case e.Name() == "manifest.json":
+			rootKey = path
+		case strings.Contains(path, string(filepath.Separator)+"data"+string(filepath.Separator)):
+			data = append(data, filepath.Ext(path))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(data)
+	if want := []string{".index", ".index", ".log", ".log", ".timeindex", ".timeindex"}; !slices.Equal(data, want) {
+		t.Fatalf("objects %v, want %v", data, want)
+	}
+	m, err := os.ReadFile(rootKey)
+	if err != nil || !strings.HasPrefix(string(m), `{"version":1,`) {
+		t.Fatalf("root manifest %.30q, %v", m, err)
+	}
+	out := mustRun(t, "", "inspect", "manifest", "--bucket", fileURL(bucket), "--topic", "logs", "--partition", "0").stdout
+	if strings.Contains(out, ".indexes") || strings.Contains(out, " at ") {
+		t.Fatalf("inspect manifest shows sections of a version-1 upload:\n%s", out)
+	}
+	if remote := lines(mustRun(t, "", "consume", "--bucket", fileURL(bucket), "--topic", "logs", "--partition", "0").stdout); len(remote) != 2 {
+		t.Fatalf("consume --bucket: %d records, want 2", len(remote))
+	}
+	mustRun(t, "", "bucket", "verify", "--bucket", fileURL(bucket))
+}
+
 func TestUploadCommandErrors(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "data")
@@ -100,6 +145,7 @@ func TestUploadCommandErrors(t *testing.T) {
 		{"missing_dir", []string{"--bucket", fileURL(filepath.Join(root, "nope"))}, 1, "nope"},
 		{"bad_rate", []string{"--bucket", fileURL(root), "--rate", "fast"}, 2, "--rate"},
 		{"bad_concurrency", []string{"--bucket", fileURL(root), "--concurrency", "0"}, 2, "--concurrency"},
+		{"newer_manifest_version", []string{"--bucket", fileURL(root), "--manifest-version", "3"}, 2, "--manifest-version 3 must be from 1 to 2"},
 		{"missing_data_dir", []string{"--bucket", fileURL(root), "--data-dir", filepath.Join(root, "none")}, 1, "does not exist"},
 		{"unreachable_s3", []string{"--bucket", "s3://b/p?endpoint=http://127.0.0.1:1&region=us-east-1&path_style=true"}, 1, ""},
 	} {

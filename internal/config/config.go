@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tiered/tiered/manifest"
 )
 
 // Built-in defaults. Listeners bind to loopback so a default process is reachable only from
@@ -131,6 +133,10 @@ type Uploader struct {
 	// deletes it (default 1h). It must exceed the longest upload, or an upload whose manifest
 	// commit is still coming loses its data.
 	GCGrace time.Duration `yaml:"gc_grace"`
+	// ManifestVersion is the newest manifest format version the uploader writes (default 2):
+	// 1 stores one object per index, readable by releases before format 2, for a rolling
+	// upgrade until every reader is upgraded.
+	ManifestVersion int `yaml:"manifest_version"`
 }
 
 // Fetch configures the fetch service.
@@ -195,9 +201,10 @@ func Defaults() Config {
 		Log:     Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Broker:  map[string]string{},
 		Uploader: Uploader{
-			Concurrency: DefaultUploaderConcurrency,
-			Interval:    DefaultUploaderInterval,
-			GCGrace:     DefaultUploaderGCGrace,
+			Concurrency:     DefaultUploaderConcurrency,
+			Interval:        DefaultUploaderInterval,
+			GCGrace:         DefaultUploaderGCGrace,
+			ManifestVersion: manifest.Version,
 		},
 		Fetch: Fetch{
 			CacheBytes:        DefaultFetchCacheBytes,

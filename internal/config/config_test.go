@@ -170,17 +170,18 @@ log:
 func TestEnvNames(t *testing.T) {
 	vars := EnvVars()
 	for name, path := range map[string]string{
-		"TIERED_DATA_DIR":                "data_dir",
-		"TIERED_BUCKET":                  "bucket",
-		"TIERED_HTTP_ADDR":               "http.addr",
-		"TIERED_HTTP_TLS_CERT_FILE":      "http.tls.cert_file",
-		"TIERED_KAFKA_ADVERTISED_ADDR":   "kafka.advertised_addr",
-		"TIERED_FETCH_CACHE_BYTES":       "fetch.cache_bytes",
-		"TIERED_UPLOADER_GC_GRACE":       "uploader.gc_grace",
-		"TIERED_AUTH_TOKENS":             "auth.tokens",
-		"TIERED_BROKER_LOG_RETENTION_MS": "broker.log.retention.ms",
-		"TIERED_BROKER_NUM_PARTITIONS":   "broker.num.partitions",
-		"TIERED_SHUTDOWN_TIMEOUT":        "shutdown_timeout",
+		"TIERED_DATA_DIR":                  "data_dir",
+		"TIERED_BUCKET":                    "bucket",
+		"TIERED_HTTP_ADDR":                 "http.addr",
+		"TIERED_HTTP_TLS_CERT_FILE":        "http.tls.cert_file",
+		"TIERED_KAFKA_ADVERTISED_ADDR":     "kafka.advertised_addr",
+		"TIERED_FETCH_CACHE_BYTES":         "fetch.cache_bytes",
+		"TIERED_UPLOADER_GC_GRACE":         "uploader.gc_grace",
+		"TIERED_UPLOADER_MANIFEST_VERSION": "uploader.manifest_version",
+		"TIERED_AUTH_TOKENS":               "auth.tokens",
+		"TIERED_BROKER_LOG_RETENTION_MS":   "broker.log.retention.ms",
+		"TIERED_BROKER_NUM_PARTITIONS":     "broker.num.partitions",
+		"TIERED_SHUTDOWN_TIMEOUT":          "shutdown_timeout",
 	} {
 		if vars[name] != path {
 			t.Errorf("%s -> %q, want %q", name, vars[name], path)
@@ -315,6 +316,8 @@ func TestValidationErrors(t *testing.T) {
 		{name: "uploader_concurrency", yaml: "uploader:\n  concurrency: 0\n", path: "uploader.concurrency", line: 3, msg: "must be from 1 to 256"},
 		{name: "uploader_interval", yaml: "uploader:\n  interval: 0s\n", path: "uploader.interval", line: 3, msg: "must be a positive duration"},
 		{name: "uploader_gc_grace", yaml: "uploader:\n  gc_grace: -1h\n", path: "uploader.gc_grace", line: 3, msg: "must be a positive duration"},
+		{name: "uploader_manifest_version_new", yaml: "uploader:\n  manifest_version: 3\n", path: "uploader.manifest_version", line: 3, msg: "must be from 1 to 2 (got 3)"},
+		{name: "uploader_manifest_version_zero", yaml: "uploader:\n  manifest_version: 0\n", path: "uploader.manifest_version", line: 3, msg: "must be from 1 to 2 (got 0)"},
 		{name: "chunk_too_small", yaml: "fetch:\n  chunk_bytes: 100\n", path: "fetch.chunk_bytes", line: 3, msg: "must be from 4096"},
 		{name: "cache_below_chunk", yaml: "fetch:\n  cache_bytes: 1MiB\n", path: "fetch.cache_bytes", line: 3, msg: "must hold at least one chunk"},
 		{name: "cache_dir_without_bytes", yaml: "fetch:\n  cache_dir: /tmp/c\n", path: "fetch.disk_cache_bytes", line: 2, msg: "required with fetch.cache_dir"},

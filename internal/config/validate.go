@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -273,6 +274,9 @@ func (v *validator) uploader() {
 	v.nonNegative("uploader.bytes_per_second", int64(u.BytesPerSecond))
 	v.positiveDuration("uploader.interval", int64(u.Interval))
 	v.positiveDuration("uploader.gc_grace", int64(u.GCGrace))
+	if u.ManifestVersion < 1 || u.ManifestVersion > manifest.Version {
+		v.add("uploader.manifest_version", "must be from 1 to %d (got %d)", manifest.Version, u.ManifestVersion)
+	}
 }
 
 func (v *validator) fetch() {
