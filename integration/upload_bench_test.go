@@ -391,6 +391,9 @@ func BenchmarkUpload(b *testing.B) {
 			cpu.finish(b, total)
 			ms.finish(b)
 			b.ReportMetric(sumCounter(b, reg, "tiered_objstore_operations_total")/float64(segs), "requests/segment")
+			// Failed store requests (each retried with backoff): a run
+			// slowed by them is the store's doing, not the uploader's.
+			b.ReportMetric(sumCounter(b, reg, "tiered_objstore_operation_failures_total")/float64(segs), "failures/segment")
 		})
 		d.Close()
 	}
