@@ -17,24 +17,90 @@ import (
 // well under 1 MiB for millions of segments.
 const MaxEncodedBytes = 64 << 20
 
-// wireRoot and wireSub fix the field order of the encoding.
-type wireRoot struct {
-	Version        int64     `json:"version"`
-	Kind           string    `json:"kind"`
-	Topic          string    `json:"topic"`
-	Partition      int32     `json:"partition"`
-	Generation     int64     `json:"generation"`
-	LogStartOffset int64     `json:"log_start_offset"`
-	Sealed         []SubRef  `json:"sealed"`
-	Segments       []Segment `json:"segments"`
+// wireRoot and wireSub are the encoded manifests, in the field order of
+// the encoding; DecodeRoot and DecodeSub read their segments as
+// wireSegment.
+type wireRoot[S any] struct {
+	Version        int64    `json:"version"`
+	Kind           string   `json:"kind"`
+	Topic          string   `json:"topic"`
+	Partition      int32    `json:"partition"`
+	Generation     int64    `json:"generation"`
+	LogStartOffset int64    `json:"log_start_offset"`
+	Sealed         []SubRef `json:"sealed"`
+	Segments       []S      `json:"segments"`
 }
 
-type wireSub struct {
-	Version   int64     `json:"version"`
-	Kind      string    `json:"kind"`
-	Topic     string    `json:"topic"`
-	Partition int32     `json:"partition"`
-	Segments  []Segment `json:"segments"`
+type wireSub[S any] struct {
+	Version   int64  `json:"version"`
+	Kind      string `json:"kind"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Segments  []S    `json:"segments"`
+}
+
+// wireSegment decodes a Segment and keeps whether each of its objects
+// spelled out an "offset": only an index section of version 2 has one, and
+// writers omit it when it is 0, so an "offset" anywhere else — in version
+// 1, on the .log, or an explicit 0 — is not the format.
+type wireSegment struct {
+	Segment
+	Log       wireObject  `json:"log"`
+	Index     wireObject  `json:"index"`
+	TimeIndex wireObject  `json:"time_index"`
+	TxnIndex  *wireObject `json:"txn_index,omitempty"`
+}
+
+type wireObject struct {
+	Key      string   `json:"key"`
+	Offset   *int64   `json:"offset"`
+	Size     int64    `json:"size"`
+	Checksum Checksum `json:"checksum"`
+}
+
+// segments converts decoded segments of a version-ver manifest, refusing
+// an "offset" where the format has none, then segments that need a newer
+// version than ver.
+func segments(ver int64, ws []wireSegment) ([]Segment, error) {
+	out := make([]Segment, len(ws))
+	for i, w := range ws {
+		s := w.Segment
+		for _, x := range []struct {
+			name string
+			w    *wireObject
+		}{{"log", &w.Log}, {"index", &w.Index}, {"time_index", &w.TimeIndex}, {"txn_index", w.TxnIndex}} {
+			if x.w == nil || x.w.Offset == nil {
+				continue
+			}
+			switch {
+			case ver < 2:
+				return nil, fmt.Errorf("segment %d: %s has an \"offset\" (a section of an indexes object), which version %d does not have", s.BaseOffset, x.name, ver)
+			case x.name == "log":
+				return nil, fmt.Errorf("segment %d: log has an \"offset\"; only index sections have one", s.BaseOffset)
+			case *x.w.Offset == 0:
+				return nil, fmt.Errorf("segment %d: %s has \"offset\": 0, which is written by leaving it out", s.BaseOffset, x.name)
+			}
+		}
+		s.Log, s.Index, s.TimeIndex = w.Log.object(), w.Index.object(), w.TimeIndex.object()
+		s.TxnIndex = nil
+		if w.TxnIndex != nil {
+			t := w.TxnIndex.object()
+			s.TxnIndex = &t
+		}
+		out[i] = s
+	}
+	if err := checkVersion(ver, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (w wireObject) object() Object {
+	o := Object{Key: w.Key, Size: w.Size, Checksum: w.Checksum}
+	if w.Offset != nil {
+		o.Offset = *w.Offset
+	}
+	return o
 }
 
 // EncodeRoot validates m and encodes it: UTF-8 JSON, fields in a fixed
@@ -125,12 +191,13 @@ func writeLines[T any](b *bytes.Buffer, items []T) error {
 // becomes Manifest.Prefix. Corrupt input is a *CorruptManifestError; a newer
 // format version is an *UnsupportedVersionError.
 func DecodeRoot(key string, data []byte) (*Manifest, error) {
-	var w wireRoot
+	var w wireRoot[wireSegment]
 	ver, err := decode(key, data, KindPartition, &w)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkVersion(ver, w.Segments); err != nil {
+	segs, err := segments(ver, w.Segments)
+	if err != nil {
 		return nil, &CorruptManifestError{Key: key, Reason: err.Error()}
 	}
 	k, err := ParseKey(key)
@@ -139,7 +206,7 @@ func DecodeRoot(key string, data []byte) (*Manifest, error) {
 			"holds topic %q partition %d, which is not the partition its key names", w.Topic, w.Partition)}
 	}
 	m := &Manifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, Generation: w.Generation,
-		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: w.Segments}
+		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: segs}
 	if err := m.Validate(); err != nil {
 		return nil, withKey(key, err)
 	}
@@ -151,12 +218,13 @@ func DecodeRoot(key string, data []byte) (*Manifest, error) {
 // holding a SubRef should use LoadSub, which also checks the bytes against
 // the reference.
 func DecodeSub(key string, data []byte) (*SubManifest, error) {
-	var w wireSub
+	var w wireSub[wireSegment]
 	ver, err := decode(key, data, KindSegments, &w)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkVersion(ver, w.Segments); err != nil {
+	segs, err := segments(ver, w.Segments)
+	if err != nil {
 		return nil, &CorruptManifestError{Key: key, Reason: err.Error()}
 	}
 	k, err := ParseKey(key)
@@ -164,7 +232,7 @@ func DecodeSub(key string, data []byte) (*SubManifest, error) {
 		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
 			"holds topic %q partition %d, which is not the partition its key names", w.Topic, w.Partition)}
 	}
-	s := &SubManifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, Segments: w.Segments}
+	s := &SubManifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, Segments: segs}
 	if err := s.Validate(); err != nil {
 		return nil, withKey(key, err)
 	}

@@ -100,7 +100,7 @@ func TestGolden(t *testing.T) {
 // DecodeRoot invalid manifests.
 func encodeUnchecked(t *testing.T, m *Manifest) []byte {
 	t.Helper()
-	b, err := json.Marshal(wireRoot{Version: Version, Kind: KindPartition, Topic: m.Topic, Partition: m.Partition,
+	b, err := json.Marshal(wireRoot[Segment]{Version: Version, Kind: KindPartition, Topic: m.Topic, Partition: m.Partition,
 		Generation: m.Generation, LogStartOffset: m.LogStartOffset, Sealed: m.Sealed, Segments: m.Segments})
 	if err != nil {
 		t.Fatal(err)

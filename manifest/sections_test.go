@@ -408,3 +408,49 @@ func TestSectionsCodec(t *testing.T) {
 		}
 	})
 }
+
+// TestSectionsOffsetField: an "offset" is only valid on an index section
+// of a version-2 manifest, and only when it is not 0 (writers leave a 0
+// out): decoding refuses it anywhere else rather than ignoring it.
+func TestSectionsOffsetField(t *testing.T) {
+	v1, _ := sectionsManifest(t, false)
+	v2, _ := sectionsManifest(t, true)
+	for _, tc := range []struct {
+		name      string
+		m         *Manifest
+		from, to  string
+		wantError string // "" decodes
+	}{
+		{"v1_index_explicit_zero", v1, `"index":{"key":`, `"index":{"offset":0,"key":`, `index has an "offset" (a section of an indexes object), which version 1`},
+		{"v1_log_explicit_zero", v1, `"log":{"key":`, `"log":{"offset":0,"key":`, `log has an "offset"`},
+		{"v1_time_index_offset", v1, `"time_index":{"key":`, `"time_index":{"offset":8,"key":`, "which version 1 does not have"},
+		{"v2_log_offset", v2, `"log":{"key":`, `"log":{"offset":0,"key":`, `log has an "offset"; only index sections have one`},
+		{"v2_section_explicit_zero", v2, `"index":{"key":`, `"index":{"offset":0,"key":`, `index has "offset": 0`},
+		{"v2_unchanged", v2, "", "", ""},
+		{"v1_unchanged", v1, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, err := EncodeRoot(tc.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The last inline segment: the one with sections in v2.
+			i := bytes.LastIndex(root, []byte(tc.from))
+			if i < 0 {
+				t.Fatalf("%q not in the encoding", tc.from)
+			}
+			data := append(append(slices.Clone(root[:i]), tc.to...), root[i+len(tc.from):]...)
+			got, err := DecodeRoot(tc.m.Key(), data)
+			if tc.wantError == "" {
+				if err != nil || !reflect.DeepEqual(got.Segments, tc.m.Segments) {
+					t.Fatalf("DecodeRoot = %v", err)
+				}
+				return
+			}
+			var ce *CorruptManifestError
+			if !errors.As(err, &ce) || !strings.Contains(ce.Reason, tc.wantError) {
+				t.Fatalf("DecodeRoot = %v, want a CorruptManifestError with %q", err, tc.wantError)
+			}
+		})
+	}
+}
