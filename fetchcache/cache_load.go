@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -113,13 +114,7 @@ func (c *CachingBucket) claim(object, version string, first, last int64, client,
 func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time) ([][]byte, error) {
 	hook := c.testHook
 	runs, waits, chunks := c.claim(object, version, first, last, true, true)
-	if len(runs) > 0 {
-		if !c.goBackground(func() { c.loadRuns(runs, size, deadline) }) {
-			for _, r := range runs {
-				c.settleRun(r, 0, ErrClosed)
-			}
-		}
-	}
+	c.goLoad(runs, func() { c.loadRuns(runs, size, deadline) })
 	c.readAheadAfter(object, version, size, first, last)
 	var loaded []chunkKey
 	for i := range waits {
@@ -150,11 +145,7 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 				end++
 			}
 			rs, ws, cs := c.claim(object, version, k.index, first+int64(end), true, false)
-			if len(rs) > 0 && !c.goBackground(func() { c.loadRuns(rs, size, deadline) }) {
-				for _, r := range rs {
-					c.settleRun(r, 0, ErrClosed)
-				}
-			}
+			c.goLoad(rs, func() { c.loadRuns(rs, size, deadline) })
 			for x := range ws {
 				if cs[x] != nil {
 					chunks[i+x], waits[i+x] = cs[x], nil
@@ -206,21 +197,31 @@ func (c *CachingBucket) loadRuns(runs []loadRun, size int64, deadline time.Time)
 		return
 	}
 	sem := make(chan struct{}, c.o.FetchParallelism)
-	done := make(chan struct{}, len(runs))
+	var wg sync.WaitGroup
 	for _, r := range runs {
 		sem <- struct{}{}
-		if !c.goBackground(func() {
-			defer func() { <-sem; done <- struct{}{} }()
+		wg.Add(1)
+		release := func() { <-sem; wg.Done() }
+		if !c.goLoad([]loadRun{r}, func() {
+			defer release()
 			c.load(r, size, deadline, false)
 		}) {
-			c.settleRun(r, 0, ErrClosed)
-			<-sem
-			done <- struct{}{}
+			release()
 		}
 	}
-	for range runs {
-		<-done
+	wg.Wait()
+}
+
+// goLoad runs load, which settles runs, in the background; when the bucket
+// is closed it settles them with ErrClosed instead and returns false.
+func (c *CachingBucket) goLoad(runs []loadRun, load func()) bool {
+	if len(runs) == 0 || c.goBackground(load) {
+		return true
 	}
+	for _, r := range runs {
+		c.settleRun(r, 0, ErrClosed)
+	}
+	return false
 }
 
 // settle ends the flight of chunk i of run r: a chunk is added to the

@@ -494,8 +494,10 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 		fp.failed = false
 		fail := func(op string, err error) {
 			if d, ok := overloadRetryAfter(err); ok {
-				// Overloaded before the read (opening the partition,
-				// loading its manifest): throttled like a read.
+				// Kafka's fetch throttling, whatever step was overloaded
+				// (opening the partition, its manifest, the read): no
+				// error, no data, and throttle_time_ms tells the client
+				// when to come back.
 				throttle = max(throttle, d)
 				code = worse(code, CodeThrottled)
 				return
@@ -555,13 +557,6 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 		// Shared cache memory where possible: the response only reads it.
 		data, err := readShared(ctx, fp.part, offset, max(budget, 1))
 		if err != nil {
-			if d, ok := overloadRetryAfter(err); ok {
-				// Kafka's fetch throttling: no error, no data, and
-				// throttle_time_ms tells the client when to come back.
-				throttle = max(throttle, d)
-				code = worse(code, CodeThrottled)
-				continue
-			}
 			fail("fetch", err)
 			continue
 		}

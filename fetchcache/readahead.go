@@ -138,15 +138,13 @@ func (c *CachingBucket) readAheadChunks(object, version string, size, from, to i
 	}
 	runs, _, _ := c.claim(object, version, from, to, false, false)
 	for _, r := range runs {
-		if !c.goBackground(func() {
+		c.goLoad([]loadRun{r}, func() {
 			c.load(r, size, time.Time{}, true)
 			for i, f := range r.flights {
 				if f.err != nil && !errors.Is(f.err, errReadAheadSkipped) {
 					c.o.Logger.Debug("read-ahead did not load chunk", "chunk", r.keys[i].String(), "err", f.err)
 				}
 			}
-		}) {
-			c.settleRun(r, 0, ErrClosed)
-		}
+		})
 	}
 }
