@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
@@ -660,8 +661,7 @@ type checkedSegment struct {
 	sums                    *crcBlocks
 	n                       int64
 	seg                     manifest.Segment // all but the objects
-	offIdx, timeIdx, txnIdx []byte
-	hasTxn                  bool
+	offIdx, timeIdx, txnIdx []byte           // txnIdx empty: no .txnindex
 }
 
 // check opens one attempt of one segment and reads its .log once,
@@ -702,6 +702,9 @@ func (u *Uploader) check(ctx context.Context, p Partition, t task) (_ *checkedSe
 	txnIdx, hasTxn, err := rd.TxnIndex()
 	if err != nil {
 		return nil, err
+	}
+	if !hasTxn {
+		txnIdx = nil
 	}
 	cutting := t.cut > t.seg.BaseOffset
 	build := !hasOff || !hasTime || cutting
@@ -770,7 +773,7 @@ func (u *Uploader) check(ctx context.Context, p Partition, t task) (_ *checkedSe
 		seg.LeaderEpochs = stats.Epochs
 	}
 	return &checkedSegment{t: t, rd: rd, keys: keys, started: started, sums: sums, n: n, seg: seg,
-		offIdx: offIdx, timeIdx: timeIdx, txnIdx: txnIdx, hasTxn: hasTxn}, nil
+		offIdx: offIdx, timeIdx: timeIdx, txnIdx: txnIdx}, nil
 }
 
 // storeChecked stores a checked segment: the very bytes checked, from the same
@@ -815,27 +818,20 @@ func (u *Uploader) storeChecked(ctx context.Context, c *checkedSegment) (up uplo
 	var smalls []small
 	combined := u.opts.ManifestVersion >= 2
 	indexes := make([]byte, 0, len(c.offIdx)+len(c.timeIdx)+len(c.txnIdx))
-	index := func(key string, data []byte) (manifest.Object, error) {
-		sum, err := manifest.ChecksumOf(manifest.CRC32C, data)
+	index := func(key string, data []byte) manifest.Object {
+		sum := manifest.CRC32CChecksum(crc32.Checksum(data, castagnoli))
 		if !combined {
 			smalls = append(smalls, small{key, data})
-			return manifest.Object{Key: key, Size: int64(len(data)), Checksum: sum}, err
+			return manifest.Object{Key: key, Size: int64(len(data)), Checksum: sum}
 		}
 		o := manifest.Object{Key: keys.Indexes, Offset: int64(len(indexes)), Size: int64(len(data)), Checksum: sum}
 		indexes = append(indexes, data...)
-		return o, err
+		return o
 	}
-	if seg.Index, err = index(keys.Index, c.offIdx); err != nil {
-		return up, err
-	}
-	if seg.TimeIndex, err = index(keys.TimeIndex, c.timeIdx); err != nil {
-		return up, err
-	}
-	if c.hasTxn && len(c.txnIdx) > 0 {
-		txn, err := index(keys.TxnIndex, c.txnIdx)
-		if err != nil {
-			return up, err
-		}
+	seg.Index = index(keys.Index, c.offIdx)
+	seg.TimeIndex = index(keys.TimeIndex, c.timeIdx)
+	if len(c.txnIdx) > 0 {
+		txn := index(keys.TxnIndex, c.txnIdx)
 		seg.TxnIndex = &txn
 	}
 	if combined {
@@ -854,10 +850,7 @@ func (u *Uploader) storeChecked(ctx context.Context, c *checkedSegment) (up uplo
 			if err := u.wait(ctx, len(sm.data)); err != nil {
 				return err
 			}
-			size, err := put(sm.key, bytes.NewReader(sm.data), int64(len(sm.data)))
-			if err == nil && size != int64(len(sm.data)) {
-				err = fmt.Errorf("upload %s: stored %d bytes, sent %d", sm.key, size, len(sm.data))
-			}
+			_, err := put(sm.key, bytes.NewReader(sm.data), int64(len(sm.data)))
 			return err
 		})
 	}

@@ -434,9 +434,9 @@ func (s *Serve) start(ctx context.Context, loops *sync.WaitGroup) error {
 
 	uploader, err := remotetier.NewUploader(s.bucket, remotetier.NewLocalSource(d, vfs.Default), remotetier.Options{
 		Concurrency: s.cfg.Uploader.Concurrency, BytesPerSecond: int64(s.cfg.Uploader.BytesPerSecond),
-		ManifestVersion: s.cfg.Uploader.ManifestVersion,
-		Interval:        s.cfg.Uploader.Interval, Registerer: s.reg, Logger: s.log.With("component", "uploader"),
-		GCInterval: s.cfg.Uploader.GCGrace / 2, GCGrace: s.cfg.Uploader.GCGrace, Now: s.o.Now})
+		Interval: s.cfg.Uploader.Interval, Registerer: s.reg, Logger: s.log.With("component", "uploader"),
+		GCInterval: s.cfg.Uploader.GCGrace / 2, GCGrace: s.cfg.Uploader.GCGrace, Now: s.o.Now,
+		ManifestVersion: s.cfg.Uploader.ManifestVersion})
 	if err != nil {
 		return err
 	}
