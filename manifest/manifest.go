@@ -92,7 +92,9 @@ func (s Segment) Objects() []Object {
 	return objs
 }
 
-// Keys lists the distinct keys of Objects, in their order.
+// Keys lists the keys of Objects, in their order, a key that several
+// objects share (the sections of an indexes object, which are adjacent in
+// a valid segment) once.
 func (s Segment) Keys() []string {
 	objs := s.Objects()
 	keys := make([]string, 0, len(objs))
