@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -255,6 +258,43 @@ func tileChunks(t testing.TB, calls []rangeCall, chunk, from, to int64, maxRun i
 	if pos > to || pos <= to-chunk {
 		t.Fatalf("GETs cover [%d, %d), want [%d, %d): %v", from, pos, from, to, calls)
 	}
+}
+
+// eachChunkOnce checks that no chunk is fetched by more than one of the
+// GETs (a GET of a run fetches every chunk it spans).
+func eachChunkOnce(t testing.TB, calls []rangeCall, chunk int64) {
+	t.Helper()
+	fetched := map[string]int{}
+	for _, call := range calls {
+		for i := call.off / chunk; i*chunk < call.off+call.size; i++ {
+			id := fmt.Sprintf("%s#%d", call.key, i)
+			if fetched[id]++; fetched[id] > 1 {
+				t.Fatalf("chunk %s fetched twice, want once: %v", id, calls)
+			}
+		}
+	}
+}
+
+// randomReaders runs workers goroutines at once and waits for them. Each
+// has its own generator (seeded by its number and seed) and calls read
+// iters times (i: the call's number) with an object of objs picked at
+// random (keys in order); a read returning false stops its worker. read
+// runs off the test goroutine: it reports with t.Errorf, never t.Fatal.
+func randomReaders(workers, iters int, seed uint64, objs map[string][]byte, read func(i int, rng *rand.Rand, key string, data []byte) bool) {
+	keys := slices.Sorted(maps.Keys(objs))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			for i := range iters {
+				k := keys[rng.IntN(len(keys))]
+				if !read(i, rng, k, objs[k]) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // sampleViolations checks bad every few microseconds in the background

@@ -424,7 +424,7 @@ func TestLoadRunFailsMidBody(t *testing.T) {
 				rb := await(t, b, "joined read")
 				if tc.kept > 5 {
 					if rb.err != nil || !bytes.Equal(rb.data, want[550:580]) {
-						t.Fatalf("joined read of a delivered chunk: %v", rb.err)
+						t.Fatalf("joined read of a delivered chunk: %v, %d bytes; want the object's [550, 580)", rb.err, len(rb.data))
 					}
 				} else if !errors.Is(rb.err, tc.wantErr) {
 					t.Fatalf("joined read error %v, want one wrapping %v", rb.err, tc.wantErr)
@@ -532,7 +532,7 @@ func TestClientJoinsSkippedReadAhead(t *testing.T) {
 
 			res := await(t, r, "client read")
 			if res.err != nil || !bytes.Equal(res.data, expectRange(want, tc.off, tc.n)) {
-				t.Fatalf("client read: %v", res.err)
+				t.Fatalf("client read: %v, %d bytes; want %d bytes of the object", res.err, len(res.data), len(expectRange(want, tc.off, tc.n)))
 			}
 			assertIdle(t, c)
 			if s := spans(inner.takeRanges(), chunk); s != tc.want {
@@ -621,11 +621,11 @@ func TestRunHandsOutChunksAsTheyArrive(t *testing.T) {
 					t.Fatalf("read of a chunk not received yet: %v, want its deadline", res.err)
 				}
 			} else if res.err != nil || !bytes.Equal(res.data, want[tc.off:tc.off+tc.n]) {
-				t.Fatalf("read of received chunks waited for the run: %v", res.err)
+				t.Fatalf("read of received chunks: %v, %d bytes; want its %d bytes without waiting for the run", res.err, len(res.data), tc.n)
 			}
 			close(sb.release)
 			if res := await(t, a, "run read"); res.err != nil || !bytes.Equal(res.data, want) {
-				t.Fatalf("run read: %v", res.err)
+				t.Fatalf("run read: %v, %d bytes; want the object's %d", res.err, len(res.data), size)
 			}
 			assertIdle(t, c)
 			if s := spans(inner.takeRanges(), chunk); s != "0-7" {
@@ -653,8 +653,7 @@ func TestCloseDuringLoads(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := objstore.NewMemory()
-			want := putObject(t, store, "seg", size)
-			putObject(t, store, "other", size)
+			objs := map[string][]byte{"seg": putObject(t, store, "seg", size), "other": putObject(t, store, "other", size)}
 			var under objstore.BucketReader = store
 			if tc.stall {
 				under = &stallingBodies{BucketReader: store, after: 250, release: make(chan struct{})}
@@ -680,6 +679,7 @@ func TestCloseDuringLoads(t *testing.T) {
 			}
 			var reads []chan result
 			var offs []int64
+			var keys []string
 			for i := range int64(12) {
 				off := (i % 6) * 400 // overlapping ranges: clients join loads
 				key := "seg"
@@ -688,6 +688,7 @@ func TestCloseDuringLoads(t *testing.T) {
 				}
 				reads = append(reads, goRead(c, context.Background(), key, off, 450))
 				offs = append(offs, off)
+				keys = append(keys, key)
 			}
 			waitFor(t, "loads in the store", func() bool { return inner.started.Load() >= 2 })
 			closed := make(chan error, 1)
@@ -702,8 +703,9 @@ func TestCloseDuringLoads(t *testing.T) {
 			}
 			for i, r := range reads {
 				res := await(t, r, fmt.Sprint("read ", i))
-				if res.err == nil && i < 10 && !bytes.Equal(res.data, want[offs[i]:offs[i]+450]) {
-					t.Fatalf("read %d returned wrong bytes", i)
+				// Answered with an error or with the right bytes.
+				if want := objs[keys[i]][offs[i] : offs[i]+450]; res.err == nil && !bytes.Equal(res.data, want) {
+					t.Fatalf("read %d (%s at %d) returned %d wrong bytes, want the object's %d", i, keys[i], offs[i], len(res.data), len(want))
 				}
 			}
 			if b, g, l := c.bytes.InFlight(), c.gets.InFlight(), c.loading(); b != 0 || g != 0 || l != 0 {
@@ -717,24 +719,29 @@ func TestCloseDuringLoads(t *testing.T) {
 	}
 }
 
-// TestHintSizeFallback: a size hint saves the Attributes call; a hint
-// longer than the object is found out by the short GET and the read is
-// answered by the object's real size (one Attributes call, the objstore
-// contract kept: empty at the end, ErrInvalidRange past it); a hint
-// shorter than the object is trusted: no GET goes past it. Gates return
-// to zero whatever the outcome, read-ahead included.
+// TestHintSizeFallback: a size hint (a RemoteLog's manifest size) saves
+// the Attributes call; a hint longer than the object is found out by the
+// short GET and the read is answered by the object's real size (one
+// Attributes call, the objstore contract kept: empty at the end,
+// ErrInvalidRange past it); a hint shorter than the object is trusted: no
+// GET goes past it. Gates return to zero whatever the outcome, read-ahead
+// included; a hint never replaces attributes already cached.
 func TestHintSizeFallback(t *testing.T) {
 	const chunk = 100
 	for _, tc := range []struct {
 		name       string
-		size, hint int64
+		size, hint int64 // hint < 0: none
 		off, n     int64
 		ra         int
 		visible    int64 // the size the read is answered by
 		wantErr    error
 		attrs      int
 	}{
+		{"no hint", 1000, -1, 150, 600, -1, 1000, nil, 1},
 		{"exact", 1000, 1000, 0, -1, -1, 1000, nil, 0},
+		{"exact, read inside the object", 1000, 1000, 150, 600, -1, 1000, nil, 0},
+		{"exact, read from inside to the end", 1000, 1000, 900, -1, -1, 1000, nil, 0},
+		{"longer, read crosses an aligned end", 1000, 1300, 900, 300, -1, 1000, nil, 1},
 		{"longer, read inside the object", 950, 1300, 100, 200, -1, 950, nil, 0},
 		{"longer, read crosses the end", 950, 1300, 900, 300, -1, 950, nil, 1},
 		{"longer, read to the end", 950, 1300, 0, -1, -1, 950, nil, 1},
@@ -752,7 +759,7 @@ func TestHintSizeFallback(t *testing.T) {
 			inner := newCounting(store)
 			c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 1 << 20, ReadAheadChunks: tc.ra,
 				MaxInFlightBytes: 32 * chunk, MaxWait: 10 * time.Second})
-			c.HintSize("seg", tc.hint)
+			c.HintSize("seg", tc.hint) // a negative hint is ignored
 			got, err := readRange(context.Background(), c, "seg", tc.off, tc.n)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
@@ -765,9 +772,13 @@ func TestHintSizeFallback(t *testing.T) {
 			if inner.attrs != tc.attrs {
 				t.Fatalf("%d Attributes calls, want %d", inner.attrs, tc.attrs)
 			}
+			bound := tc.hint
+			if bound < 0 {
+				bound = tc.size
+			}
 			for _, call := range inner.takeRanges() {
-				if end := call.off + call.size; end > tc.hint {
-					t.Fatalf("GET [%d, %d) past the hinted size %d", call.off, end, tc.hint)
+				if end := call.off + call.size; end > bound {
+					t.Fatalf("GET [%d, %d) past the size %d (hinted or learnt)", call.off, end, bound)
 				}
 			}
 			if tc.attrs > 0 {
@@ -783,6 +794,16 @@ func TestHintSizeFallback(t *testing.T) {
 				if inner.attrs != tc.attrs {
 					t.Fatalf("%d Attributes calls after a second read, want %d", inner.attrs, tc.attrs)
 				}
+			}
+			// Cached attributes (hinted or learnt) stay: a later, wrong
+			// hint changes nothing.
+			before, ok := c.attrs.Get("seg")
+			if !ok {
+				t.Fatal("no attributes cached after the read, want the hinted or learnt size")
+			}
+			c.HintSize("seg", tc.size+500)
+			if a, _ := c.attrs.Get("seg"); a.Size != before.Size {
+				t.Fatalf("cached size %d after a later hint of %d, want %d kept", a.Size, tc.size+500, before.Size)
 			}
 		})
 	}
@@ -805,7 +826,7 @@ func TestHintSizeLongerConcurrent(t *testing.T) {
 	for i, r := range reads {
 		res := await(t, r, "read")
 		if off := int64(i%4) * 250; res.err != nil || !bytes.Equal(res.data, obj[off:]) {
-			t.Fatalf("read %d from %d: %v, %d bytes", i, off, res.err, len(res.data))
+			t.Fatalf("read %d from %d: %v, %d bytes; want the object's %d from there", i, off, res.err, len(res.data), len(obj[off:]))
 		}
 	}
 	assertIdle(t, c)
@@ -847,43 +868,22 @@ func TestLoadsFetchEachChunkOnce(t *testing.T) {
 				o.CacheDir, o.DiskBytes = t.TempDir(), 1<<20
 			}
 			c := mustCache(t, inner, o)
-			var wg sync.WaitGroup
-			for w := range 8 {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(w), 11))
-					for range 6 {
-						k := fmt.Sprintf("seg-%d", rng.IntN(3))
-						data := objs[k]
-						off := rng.Int64N(int64(len(data)) / 2)
-						for off < int64(len(data)) && !t.Failed() {
-							n := 20 + rng.Int64N(180)
-							rc, err := c.GetRange(context.Background(), k, off, n)
-							if err != nil {
-								t.Errorf("%s [%d,+%d): %v", k, off, n, err)
-								return
-							}
-							got, _ := io.ReadAll(rc)
-							rc.Close()
-							if !bytes.Equal(got, expectRange(data, off, n)) {
-								t.Errorf("%s [%d,+%d): wrong bytes", k, off, n)
-								return
-							}
-							off += n
-						}
+			// Each reader scans 6 times from a random point to an object's end.
+			randomReaders(8, 6, 11, objs, func(_ int, rng *rand.Rand, k string, data []byte) bool {
+				off := rng.Int64N(int64(len(data)) / 2)
+				for off < int64(len(data)) && !t.Failed() {
+					n := 20 + rng.Int64N(180)
+					got, err := readRange(context.Background(), c, k, off, n)
+					if err != nil || !bytes.Equal(got, expectRange(data, off, n)) {
+						t.Errorf("%s [%d,+%d): %v, %d bytes; want %d bytes of the object", k, off, n, err, len(got), len(expectRange(data, off, n)))
+						return false
 					}
-				})
-			}
-			wg.Wait()
-			assertIdle(t, c)
-			fetched := map[string]int{}
-			for _, call := range inner.takeRanges() {
-				for i := call.off / chunk; i*chunk < call.off+call.size; i++ {
-					id := fmt.Sprintf("%s#%d", call.key, i)
-					if fetched[id]++; fetched[id] > 1 {
-						t.Fatalf("chunk %s fetched twice", id)
-					}
+					off += n
 				}
-			}
+				return true
+			})
+			assertIdle(t, c)
+			eachChunkOnce(t, inner.takeRanges(), chunk)
 			if m := inner.maxBytes.Load(); m > o.MaxInFlightBytes {
 				t.Fatalf("%d bytes of GETs in flight, budget %d", m, o.MaxInFlightBytes)
 			}
@@ -931,37 +931,34 @@ func TestLoadsSurviveFaults(t *testing.T) {
 			stopSampling := sampleViolations(func() bool {
 				return c.mem.size() > o.MemoryBytes || c.bytes.InFlight() < 0 || c.gets.InFlight() < 0
 			})
-			var wg sync.WaitGroup
 			var ok, failed atomic.Int64
-			for w := range 6 {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(w), 5))
-					for range 80 {
-						k := fmt.Sprintf("seg-%d", rng.IntN(3))
-						data := objs[k]
-						off := rng.Int64N(int64(len(data)))
-						n := rng.Int64N(500)
-						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rng.IntN(20))*time.Millisecond)
-						got, err := readRange(ctx, c, k, off, n)
-						cancel()
-						if err != nil {
-							failed.Add(1)
-							continue
-						}
-						ok.Add(1)
-						if !bytes.Equal(got, expectRange(data, off, n)) {
-							t.Errorf("%s [%d,+%d): wrong bytes", k, off, n)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
+			randomReaders(6, 80, 5, objs, func(_ int, rng *rand.Rand, k string, data []byte) bool {
+				off := rng.Int64N(int64(len(data)))
+				n := rng.Int64N(500)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rng.IntN(20))*time.Millisecond)
+				got, err := readRange(ctx, c, k, off, n)
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					return true
+				}
+				ok.Add(1)
+				if !bytes.Equal(got, expectRange(data, off, n)) {
+					t.Errorf("%s [%d,+%d): %d bytes, want %d bytes of the object", k, off, n, len(got), len(expectRange(data, off, n)))
+					return false
+				}
+				return true
+			})
 			over := stopSampling()
 			t.Logf("%d reads served, %d failed", ok.Load(), failed.Load())
+			// Both outcomes must occur, or the faults (or the check of the
+			// bytes served under them) were never exercised.
+			if ok.Load() == 0 || failed.Load() == 0 {
+				t.Fatalf("%d reads served, %d failed; want some of each", ok.Load(), failed.Load())
+			}
 			assertIdle(t, c)
 			if over > 0 {
-				t.Fatalf("bounds broken in %d samples", over)
+				t.Fatalf("bounds broken in %d samples, want none", over)
 			}
 			if m := inner.maxBytes.Load(); m > o.MaxInFlightBytes {
 				t.Fatalf("%d bytes of GETs in flight, budget %d", m, o.MaxInFlightBytes)
@@ -989,7 +986,7 @@ func TestLoadsSurviveFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			if b, g := c.bytes.InFlight(), c.gets.InFlight(); b != 0 || g != 0 {
-				t.Fatalf("after Close: bytes %d, gets %d", b, g)
+				t.Fatalf("after Close: bytes %d, gets %d; want 0 each", b, g)
 			}
 		})
 	}
@@ -1091,31 +1088,35 @@ func TestReadAheadRuns(t *testing.T) {
 
 // TestLoadsAfterClose: whatever claims flights once Close has begun (a
 // client read, read-ahead, a client taking over a skipped read-ahead)
-// settles them with ErrClosed: nobody waits forever and no flight stays
-// in the table.
+// settles them with ErrClosed: nobody waits forever, no flight stays in
+// the table and no request reaches the store.
 func TestLoadsAfterClose(t *testing.T) {
 	const chunk, size = 100, 1000
 	for _, tc := range []struct {
 		name string
-		run  func(t *testing.T, c *CachingBucket, ver string) error // after Close
+		// run acts after Close and returns what its caller is answered;
+		// read-ahead and Prefetch answer nobody (nil).
+		run     func(c *CachingBucket, ver string) error
+		wantErr error
 	}{
-		{"client read", func(t *testing.T, c *CachingBucket, ver string) error {
+		{"client read", func(c *CachingBucket, ver string) error {
 			_, err := c.acquire(context.Background(), "seg", ver, size, 0, 5, time.Now().Add(time.Second))
 			return err
-		}},
-		{"read-ahead", func(t *testing.T, c *CachingBucket, ver string) error {
+		}, ErrClosed},
+		{"read-ahead", func(c *CachingBucket, ver string) error {
 			c.readAheadChunks("seg", ver, size, 2, 9)
-			return ErrClosed
-		}},
-		{"prefetch", func(t *testing.T, c *CachingBucket, ver string) error {
+			return nil
+		}, nil},
+		{"prefetch", func(c *CachingBucket, ver string) error {
 			c.Prefetch("seg", 0, 300)
-			return ErrClosed
-		}},
+			return nil
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := objstore.NewMemory()
 			putObject(t, store, "seg", size)
-			c, err := NewCachingBucket(store, CacheOptions{ChunkBytes: chunk, MemoryBytes: 1 << 20, ReadAheadChunks: 4})
+			inner := newCounting(store)
+			c, err := NewCachingBucket(inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 1 << 20, ReadAheadChunks: 4})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1127,17 +1128,20 @@ func TestLoadsAfterClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
-			go func() { done <- tc.run(t, c, objectVersion(a)) }()
+			go func() { done <- tc.run(c, objectVersion(a)) }()
 			select {
 			case err := <-done:
-				if !errors.Is(err, ErrClosed) {
-					t.Fatalf("got %v, want ErrClosed", err)
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("got %v, want %v", err, tc.wantErr)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("no answer after Close")
 			}
 			if l, b, g := c.loading(), c.bytes.InFlight(), c.gets.InFlight(); l != 0 || b != 0 || g != 0 {
-				t.Fatalf("after Close: flights %d, bytes %d, gets %d", l, b, g)
+				t.Fatalf("after Close: flights %d, bytes %d, gets %d; want 0 each", l, b, g)
+			}
+			if calls := inner.takeRanges(); len(calls) != 0 || inner.attrs != 1 {
+				t.Fatalf("after Close: GETs %v and %d Attributes calls in all; want none and 1 (before Close)", calls, inner.attrs)
 			}
 		})
 	}
@@ -1174,7 +1178,7 @@ func TestLoadsAfterClose(t *testing.T) {
 			t.Fatalf("client read after Close: %v, want ErrClosed", res.err)
 		}
 		if l, b, g := c.loading(), c.bytes.InFlight(), c.gets.InFlight(); l != 0 || b != 0 || g != 0 {
-			t.Fatalf("after Close: flights %d, bytes %d, gets %d", l, b, g)
+			t.Fatalf("after Close: flights %d, bytes %d, gets %d; want 0 each", l, b, g)
 		}
 	})
 }
@@ -1252,7 +1256,7 @@ func TestSettleRunEndsLastFirst(t *testing.T) {
 				}
 				for i := range tc.from {
 					if r.flights[i].err != nil || r.flights[i].data == nil {
-						t.Fatalf("delivered chunk %d changed: %v", i, r.flights[i].err)
+						t.Fatalf("delivered chunk %d changed: error %v, %d bytes; want no error and its bytes", i, r.flights[i].err, len(r.flights[i].data))
 					}
 				}
 			}
@@ -1300,7 +1304,7 @@ func TestGetSlotFreeWhenAnswered(t *testing.T) {
 				}
 			}
 			if w := testutil.ToFloat64(c.gets.m.waits); w != 0 {
-				t.Fatalf("%v waits on the gets gate by one sequential reader", w)
+				t.Fatalf("%v waits on the gets gate by one sequential reader, want 0", w)
 			}
 			assertIdle(t, c)
 			if calls := inner.takeRanges(); len(calls) != reads {

@@ -175,43 +175,36 @@ func TestGetsGateBoundsEveryRequest(t *testing.T) {
 	o := CacheOptions{ChunkBytes: 256, MemoryBytes: 4000, MaxConcurrentGets: 3, MaxInFlightBytes: 2048,
 		ReadAheadChunks: 2, MaxWait: 5 * time.Second, FetchParallelism: 2}
 	c := mustCache(t, inner, o)
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 3))
-			for i := range 60 {
-				k := fmt.Sprintf("obj-%d", rng.IntN(4))
-				var got, want []byte
-				switch i % 3 {
-				case 0:
-					rc, err := c.Get(context.Background(), k)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					got, _ = io.ReadAll(rc)
-					rc.Close()
-					want = objs[k]
-				case 1:
-					a, err := c.Attributes(context.Background(), k)
-					if err != nil || a.Size != int64(len(objs[k])) {
-						t.Errorf("attributes %s: %+v, %v", k, a, err)
-						return
-					}
-					continue
-				default:
-					off := rng.Int64N(int64(len(objs[k])))
-					got = readAll(t, c, k, off, 300)
-					want = expectRange(objs[k], off, 300)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("%s: wrong bytes", k)
-					return
-				}
+	randomReaders(8, 60, 3, objs, func(i int, rng *rand.Rand, k string, data []byte) bool {
+		switch i % 3 {
+		case 0:
+			rc, err := c.Get(context.Background(), k)
+			if err != nil {
+				t.Errorf("get %s: %v, want its bytes", k, err)
+				return false
 			}
-		})
-	}
-	wg.Wait()
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || !bytes.Equal(got, data) {
+				t.Errorf("get %s: %v, %d bytes; want the object's %d", k, err, len(got), len(data))
+				return false
+			}
+		case 1:
+			a, err := c.Attributes(context.Background(), k)
+			if err != nil || a.Size != int64(len(data)) {
+				t.Errorf("attributes %s: %+v, %v; want size %d", k, a, err, len(data))
+				return false
+			}
+		default:
+			off := rng.Int64N(int64(len(data)))
+			got, err := readRange(context.Background(), c, k, off, 300)
+			if err != nil || !bytes.Equal(got, expectRange(data, off, 300)) {
+				t.Errorf("%s [%d,+300): %v, %d bytes; want %d bytes of the object", k, off, err, len(got), len(expectRange(data, off, 300)))
+				return false
+			}
+		}
+		return true
+	})
 	waitIdle(t, c)
 	if m := inner.maxGets.Load(); m > int64(o.MaxConcurrentGets) || m < 2 {
 		t.Fatalf("%d requests in flight at the store, want 2..%d", m, o.MaxConcurrentGets)
@@ -242,7 +235,7 @@ func TestGetsGateBoundsEveryRequest(t *testing.T) {
 		rc.Close()
 	}
 	if g := c.gets.InFlight(); g != 0 {
-		t.Fatalf("gets gate holds %d after every body was closed", g)
+		t.Fatalf("gets gate holds %d after every body was closed, want 0", g)
 	}
 }
 
@@ -256,30 +249,16 @@ func TestMemoryBound(t *testing.T) {
 	c := mustCache(t, inner, o)
 
 	stopSampling := sampleViolations(func() bool { return c.mem.size() > o.MemoryBytes })
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			for range 150 {
-				k := fmt.Sprintf("obj-%d", rng.IntN(6))
-				data := objs[k]
-				off := rng.Int64N(int64(len(data)))
-				n := rng.Int64N(600)
-				rc, err := c.GetRange(context.Background(), k, off, n)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				got, _ := io.ReadAll(rc)
-				rc.Close()
-				if !bytes.Equal(got, expectRange(data, off, n)) {
-					t.Errorf("%s [%d,+%d): wrong bytes", k, off, n)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	randomReaders(8, 150, 7, objs, func(_ int, rng *rand.Rand, k string, data []byte) bool {
+		off := rng.Int64N(int64(len(data)))
+		n := rng.Int64N(600)
+		got, err := readRange(context.Background(), c, k, off, n)
+		if err != nil || !bytes.Equal(got, expectRange(data, off, n)) {
+			t.Errorf("%s [%d,+%d): %v, %d bytes; want %d bytes of the object", k, off, n, err, len(got), len(expectRange(data, off, n)))
+			return false
+		}
+		return true
+	})
 	over := stopSampling()
 	waitIdle(t, c)
 	if over > 0 {
@@ -550,45 +529,5 @@ func TestMetricsStartAtZero(t *testing.T) {
 	}
 	if len(series) != len(want) {
 		t.Errorf("series %v, want exactly %v", series, want)
-	}
-}
-
-// TestHintSize: a size hint (a RemoteLog's manifest size) saves the
-// Attributes call; a hint longer than the object is corrected by the short
-// GET: the read is served by the object's real size, as without a hint;
-// a hint never replaces attributes already learnt.
-func TestHintSize(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		size, hint int64
-		off, n     int64
-		attrs      int // Attributes calls expected
-	}{
-		{"exact", 1000, 1000, 150, 600, 0},
-		{"exact to the end", 1000, 1000, 900, -1, 0},
-		{"longer than the object", 1000, 1300, 900, 300, 1},
-		{"no hint", 1000, -1, 150, 600, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			store := objstore.NewMemory()
-			want := putObject(t, store, "seg", tc.size)
-			inner := newCounting(store)
-			c := mustCache(t, inner, CacheOptions{ChunkBytes: 128, MemoryBytes: 4096, ReadAheadChunks: -1})
-			if tc.hint >= 0 {
-				c.HintSize("seg", tc.hint)
-			}
-			got := readAll(t, c, "seg", tc.off, tc.n)
-			if !bytes.Equal(got, expectRange(want, tc.off, tc.n)) {
-				t.Fatalf("read %d bytes, want %d of the object", len(got), len(expectRange(want, tc.off, tc.n)))
-			}
-			if inner.attrs != tc.attrs {
-				t.Fatalf("%d Attributes calls, want %d", inner.attrs, tc.attrs)
-			}
-			// Learnt attributes stay: a later (wrong) hint changes nothing.
-			c.HintSize("seg", tc.size+500)
-			if a, _ := c.attrs.Get("seg"); tc.attrs > 0 && a.Size != tc.size {
-				t.Fatalf("cached size %d after a later hint, want %d", a.Size, tc.size)
-			}
-		})
 	}
 }

@@ -34,19 +34,13 @@ func TestReadAheadManyStreams(t *testing.T) {
 		}
 		waitIdle(t, c)
 	}
-	seen := map[int64]bool{}
-	for _, call := range inner.takeRanges() {
-		if seen[call.off] {
-			t.Fatalf("chunk at %d fetched twice", call.off)
-		}
-		seen[call.off] = true
-	}
+	eachChunkOnce(t, inner.takeRanges(), chunk)
 	// Each stream reads 12 chunks; only its first is not read ahead.
 	if u := testutil.ToFloat64(c.m.readAhead.WithLabelValues(ReadAheadUseful)); u < streams*11 {
 		t.Fatalf("%v read-ahead chunks useful, want at least %d", u, streams*11)
 	}
 	if w := testutil.ToFloat64(c.m.readAhead.WithLabelValues(ReadAheadWasted)); w != 0 {
-		t.Fatalf("%v wasted with a cache holding everything", w)
+		t.Fatalf("%v wasted with a cache holding everything, want 0", w)
 	}
 }
 
@@ -71,13 +65,7 @@ func TestReadAheadConcurrentStreams(t *testing.T) {
 	}
 	wg.Wait()
 	waitIdle(t, c)
-	seen := map[int64]bool{}
-	for _, call := range inner.takeRanges() {
-		if seen[call.off] {
-			t.Fatalf("chunk at %d fetched twice", call.off)
-		}
-		seen[call.off] = true
-	}
+	eachChunkOnce(t, inner.takeRanges(), chunk)
 }
 
 // TestReadAheadYieldsToClients: with the gets gate taken, read-ahead does
@@ -102,14 +90,12 @@ func TestReadAheadYieldsToClients(t *testing.T) {
 	}
 }
 
+// waitIdleExcept waits for no flight and at most gets GETs in the gets gate.
 func waitIdleExcept(t *testing.T, c *CachingBucket, gets int64) {
 	t.Helper()
-	for i := 0; c.loading() > 0 || c.gets.InFlight() > gets; i++ {
-		if i > 1e6 {
-			t.Fatal(fmt.Sprint("not idle: read-ahead ", c.loading()))
-		}
-		time.Sleep(10 * time.Microsecond)
-	}
+	waitFor(t, fmt.Sprintf("no flight and at most %d GETs in the gate", gets), func() bool {
+		return c.loading() == 0 && c.gets.InFlight() <= gets
+	})
 }
 
 // TestPrefetch: Prefetch (RemoteLog's hint for the next segment) learns the
