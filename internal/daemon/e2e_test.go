@@ -3,7 +3,6 @@ package daemon
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tiered/tiered/internal/testrecs"
 )
 
 // The end-to-end tests run the real binary as processes: build it once.
@@ -216,26 +217,11 @@ func sameE2E(t *testing.T, what string, got, want []e2eRec) {
 // protocol with franz-go.
 func kafkaRecords(t *testing.T, addr, topic string, want int) []e2eRec {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	var out []e2eRec
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("kafka: %d of %d records before the deadline", len(out), want)
-		}
-		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("kafka fetch %s-%d: %v", tp, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, e2eRec{Offset: r.Offset, Key: string(r.Key), Value: string(r.Value)})
-		})
+	for _, r := range testrecs.ConsumeKgo(t, addr, topic, 0, kgo.NewOffset().AtStart(), want)[:want] {
+		out = append(out, e2eRec{Offset: r.Offset, Key: string(r.Key), Value: string(r.Value)})
 	}
-	return out[:want]
+	return out
 }
 
 // partitionJSON is the fetch API's partition answer.
