@@ -267,16 +267,19 @@ func sumCounter(b *testing.B, reg *prometheus.Registry, name string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum float64
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
+		var sum float64
 		for _, m := range mf.GetMetric() {
 			sum += m.GetCounter().GetValue()
 		}
+		return sum
 	}
-	return sum
+	// Not a 0: a metric renamed or not registered would report nothing.
+	b.Fatalf("no metric %s in the registry", name)
+	return 0
 }
 
 // BenchmarkUpload compares the uploader with raw PutObject calls of
@@ -391,8 +394,10 @@ func BenchmarkUpload(b *testing.B) {
 			cpu.finish(b, total)
 			ms.finish(b)
 			b.ReportMetric(sumCounter(b, reg, "tiered_objstore_operations_total")/float64(segs), "requests/segment")
-			// Failed store requests (each retried with backoff): a run
-			// slowed by them is the store's doing, not the uploader's.
+			// Failed object-store calls (each retried by the uploader with
+			// backoff): a run slowed by them is the store's doing, not the
+			// uploader's. A request the AWS SDK retried by itself and
+			// then completed is not counted here.
 			b.ReportMetric(sumCounter(b, reg, "tiered_objstore_operation_failures_total")/float64(segs), "failures/segment")
 		})
 		d.Close()

@@ -157,6 +157,7 @@ func checkWithMinio(t testing.TB, c *minio.Client, bucket, prefix string, l *loc
 		for _, o := range s.Objects() {
 			data, ok := objects[o.Key]
 			if !ok {
+				var err error
 				if data, err = minioGet(t, c, bucket, o.Key); err != nil {
 					return fmt.Errorf("object %s: %w", o.Key, err)
 				}
@@ -179,7 +180,7 @@ func checkWithMinio(t testing.TB, c *minio.Client, bucket, prefix string, l *loc
 		if !ok || ls.NextOffset != s.NextOffset() {
 			return fmt.Errorf("segment [%d, %d] is not a local segment", s.BaseOffset, s.LastOffset)
 		}
-		remote, _ := minioGet(t, c, bucket, s.Log.Key)
+		remote := objects[s.Log.Key] // checked against the manifest above
 		want, err := os.ReadFile(ls.Path)
 		if err != nil {
 			return err

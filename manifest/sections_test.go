@@ -215,16 +215,16 @@ func TestSectionsKeys(t *testing.T) {
 	}
 	for i, o := range s.Objects() {
 		if o.Section() != (i > 0) {
-			t.Fatalf("object %d (%s): Section() = %v", i, o.Key, o.Section())
+			t.Fatalf("object %d (%s): Section() = %v, want %v", i, o.Key, o.Section(), i > 0)
 		}
 	}
 
 	noTxn := sectionsSeg(t, 800, 899, 1_700_000_000_800, 0, 36)
 	if got := noTxn.Keys(); len(got) != 2 || !strings.HasSuffix(got[1], ".indexes") {
-		t.Fatalf("Keys() without txn index = %v", got)
+		t.Fatalf("Keys() without txn index = %v, want the log and an .indexes object", got)
 	}
 	if _, size, ok := noTxn.IndexesObject(); !ok || size != 36 {
-		t.Fatalf("IndexesObject() without txn index: size %d, %v", size, ok)
+		t.Fatalf("IndexesObject() without txn index: size %d, %v; want 36, true", size, ok)
 	}
 
 	whole := testSeg(t, 900, 999, 1_700_000_000_900)
@@ -266,13 +266,33 @@ func sectionsManifest(t *testing.T, inlineSections bool) (*Manifest, *memStore) 
 	st := newMemStore()
 	m := build(t, st, Policy{InlineMax: 2, SubSegments: 2}, []Segment{s0, s1, s2, s3}, 4)
 	if len(m.Sealed) != 1 || len(m.Segments) != 2 {
-		t.Fatalf("manifest shape: %d sealed, %d inline", len(m.Sealed), len(m.Segments))
+		t.Fatalf("manifest shape: %d sealed, %d inline; want 1 and 2", len(m.Sealed), len(m.Segments))
 	}
 	return m, st
 }
 
 // versionPrefix is how an encoded manifest of version v starts.
 func versionPrefix(v int) string { return fmt.Sprintf(`{"version":%d,`, v) }
+
+// relabel returns data, a manifest encoded as version from, with its
+// version rewritten to to (the rest unchanged).
+func relabel(t *testing.T, data []byte, from, to int) []byte {
+	t.Helper()
+	p := versionPrefix(from)
+	if !bytes.HasPrefix(data, []byte(p)) {
+		t.Fatalf("encoding starts %.20q, want %s", data, p)
+	}
+	return append([]byte(versionPrefix(to)), data[len(p):]...)
+}
+
+func mustEncodeRoot(t *testing.T, m *Manifest) []byte {
+	t.Helper()
+	root, err := EncodeRoot(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
 
 func TestSectionsCodec(t *testing.T) {
 	t.Run("version_1_without_sections", func(t *testing.T) {
@@ -284,11 +304,11 @@ func TestSectionsCodec(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.HasPrefix(root, []byte(versionPrefix(1))) || bytes.Contains(root, []byte(`"offset"`)) {
-			t.Fatalf("root without sections:\n%s", root)
+			t.Fatalf("root without sections, want version 1 and no \"offset\":\n%s", root)
 		}
 		sub := st.objs[m.Sealed[0].Key]
 		if !bytes.HasPrefix(sub, []byte(versionPrefix(1))) {
-			t.Fatalf("sub-manifest without sections:\n%s", sub)
+			t.Fatalf("sub-manifest without sections, want version 1:\n%s", sub)
 		}
 		if VersionOf(m.Segments) != 1 || VersionOf(nil) != 1 {
 			t.Fatal("VersionOf of version-1 segments is not 1")
@@ -302,7 +322,7 @@ func TestSectionsCodec(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.HasPrefix(root, []byte(versionPrefix(2))) {
-			t.Fatalf("root with sections:\n%s", root)
+			t.Fatalf("root with sections, want version 2:\n%s", root)
 		}
 		// The time index of the inline sections segment is at 0 (its
 		// offset index is empty), the transaction index at 60.
@@ -323,7 +343,7 @@ func TestSectionsCodec(t *testing.T) {
 		subKey := m.Sealed[0].Key
 		subData := st.objs[subKey]
 		if !bytes.HasPrefix(subData, []byte(versionPrefix(2))) {
-			t.Fatalf("sub-manifest with sections:\n%s", subData)
+			t.Fatalf("sub-manifest with sections, want version 2:\n%s", subData)
 		}
 		sub, err := dec.LoadSub(context.Background(), st, 0)
 		if err != nil {
@@ -350,33 +370,33 @@ func TestSectionsCodec(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.HasPrefix(root, []byte(versionPrefix(1))) {
-			t.Fatalf("root without inline sections:\n%s", root)
+			t.Fatalf("root without inline sections, want version 1:\n%s", root)
 		}
 		if sub := st.objs[m.Sealed[0].Key]; !bytes.HasPrefix(sub, []byte(versionPrefix(2))) {
-			t.Fatalf("sub-manifest with sections:\n%s", sub)
+			t.Fatalf("sub-manifest with sections, want version 2:\n%s", sub)
 		}
 		dec, err := DecodeRoot(m.Key(), root)
 		if err != nil {
 			t.Fatal(err)
 		}
 		segs := flatten(t, dec, st)
-		if _, _, ok := segs[0].IndexesObject(); !ok || len(segs) != 4 {
-			t.Fatalf("segments read back: %+v", segs)
+		if len(segs) != 4 {
+			t.Fatalf("%d segments read back, want 4: %+v", len(segs), segs)
+		}
+		if _, _, ok := segs[0].IndexesObject(); !ok {
+			t.Fatalf("segment %d read back without its indexes object: %+v", segs[0].BaseOffset, segs[0])
 		}
 	})
 
 	t.Run("version_1_listing_sections", func(t *testing.T) {
 		m, st := sectionsManifest(t, true)
-		root, _ := EncodeRoot(m)
-		old := bytes.Replace(root, []byte(versionPrefix(2)), []byte(versionPrefix(1)), 1)
-		_, err := DecodeRoot(m.Key(), old)
+		_, err := DecodeRoot(m.Key(), relabel(t, mustEncodeRoot(t, m), 2, 1))
 		var ce *CorruptManifestError
 		if !errors.As(err, &ce) || ce.Key != m.Key() || !strings.Contains(ce.Reason, "indexes object") {
 			t.Fatalf("DecodeRoot(version 1 with sections) = %v, want a CorruptManifestError naming the indexes object", err)
 		}
 		subKey := m.Sealed[0].Key
-		oldSub := bytes.Replace(st.objs[subKey], []byte(versionPrefix(2)), []byte(versionPrefix(1)), 1)
-		_, err = DecodeSub(subKey, oldSub)
+		_, err = DecodeSub(subKey, relabel(t, st.objs[subKey], 2, 1))
 		if !errors.As(err, &ce) || ce.Key != subKey || !strings.Contains(ce.Reason, "indexes object") {
 			t.Fatalf("DecodeSub(version 1 with sections) = %v, want a CorruptManifestError naming the indexes object", err)
 		}
@@ -386,22 +406,19 @@ func TestSectionsCodec(t *testing.T) {
 		// Version 2 is a superset: a version-2 manifest of whole objects
 		// is read, and written back as version 1.
 		m, _ := sectionsManifest(t, false)
-		root, _ := EncodeRoot(m)
-		v2 := bytes.Replace(root, []byte(versionPrefix(1)), []byte(versionPrefix(2)), 1)
-		dec, err := DecodeRoot(m.Key(), v2)
+		root := mustEncodeRoot(t, m)
+		dec, err := DecodeRoot(m.Key(), relabel(t, root, 1, 2))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if again, err := EncodeRoot(dec); err != nil || !bytes.Equal(again, root) {
-			t.Fatalf("re-encoded:\n%s\n%v", again, err)
+			t.Fatalf("re-encoded:\n%s\n%v\nwant the version-1 encoding:\n%s", again, err, root)
 		}
 	})
 
 	t.Run("version_3", func(t *testing.T) {
 		m, _ := sectionsManifest(t, true)
-		root, _ := EncodeRoot(m)
-		v3 := bytes.Replace(root, []byte(versionPrefix(2)), []byte(versionPrefix(3)), 1)
-		_, err := DecodeRoot(m.Key(), v3)
+		_, err := DecodeRoot(m.Key(), relabel(t, mustEncodeRoot(t, m), 2, 3))
 		var ve *UnsupportedVersionError
 		if !errors.As(err, &ve) || ve.Version != 3 {
 			t.Fatalf("DecodeRoot(version 3) = %v, want *UnsupportedVersionError", err)
@@ -443,7 +460,7 @@ func TestSectionsOffsetField(t *testing.T) {
 			got, err := DecodeRoot(tc.m.Key(), data)
 			if tc.wantError == "" {
 				if err != nil || !reflect.DeepEqual(got.Segments, tc.m.Segments) {
-					t.Fatalf("DecodeRoot = %v", err)
+					t.Fatalf("DecodeRoot = %v, want the encoded segments back", err)
 				}
 				return
 			}

@@ -94,7 +94,7 @@ func newSecFixture(t testing.TB, txn bool) *secFixture {
 	u := upUploader(t, f.bkt, NewLocalSource(d, nil), Options{})
 	rep, err := u.RunOnce(context.Background())
 	if err != nil || rep.UploadedSegments != 4 {
-		t.Fatalf("upload: %+v, %v", rep, err)
+		t.Fatalf("upload: %+v, %v; want 4 segments uploaded", rep, err)
 	}
 	f.segs = upAllSegments(t, f.bkt, upLoad(t, f.bkt, secTopic, 0))
 	if len(f.segs) != 4 || f.segs[len(f.segs)-1].NextOffset() != f.end {
@@ -224,16 +224,16 @@ func TestSectionsReadBack(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ts %d: %v", ts, err)
 		}
-		lo, lt, lf, err := f.l.OffsetForTimestamp(ts)
-		if err != nil || off != lo || got != lt || found != lf {
-			t.Fatalf("ts %d: %d@%d %v, the local log gives %d@%d %v (%v)", ts, off, got, found, lo, lt, lf, err)
+		lOff, lTS, lFound, err := f.l.OffsetForTimestamp(ts)
+		if err != nil || off != lOff || got != lTS || found != lFound {
+			t.Fatalf("ts %d: %d@%d %v, the local log gives %d@%d %v (%v)", ts, off, got, found, lOff, lTS, lFound, err)
 		}
 		if found {
 			answers[off] = true
 		}
 	}
 	if len(answers) < 100 {
-		t.Fatalf("only %d distinct offsets found by timestamp", len(answers))
+		t.Fatalf("only %d distinct offsets found by timestamp, want at least 100", len(answers))
 	}
 	if _, _, found, err := rl.OffsetForTimestamp(ctx, hi+1); err != nil || found {
 		t.Fatalf("timestamp past the remote log: found %v, %v", found, err)
@@ -352,7 +352,7 @@ func TestSectionsRangeRequests(t *testing.T) {
 	// The segment's max timestamp is in this segment only (timestamps
 	// increase): its time index is read, the offset index is cached.
 	if off, _, found, err := rl.OffsetForTimestamp(ctx, seg.MaxTimestamp); err != nil || !found || off < seg.BaseOffset || off > seg.LastOffset {
-		t.Fatalf("offset for timestamp %d: %d %v %v", seg.MaxTimestamp, off, found, err)
+		t.Fatalf("offset for timestamp %d: %d %v %v; want one found in [%d, %d]", seg.MaxTimestamp, off, found, err, seg.BaseOffset, seg.LastOffset)
 	}
 	expect("offset for timestamp", timeSec)
 	if _, err := rl.AbortedTxns(ctx, seg.BaseOffset, seg.LastOffset); err != nil {
@@ -395,7 +395,7 @@ func TestSectionsEmptyOffsetIndex(t *testing.T) {
 	}
 	segs := upAllSegments(t, bkt, upLoad(t, bkt, secTopic, 0))
 	if len(segs) != 3 {
-		t.Fatalf("%d segments", len(segs))
+		t.Fatalf("%d segments committed, want 3", len(segs))
 	}
 	cb := &secBucket{Bucket: bkt}
 	for _, timeFirst := range []bool{false, true} {
@@ -413,8 +413,8 @@ func TestSectionsEmptyOffsetIndex(t *testing.T) {
 					t.Fatal(err)
 				}
 				lres, err := l.Read(s.LastOffset, 1, true)
-				if err != nil || !bytes.Equal(res.Data, wholePrefix(lres.Data)) {
-					t.Fatalf("read %d: remote and local differ (%v)", s.LastOffset, err)
+				if err != nil || len(res.Data) == 0 || !bytes.Equal(res.Data, wholePrefix(lres.Data)) {
+					t.Fatalf("read %d: %d bytes, want the local log's non-empty answer (%v)", s.LastOffset, len(res.Data), err)
 				}
 			}
 			byTimestamp := func() {
@@ -475,8 +475,8 @@ func TestSectionsCorruption(t *testing.T) {
 					return err
 				}
 				lres, err := f.l.Read(mid, 1, true)
-				if err != nil || !bytes.Equal(res.Data, wholePrefix(lres.Data)) {
-					t.Fatalf("read %d: %d bytes differ from the local log's (%v)", mid, len(res.Data), err)
+				if err != nil || len(res.Data) == 0 || !bytes.Equal(res.Data, wholePrefix(lres.Data)) {
+					t.Fatalf("read %d: %d bytes, want the local log's non-empty answer (%v)", mid, len(res.Data), err)
 				}
 				return nil
 			}
@@ -568,7 +568,7 @@ func TestSectionsVerify(t *testing.T) {
 			// request.
 			for _, r := range b.ranges {
 				if strings.HasSuffix(r.key, ".indexes") {
-					t.Fatalf("range GET of %s", r.key)
+					t.Fatalf("range GET of %s, want whole GETs of indexes objects only", r.key)
 				}
 			}
 			// A size differing in the listing skips the read.
@@ -644,7 +644,7 @@ func TestSectionsUploadPuts(t *testing.T) {
 		}
 	}
 	if len(perSeg) != len(segs) || withTxn == 0 {
-		t.Fatalf("data PUTs for %d segments, %d committed, %d with a transaction index", len(perSeg), len(segs), withTxn)
+		t.Fatalf("data PUTs for %d segments, %d committed, %d with a transaction index; want PUTs for each committed segment and one with a transaction index at least", len(perSeg), len(segs), withTxn)
 	}
 	for _, key := range upKeys(t, b) {
 		for _, ext := range []string{".index", ".timeindex", ".txnindex"} {
@@ -679,8 +679,9 @@ func TestSectionsGCOrphan(t *testing.T) {
 		return c.Op == objstore.OpPut && c.Key == root
 	}, nil))
 	u := upUploader(t, fb, src, Options{Retry: Retry{Attempts: 1, Base: time.Microsecond, Max: time.Microsecond}})
-	if _, err := u.RunOnce(ctx); !isInjected(err) {
-		t.Fatalf("crashed pass: %v", err)
+	// (isInjected accepts nil: the pass must fail.)
+	if _, err := u.RunOnce(ctx); err == nil || !isInjected(err) {
+		t.Fatalf("crashed pass: %v, want the injected root write failure", err)
 	}
 	var orphans []string
 	for _, k := range upKeys(t, mem) {
@@ -748,10 +749,10 @@ func TestSectionsRollingUpgrade(t *testing.T) {
 	// Version 1: one PUT per index, no .indexes object, a version-1 root.
 	u1 := upUploader(t, b, NewLocalSource(d, nil), Options{ManifestVersion: 1})
 	if rep, err := u1.RunOnce(ctx); err != nil || rep.UploadedSegments != 3 {
-		t.Fatalf("version-1 upload: %+v, %v", rep, err)
+		t.Fatalf("version-1 upload: %+v, %v; want 3 segments uploaded", rep, err)
 	}
 	if r := root(); !bytes.HasPrefix(r, []byte(`{"version":1,`)) {
-		t.Fatalf("root written by a version-1 uploader starts %.20q", r)
+		t.Fatalf("root written by a version-1 uploader starts %.20q, want {\"version\":1,", r)
 	}
 	old := upCheckRemote(t, b.Bucket, l, secTopic, 0, l.Segments()[3].BaseOffset)
 	puts := map[string]bool{}
@@ -781,16 +782,16 @@ func TestSectionsRollingUpgrade(t *testing.T) {
 	upSegments(t, l, 2, 3, 4, 50)
 	u2 := upUploader(t, b, NewLocalSource(d, nil), Options{})
 	if rep, err := u2.RunOnce(ctx); err != nil || rep.UploadedSegments != 2 {
-		t.Fatalf("version-2 upload: %+v, %v", rep, err)
+		t.Fatalf("version-2 upload: %+v, %v; want 2 segments uploaded", rep, err)
 	}
 	if r := root(); !bytes.HasPrefix(r, []byte(`{"version":2,`)) {
-		t.Fatalf("root with indexes objects starts %.20q", r)
+		t.Fatalf("root with indexes objects starts %.20q, want {\"version\":2,", r)
 	}
 	segs := upCheckRemote(t, b.Bucket, l, secTopic, 0, l.Segments()[5].BaseOffset)
 	for i, s := range segs {
 		_, _, sections := s.IndexesObject()
 		if sections != (i >= 3) || i < 3 && !reflect.DeepEqual(s, old[i]) {
-			t.Fatalf("segment %d (#%d): sections %v after the upgrade", s.BaseOffset, i, sections)
+			t.Fatalf("segment %d (#%d): sections %v after the upgrade; want sections for the 2 new segments only and the 3 old ones unchanged", s.BaseOffset, i, sections)
 		}
 	}
 	rl, err := OpenRemoteLog(ctx, b.Bucket, "", secTopic, 0, ReaderOptions{})
@@ -801,7 +802,7 @@ func TestSectionsRollingUpgrade(t *testing.T) {
 		// By time, through each layout's time index.
 		got, gotTS, found, err := rl.OffsetForTimestamp(ctx, s.MaxTimestamp)
 		if err != nil || !found {
-			t.Fatalf("segment %d: offset for its max timestamp: %v, %v", s.BaseOffset, found, err)
+			t.Fatalf("segment %d: offset for its max timestamp: found %v, %v; want found", s.BaseOffset, found, err)
 		}
 		want, wantTS, _, err := l.OffsetForTimestamp(s.MaxTimestamp)
 		if err != nil || got != want || gotTS != wantTS {

@@ -468,7 +468,7 @@ func TestUploadChecksAhead(t *testing.T) {
 	u := upUploader(t, bkt, src, Options{Concurrency: conc})
 	rep, err := u.RunOnce(ctx)
 	if err != nil || rep.UploadedSegments != 12 {
-		t.Fatalf("uploaded %d segments, %v", rep.UploadedSegments, err)
+		t.Fatalf("uploaded %d segments, %v; want 12", rep.UploadedSegments, err)
 	}
 	if bkt.peak != conc {
 		t.Errorf("%d .log uploads at once, want %d", bkt.peak, conc)
@@ -477,9 +477,10 @@ func TestUploadChecksAhead(t *testing.T) {
 		t.Errorf("%d segments open at once, want more than %d (checked ahead) and at most %d", src.peak, conc, 2*conc)
 	}
 	if src.cur != 0 {
-		t.Errorf("%d segments left open", src.cur)
+		t.Errorf("%d segments left open, want 0", src.cur)
 	}
 	for p := int32(0); p < 2; p++ {
-		upCheckRemote(t, bkt.Bucket, upPartition(t, d, "a", p), "a", p, upPartition(t, d, "a", p).Segments()[6].BaseOffset)
+		l := upPartition(t, d, "a", p)
+		upCheckRemote(t, bkt.Bucket, l, "a", p, l.Segments()[6].BaseOffset)
 	}
 }

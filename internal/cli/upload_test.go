@@ -36,14 +36,22 @@ func produceRolled(t *testing.T, dir, topic string, n int, extra ...string) {
 
 func fileURL(dir string) string { return (&url.URL{Scheme: "file", Path: dir}).String() }
 
-func TestUploadCommand(t *testing.T) {
+// rolledWithBucket runs produceRolled on topic "logs" of <tmp>/data and
+// creates an empty <tmp>/bucket directory; it returns both paths.
+func rolledWithBucket(t *testing.T, n int, extra ...string) (dir, bucket string) {
+	t.Helper()
 	root := t.TempDir()
-	dir := filepath.Join(root, "data")
-	produceRolled(t, dir, "logs", 4)
-	bucket := filepath.Join(root, "bucket")
+	dir = filepath.Join(root, "data")
+	produceRolled(t, dir, "logs", n, extra...)
+	bucket = filepath.Join(root, "bucket")
 	if err := os.Mkdir(bucket, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return dir, bucket
+}
+
+func TestUploadCommand(t *testing.T) {
+	dir, bucket := rolledWithBucket(t, 4)
 	res := mustRun(t, "", "upload", "--data-dir", dir, "--bucket", fileURL(bucket), "--json")
 	var rep struct {
 		UploadedSegments int `json:"uploaded_segments"`
@@ -89,13 +97,7 @@ func TestUploadCommand(t *testing.T) {
 // TestUploadManifestVersion: --manifest-version 1 writes one object per
 // index under a version-1 manifest, which still reads back and verifies.
 func TestUploadManifestVersion(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "data")
-	produceRolled(t, dir, "logs", 3)
-	bucket := filepath.Join(root, "bucket")
-	if err := os.Mkdir(bucket, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, bucket := rolledWithBucket(t, 3)
 	mustRun(t, "", "upload", "--data-dir", dir, "--bucket", fileURL(bucket), "--manifest-version", "1")
 	var data []string
 	var rootKey string
@@ -118,11 +120,23 @@ func TestUploadManifestVersion(t *testing.T) {
 	}
 	m, err := os.ReadFile(rootKey)
 	if err != nil || !strings.HasPrefix(string(m), `{"version":1,`) {
-		t.Fatalf("root manifest %.30q, %v", m, err)
+		t.Fatalf("root manifest %.30q, %v; want one starting {\"version\":1,", m, err)
 	}
-	out := mustRun(t, "", "inspect", "manifest", "--bucket", fileURL(bucket), "--topic", "logs", "--partition", "0").stdout
-	if strings.Contains(out, ".indexes") || strings.Contains(out, " at ") {
+	inspect := func(bucket string) string {
+		return mustRun(t, "", "inspect", "manifest", "--bucket", fileURL(bucket), "--topic", "logs", "--partition", "0").stdout
+	}
+	if out := inspect(bucket); strings.Contains(out, ".indexes") || strings.Contains(out, " at ") {
 		t.Fatalf("inspect manifest shows sections of a version-1 upload:\n%s", out)
+	}
+	// The same data uploaded as version 2 does show them: the check above
+	// looks for what inspect prints of sections.
+	bucket2 := filepath.Join(t.TempDir(), "bucket2")
+	if err := os.Mkdir(bucket2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "", "upload", "--data-dir", dir, "--bucket", fileURL(bucket2), "--manifest-version", "2")
+	if out := inspect(bucket2); !strings.Contains(out, ".indexes") || !strings.Contains(out, " at ") {
+		t.Fatalf("inspect manifest of a version-2 upload, want .indexes sections \"at\" their offsets:\n%s", out)
 	}
 	if remote := lines(mustRun(t, "", "consume", "--bucket", fileURL(bucket), "--topic", "logs", "--partition", "0").stdout); len(remote) != 2 {
 		t.Fatalf("consume --bucket: %d records, want 2", len(remote))
@@ -168,14 +182,8 @@ func TestUploadCommandErrors(t *testing.T) {
 }
 
 func TestRetentionCommandBucket(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "data")
 	// retention.ms one hour; the records are 2.7 hours old (the Runner clock).
-	produceRolled(t, dir, "logs", 4, "retention.ms=3600000", "local.retention.ms=1000")
-	bucket := filepath.Join(root, "bucket")
-	if err := os.Mkdir(bucket, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, bucket := rolledWithBucket(t, 4, "retention.ms=3600000", "local.retention.ms=1000")
 	// Without a bucket, the remote-enabled topic keeps everything.
 	res := mustRun(t, "", "retention", "--data-dir", dir, "--json")
 	if strings.Contains(res.stdout, `"remote"`) || countSegments(t, dir) != 4 {

@@ -30,10 +30,10 @@ func TestSleep(t *testing.T) {
 				t.Fatalf("Sleep: %v, want %v", err, tc.want)
 			}
 			if tc.want == nil && took < tc.d {
-				t.Fatalf("returned after %v, before %v", took, tc.d)
+				t.Fatalf("returned after %v, want at least %v", took, tc.d)
 			}
 			if took > tc.max {
-				t.Fatalf("took %v", took)
+				t.Fatalf("took %v, want at most %v", took, tc.max)
 			}
 		})
 	}

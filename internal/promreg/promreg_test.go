@@ -16,7 +16,7 @@ func TestRegisterOrReuse(t *testing.T) {
 	}
 	second.Inc()
 	if mfs, err := reg.Gather(); err != nil || len(mfs) != 1 || mfs[0].GetMetric()[0].GetCounter().GetValue() != 1 {
-		t.Fatalf("gather: %v %v", mfs, err)
+		t.Fatalf("gather: %v %v; want one family whose counter is 1", mfs, err)
 	}
 	own := prometheus.NewCounter(opts)
 	if got := RegisterOrReuse[prometheus.Counter](nil, own); got != own {
