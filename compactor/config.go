@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/internal/ctxsleep"
+	"github.com/tiered/tiered/internal/x/ctxsleep"
 )
 
 // Kafka's broker defaults for the log cleaner (LogCleaner / CleanerConfig).

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tiered/tiered/internal/reliability"
+	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/vfs"

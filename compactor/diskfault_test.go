@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/tiered/tiered/internal/reliability"
+	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 )

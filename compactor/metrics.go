@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/internal/promreg"
+	"github.com/tiered/tiered/internal/x/promreg"
 )
 
 // metrics are the tiered_compactor_* series. Every one exists at 0 from

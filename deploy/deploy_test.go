@@ -33,7 +33,7 @@ import (
 	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 )
 
 // TestMain removes the binaries the tests built, then checks for leaked goroutines as

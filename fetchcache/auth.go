@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/localtier/topicconfig"
 )
 

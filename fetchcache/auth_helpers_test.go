@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/localtier/codec"
 )
 

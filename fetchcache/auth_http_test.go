@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 )
 
 // httpGet sends GET url with an Authorization header when auth is set and

@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
-	"github.com/tiered/tiered/internal/config"
-	"github.com/tiered/tiered/internal/testrecs"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 )
 
 func saslOpt(user, pass string) kgo.Opt {

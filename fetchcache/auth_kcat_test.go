@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiered/tiered/internal/config"
-	"github.com/tiered/tiered/internal/testrecs"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 )
 
 // TestKcatSecured consumes with librdkafka's kcat over SASL_SSL and over

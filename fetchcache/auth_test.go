@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 )
 
 func TestNewAuthorizerRefuses(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tiered/tiered/remotetier/objstore"
-	"github.com/tiered/tiered/remotetier/objstore/objtesting"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 )
 
 // BenchmarkCacheHit reads 1 MiB ranges of a warm object: "read" copies

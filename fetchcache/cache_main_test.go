@@ -3,7 +3,7 @@ package fetchcache
 import (
 	"testing"
 
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 )
 
 // TestMain is the package's only TestMain: it checks for leaked goroutines

@@ -3,7 +3,7 @@ package fetchcache
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/internal/promreg"
+	"github.com/tiered/tiered/internal/x/promreg"
 )
 
 // Tier label values.

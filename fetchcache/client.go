@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tiered/tiered/internal/ctxsleep"
+	"github.com/tiered/tiered/internal/x/ctxsleep"
 	"github.com/tiered/tiered/localtier/record"
 )
 

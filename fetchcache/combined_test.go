@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tiered/tiered/internal/testrecs"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"

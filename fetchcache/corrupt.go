@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/internal/promreg"
+	"github.com/tiered/tiered/internal/x/promreg"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"

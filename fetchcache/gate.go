@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/tiered/tiered/internal/promreg"
+	"github.com/tiered/tiered/internal/x/promreg"
 )
 
 // ErrOverloaded is matched (errors.Is) by every overload answer of this

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/topicconfig"
 )

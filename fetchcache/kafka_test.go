@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/compactor"
-	"github.com/tiered/tiered/internal/testrecs"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tiered/tiered/internal/testrecs"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"

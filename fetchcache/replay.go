@@ -52,8 +52,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/tiered/tiered/internal/ctxsleep"
-	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/internal/x/ctxsleep"
+	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/record"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tiered/tiered/internal/testrecs"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 )
 
 func TestServerServesAndShutsDown(t *testing.T) {

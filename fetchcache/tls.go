@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 )
 
 // NewServerTLSConfig loads a listener's TLS settings: the server

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/internal/reliability"
+	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"

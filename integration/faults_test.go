@@ -17,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/internal/faultproxy"
-	"github.com/tiered/tiered/internal/reliability"
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/faultproxy"
+	"github.com/tiered/tiered/internal/testkit/reliability"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"

@@ -19,7 +19,7 @@ import (
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/internal/testrecs"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"

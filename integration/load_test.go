@@ -27,7 +27,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tiered/tiered/internal/reliability"
+	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"

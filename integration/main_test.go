@@ -5,7 +5,7 @@ package integration
 import (
 	"testing"
 
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 )
 
 // TestMain stops the shared MinIO after the tests and checks for leaked

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiered/tiered/internal/reliability"
+	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"

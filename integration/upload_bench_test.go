@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
 )

@@ -21,8 +21,8 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/internal/reliability"
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/reliability"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/codec"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiered/tiered/internal/reliability"
+	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/vfs"
 )

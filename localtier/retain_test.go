@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiered/tiered/internal/reliability"
+	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/vfs"
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/internal/ctxsleep"
+	"github.com/tiered/tiered/internal/x/ctxsleep"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tiered/tiered/internal/cli"
+	"github.com/tiered/tiered/internal/app/cli"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/remotetier/objstore"
-	"github.com/tiered/tiered/remotetier/objstore/objtesting"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 )
 
 func TestAcceptance(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/remotetier/objstore"
-	"github.com/tiered/tiered/remotetier/objstore/objtesting"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 )
 
 // workload is a small read-modify-write sequence: write two objects, swap

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tiered/tiered/remotetier/objstore"
-	"github.com/tiered/tiered/remotetier/objstore/objtesting"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 )
 
 func newFS(t *testing.T, dir string) *objstore.Filesystem {

@@ -3,7 +3,7 @@ package objstore_test
 import (
 	"testing"
 
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 )
 
 // TestMain checks for leaked goroutines (testminio.Main wraps goleak) and

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/internal/promreg"
+	"github.com/tiered/tiered/internal/x/promreg"
 )
 
 // Operation label values of the objstore metrics.

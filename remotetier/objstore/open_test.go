@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/tiered/tiered/remotetier/objstore"
-	"github.com/tiered/tiered/remotetier/objstore/objtesting"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 )
 
 func TestParseURLGood(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tiered/tiered/internal/reliability"
+	"github.com/tiered/tiered/internal/testkit/reliability"
 )
 
 func main() {

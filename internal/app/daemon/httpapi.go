@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/tiered/tiered/internal/config"
-	"github.com/tiered/tiered/internal/producer"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/app/producer"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/topicconfig"
 )

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
 )

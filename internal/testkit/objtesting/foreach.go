@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/tiered/tiered/internal/producer"
+	"github.com/tiered/tiered/internal/app/producer"
 	"github.com/tiered/tiered/localtier/topicconfig"
 )
 

@@ -17,9 +17,9 @@ import (
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/internal/config"
-	"github.com/tiered/tiered/internal/ctxsleep"
-	"github.com/tiered/tiered/internal/producer"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/x/ctxsleep"
+	"github.com/tiered/tiered/internal/app/producer"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"

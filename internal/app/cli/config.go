@@ -5,7 +5,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 )
 
 var configPrintCmd = &command{

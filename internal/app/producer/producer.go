@@ -17,7 +17,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"

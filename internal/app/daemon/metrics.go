@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/localtier"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tiered/tiered/internal/config"
+	"github.com/tiered/tiered/internal/app/config"
 )
 
 // startServe runs serve in-process on free ports over a temp data dir.

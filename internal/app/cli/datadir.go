@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/tiered/tiered/internal/daemon"
+	"github.com/tiered/tiered/internal/app/daemon"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 )

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/tiered/tiered/internal/config"
-	"github.com/tiered/tiered/internal/daemon"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/app/daemon"
 )
 
 var fetchCmd = &command{

@@ -10,7 +10,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 )
 
 func TestMain(m *testing.M) { testminio.Main(m) }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiered/tiered/internal/testminio"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/vfs"

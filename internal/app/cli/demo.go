@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tiered/tiered/internal/config"
-	"github.com/tiered/tiered/internal/daemon"
-	"github.com/tiered/tiered/internal/producer"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/app/daemon"
+	"github.com/tiered/tiered/internal/app/producer"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
 )

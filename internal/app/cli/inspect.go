@@ -15,7 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/tiered/tiered/internal/recordjson"
+	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"

@@ -21,7 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tiered/tiered/internal/testrecs"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 )
 
 // The end-to-end tests run the real binary as processes: build it once.

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tiered/tiered/internal/config"
-	"github.com/tiered/tiered/internal/daemon"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/app/daemon"
 )
 
 var serveCmd = &command{
