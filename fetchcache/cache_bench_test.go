@@ -6,8 +6,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/internal/testkit/objtesting"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // BenchmarkCacheHit reads 1 MiB ranges of a warm object: "read" copies

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
+	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/internal/testkit/objtesting"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 func TestAcceptance(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/remotetier/objstore"
-	"github.com/tiered/tiered/internal/testkit/objtesting"
 )
 
 // BenchmarkPutMinIO compares the S3 backend's Put of a 24 MiB file

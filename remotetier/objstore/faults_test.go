@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/internal/testkit/objtesting"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // workload is a small read-modify-write sequence: write two objects, swap

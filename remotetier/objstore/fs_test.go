@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/internal/testkit/objtesting"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 func newFS(t *testing.T, dir string) *objstore.Filesystem {

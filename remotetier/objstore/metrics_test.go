@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/internal/testkit/objtesting"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 func TestMetricsStartAtZero(t *testing.T) {

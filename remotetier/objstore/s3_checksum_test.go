@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/remotetier/objstore"
-	"github.com/tiered/tiered/internal/testkit/objtesting"
 )
 
 // rangerFile is a file-like body (io.ReaderAt + io.Seeker) that states its

@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/remotetier/objstore"
-	"github.com/tiered/tiered/internal/testkit/objtesting"
 )
 
 func minioGet(t *testing.T, c *minio.Client, bucket, key string) ([]byte, minio.ObjectInfo) {

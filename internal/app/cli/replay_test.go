@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/internal/testkit/reliability"
+	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
