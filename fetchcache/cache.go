@@ -12,7 +12,6 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -56,9 +55,9 @@ type CachingBucket struct {
 
 var (
 	_ objstore.BucketReader        = (*CachingBucket)(nil)
-	_ remotetier.Prefetcher        = (*CachingBucket)(nil)
-	_ remotetier.SizeHinter        = (*CachingBucket)(nil)
-	_ remotetier.SharedRangeReader = (*chunkReader)(nil)
+	_ objstore.Prefetcher        = (*CachingBucket)(nil)
+	_ objstore.SizeHinter        = (*CachingBucket)(nil)
+	_ objstore.SharedRangeReader = (*chunkReader)(nil)
 )
 
 // NewCachingBucket wraps inner. Options are defaulted and validated; with
@@ -266,7 +265,7 @@ func objectVersion(a objstore.Attrs) string {
 }
 
 // HintSize records the size of an object whose size the caller knows (a
-// RemoteLog, from its manifest; remotetier.SizeHinter), so its first range
+// RemoteLog, from its manifest; objstore.SizeHinter), so its first range
 // read needs no Attributes call. Without an ETag the chunks of a hinted
 // object are versioned by size; attributes already cached are kept. A
 // hint larger than the object is corrected by GetRange, which re-learns
@@ -424,7 +423,7 @@ func (r *chunkReader) WriteTo(w io.Writer) (int64, error) {
 }
 
 // SharedBytes hands out the remaining bytes as slices of the cached chunks
-// (remotetier.SharedRangeReader) and consumes them. Chunks are never
+// (objstore.SharedRangeReader) and consumes them. Chunks are never
 // modified once cached, and an evicted chunk stays valid for as long as a
 // caller holds it.
 func (r *chunkReader) SharedBytes() [][]byte {

@@ -15,7 +15,7 @@
 //     ChunkBytes (default 4 MiB, --chunk-bytes). The size and ETag of an
 //     object are learnt once with Attributes and cached (AttrsEntries),
 //     unless the caller gave the size first (HintSize,
-//     remotetier.SizeHinter: a RemoteLog knows each .log's and .indexes
+//     objstore.SizeHinter: a RemoteLog knows each .log's and .indexes
 //     object's size from its manifest, which saves a HEAD per object; a
 //     hint longer than the
 //     object is detected by the short GET and replaced by a HEAD);

@@ -89,7 +89,7 @@ func (c *CachingBucket) readAheadAfter(object, version string, size, first, last
 
 // Prefetch loads the chunks of [off, off+length) of key, and the
 // ReadAheadChunks after them as a read of the range would, in the
-// background (remotetier.Prefetcher): a RemoteLog calls it for the start of
+// background (objstore.Prefetcher): a RemoteLog calls it for the start of
 // the next segment as a reader nears the end of one. Like read-ahead it never waits:
 // the object's size is learnt only if a GET is free at once, and chunks
 // are loaded only with free gate capacity. The reader's first read of the
@@ -122,7 +122,7 @@ func (c *CachingBucket) Prefetch(key string, off, length int64) {
 	})
 }
 
-// Background runs fn under the bucket's lifetime (remotetier.Prefetcher):
+// Background runs fn under the bucket's lifetime (objstore.Prefetcher):
 // ctx is cancelled by Close, which waits for fn.
 func (c *CachingBucket) Background(fn func(ctx context.Context)) bool {
 	return c.goBackground(func() { fn(c.ctx) })

@@ -129,46 +129,12 @@ type ReadView struct {
 	end    int64
 }
 
-// SharedRangeReader is implemented by range readers whose bytes are
-// immutable memory shared with a cache (the fetch service's chunk cache):
-// SharedBytes hands out the unread bytes, in order, without copying them,
-// and consumes them. The caller may keep the slices (the garbage collector
-// keeps them alive after the cache drops them) and must never modify them.
-type SharedRangeReader interface {
-	SharedBytes() [][]byte
-}
-
-// SizeHinter is implemented by caching buckets that learn an object's size
-// with an Attributes call (a HEAD) before range-reading it: a RemoteLog
-// tells them the size its manifest recorded for a segment's .log, and for
-// its indexes object (the sum of the sections), which saves that request.
-// A bucket that finds the object shorter than the hint must fall back to
-// the object's real size.
-type SizeHinter interface {
-	HintSize(key string, size int64)
-}
-
 // hintSize passes an object's recorded size (a .log, or an indexes object)
 // to a SizeHinter bucket.
 func hintSize(b objstore.BucketReader, obj manifest.Object) {
-	if h, ok := b.(SizeHinter); ok {
+	if h, ok := b.(objstore.SizeHinter); ok {
 		h.HintSize(obj.Key, obj.Size)
 	}
-}
-
-// Prefetcher is implemented by caching buckets that can load a range in
-// the background. A RemoteLog prefetches the start of the next segment's
-// .log object, and loads its index, when a read comes near the end of a
-// segment, so a sequential reader does not wait for either there.
-type Prefetcher interface {
-	// Prefetch loads [off, off+length) of key (and what a read of it would
-	// read ahead) in the background. It must not block or wait for
-	// capacity: it may skip the work.
-	Prefetch(key string, off, length int64)
-	// Background runs fn in a goroutine under the bucket's lifetime: ctx
-	// ends when the bucket is closed, which waits for fn. It reports false
-	// (and does not run fn) when the bucket is closed.
-	Background(fn func(ctx context.Context)) bool
 }
 
 // RemoteLog reads one partition of the remote tier through its manifest,
@@ -372,7 +338,7 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 // when it gets there: the store's next GETs overlap this segment's last
 // reads instead of following them.
 func (l *RemoteLog) prefetchNext(ctx context.Context, m *manifest.Manifest, seg manifest.Segment, end int64, maxBytes int) {
-	p, ok := l.bucket.(Prefetcher)
+	p, ok := l.bucket.(objstore.Prefetcher)
 	if !ok || seg.Log.Size-end > 3*int64(max(maxBytes, 1)) || seg.NextOffset() >= m.NextOffset() {
 		return
 	}
@@ -411,7 +377,7 @@ func joinParts(parts [][]byte, n int) []byte {
 func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, target int64, maxBytes int, res *ReadView) error {
 	maxBytes = max(maxBytes, 1)
 	window := int64(maxBytes) + int64(l.opts.ScanWindow)
-	if p, ok := l.bucket.(Prefetcher); ok && target <= seg.BaseOffset {
+	if p, ok := l.bucket.(objstore.Prefetcher); ok && target <= seg.BaseOffset {
 		if _, cached := l.idx.get(indexCacheKey(seg.Index, kindOffsetIndex)); !cached {
 			// A read from the segment's start begins at position 0:
 			// the log's first bytes load while the index does.
@@ -760,7 +726,7 @@ func readObject(ctx context.Context, b objstore.BucketReader, obj manifest.Objec
 }
 
 // logCursor reads a segment's .log object by range GETs, keeping one window
-// of it in memory: one buffer, or the parts of a SharedRangeReader (a
+// of it in memory: one buffer, or the parts of an objstore.SharedRangeReader (a
 // chunk cache's memory, never copied or modified here).
 type logCursor struct {
 	b      objstore.BucketReader
@@ -792,7 +758,7 @@ func (c *logCursor) fill(ctx context.Context, pos, n int64) error {
 		return fmt.Errorf("get %s [%d, %d): %w", c.obj.Key, pos, pos+length, err)
 	}
 	defer rc.Close()
-	if sr, ok := rc.(SharedRangeReader); ok {
+	if sr, ok := rc.(objstore.SharedRangeReader); ok {
 		parts := sr.SharedBytes()
 		got := int64(0)
 		for _, p := range parts {
