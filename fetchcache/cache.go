@@ -12,8 +12,12 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
+
+// ErrClosed is returned by CachingBucket.GetRange after Close.
+var ErrClosed = errors.New("caching bucket closed")
 
 // CachingBucket is an objstore.BucketReader that serves GetRange from
 // aligned chunks cached in memory (and optionally on disk), behind gates
@@ -27,8 +31,8 @@ type CachingBucket struct {
 
 	mem   *memoryTier
 	disk  *diskTier // nil without a cache dir
-	gets  *Gate
-	bytes *Gate
+	gets  *gate.Gate
+	bytes *gate.Gate
 	attrs *lru.Cache[string, objstore.Attrs]
 	sf    singleflight.Group // object attribute lookups
 	ra    *readAhead
@@ -54,7 +58,7 @@ type CachingBucket struct {
 }
 
 var (
-	_ objstore.BucketReader        = (*CachingBucket)(nil)
+	_ objstore.BucketReader      = (*CachingBucket)(nil)
 	_ objstore.Prefetcher        = (*CachingBucket)(nil)
 	_ objstore.SizeHinter        = (*CachingBucket)(nil)
 	_ objstore.SharedRangeReader = (*chunkReader)(nil)
@@ -78,9 +82,9 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 		o:     o,
 		m:     m,
 		mem:   newMemoryTier(o.MemoryBytes, m),
-		gets: NewGate(GateOptions{Name: GateGets, Capacity: int64(o.MaxConcurrentGets),
+		gets: gate.New(gate.Options{Name: gate.Gets, Capacity: int64(o.MaxConcurrentGets),
 			MaxWait: o.MaxWait, RetryAfter: o.RetryAfter, Registerer: o.Registerer}),
-		bytes: NewGate(GateOptions{Name: GateBytes, Capacity: o.MaxInFlightBytes,
+		bytes: gate.New(gate.Options{Name: gate.Bytes, Capacity: o.MaxInFlightBytes,
 			MaxWait: o.MaxWait, RetryAfter: o.RetryAfter, Registerer: o.Registerer}),
 		attrs: attrs,
 		ra:    newReadAhead(o.Streams),
@@ -155,7 +159,7 @@ func (c *CachingBucket) isClosed() bool {
 // Get passes through — whole objects (manifests) are not cached — behind
 // the gets gate, whose slot the returned body holds until it is closed:
 // MaxConcurrentGets bounds every request the cache makes of the store, not
-// only the chunk loads. Past MaxWait it fails with an *OverloadedError.
+// only the chunk loads. Past MaxWait it fails with an *gate.OverloadedError.
 func (c *CachingBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := c.gets.StartBy(ctx, 1, time.Now().Add(c.o.MaxWait)); err != nil {
 		return nil, fmt.Errorf("get %q: %w", key, err)
@@ -202,7 +206,7 @@ func (c *CachingBucket) List(ctx context.Context, prefix string, fn func(objstor
 // backends (length < 0 to the end, a range past the end cut, off == size
 // empty, off > size ErrInvalidRange, missing key ErrNotFound), served from
 // cached chunks. All chunks of the range are in memory when it returns, so
-// errors (including *OverloadedError) come from GetRange, never from Read.
+// errors (including *gate.OverloadedError) come from GetRange, never from Read.
 // The object's size and ETag are learnt once with Attributes and cached,
 // unless a caller that knows the size told it first (HintSize).
 func (c *CachingBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {

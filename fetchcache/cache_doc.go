@@ -59,8 +59,8 @@
 // store or disk, default 16 chunks; a chunk on its way to the disk tier
 // keeps its bytes until written). Every gate wait of one GetRange shares
 // one deadline, MaxWait after the call began (default 2 s); past it the
-// call fails with an *OverloadedError (errors.Is(err, ErrOverloaded);
-// RetryAfter(err) gives the suggested delay, CacheOptions.RetryAfter,
+// call fails with an *gate.OverloadedError (errors.Is(err, gate.ErrOverloaded);
+// gate.RetryAfter(err) gives the suggested delay, CacheOptions.RetryAfter,
 // default 1 s). The HTTP layer answers 429 THROTTLED with Retry-After, the
 // Kafka layer sets throttle_time_ms. The memory the cache holds is thus at
 // most MemoryBytes + MaxInFlightBytes, whatever the number of clients;
@@ -68,7 +68,7 @@
 // readers callers keep open, i.e. the ranges callers ask for — callers
 // bound those (max_bytes × concurrent requests, e.g. with their own Gate).
 //
-// Gate (NewGate, Start/StartBy/TryStart/Done) is exported for the
+// Gate (gate.New, Start/StartBy/TryStart/Done) is exported for the
 // protocol layers to bound their own work with the same overload answer
 // and the same tiered_fetch_gate_* series under their own gate name.
 //

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -272,7 +273,7 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 		lens[i] = chunkLen(k.index, cs, size)
 		weight += lens[i]
 	}
-	start := func(g *Gate, w int64) error {
+	start := func(g *gate.Gate, w int64) error {
 		if readAhead {
 			if !g.TryStart(w) {
 				return errReadAheadSkipped

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -88,7 +89,7 @@ func assertIdle(t testing.TB, c *CachingBucket) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		l, b, g := c.loading(), c.bytes.InFlight(), c.gets.InFlight()
-		bg, gg := testutil.ToFloat64(c.bytes.m.inFlight), testutil.ToFloat64(c.gets.m.inFlight)
+		bg, gg := testutil.ToFloat64(c.bytes.Series().InFlight), testutil.ToFloat64(c.gets.Series().InFlight)
 		if l == 0 && b == 0 && g == 0 && bg == 0 && gg == 0 {
 			return
 		}
@@ -482,11 +483,11 @@ func TestClientJoinsSkippedReadAhead(t *testing.T) {
 		misses   float64 // memory misses of the client read (counted once)
 		cachedRA []int64 // chunks cached before the read-ahead claims
 	}{
-		{"skipped on bytes, same range", GateBytes, 2, 5, 200, 400, "2-5", 4, nil},
-		{"skipped on gets, same range", GateGets, 2, 5, 200, 400, "2-5", 4, nil},
-		{"skipped run inside a wider read", GateGets, 2, 5, 100, 600, "1 2-5 6", 6, nil},
-		{"read ends inside the skipped run", GateBytes, 2, 7, 0, 450, "0-1 2-4", 5, nil},
-		{"skipped runs around a cached chunk", GateGets, 2, 6, 200, 500, "2-3 5-6", 4, []int64{4}},
+		{"skipped on bytes, same range", gate.Bytes, 2, 5, 200, 400, "2-5", 4, nil},
+		{"skipped on gets, same range", gate.Gets, 2, 5, 200, 400, "2-5", 4, nil},
+		{"skipped run inside a wider read", gate.Gets, 2, 5, 100, 600, "1 2-5 6", 6, nil},
+		{"read ends inside the skipped run", gate.Bytes, 2, 7, 0, 450, "0-1 2-4", 5, nil},
+		{"skipped runs around a cached chunk", gate.Gets, 2, 6, 200, 500, "2-3 5-6", 4, []int64{4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := objstore.NewMemory()
@@ -514,7 +515,7 @@ func TestClientJoinsSkippedReadAhead(t *testing.T) {
 			waitFor(t, "the client to wait", joined.Load) // its claim is done
 			// The read-ahead finds its gate full and gives up.
 			g := c.gets
-			if tc.gate == GateBytes {
+			if tc.gate == gate.Bytes {
 				g = c.bytes
 			}
 			if err := g.Start(ctx, g.Capacity()); err != nil {
@@ -972,7 +973,7 @@ func TestLoadsSurviveFaults(t *testing.T) {
 					var got []byte
 					var err error
 					for try := 0; try < 50; try++ {
-						if got, err = readRange(context.Background(), c, k, off, chunk); !errors.Is(err, ErrOverloaded) {
+						if got, err = readRange(context.Background(), c, k, off, chunk); !errors.Is(err, gate.ErrOverloaded) {
 							break
 						}
 					}
@@ -1303,7 +1304,7 @@ func TestGetSlotFreeWhenAnswered(t *testing.T) {
 					t.Fatalf("read %d answered with its GET still holding the gets gate (%d)", n, g)
 				}
 			}
-			if w := testutil.ToFloat64(c.gets.m.waits); w != 0 {
+			if w := testutil.ToFloat64(c.gets.Series().Waits); w != 0 {
 				t.Fatalf("%v waits on the gets gate by one sequential reader, want 0", w)
 			}
 			assertIdle(t, c)

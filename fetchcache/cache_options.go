@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tiered/tiered/fetchcache/gate"
 )
 
 // Defaults of CacheOptions; EnsureDefaults fills zero fields with them.
@@ -16,7 +17,7 @@ const (
 	DefaultReadAheadChunks   = 4
 	DefaultMaxConcurrentGets = 16
 	DefaultMaxWait           = 2 * time.Second
-	DefaultRetryAfter        = time.Second
+	DefaultRetryAfter        = gate.DefaultRetryAfter
 	DefaultFetchParallelism  = 4
 	DefaultAttrsEntries      = 16384
 	DefaultStreams           = 4096
@@ -52,7 +53,7 @@ type CacheOptions struct {
 	// the store or the disk tier); at least ChunkBytes.
 	MaxInFlightBytes int64
 	// MaxWait is the per-request bound on waiting for the gates; past it
-	// the request fails with *OverloadedError.
+	// the request fails with *gate.OverloadedError.
 	MaxWait time.Duration
 	// RetryAfter is the delay an overload error suggests.
 	RetryAfter time.Duration

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -76,7 +77,7 @@ func TestConcurrentColdRange(t *testing.T) {
 }
 
 // TestOverloadFailsFast: a store that does not answer and small gates; a
-// request that cannot start gets ErrOverloaded within the wait bound and
+// request that cannot start gets gate.ErrOverloaded within the wait bound and
 // never hangs; the blocked request still completes once the store answers.
 func TestOverloadFailsFast(t *testing.T) {
 	for _, tc := range []struct {
@@ -84,8 +85,8 @@ func TestOverloadFailsFast(t *testing.T) {
 		opts CacheOptions
 		gate string
 	}{
-		{"gets", CacheOptions{MaxConcurrentGets: 1}, GateGets},
-		{"bytes", CacheOptions{MaxInFlightBytes: 100}, GateBytes},
+		{"gets", CacheOptions{MaxConcurrentGets: 1}, gate.Gets},
+		{"bytes", CacheOptions{MaxInFlightBytes: 100}, gate.Bytes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := objstore.NewMemory()
@@ -125,24 +126,24 @@ func TestOverloadFailsFast(t *testing.T) {
 				start := time.Now()
 				_, err := c.GetRange(context.Background(), "b", 500, 10)
 				took := time.Since(start)
-				if !errors.Is(err, ErrOverloaded) {
-					t.Fatalf("got %v, want ErrOverloaded", err)
+				if !errors.Is(err, gate.ErrOverloaded) {
+					t.Fatalf("got %v, want gate.ErrOverloaded", err)
 				}
-				var oe *OverloadedError
+				var oe *gate.OverloadedError
 				if !errors.As(err, &oe) || oe.Gate != tc.gate || oe.RetryAfter != 3*time.Second {
 					t.Fatalf("overload error %+v, want gate %s, retry after 3s", oe, tc.gate)
 				}
-				if d, ok := RetryAfter(err); !ok || d != 3*time.Second {
+				if d, ok := gate.RetryAfter(err); !ok || d != 3*time.Second {
 					t.Fatalf("RetryAfter = %v, %v", d, ok)
 				}
 				if took < wait || took > wait+2*time.Second {
 					t.Fatalf("rejected after %v, want the %v wait bound (+ slack)", took, wait)
 				}
 			}
-			if got := testutil.ToFloat64(c.bytes.m.rejections) + testutil.ToFloat64(c.gets.m.rejections); got != 3 {
+			if got := testutil.ToFloat64(c.bytes.Series().Rejections) + testutil.ToFloat64(c.gets.Series().Rejections); got != 3 {
 				t.Fatalf("rejections %v, want 3", got)
 			}
-			if got := testutil.ToFloat64(c.gets.m.waits) + testutil.ToFloat64(c.bytes.m.waits); got != 3 {
+			if got := testutil.ToFloat64(c.gets.Series().Waits) + testutil.ToFloat64(c.bytes.Series().Waits); got != 3 {
 				t.Fatalf("waits %v, want 3", got)
 			}
 
@@ -169,7 +170,7 @@ func TestOverloadFailsFast(t *testing.T) {
 // TestGetsGateBoundsEveryRequest: whole-object Gets (manifests) and
 // Attributes calls go through the gets gate with the chunk loads, so
 // MaxConcurrentGets bounds every request at the store; a Get body holds its
-// slot until it is closed, and a full gate answers ErrOverloaded.
+// slot until it is closed, and a full gate answers gate.ErrOverloaded.
 func TestGetsGateBoundsEveryRequest(t *testing.T) {
 	store, inner, objs := slowObjects(t, 4, 2000, 333)
 	o := CacheOptions{ChunkBytes: 256, MemoryBytes: 4000, MaxConcurrentGets: 3, MaxInFlightBytes: 2048,
@@ -219,11 +220,11 @@ func TestGetsGateBoundsEveryRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Get(context.Background(), "obj-1"); !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("second Get with the gate full: %v, want ErrOverloaded", err)
+	if _, err := c.Get(context.Background(), "obj-1"); !errors.Is(err, gate.ErrOverloaded) {
+		t.Fatalf("second Get with the gate full: %v, want gate.ErrOverloaded", err)
 	}
-	if _, err := c.GetRange(context.Background(), "obj-1", 0, 10); !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("GetRange with the gate full: %v, want ErrOverloaded", err)
+	if _, err := c.GetRange(context.Background(), "obj-1", 0, 10); !errors.Is(err, gate.ErrOverloaded) {
+		t.Fatalf("GetRange with the gate full: %v, want gate.ErrOverloaded", err)
 	}
 	held.Close()
 	held.Close() // a second Close gives nothing back twice

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/internal/x/ctxsleep"
 	"github.com/tiered/tiered/localtier/record"
 )
@@ -48,7 +49,7 @@ func (e *APIError) Error() string {
 
 // ThrottledError is the fetch service's 429 THROTTLED answer, returned by
 // a Client call once its throttle budget is spent. errors.Is(err,
-// ErrOverloaded) holds.
+// gate.ErrOverloaded) holds.
 type ThrottledError struct {
 	RetryAfter time.Duration // the service's last Retry-After
 	Message    string
@@ -58,8 +59,8 @@ func (e *ThrottledError) Error() string {
 	return fmt.Sprintf("fetch service throttled the request (retry after %v): %s", e.RetryAfter, e.Message)
 }
 
-// Is makes errors.Is(err, ErrOverloaded) true.
-func (e *ThrottledError) Is(target error) bool { return target == ErrOverloaded }
+// Is makes errors.Is(err, gate.ErrOverloaded) true.
+func (e *ThrottledError) Is(target error) bool { return target == gate.ErrOverloaded }
 
 // Client reads a fetch service through its HTTP API (GET /v1/...), raw
 // record batches for programs. Unknown topics and partitions are
@@ -400,5 +401,5 @@ func errorsAsThrottle(err error) (time.Duration, bool) {
 	if errors.As(err, &te) {
 		return max(te.RetryAfter, time.Millisecond), true
 	}
-	return overloadRetryAfter(err)
+	return gate.RetryAfter(err)
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tiered/tiered/fetchcache/gate"
 )
 
 func TestClientAgainstService(t *testing.T) {
@@ -115,10 +117,10 @@ func TestClientThrottle(t *testing.T) {
 	throttles.Store(3) // 3 × 2s > the 5s budget
 	_, err = c.Topics(ctx)
 	var te *ThrottledError
-	if !errors.As(err, &te) || te.RetryAfter != 2*time.Second || !errors.Is(err, ErrOverloaded) || len(slept) != 2 {
+	if !errors.As(err, &te) || te.RetryAfter != 2*time.Second || !errors.Is(err, gate.ErrOverloaded) || len(slept) != 2 {
 		t.Fatalf("throttled past budget: %v, slept %v", err, slept)
 	}
-	if d, ok := overloadRetryAfter(err); !ok {
+	if d, ok := gate.RetryAfter(err); !ok {
 		t.Fatalf("server-side view of the throttle: %v %v", d, ok)
 	}
 

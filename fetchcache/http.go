@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/topicconfig"
@@ -215,7 +216,7 @@ func (a *httpAPI) failErr(w *countingWriter, r *http.Request, err error) {
 		a.log.Error("fetch request failed: corrupt data", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
 		w.fail(http.StatusInternalServerError, CodeCorruptMessage, err.Error())
 	default:
-		if d, ok := overloadRetryAfter(err); ok {
+		if d, ok := gate.RetryAfter(err); ok {
 			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
 			w.fail(http.StatusTooManyRequests, CodeThrottled, err.Error())
 			return

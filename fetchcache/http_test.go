@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/codec"
@@ -274,7 +275,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 	for d, want := range map[time.Duration]string{time.Millisecond: "1", 1500 * time.Millisecond: "2", 3 * time.Second: "3"} {
 		w := &countingWriter{ResponseWriter: httptest.NewRecorder()}
 		a := &httpAPI{log: discardLogger()}
-		a.failErr(w, httptest.NewRequest("GET", "/", nil), &OverloadedError{RetryAfter: d})
+		a.failErr(w, httptest.NewRequest("GET", "/", nil), &gate.OverloadedError{RetryAfter: d})
 		if got := w.Header().Get("Retry-After"); got != want {
 			t.Errorf("%v: Retry-After %q, want %q", d, got, want)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/localtier/record"
 )
 
@@ -320,7 +321,7 @@ func (s *KafkaServer) listOffsets(ctx context.Context, kc *kafkaConn, q *kmsg.Li
 				rp.ErrorCode = kerr.InvalidRequest.Code
 				code = worse(code, CodeInvalidRequest)
 			default:
-				if d, ok := overloadRetryAfter(err); ok {
+				if d, ok := gate.RetryAfter(err); ok {
 					// Retriable, and says why; the throttle paces the retry.
 					rp.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
 					throttle = max(throttle, d)
@@ -493,7 +494,7 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 		rp.RecordBatches = []byte{}
 		fp.failed = false
 		fail := func(op string, err error) {
-			if d, ok := overloadRetryAfter(err); ok {
+			if d, ok := gate.RetryAfter(err); ok {
 				// Kafka's fetch throttling, whatever step was overloaded
 				// (opening the partition, its manifest, the read): no
 				// error, no data, and throttle_time_ms tells the client
@@ -529,7 +530,7 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 			// Offsets may come from a cache (a remote manifest); a read
 			// past the end re-reads it, and decides.
 			if _, err := fp.part.Read(ctx, offset, 1); err != nil {
-				if _, ok := overloadRetryAfter(err); !ok {
+				if _, ok := gate.RetryAfter(err); !ok {
 					fail("fetch", err)
 					continue
 				}

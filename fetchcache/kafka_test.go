@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/compactor"
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -596,11 +597,11 @@ func TestKafkaProtocolErrors(t *testing.T) {
 type overloadedPartition struct{ Partition }
 
 func (p overloadedPartition) Read(context.Context, int64, int) ([]byte, error) {
-	return nil, &OverloadedError{Gate: GateBytes, RetryAfter: 1500 * time.Millisecond}
+	return nil, &gate.OverloadedError{Gate: gate.Bytes, RetryAfter: 1500 * time.Millisecond}
 }
 
 func (p overloadedPartition) OffsetForTimestamp(context.Context, int64) (int64, int64, bool, error) {
-	return 0, 0, false, &OverloadedError{Gate: GateGets, RetryAfter: 700 * time.Millisecond}
+	return 0, 0, false, &gate.OverloadedError{Gate: gate.Gets, RetryAfter: 700 * time.Millisecond}
 }
 
 type overloadedCatalog struct{ Catalog }

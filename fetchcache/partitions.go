@@ -2,9 +2,7 @@ package fetchcache
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 )
 
 // Partition is one partition as the serving layer (HTTP and Kafka) reads it,
@@ -21,7 +19,7 @@ type Partition interface {
 	// then more while they fit in maxBytes. Reading at the log end returns
 	// no data and no error. An offset below the log start or past the log
 	// end is an *OffsetOutOfRangeError. An overloaded store answers with an
-	// error carrying a retry delay (see overloadRetryAfter).
+	// error carrying a retry delay (see gate.RetryAfter).
 	Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error)
 
 	// OffsetForTimestamp returns the first offset whose record timestamp is
@@ -110,28 +108,4 @@ type OffsetOutOfRangeError struct {
 
 func (e *OffsetOutOfRangeError) Error() string {
 	return fmt.Sprintf("offset %d is out of range [%d, %d]", e.Offset, e.LogStart, e.LogEnd)
-}
-
-// overloadRetryAfter reports whether err is an overload answer and the delay
-// it suggests before retrying: an *OverloadedError from this package's
-// gates, or any error in the chain with a RetryAfter() time.Duration method
-// (so partitions from other packages can signal overload too). The delay is
-// at least one millisecond.
-func overloadRetryAfter(err error) (time.Duration, bool) {
-	d, ok := RetryAfter(err)
-	if !ok {
-		var ra interface{ RetryAfter() time.Duration }
-		if errors.As(err, &ra) {
-			d, ok = ra.RetryAfter(), true
-		} else if errors.Is(err, ErrOverloaded) {
-			d, ok = DefaultRetryAfter, true
-		}
-	}
-	if !ok {
-		return 0, false
-	}
-	if d < time.Millisecond {
-		d = time.Millisecond
-	}
-	return d, true
 }

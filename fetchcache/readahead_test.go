@@ -85,7 +85,7 @@ func TestReadAheadYieldsToClients(t *testing.T) {
 	if calls := inner.takeRanges(); len(calls) != 1 {
 		t.Fatalf("GETs %v: read-ahead ran with the gate full", calls)
 	}
-	if n := testutil.ToFloat64(c.gets.m.waits); n != 0 {
+	if n := testutil.ToFloat64(c.gets.Series().Waits); n != 0 {
 		t.Fatalf("read-ahead waited on the gate (%v waits)", n)
 	}
 }

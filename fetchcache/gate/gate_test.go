@@ -1,4 +1,4 @@
-package fetchcache
+package gate
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 func TestGate(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	g := NewGate(GateOptions{Name: "requests", Capacity: 10, MaxWait: 30 * time.Millisecond,
+	g := New(Options{Name: "requests", Capacity: 10, MaxWait: 30 * time.Millisecond,
 		RetryAfter: 250 * time.Millisecond, Registerer: reg})
 	ctx := context.Background()
 
@@ -22,8 +22,8 @@ func TestGate(t *testing.T) {
 	if err := g.Start(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	if g.InFlight() != 10 || testutil.ToFloat64(g.m.inFlight) != 10 {
-		t.Fatalf("in flight %d / gauge %v, want 10", g.InFlight(), testutil.ToFloat64(g.m.inFlight))
+	if g.InFlight() != 10 || testutil.ToFloat64(g.m.InFlight) != 10 {
+		t.Fatalf("in flight %d / gauge %v, want 10", g.InFlight(), testutil.ToFloat64(g.m.InFlight))
 	}
 	if g.TryStart(1) {
 		t.Fatal("TryStart admitted weight over capacity")
@@ -76,12 +76,12 @@ func TestGate(t *testing.T) {
 	}
 	g.Done(1000)
 
-	if r := testutil.ToFloat64(g.m.rejections); r != 2 {
+	if r := testutil.ToFloat64(g.m.Rejections); r != 2 {
 		t.Fatalf("rejections %v, want 2", r)
 	}
 	// Waits: the rejected Start, the past-deadline StartBy, and the
 	// waiter unless it came after the Done (a canceled ctx is not a wait).
-	if w := testutil.ToFloat64(g.m.waits); w < 2 || w > 3 {
+	if w := testutil.ToFloat64(g.m.Waits); w < 2 || w > 3 {
 		t.Fatalf("waits %v, want 2 or 3", w)
 	}
 	if n := testutil.CollectAndCount(reg, "tiered_fetch_gate_wait_seconds"); n != 1 {

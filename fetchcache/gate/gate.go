@@ -1,4 +1,8 @@
-package fetchcache
+// Package gate owns the fetch service's admission control: weighted gates
+// that admit work up to a capacity and wait a bounded time, and the overload
+// errors (ErrOverloaded, *OverloadedError with a retry delay) every interface
+// turns into HTTP 429 + Retry-After or Kafka's throttle_time_ms.
+package gate
 
 import (
 	"context"
@@ -18,9 +22,6 @@ import (
 // concrete error is an *OverloadedError carrying a suggested retry delay.
 var ErrOverloaded = errors.New("fetch service overloaded")
 
-// ErrClosed is returned by CachingBucket.GetRange after Close.
-var ErrClosed = errors.New("caching bucket closed")
-
 // OverloadedError says which gate refused, how long the request waited, and
 // when to retry. The HTTP layer answers 429 with Retry-After (whole seconds,
 // rounded up); the Kafka layer sets throttle_time_ms.
@@ -38,24 +39,41 @@ func (e *OverloadedError) Error() string {
 // Is makes errors.Is(err, ErrOverloaded) true.
 func (e *OverloadedError) Is(target error) bool { return target == ErrOverloaded }
 
-// RetryAfter returns the suggested retry delay of an overload error found
-// in err's chain, and whether there was one.
+// DefaultRetryAfter is the retry delay a gate suggests when its options
+// name none, and the delay of an overload error that carries no delay.
+const DefaultRetryAfter = time.Second
+
+// RetryAfter reports whether err is an overload answer and the delay it
+// suggests before retrying: an *OverloadedError from a Gate, any error in
+// the chain with a RetryAfter() time.Duration method (an HTTP client's 429,
+// or a partition from another package signalling overload), or one that
+// only matches ErrOverloaded (DefaultRetryAfter). The delay is at least one
+// millisecond.
 func RetryAfter(err error) (time.Duration, bool) {
+	var d time.Duration
 	var oe *OverloadedError
-	if errors.As(err, &oe) {
-		return oe.RetryAfter, true
+	var ra interface{ RetryAfter() time.Duration }
+	switch {
+	case errors.As(err, &oe):
+		d = oe.RetryAfter
+	case errors.As(err, &ra):
+		d = ra.RetryAfter()
+	case errors.Is(err, ErrOverloaded):
+		d = DefaultRetryAfter
+	default:
+		return 0, false
 	}
-	return 0, false
+	return max(d, time.Millisecond), true
 }
 
 // Gate names of the CachingBucket's own gates.
 const (
-	GateGets  = "gets"  // concurrent GETs against the store
-	GateBytes = "bytes" // bytes being brought into memory (store or disk)
+	Gets  = "gets"  // concurrent GETs against the store
+	Bytes = "bytes" // bytes being brought into memory (store or disk)
 )
 
-// GateOptions configures a Gate.
-type GateOptions struct {
+// Options configures a Gate.
+type Options struct {
 	// Name is the value of the {gate} label.
 	Name string
 	// Capacity is the total weight admitted at once (> 0).
@@ -80,14 +98,14 @@ type Gate struct {
 	retryAfter time.Duration
 	sem        *semaphore.Weighted
 	inFlight   atomic.Int64
-	m          gateSeries
+	m          Series
 }
 
-// NewGate returns a gate; it panics on a non-positive capacity or wait,
+// New returns a gate; it panics on a non-positive capacity or wait,
 // which is a programming error (options are validated before).
-func NewGate(o GateOptions) *Gate {
+func New(o Options) *Gate {
 	if o.Capacity <= 0 || o.MaxWait <= 0 {
-		panic(fmt.Sprintf("fetchcache: gate %q needs capacity > 0 and wait > 0, got %d and %v", o.Name, o.Capacity, o.MaxWait))
+		panic(fmt.Sprintf("gate: %q needs capacity > 0 and wait > 0, got %d and %v", o.Name, o.Capacity, o.MaxWait))
 	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = DefaultRetryAfter
@@ -108,6 +126,9 @@ func (g *Gate) Capacity() int64 { return g.capacity }
 // InFlight returns the weight admitted and not yet returned.
 func (g *Gate) InFlight() int64 { return g.inFlight.Load() }
 
+// Series are the gate's own tiered_fetch_gate_* series (its {gate} label).
+func (g *Gate) Series() Series { return g.m }
+
 // Start admits weight, waiting at most MaxWait. It returns ctx's error when
 // ctx ends first, and *OverloadedError when the wait runs out. A weight
 // above the capacity is clamped to it (it then waits for an empty gate).
@@ -123,19 +144,19 @@ func (g *Gate) StartBy(ctx context.Context, weight int64, deadline time.Time) er
 	weight = g.clamp(weight)
 	if g.sem.TryAcquire(weight) {
 		g.admitted(weight)
-		g.m.wait.Observe(0)
+		g.m.Wait.Observe(0)
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g.m.waits.Inc()
+	g.m.Waits.Inc()
 	start := time.Now()
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	err := g.sem.Acquire(wctx, weight)
 	cancel()
 	waited := time.Since(start)
-	g.m.wait.Observe(waited.Seconds())
+	g.m.Wait.Observe(waited.Seconds())
 	if err == nil {
 		g.admitted(weight)
 		return nil
@@ -143,7 +164,7 @@ func (g *Gate) StartBy(ctx context.Context, weight int64, deadline time.Time) er
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
-	g.m.rejections.Inc()
+	g.m.Rejections.Inc()
 	return &OverloadedError{Gate: g.name, Waited: waited, RetryAfter: g.retryAfter}
 }
 
@@ -162,13 +183,13 @@ func (g *Gate) TryStart(weight int64) bool {
 func (g *Gate) Done(weight int64) {
 	weight = g.clamp(weight)
 	g.inFlight.Add(-weight)
-	g.m.inFlight.Sub(float64(weight))
+	g.m.InFlight.Sub(float64(weight))
 	g.sem.Release(weight)
 }
 
 func (g *Gate) admitted(weight int64) {
 	g.inFlight.Add(weight)
-	g.m.inFlight.Add(float64(weight))
+	g.m.InFlight.Add(float64(weight))
 }
 
 func (g *Gate) clamp(w int64) int64 {
@@ -189,11 +210,13 @@ type gateMetrics struct {
 	wait       *prometheus.HistogramVec
 }
 
-type gateSeries struct {
-	inFlight   prometheus.Gauge
-	waits      prometheus.Counter
-	rejections prometheus.Counter
-	wait       prometheus.Observer
+// Series are one gate's metrics: in-flight weight, admissions that waited,
+// rejections, and the wait histogram.
+type Series struct {
+	InFlight   prometheus.Gauge
+	Waits      prometheus.Counter
+	Rejections prometheus.Counter
+	Wait       prometheus.Observer
 }
 
 func newGateMetrics(reg prometheus.Registerer) *gateMetrics {
@@ -225,11 +248,11 @@ func newGateMetrics(reg prometheus.Registerer) *gateMetrics {
 	return m
 }
 
-func (m *gateMetrics) series(name string) gateSeries {
-	return gateSeries{
-		inFlight:   m.inFlight.WithLabelValues(name),
-		waits:      m.waits.WithLabelValues(name),
-		rejections: m.rejections.WithLabelValues(name),
-		wait:       m.wait.WithLabelValues(name),
+func (m *gateMetrics) series(name string) Series {
+	return Series{
+		InFlight:   m.inFlight.WithLabelValues(name),
+		Waits:      m.waits.WithLabelValues(name),
+		Rejections: m.rejections.WithLabelValues(name),
+		Wait:       m.wait.WithLabelValues(name),
 	}
 }
