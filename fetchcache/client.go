@@ -176,7 +176,7 @@ func (c *Client) do(ctx context.Context, target, accept, topic string, partition
 }
 
 // parseRetryAfter reads Retry-After as seconds or an HTTP date; missing or
-// malformed means DefaultRetryAfter.
+// malformed means gate.DefaultRetryAfter.
 func parseRetryAfter(v string) time.Duration {
 	v = strings.TrimSpace(v)
 	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 && s < 1<<31 {
@@ -185,7 +185,7 @@ func parseRetryAfter(v string) time.Duration {
 	if t, err := http.ParseTime(v); err == nil {
 		return max(time.Until(t), time.Millisecond)
 	}
-	return DefaultRetryAfter
+	return gate.DefaultRetryAfter
 }
 
 // readAPIError consumes and closes an error response.

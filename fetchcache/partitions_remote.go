@@ -73,7 +73,7 @@ type remoteKey struct {
 }
 
 // NewRemoteCatalog returns a catalog over b, which should be the caching
-// bucket (NewCachingBucket) so data reads go through the chunk cache.
+// bucket (chunkcache.NewCachingBucket) so data reads go through the chunk cache.
 func NewRemoteCatalog(b objstore.BucketReader, o RemoteCatalogOptions) (*RemoteCatalog, error) {
 	prefix, err := manifest.NormalizePrefix(o.Prefix)
 	if err != nil {

@@ -142,7 +142,7 @@ type catalogSource struct {
 }
 
 // NewCatalogReplaySource returns a ReplaySource over cat: for --bucket, a
-// RemoteCatalog over a CachingBucket. Overload answers of the cache's
+// RemoteCatalog over a chunkcache.CachingBucket. Overload answers of the cache's
 // gates are retried after their suggested delay for up to
 // DefaultReplayThrottleBudget per read.
 func NewCatalogReplaySource(cat Catalog) ReplaySource {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/codec"
@@ -66,7 +67,7 @@ func newReplayEnv(t *testing.T) *replayEnv {
 	}
 	mem := objstore.NewMemory()
 	uploadAll(t, e, mem)
-	cb, err := NewCachingBucket(mem, CacheOptions{ChunkBytes: 4096, MemoryBytes: 1 << 20})
+	cb, err := chunkcache.NewCachingBucket(mem, chunkcache.CacheOptions{ChunkBytes: 4096, MemoryBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
@@ -162,7 +163,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 	flipByte(t, cd.srv.Client(), cd.bucket, segs[2].Index.Key, 5)
 	idxFirst, idxLast := segs[2].BaseOffset, segs[2].LastOffset
 
-	fs := startFetch(t, cd.store, fetchcache.CacheOptions{}, fetchcache.KafkaOptions{})
+	fs := startFetch(t, cd.store, chunkcache.CacheOptions{}, fetchcache.KafkaOptions{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr))
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/testkit/faultproxy"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/internal/testkit/testminio"
@@ -297,7 +298,7 @@ func TestFaultProxyReads(t *testing.T) {
 		}
 
 		// 2. The fetch service over the same faulty bucket.
-		fs := startFetch(t, pb, fetchcache.CacheOptions{}, fetchcache.KafkaOptions{})
+		fs := startFetch(t, pb, chunkcache.CacheOptions{}, fetchcache.KafkaOptions{})
 		rc := newRawClient(fs.httpURL)
 		for p := int32(0); p < 2; p++ {
 			name := fmt.Sprintf("events-%d", p)
@@ -441,7 +442,7 @@ func TestReadsAcrossMinIORestart(t *testing.T) {
 	want, end := expectedBatches(t, logBytes)
 
 	// A small cache and read size, so the read keeps going to MinIO.
-	fs := startFetch(t, store, fetchcache.CacheOptions{MemoryBytes: 256 << 10, ChunkBytes: 64 << 10}, fetchcache.KafkaOptions{})
+	fs := startFetch(t, store, chunkcache.CacheOptions{MemoryBytes: 256 << 10, ChunkBytes: 64 << 10}, fetchcache.KafkaOptions{})
 	rc := newRawClient(fs.httpURL)
 	defer rc.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier"
@@ -270,7 +271,7 @@ func (r *countingReader) Read(p []byte) (int, error) {
 // fetchService is an in-process fetch service (HTTP and Kafka) over a
 // bucket, as `tiered fetch` wires it: remote catalog over the chunk cache.
 type fetchService struct {
-	cache     *fetchcache.CachingBucket
+	cache     *chunkcache.CachingBucket
 	reg       *prometheus.Registry
 	httpURL   string
 	kafkaAddr string
@@ -283,12 +284,12 @@ type fetchService struct {
 func (fs *fetchService) stop() { fs.stopOnce.Do(fs.stopFn) }
 
 // startFetch serves b until the test ends or stop is called.
-func startFetch(t testing.TB, b objstore.BucketReader, co fetchcache.CacheOptions, ko fetchcache.KafkaOptions) *fetchService {
+func startFetch(t testing.TB, b objstore.BucketReader, co chunkcache.CacheOptions, ko fetchcache.KafkaOptions) *fetchService {
 	t.Helper()
 	fs := &fetchService{reg: prometheus.NewRegistry()}
 	co.Registerer = fs.reg
 	var err error
-	if fs.cache, err = fetchcache.NewCachingBucket(b, co); err != nil {
+	if fs.cache, err = chunkcache.NewCachingBucket(b, co); err != nil {
 		t.Fatal(err)
 	}
 	cat, err := fetchcache.NewRemoteCatalog(fs.cache, fetchcache.RemoteCatalogOptions{})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
@@ -136,8 +137,8 @@ func TestFetchColdKcatAndFranzGo(t *testing.T) {
 	}
 	// Small chunks: reads cross chunk boundaries as well as segments. One
 	// service per client, so that each reads the bucket cold.
-	kcatSvc := startFetch(t, cd.store, fetchcache.CacheOptions{ChunkBytes: 4 << 10}, fetchcache.KafkaOptions{})
-	franzSvc := startFetch(t, cd.store, fetchcache.CacheOptions{ChunkBytes: 4 << 10}, fetchcache.KafkaOptions{})
+	kcatSvc := startFetch(t, cd.store, chunkcache.CacheOptions{ChunkBytes: 4 << 10}, fetchcache.KafkaOptions{})
+	franzSvc := startFetch(t, cd.store, chunkcache.CacheOptions{ChunkBytes: 4 << 10}, fetchcache.KafkaOptions{})
 
 	type start struct {
 		name string
@@ -220,7 +221,7 @@ func TestFetchCold64Consumers(t *testing.T) {
 	cd, end := wideData(t, 8<<20, 1<<20)
 	want := cd.logBytes["wide-0"]
 	cb := newCountingBucket(cd.store)
-	fs := startFetch(t, cb, fetchcache.CacheOptions{ChunkBytes: chunk, MemoryBytes: memory, MaxInFlightBytes: inFlight,
+	fs := startFetch(t, cb, chunkcache.CacheOptions{ChunkBytes: chunk, MemoryBytes: memory, MaxInFlightBytes: inFlight,
 		MaxWait: 30 * time.Second}, fetchcache.KafkaOptions{})
 
 	runtime.GC()
@@ -320,7 +321,7 @@ func TestFetchOverloadThrottles(t *testing.T) {
 	const readers = 12
 	cd, end := wideData(t, 3<<20, 256<<10)
 	all := cd.logBytes["wide-0"]
-	co := fetchcache.CacheOptions{ChunkBytes: 64 << 10, MaxConcurrentGets: 1, MaxInFlightBytes: 64 << 10,
+	co := chunkcache.CacheOptions{ChunkBytes: 64 << 10, MaxConcurrentGets: 1, MaxInFlightBytes: 64 << 10,
 		MaxWait: 20 * time.Millisecond, RetryAfter: time.Second, ReadAheadChunks: -1}
 	// Distinct cold offsets, spread over the partition.
 	offsets := make([]int64, readers)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
 )
 
 // replayProgressEvery spaces the plain progress lines when stderr is not a
@@ -187,7 +188,7 @@ func runReplay(r *Runner, ctx context.Context, args []string) error {
 			return err
 		}
 		defer b.Close()
-		cb, err := fetchcache.NewCachingBucket(b, fetchcache.CacheOptions{MemoryBytes: replayCacheBytes})
+		cb, err := chunkcache.NewCachingBucket(b, chunkcache.CacheOptions{MemoryBytes: replayCacheBytes})
 		if err != nil {
 			return fmt.Errorf("chunk cache: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -29,7 +30,7 @@ type Fetch struct {
 	log    *slog.Logger
 	reg    *prometheus.Registry
 	bucket objstore.Bucket
-	cache  *fetchcache.CachingBucket
+	cache  *chunkcache.CachingBucket
 	server *fetchcache.Server
 }
 
@@ -62,7 +63,7 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	}
 	f.bucket = b
 	metered := objstore.WithMetrics(b, f.reg)
-	if f.cache, err = fetchcache.NewCachingBucket(metered, CacheOptions(cfg.Fetch, f.reg, f.log)); err != nil {
+	if f.cache, err = chunkcache.NewCachingBucket(metered, CacheOptions(cfg.Fetch, f.reg, f.log)); err != nil {
 		return nil, fmt.Errorf("fetch cache: %w", err)
 	}
 	cat, err := fetchcache.NewRemoteCatalog(f.cache, fetchcache.RemoteCatalogOptions{})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/app/producer"
 	"github.com/tiered/tiered/internal/x/ctxsleep"
@@ -85,7 +86,7 @@ type Serve struct {
 	lock    *dirLock
 	bucket  objstore.Bucket // metered
 	rawBkt  objstore.Bucket
-	cache   *fetchcache.CachingBucket
+	cache   *chunkcache.CachingBucket
 	remote  *fetchcache.RemoteCatalog
 	server  *fetchcache.Server
 	catalog *lateCatalog
@@ -169,7 +170,7 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 	if s.local, err = newLocalMetrics(s.reg); err != nil {
 		return nil, err
 	}
-	if s.cache, err = fetchcache.NewCachingBucket(s.bucket, CacheOptions(cfg.Fetch, s.reg, s.log)); err != nil {
+	if s.cache, err = chunkcache.NewCachingBucket(s.bucket, CacheOptions(cfg.Fetch, s.reg, s.log)); err != nil {
 		return nil, fmt.Errorf("fetch cache: %w", err)
 	}
 	if s.remote, err = fetchcache.NewRemoteCatalog(s.cache, fetchcache.RemoteCatalogOptions{Now: o.Now}); err != nil {
@@ -254,12 +255,12 @@ func ShownURL(raw string) string {
 
 // CacheOptions maps the fetch section of the configuration to the chunk
 // cache's options.
-func CacheOptions(f config.Fetch, reg prometheus.Registerer, log *slog.Logger) fetchcache.CacheOptions {
+func CacheOptions(f config.Fetch, reg prometheus.Registerer, log *slog.Logger) chunkcache.CacheOptions {
 	ra := f.ReadAheadChunks
 	if ra == 0 {
 		ra = -1 // config's 0 disables; the cache's 0 means its default
 	}
-	return fetchcache.CacheOptions{
+	return chunkcache.CacheOptions{
 		ChunkBytes:        int64(f.ChunkBytes),
 		MemoryBytes:       int64(f.CacheBytes),
 		CacheDir:          f.CacheDir,

@@ -1,4 +1,4 @@
-package fetchcache
+package chunkcache
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

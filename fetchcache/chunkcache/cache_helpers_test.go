@@ -1,4 +1,4 @@
-package fetchcache
+package chunkcache
 
 import (
 	"bytes"

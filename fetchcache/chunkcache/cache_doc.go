@@ -1,6 +1,9 @@
-// Package fetchcache owns tiered's fetch service: the chunk cache, gates
-// and read-ahead under the read path (this file documents them), the HTTP
-// API and the Kafka-protocol listener over it, the client and replay.
+// Package chunkcache owns the fetch service's caching bucket: an
+// objstore.BucketReader that serves range reads of immutable data objects
+// from aligned chunks held in a byte-bounded memory LRU and an optional disk
+// tier, shares one GET among concurrent misses (flights), loads runs of
+// consecutive chunks with one GET, and reads ahead for sequential readers,
+// all under the admission gates of fetchcache/gate.
 //
 // # Caching layer contract
 //
@@ -94,4 +97,4 @@
 //	tiered_fetch_gate_rejections_total{gate}
 //	tiered_fetch_gate_wait_seconds{gate}        histogram
 //	tiered_fetch_readahead_chunks_total{outcome} useful|wasted
-package fetchcache
+package chunkcache
