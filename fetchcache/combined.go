@@ -47,6 +47,11 @@ func (c *CombinedCatalog) Partition(ctx context.Context, topic string, partition
 	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, partition: partition}, nil
 }
 
+var (
+	_ SharedReader = (*CombinedPartition)(nil)
+	_ SharedReader = (*remotePartition)(nil)
+)
+
 // CombinedPartition is one partition of a CombinedCatalog.
 type CombinedPartition struct {
 	local     *LocalPartition
@@ -116,18 +121,20 @@ func (p *CombinedPartition) Offsets(ctx context.Context) (Offsets, error) {
 	return o, nil
 }
 
-// Read reads locally from the local log start on, and from the remote tier
-// below it (up to the remote log end; the next read continues locally).
-func (p *CombinedPartition) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
+// ReadView reads locally from the local log start on, and from the remote
+// tier below it (up to the remote log end; the next read continues
+// locally). Remote batches stay the cache's shared memory (SharedReader),
+// so serve's cold reads are not copied on their way to a response.
+func (p *CombinedPartition) ReadView(ctx context.Context, offset int64, maxBytes int) (View, error) {
 	lo, err := p.local.Offsets(ctx)
 	if err != nil {
-		return nil, err
+		return View{}, err
 	}
 	if offset >= lo.LogStart {
-		data, err := p.local.Read(ctx, offset, maxBytes)
+		v, err := ReadView(ctx, p.local, offset, maxBytes)
 		var oe *OffsetOutOfRangeError
 		if err == nil || !errors.As(err, &oe) || offset >= oe.LogStart {
-			return data, err
+			return v, err
 		}
 		// Local retention moved the log start past offset meanwhile: the
 		// remote tier has it now.
@@ -135,25 +142,34 @@ func (p *CombinedPartition) Read(ctx context.Context, offset int64, maxBytes int
 	}
 	rp, ro, ok, err := p.remoteOffsets(ctx, lo.LogStart)
 	if err != nil {
-		return nil, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
+		return View{}, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
 	}
 	if !ok || offset < ro.LogStart {
 		start := lo.LogStart
 		if ok {
 			start = ro.LogStart
 		}
-		return nil, &OffsetOutOfRangeError{Offset: offset, LogStart: start, LogEnd: lo.LogEnd}
+		return View{}, &OffsetOutOfRangeError{Offset: offset, LogStart: start, LogEnd: lo.LogEnd}
 	}
-	data, err := rp.Read(ctx, offset, maxBytes)
+	v, err := ReadView(ctx, rp, offset, maxBytes)
+	if err != nil {
+		return View{}, err
+	}
+	if v.Len == 0 && offset < lo.LogStart {
+		// The remote log ends at offset (a compacted gap up to the
+		// local start): continue locally.
+		return ReadView(ctx, p.local, lo.LogStart, maxBytes)
+	}
+	return v, nil
+}
+
+// Read is ReadView's batches as one slice.
+func (p *CombinedPartition) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
+	v, err := p.ReadView(ctx, offset, maxBytes)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) == 0 && offset < lo.LogStart {
-		// The remote log ends at offset (a compacted gap up to the
-		// local start): continue locally.
-		return p.local.Read(ctx, lo.LogStart, maxBytes)
-	}
-	return data, nil
+	return v.Bytes(), nil
 }
 
 // OffsetForTimestamp asks the remote tier first when it holds offsets below

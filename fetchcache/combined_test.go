@@ -1,10 +1,12 @@
-package fetchcache
+package fetchcache_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -13,14 +15,14 @@ import (
 
 // readAll reads p from offset to its log end through Read, the way the
 // serving layers page through a partition.
-func readPartition(t *testing.T, p Partition, from int64) []testRec {
+func readPartition(t *testing.T, p fetchcache.Partition, from int64) []fetchkit.Rec {
 	t.Helper()
 	ctx := context.Background()
 	o, err := p.Offsets(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []testRec
+	var out []fetchkit.Rec
 	var dec record.Decoder
 	for off := from; off < o.LogEnd; {
 		data, err := p.Read(ctx, off, 700)
@@ -61,11 +63,11 @@ func readPartition(t *testing.T, p Partition, from int64) []testRec {
 // offset and one stream of records; a topic without remote storage stays
 // local; a failing bucket leaves the local offsets served.
 func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
-	e := newTestEnv(t)
-	e.topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
-	e.topic("plain", 1, nil)
-	l := e.log("cold", 0)
-	first := e.produce(l, produceOpts{codec: codec.LZ4, per: 4}, genRecs(120, ts0, "a"))
+	e := fetchkit.NewEnv(t)
+	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
+	e.Topic("plain", 1, nil)
+	l := e.Log("cold", 0)
+	first := e.Produce(l, fetchkit.ProduceOpts{Codec: codec.LZ4, Per: 4}, fetchkit.GenRecs(120, ts0, "a"))
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +81,9 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 	if localStart != first[len(first)-1].Offset+1 {
 		t.Fatalf("local log start %d after deleting the uploaded segments", localStart)
 	}
-	second := e.produce(l, produceOpts{per: 3}, genRecs(30, ts0+5000, "b"))
-	pl := e.log("plain", 0)
-	plainRecs := e.produce(pl, produceOpts{}, genRecs(20, ts0, "p"))
+	second := e.Produce(l, fetchkit.ProduceOpts{Per: 3}, fetchkit.GenRecs(30, ts0+5000, "b"))
+	pl := e.Log("plain", 0)
+	plainRecs := e.Produce(pl, fetchkit.ProduceOpts{}, fetchkit.GenRecs(20, ts0, "p"))
 	if err := pl.Roll(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +91,11 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	remote, err := NewRemoteCatalog(mem, RemoteCatalogOptions{})
+	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := NewCombinedCatalog(e.dir, remote)
+	cat := fetchcache.NewCombinedCatalog(e.Dir, remote)
 	ctx := context.Background()
 	p, err := cat.Partition(ctx, "cold", 0)
 	if err != nil {
@@ -103,8 +105,8 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 	if err != nil || o.LogStart != 0 || o.LogEnd != second[len(second)-1].Offset+1 {
 		t.Fatalf("offsets %+v, %v; want the remote start 0 and the local end", o, err)
 	}
-	sameRecs(t, readPartition(t, p, 0), append(append([]testRec{}, first...), second...))
-	sameRecs(t, readPartition(t, p, 57), append(append([]testRec{}, first[57:]...), second...))
+	fetchkit.SameRecs(t, readPartition(t, p, 0), append(append([]fetchkit.Rec{}, first...), second...))
+	fetchkit.SameRecs(t, readPartition(t, p, 57), append(append([]fetchkit.Rec{}, first[57:]...), second...))
 
 	// Timestamps: the remote tier answers for old records, the local log
 	// for new ones.
@@ -114,13 +116,13 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 	if off, _, found, err := p.OffsetForTimestamp(ctx, ts0+5000); err != nil || !found || off != localStart {
 		t.Fatalf("offset for a local timestamp: %d %v %v, want %d", off, found, err, localStart)
 	}
-	segs, err := p.(SegmentLister).Segments(ctx)
+	segs, err := p.(fetchcache.SegmentLister).Segments(ctx)
 	if err != nil || len(segs) < 2 || segs[0].Tier != "remote" || segs[len(segs)-1].Tier != "local" {
 		t.Fatalf("segments %+v, %v", segs, err)
 	}
 
 	// Below the remote start: out of range with the combined start.
-	var oe *OffsetOutOfRangeError
+	var oe *fetchcache.OffsetOutOfRangeError
 	if _, err := p.Read(ctx, o.LogEnd+1, 100); !errors.As(err, &oe) {
 		t.Fatalf("read past the end: %v", err)
 	}
@@ -136,24 +138,24 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 	if _, err := pp.Read(ctx, 0, 100); !errors.As(err, &oe) || oe.LogStart != pl.LogStartOffset() {
 		t.Fatalf("read below a plain topic's start: %v", err)
 	}
-	if _, err := cat.Partition(ctx, "cold", 1); !errors.As(err, new(*UnknownTopicOrPartitionError)) {
+	if _, err := cat.Partition(ctx, "cold", 1); !errors.As(err, new(*fetchcache.UnknownTopicOrPartitionError)) {
 		t.Fatalf("unknown partition: %v", err)
 	}
 
 	// A bucket that fails: local offsets still served, remote reads fail.
 	broken := objstore.WithFaults(mem, objstore.FailMatching(func(objstore.Call) bool { return true }, errors.New("bucket down")))
-	bremote, err := NewRemoteCatalog(broken, RemoteCatalogOptions{})
+	bremote, err := fetchcache.NewRemoteCatalog(broken, fetchcache.RemoteCatalogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bp, err := NewCombinedCatalog(e.dir, bremote).Partition(ctx, "cold", 0)
+	bp, err := fetchcache.NewCombinedCatalog(e.Dir, bremote).Partition(ctx, "cold", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bo, err := bp.Offsets(ctx); err != nil || bo.LogStart != localStart {
 		t.Fatalf("offsets with the bucket down: %+v %v", bo, err)
 	}
-	sameRecs(t, readPartition(t, bp, localStart), second)
+	fetchkit.SameRecs(t, readPartition(t, bp, localStart), second)
 	if _, err := bp.Read(ctx, 0, 100); err == nil || errors.As(err, &oe) {
 		t.Fatalf("read of an uploaded offset with the bucket down: %v, want the bucket's error", err)
 	}

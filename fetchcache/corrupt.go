@@ -18,19 +18,19 @@ import (
 // Kafka CORRUPT_MESSAGE. The bytes are never served.
 const CodeCorruptMessage = "CORRUPT_MESSAGE"
 
-// isCorruptData reports errors that say stored data is corrupt, as opposed
+// IsCorruptData reports errors that say stored data is corrupt, as opposed
 // to the store being unreachable or slow: a retry of the same read cannot
 // help, and an operator must look at the object the error names.
-func isCorruptData(err error) bool {
+func IsCorruptData(err error) bool {
 	var coe *remotetier.CorruptObjectError
 	var cie *index.CorruptIndexError
 	var cme *manifest.CorruptManifestError
 	return record.IsCorrupt(err) || errors.As(err, &coe) || errors.As(err, &cie) || errors.As(err, &cme)
 }
 
-// newCorruptCounter makes tiered_fetch_corrupt_objects_total, registered
+// NewCorruptCounter makes tiered_fetch_corrupt_objects_total, registered
 // with reg (or reused from it) when reg is not nil.
-func newCorruptCounter(reg prometheus.Registerer) prometheus.Counter {
+func NewCorruptCounter(reg prometheus.Registerer) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tiered_fetch_corrupt_objects_total",
 		Help: "Reads (HTTP requests, Kafka partitions) refused because stored data failed its checksum or size check.",

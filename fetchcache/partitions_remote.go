@@ -281,6 +281,23 @@ func (p *remotePartition) Read(ctx context.Context, offset int64, maxBytes int) 
 	return res.Data, nil
 }
 
+// ReadView is Read as the cached chunk memory the batches lie in
+// (remotetier.RemoteLog.ReadView), for a response that writes them without
+// a copy (SharedReader).
+func (p *remotePartition) ReadView(ctx context.Context, offset int64, maxBytes int) (View, error) {
+	// As Read: past the manifest's end, re-read it first.
+	if offset > p.log.LogEndOffset() {
+		if err := p.refresh(ctx, 0); err != nil {
+			return View{}, err
+		}
+	}
+	v, err := p.log.ReadView(ctx, offset, maxBytes)
+	if err != nil {
+		return View{}, p.mapErr(err)
+	}
+	return View{Parts: v.Parts, Len: v.Len, Next: v.NextOffset}, nil
+}
+
 func (p *remotePartition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, int64, bool, error) {
 	off, t, found, err := p.log.OffsetForTimestamp(ctx, ts)
 	return off, t, found, p.mapErr(err)

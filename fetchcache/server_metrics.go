@@ -80,14 +80,28 @@ func NewServeMetrics(reg prometheus.Registerer) *ServeMetrics {
 		m.bytes.WithLabelValues(iface)
 		m.duration.WithLabelValues(iface)
 	}
-	m.corrupt = newCorruptCounter(reg)
+	m.corrupt = NewCorruptCounter(reg)
 	return m
 }
 
-func (m *ServeMetrics) observe(iface, code string, bytes int, seconds float64) {
+func (m *ServeMetrics) Observe(iface, code string, bytes int, seconds float64) {
 	m.requests.WithLabelValues(iface, code).Inc()
 	if bytes > 0 {
 		m.bytes.WithLabelValues(iface).Add(float64(bytes))
 	}
 	m.duration.WithLabelValues(iface).Observe(seconds)
+}
+
+// CountCorrupt counts a request that found corrupt stored data.
+func (m *ServeMetrics) CountCorrupt() { m.corrupt.Inc() }
+
+// Requests is the tiered_fetch_requests_total series of one interface and
+// result code.
+func (m *ServeMetrics) Requests(iface, code string) prometheus.Counter {
+	return m.requests.WithLabelValues(iface, code)
+}
+
+// Bytes is the tiered_fetch_bytes_total series of one interface.
+func (m *ServeMetrics) Bytes(iface string) prometheus.Counter {
+	return m.bytes.WithLabelValues(iface)
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
@@ -53,7 +55,7 @@ func httpFetch(t testing.TB, base, topic string, p int32, off int64) fetchStatus
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Accept", fetchcache.MediaRaw)
+	req.Header.Set("Accept", httpapi.MediaRaw)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +165,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 	flipByte(t, cd.srv.Client(), cd.bucket, segs[2].Index.Key, 5)
 	idxFirst, idxLast := segs[2].BaseOffset, segs[2].LastOffset
 
-	fs := startFetch(t, cd.store, chunkcache.CacheOptions{}, fetchcache.KafkaOptions{})
+	fs := startFetch(t, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr))
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/testkit/faultproxy"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/internal/testkit/testminio"
@@ -298,7 +299,7 @@ func TestFaultProxyReads(t *testing.T) {
 		}
 
 		// 2. The fetch service over the same faulty bucket.
-		fs := startFetch(t, pb, chunkcache.CacheOptions{}, fetchcache.KafkaOptions{})
+		fs := startFetch(t, pb, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
 		rc := newRawClient(fs.httpURL)
 		for p := int32(0); p < 2; p++ {
 			name := fmt.Sprintf("events-%d", p)
@@ -442,7 +443,7 @@ func TestReadsAcrossMinIORestart(t *testing.T) {
 	want, end := expectedBatches(t, logBytes)
 
 	// A small cache and read size, so the read keeps going to MinIO.
-	fs := startFetch(t, store, chunkcache.CacheOptions{MemoryBytes: 256 << 10, ChunkBytes: 64 << 10}, fetchcache.KafkaOptions{})
+	fs := startFetch(t, store, chunkcache.CacheOptions{MemoryBytes: 256 << 10, ChunkBytes: 64 << 10}, kafkasrv.KafkaOptions{})
 	rc := newRawClient(fs.httpURL)
 	defer rc.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)

@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/localtier/record"
 )
 
@@ -87,7 +87,7 @@ func BenchmarkFetch(b *testing.B) {
 		var gets, served float64
 		for b.Loop() {
 			b.StopTimer()
-			fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, fetchcache.KafkaOptions{})
+			fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
 			b.StartTimer()
 			read(b, fs)
 			b.StopTimer()
@@ -100,7 +100,7 @@ func BenchmarkFetch(b *testing.B) {
 	})
 
 	b.Run("service_warm", func(b *testing.B) {
-		fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, fetchcache.KafkaOptions{})
+		fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
 		read(b, fs)
 		gets := fs.counter(b, "tiered_fetch_store_gets_total")
 		b.SetBytes(total)
@@ -120,7 +120,7 @@ func BenchmarkFetch(b *testing.B) {
 // latency.
 func BenchmarkFetchKafkaLatency(b *testing.B) {
 	cd, end := wideData(b, 16<<20, 4<<20)
-	fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, fetchcache.KafkaOptions{})
+	fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
 	ctx := context.Background()
 	c := newRawClient(fs.httpURL)
 	if _, _, err := c.readAll(ctx, "wide", 0, 0, end, 4<<20, io.Discard); err != nil {
@@ -265,7 +265,7 @@ func BenchmarkKcat(b *testing.B) {
 	})
 
 	b.Run("tiered_warm", func(b *testing.B) {
-		fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, fetchcache.KafkaOptions{})
+		fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
 		run(b, fs.kafkaAddr) // warms the cache
 		checkEnd(b, fs.kafkaAddr)
 		gets := fs.counter(b, "tiered_fetch_store_gets_total")

@@ -21,6 +21,8 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
+	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier"
@@ -284,7 +286,7 @@ type fetchService struct {
 func (fs *fetchService) stop() { fs.stopOnce.Do(fs.stopFn) }
 
 // startFetch serves b until the test ends or stop is called.
-func startFetch(t testing.TB, b objstore.BucketReader, co chunkcache.CacheOptions, ko fetchcache.KafkaOptions) *fetchService {
+func startFetch(t testing.TB, b objstore.BucketReader, co chunkcache.CacheOptions, ko kafkasrv.KafkaOptions) *fetchService {
 	t.Helper()
 	fs := &fetchService{reg: prometheus.NewRegistry()}
 	co.Registerer = fs.reg
@@ -299,7 +301,7 @@ func startFetch(t testing.TB, b objstore.BucketReader, co chunkcache.CacheOption
 	if ko.MaxFetchWait == 0 {
 		ko.MaxFetchWait = 100 * time.Millisecond
 	}
-	srv, err := fetchcache.Listen(fetchcache.ServerOptions{Catalog: cat, HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0",
+	srv, err := server.Listen(server.ServerOptions{Catalog: cat, HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0",
 		Registerer: fs.reg, Gatherer: fs.reg, Kafka: ko})
 	if err != nil {
 		t.Fatal(err)

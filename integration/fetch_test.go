@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/compactor"
-	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
@@ -137,8 +137,8 @@ func TestFetchColdKcatAndFranzGo(t *testing.T) {
 	}
 	// Small chunks: reads cross chunk boundaries as well as segments. One
 	// service per client, so that each reads the bucket cold.
-	kcatSvc := startFetch(t, cd.store, chunkcache.CacheOptions{ChunkBytes: 4 << 10}, fetchcache.KafkaOptions{})
-	franzSvc := startFetch(t, cd.store, chunkcache.CacheOptions{ChunkBytes: 4 << 10}, fetchcache.KafkaOptions{})
+	kcatSvc := startFetch(t, cd.store, chunkcache.CacheOptions{ChunkBytes: 4 << 10}, kafkasrv.KafkaOptions{})
+	franzSvc := startFetch(t, cd.store, chunkcache.CacheOptions{ChunkBytes: 4 << 10}, kafkasrv.KafkaOptions{})
 
 	type start struct {
 		name string
@@ -222,7 +222,7 @@ func TestFetchCold64Consumers(t *testing.T) {
 	want := cd.logBytes["wide-0"]
 	cb := newCountingBucket(cd.store)
 	fs := startFetch(t, cb, chunkcache.CacheOptions{ChunkBytes: chunk, MemoryBytes: memory, MaxInFlightBytes: inFlight,
-		MaxWait: 30 * time.Second}, fetchcache.KafkaOptions{})
+		MaxWait: 30 * time.Second}, kafkasrv.KafkaOptions{})
 
 	runtime.GC()
 	base, _ := startLiveHeapSampler().finish()
@@ -335,7 +335,7 @@ func TestFetchOverloadThrottles(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		cb := newCountingBucket(cd.store)
 		cb.delay = getDelay
-		fs := startFetch(t, cb, co, fetchcache.KafkaOptions{})
+		fs := startFetch(t, cb, co, kafkasrv.KafkaOptions{})
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		ok, throttled := 0, 0
@@ -384,7 +384,7 @@ func TestFetchOverloadThrottles(t *testing.T) {
 	t.Run("kafka", func(t *testing.T) {
 		cb := newCountingBucket(cd.store)
 		cb.delay = getDelay
-		fs := startFetch(t, cb, co, fetchcache.KafkaOptions{})
+		fs := startFetch(t, cb, co, kafkasrv.KafkaOptions{})
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		ok, throttled := 0, 0

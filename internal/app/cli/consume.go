@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
@@ -459,9 +459,9 @@ func (s *fetchSource) get(ctx context.Context, pathQuery, accept string) (*http.
 			msg = e.Message
 		}
 		if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
-			start, _ := strconv.ParseInt(resp.Header.Get(fetchcache.HeaderLogStartOffset), 10, 64)
-			end, _ := strconv.ParseInt(resp.Header.Get(fetchcache.HeaderLogEndOffset), 10, 64)
-			if resp.Header.Get(fetchcache.HeaderLogStartOffset) == "" {
+			start, _ := strconv.ParseInt(resp.Header.Get(httpapi.HeaderLogStartOffset), 10, 64)
+			end, _ := strconv.ParseInt(resp.Header.Get(httpapi.HeaderLogEndOffset), 10, 64)
+			if resp.Header.Get(httpapi.HeaderLogStartOffset) == "" {
 				// The error answer carries no offsets: ask.
 				if rerr := s.refresh(ctx); rerr == nil {
 					start, end = s.start, s.end
@@ -491,14 +491,14 @@ func (s *fetchSource) refresh(ctx context.Context) error {
 }
 
 func (s *fetchSource) read(ctx context.Context, offset int64) ([]byte, error) {
-	resp, data, err := s.get(ctx, fmt.Sprintf("%s/records?offset=%d&max_bytes=%d", s.path, offset, consumeFetchBytes), fetchcache.MediaRaw)
+	resp, data, err := s.get(ctx, fmt.Sprintf("%s/records?offset=%d&max_bytes=%d", s.path, offset, consumeFetchBytes), httpapi.MediaRaw)
 	if err != nil {
 		return nil, err
 	}
-	if v, err := strconv.ParseInt(resp.Header.Get(fetchcache.HeaderLogStartOffset), 10, 64); err == nil {
+	if v, err := strconv.ParseInt(resp.Header.Get(httpapi.HeaderLogStartOffset), 10, 64); err == nil {
 		s.start = v
 	}
-	if v, err := strconv.ParseInt(resp.Header.Get(fetchcache.HeaderLogEndOffset), 10, 64); err == nil {
+	if v, err := strconv.ParseInt(resp.Header.Get(httpapi.HeaderLogEndOffset), 10, 64); err == nil {
 		s.end = v
 	}
 	return data, nil
@@ -509,7 +509,7 @@ func (s *fetchSource) bounds() (int64, int64) { return s.start, s.end }
 // offsetForTime asks for the records from ts and takes the first one's
 // offset.
 func (s *fetchSource) offsetForTime(ctx context.Context, ts int64) (int64, bool, error) {
-	_, data, err := s.get(ctx, fmt.Sprintf("%s/records?timestamp=%d&max_bytes=1", s.path, ts), fetchcache.MediaNDJSON)
+	_, data, err := s.get(ctx, fmt.Sprintf("%s/records?timestamp=%d&max_bytes=1", s.path, ts), httpapi.MediaNDJSON)
 	if err != nil {
 		return 0, false, err
 	}

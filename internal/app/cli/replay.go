@@ -16,6 +16,8 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/replay"
 )
 
 // replayProgressEvery spaces the plain progress lines when stderr is not a
@@ -118,7 +120,7 @@ func runReplay(r *Runner, ctx context.Context, args []string) error {
 	toS := fs.String("to", "", "")
 	rateS := fs.String("rate", "0", "")
 	out := fs.String("out", "", "")
-	format := fs.String("format", string(fetchcache.ReplayJSONL), "")
+	format := fs.String("format", string(replay.ReplayJSONL), "")
 	cpPath := fs.String("checkpoint", "", "")
 	resume := fs.Bool("resume", false, "")
 	if err := parseNoArgs(fs, args); err != nil {
@@ -157,8 +159,8 @@ func runReplay(r *Runner, ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("--rate: %v", err)
 	}
-	f := fetchcache.ReplayFormat(*format)
-	if f != fetchcache.ReplayJSONL && f != fetchcache.ReplayRaw {
+	f := replay.ReplayFormat(*format)
+	if f != replay.ReplayJSONL && f != replay.ReplayRaw {
 		return usagef("--format %q: want jsonl or raw", *format)
 	}
 	if set["out"] && *out == "" {
@@ -168,7 +170,7 @@ func runReplay(r *Runner, ctx context.Context, args []string) error {
 		return usagef("--resume with output to stdout needs --checkpoint FILE (the checkpoint the interrupted run wrote)")
 	}
 
-	o := fetchcache.ReplayOptions{Topic: *topic, Partition: fetchcache.ReplayAllPartitions, From: from, To: to, Rate: rate,
+	o := replay.ReplayOptions{Topic: *topic, Partition: replay.ReplayAllPartitions, From: from, To: to, Rate: rate,
 		Format: f, OutPath: *out, Stdout: r.Stdout, CheckpointPath: *cpPath, Resume: *resume}
 	if set["partition"] {
 		o.Partition = int32(*partition)
@@ -177,7 +179,7 @@ func runReplay(r *Runner, ctx context.Context, args []string) error {
 	if set["fetch"] {
 		hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		defer hc.CloseIdleConnections()
-		c, err := fetchcache.NewClient(*fetchURL, hc)
+		c, err := httpapi.NewClient(*fetchURL, hc)
 		if err != nil {
 			return usagef("--fetch: %v", err)
 		}
@@ -197,27 +199,27 @@ func runReplay(r *Runner, ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		o.Source, where = fetchcache.NewCatalogReplaySource(cat), shownURL(*bucketURL)
+		o.Source, where = replay.NewCatalogReplaySource(cat), shownURL(*bucketURL)
 	}
 
 	prog := newReplayProgress(r.Stderr, *topic, r.now)
 	o.Progress = prog.update
 	start := r.now()
-	cp, err := fetchcache.Replay(ctx, o)
+	cp, err := replay.Replay(ctx, o)
 	prog.finish()
 	checkpointFile := *cpPath
 	if checkpointFile == "" && *out != "" {
-		checkpointFile = *out + fetchcache.ReplayCheckpointSuffix
+		checkpointFile = *out + replay.ReplayCheckpointSuffix
 	}
 	switch {
-	case errors.Is(err, fetchcache.ErrReplayInterrupted):
+	case errors.Is(err, replay.ErrReplayInterrupted):
 		if checkpointFile == "" {
 			fmt.Fprintf(r.Stderr, "tiered replay: interrupted after %d records (no checkpoint: give --out or --checkpoint to be able to resume)\n", cp.Records)
 		} else {
 			fmt.Fprintf(r.Stderr, "tiered replay: interrupted after %d records; checkpoint %s; run the same command with --resume to continue\n", cp.Records, checkpointFile)
 		}
 		return nil
-	case errors.Is(err, fetchcache.ErrNoReplayCheckpoint):
+	case errors.Is(err, replay.ErrNoReplayCheckpoint):
 		return fmt.Errorf("%w: nothing to resume (run without --resume to start the replay)", err)
 	case err != nil:
 		if cp == nil && ctx.Err() != nil {
@@ -257,7 +259,7 @@ type replayProgress struct {
 	started   time.Time
 	lastLine  time.Time
 	lastDesc  time.Time
-	last      fetchcache.ReplayProgress
+	last      replay.ReplayProgress
 	haveFirst bool
 }
 
@@ -269,7 +271,7 @@ func newReplayProgress(w io.Writer, topic string, now func() time.Time) *replayP
 	return p
 }
 
-func (p *replayProgress) update(s fetchcache.ReplayProgress) {
+func (p *replayProgress) update(s replay.ReplayProgress) {
 	now := p.now()
 	if !p.haveFirst {
 		p.haveFirst, p.started, p.lastLine = true, now, now
@@ -301,7 +303,7 @@ func (p *replayProgress) update(s fetchcache.ReplayProgress) {
 }
 
 // line is a plain progress line: offsets done, records, bytes, rate, ETA.
-func (p *replayProgress) line(s fetchcache.ReplayProgress, now time.Time) string {
+func (p *replayProgress) line(s replay.ReplayProgress, now time.Time) string {
 	pct := 100.0
 	if s.OffsetsTotal > 0 {
 		pct = 100 * float64(s.OffsetsDone) / float64(s.OffsetsTotal)

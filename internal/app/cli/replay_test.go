@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
@@ -144,7 +145,7 @@ func serveFetch(t *testing.T, bucketURL string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fetchcache.Listen(fetchcache.ServerOptions{Catalog: cat, HTTPAddr: "127.0.0.1:0"})
+	srv, err := server.Listen(server.ServerOptions{Catalog: cat, HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -31,7 +33,7 @@ type Fetch struct {
 	reg    *prometheus.Registry
 	bucket objstore.Bucket
 	cache  *chunkcache.CachingBucket
-	server *fetchcache.Server
+	server *server.Server
 }
 
 // NewFetch opens and checks the bucket, opens the cache (the disk tier's
@@ -47,7 +49,7 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 		o.Registry = NewRegistry()
 	}
 	cfg := o.Config
-	security, err := fetchcache.NewSecurity(cfg.HTTP.TLS, cfg.Kafka.TLS, cfg.Auth)
+	security, err := auth.NewSecurity(cfg.HTTP.TLS, cfg.Kafka.TLS, cfg.Auth)
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %w", err)
 	}
@@ -70,7 +72,7 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.server, err = fetchcache.Listen(fetchcache.ServerOptions{
+	if f.server, err = server.Listen(server.ServerOptions{
 		Catalog:         cat,
 		HTTPAddr:        cfg.HTTP.Addr,
 		KafkaAddr:       cfg.Kafka.Addr,

@@ -17,7 +17,10 @@ import (
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/app/producer"
 	"github.com/tiered/tiered/internal/x/ctxsleep"
@@ -88,7 +91,7 @@ type Serve struct {
 	rawBkt  objstore.Bucket
 	cache   *chunkcache.CachingBucket
 	remote  *fetchcache.RemoteCatalog
-	server  *fetchcache.Server
+	server  *server.Server
 	catalog *lateCatalog
 	local   *localMetrics
 
@@ -133,7 +136,7 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	security, err := fetchcache.NewSecurity(cfg.HTTP.TLS, cfg.Kafka.TLS, cfg.Auth)
+	security, err := auth.NewSecurity(cfg.HTTP.TLS, cfg.Kafka.TLS, cfg.Auth)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
@@ -177,7 +180,7 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 		return nil, err
 	}
 	s.catalog = &lateCatalog{ready: s.readyCh, wait: o.ReadyWait, state: s.notReady}
-	srv, err := fetchcache.Listen(fetchcache.ServerOptions{
+	srv, err := server.Listen(server.ServerOptions{
 		Catalog:         s.catalog,
 		HTTPAddr:        cfg.HTTP.Addr,
 		KafkaAddr:       cfg.Kafka.Addr,
@@ -186,7 +189,7 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 		Gatherer:        s.reg,
 		Logger:          s.log,
 		Ready:           func(context.Context) error { return s.notReady() },
-		HTTP:            fetchcache.HTTPOptions{Routes: s.routes},
+		HTTP:            httpapi.HTTPOptions{Routes: s.routes},
 		Security:        security,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	})

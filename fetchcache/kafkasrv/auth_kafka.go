@@ -1,0 +1,175 @@
+package kafkasrv
+
+import (
+	"errors"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// SASL API keys and the versions served when SASL/PLAIN is configured.
+const (
+	saslHandshakeKey    int16 = 17
+	saslAuthenticateKey int16 = 36
+)
+
+var saslAPIVersions = []kmsg.ApiVersionsResponseApiKey{
+	{ApiKey: saslHandshakeKey, MinVersion: 0, MaxVersion: 1},
+	{ApiKey: saslAuthenticateKey, MinVersion: 0, MaxVersion: 2},
+}
+
+// MechanismPLAIN is the only SASL mechanism served.
+const MechanismPLAIN = "PLAIN"
+
+// Kafka's messages for failed SASL/PLAIN logins (PlainSaslServer).
+const (
+	saslBadCredentials = "Authentication failed: Invalid username or password"
+	saslBadMessage     = "Authentication failed: malformed SASL/PLAIN message"
+	saslAuthzMismatch  = "Authentication failed: Client requested an authorization id that is different from username"
+)
+
+// errSASLState is a request the connection's authentication state does not
+// allow (a non-SASL request before authenticating, SASL out of order); the
+// connection is closed.
+var errSASLState = errors.New("illegal SASL state")
+
+// errSASLFailed is a failed SASL/PLAIN login; the connection is closed.
+var errSASLFailed = errors.New("SASL authentication failed")
+
+// saslState is a connection's progress through SASL.
+type saslState struct {
+	mechanism bool  // a SaslHandshake chose PLAIN
+	version   int16 // of that SaslHandshake: v0 sends the token as a raw frame
+	done      bool  // authenticated through SASL
+}
+
+// preAuthAPI reports whether a request may come before authentication.
+func preAuthAPI(key int16) bool {
+	return key == apiVersionsKey || key == saslHandshakeKey || key == saslAuthenticateKey
+}
+
+// authenticated reports whether kc may make requests other than
+// ApiVersions and SASL ones.
+func (kc *kafkaConn) authenticated() bool {
+	return !kc.s.o.Auth.SASLRequired() || kc.sasl.done || !kc.principal.Anonymous()
+}
+
+// remote is the client's address for logs.
+func (kc *kafkaConn) remote() string {
+	if kc == nil || kc.c == nil {
+		return ""
+	}
+	return kc.c.RemoteAddr().String()
+}
+
+// principalOf is kc's principal; anonymous without a connection.
+func (kc *kafkaConn) principalOf() auth.Principal {
+	if kc == nil {
+		return auth.Principal{}
+	}
+	return kc.principal
+}
+
+// allowed reports whether the connection's principal may read topic and
+// logs a denial.
+func (s *KafkaServer) allowed(kc *kafkaConn, topic string) bool {
+	p := kc.principalOf()
+	if s.o.Auth.Allowed(p, topic) {
+		return true
+	}
+	s.o.Auth.LogDenied(s.log, fetchcache.InterfaceKafka, p, topic, kc.remote())
+	return false
+}
+
+// saslHandshake answers SaslHandshake: PLAIN is accepted once per
+// connection; another mechanism gets UNSUPPORTED_SASL_MECHANISM and a
+// repeated handshake ILLEGAL_SASL_STATE, and both close the connection
+// after the response, as Kafka does.
+func (s *KafkaServer) saslHandshake(kc *kafkaConn, q *kmsg.SASLHandshakeRequest) (kmsg.Response, string) {
+	r := kmsg.NewPtrSASLHandshakeResponse()
+	r.Version = q.Version
+	r.SupportedMechanisms = []string{MechanismPLAIN}
+	switch {
+	case kc == nil:
+		r.ErrorCode = kerr.IllegalSaslState.Code
+		return r, fetchcache.CodeIllegalSASLState
+	case kc.sasl.mechanism || kc.sasl.done:
+		r.ErrorCode = kerr.IllegalSaslState.Code
+		kc.closeAfter = true
+		s.log.Warn("kafka SASL handshake repeated, closing connection", "remote", kc.remote())
+		return r, fetchcache.CodeIllegalSASLState
+	case q.Mechanism != MechanismPLAIN:
+		r.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		kc.closeAfter = true
+		s.o.Auth.LogAuthFailure(s.log, fetchcache.InterfaceKafka, q.Mechanism, "", kc.remote(), "unsupported SASL mechanism")
+		return r, fetchcache.CodeUnsupportedSASLMechanism
+	}
+	kc.sasl.mechanism, kc.sasl.version = true, q.Version
+	return r, fetchcache.CodeOK
+}
+
+// saslAuthenticate answers SaslAuthenticate after a v1 handshake. A failed
+// login answers SASL_AUTHENTICATION_FAILED and closes the connection.
+func (s *KafkaServer) saslAuthenticate(kc *kafkaConn, q *kmsg.SASLAuthenticateRequest) (kmsg.Response, string) {
+	r := kmsg.NewPtrSASLAuthenticateResponse()
+	r.Version = q.Version
+	r.SASLAuthBytes = []byte{}
+	if kc == nil || !kc.sasl.mechanism || kc.sasl.version < 1 || kc.sasl.done {
+		r.ErrorCode = kerr.IllegalSaslState.Code
+		msg := "SaslAuthenticate needs a SaslHandshake v1 for PLAIN first, once per connection"
+		r.ErrorMessage = &msg
+		if kc != nil {
+			kc.closeAfter = true
+			s.log.Warn("kafka SaslAuthenticate out of order, closing connection", "remote", kc.remote())
+		}
+		return r, fetchcache.CodeIllegalSASLState
+	}
+	if msg, ok := s.login(kc, q.SASLAuthBytes); !ok {
+		r.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		r.ErrorMessage = &msg
+		kc.closeAfter = true
+		return r, fetchcache.CodeSASLAuthenticationFailed
+	}
+	return r, fetchcache.CodeOK
+}
+
+// rawSASL handles the token frame that follows a SaslHandshake v0: success
+// answers an empty token frame; failure closes the connection without a
+// response, as Kafka does for v0 clients.
+func (s *KafkaServer) rawSASL(kc *kafkaConn, frame []byte) ([]byte, string, error) {
+	if _, ok := s.login(kc, frame); !ok {
+		return nil, fetchcache.CodeSASLAuthenticationFailed, errSASLFailed
+	}
+	return []byte{0, 0, 0, 0}, fetchcache.CodeOK, nil
+}
+
+// login checks a SASL/PLAIN message and, when good, makes its user the
+// connection's principal. On failure it logs (never the password) and
+// returns the message for the client.
+func (s *KafkaServer) login(kc *kafkaConn, msg []byte) (string, bool) {
+	kc.sasl.mechanism = false
+	user, pass, err := auth.ParsePlain(msg)
+	if err != nil {
+		reason, out := "malformed PLAIN message", saslBadMessage
+		if errors.Is(err, auth.ErrAuthzMismatch) {
+			reason, out = "authorization id differs from username", saslAuthzMismatch
+		}
+		s.o.Auth.LogAuthFailure(s.log, fetchcache.InterfaceKafka, MechanismPLAIN, "", kc.remote(), reason)
+		return out, false
+	}
+	p, ok := s.o.Auth.AuthenticatePlain(user, pass)
+	if !ok {
+		// Log the username only when it is one: an unknown "username" may
+		// be a password typed in the wrong field.
+		logged := ""
+		if s.o.Auth.KnownUser(user) {
+			logged = user
+		}
+		s.o.Auth.LogAuthFailure(s.log, fetchcache.InterfaceKafka, MechanismPLAIN, logged, kc.remote(), "invalid username or password")
+		return saslBadCredentials, false
+	}
+	kc.principal, kc.sasl.done = p, true
+	return "", true
+}

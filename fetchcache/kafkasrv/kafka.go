@@ -1,0 +1,507 @@
+package kafkasrv
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults of KafkaOptions.
+const (
+	// DefaultKafkaMaxRequestBytes caps one request frame (Kafka's
+	// socket.request.max.bytes, which is 100 MiB there). The service only
+	// reads, so requests are small; and kmsg may allocate decoded structs
+	// worth a few dozen times the frame size, so the cap is what bounds the
+	// memory a hostile frame can cost.
+	DefaultKafkaMaxRequestBytes = 1 << 20
+	// DefaultKafkaFetchMaxBytes caps one Fetch response (Kafka's
+	// fetch.max.bytes default, 55 MiB).
+	DefaultKafkaFetchMaxBytes = 55 << 20
+	// DefaultKafkaMaxFetchWait bounds how long a Fetch at the log end waits
+	// for new data, whatever max_wait_ms asks.
+	DefaultKafkaMaxFetchWait = 5 * time.Second
+	// DefaultKafkaFetchPoll is how often a waiting Fetch rechecks offsets.
+	DefaultKafkaFetchPoll = 50 * time.Millisecond
+	// DefaultKafkaMaxConnections bounds open client connections; more are
+	// closed on accept.
+	DefaultKafkaMaxConnections = 4096
+	// DefaultKafkaWriteTimeout bounds writing one response.
+	DefaultKafkaWriteTimeout = 30 * time.Second
+	// DefaultKafkaShutdownTimeout bounds the wait for in-flight requests
+	// when Serve's context ends; connections still busy then are closed.
+	DefaultKafkaShutdownTimeout = 10 * time.Second
+	// DefaultKafkaHandshakeTimeout bounds a connection's TLS handshake.
+	DefaultKafkaHandshakeTimeout = 10 * time.Second
+	// DefaultKafkaClusterID is the cluster id Metadata reports.
+	DefaultKafkaClusterID = "tiered"
+)
+
+// KafkaOptions configures NewKafkaServer. Zero fields take the defaults.
+type KafkaOptions struct {
+	Catalog fetchcache.Catalog // required
+	// Metrics receives the request series (interface "kafka"); nil makes
+	// an unregistered set.
+	Metrics *fetchcache.ServeMetrics
+	Logger  *slog.Logger
+	// AdvertisedAddr is the host:port Metadata names as the only broker
+	// (--advertised-addr). Empty means the address each connection
+	// reached, so clients connect back the way they came in.
+	AdvertisedAddr string
+	NodeID         int32
+	ClusterID      string
+
+	MaxRequestBytes   int
+	FetchMaxBytes     int
+	MaxFetchWait      time.Duration
+	FetchPollInterval time.Duration
+	MaxConnections    int
+	WriteTimeout      time.Duration
+	ShutdownTimeout   time.Duration
+	HandshakeTimeout  time.Duration
+
+	// TLS, when set, serves the listener over TLS (auth.NewServerTLSConfig);
+	// with RequireAndVerifyClientCert the certificate's common name is the
+	// connection's principal.
+	TLS *tls.Config
+	// Auth requires SASL/PLAIN when it has users (SaslHandshake v0-1 and
+	// SaslAuthenticate v0-2 are then advertised, and a connection may send
+	// only ApiVersions and SASL requests until it authenticates) and
+	// filters topics by principal; nil serves everyone everything.
+	Auth *auth.Authorizer
+}
+
+// KafkaServer answers the Kafka protocol subset consumers need to read
+// assigned partitions (ApiVersions, Metadata, ListOffsets, Fetch), refuses
+// Produce per partition, and answers every other API with
+// UNSUPPORTED_VERSION. It is the only broker and the leader of every
+// partition of its catalog. Requests on one connection are answered in
+// order, one at a time, as a Kafka broker does.
+type KafkaServer struct {
+	o       KafkaOptions
+	m       *fetchcache.ServeMetrics
+	log     *slog.Logger
+	apiKeys []kmsg.ApiVersionsResponseApiKey // KafkaAPIVersions, plus SASL when configured
+	advert  struct {
+		host string
+		port int32
+		set  bool
+	}
+}
+
+// NewKafkaServer validates o and returns a server; Serve runs it.
+func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
+	if o.Catalog == nil {
+		return nil, errors.New("kafka server: no catalog")
+	}
+	s := &KafkaServer{o: o, m: o.Metrics, log: o.Logger, apiKeys: KafkaAPIVersions}
+	s.o.Catalog = fetchcache.ValidatingCatalog{o.Catalog}
+	if o.Auth.SASLRequired() {
+		s.apiKeys = append(slices.Clone(KafkaAPIVersions), saslAPIVersions...)
+	}
+	if s.m == nil {
+		s.m = fetchcache.NewServeMetrics(nil)
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&s.o.MaxRequestBytes, DefaultKafkaMaxRequestBytes)
+	def(&s.o.FetchMaxBytes, DefaultKafkaFetchMaxBytes)
+	def(&s.o.MaxConnections, DefaultKafkaMaxConnections)
+	defDur(&s.o.MaxFetchWait, DefaultKafkaMaxFetchWait)
+	defDur(&s.o.FetchPollInterval, DefaultKafkaFetchPoll)
+	defDur(&s.o.WriteTimeout, DefaultKafkaWriteTimeout)
+	defDur(&s.o.ShutdownTimeout, DefaultKafkaShutdownTimeout)
+	defDur(&s.o.HandshakeTimeout, DefaultKafkaHandshakeTimeout)
+	if s.o.ClusterID == "" {
+		s.o.ClusterID = DefaultKafkaClusterID
+	}
+	if s.o.NodeID < 0 {
+		return nil, fmt.Errorf("kafka server: node id %d is negative", s.o.NodeID)
+	}
+	if o.AdvertisedAddr != "" {
+		host, port, err := splitHostPort(o.AdvertisedAddr)
+		if err != nil {
+			return nil, fmt.Errorf("kafka server: advertised address: %w", err)
+		}
+		s.advert.host, s.advert.port, s.advert.set = host, port, true
+	}
+	return s, nil
+}
+
+func splitHostPort(addr string) (string, int32, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil || port == 0 {
+		return "", 0, fmt.Errorf("%q: port %q is not in 1-65535", addr, ps)
+	}
+	if host == "" {
+		return "", 0, fmt.Errorf("%q: no host", addr)
+	}
+	return host, int32(port), nil
+}
+
+// Serve accepts connections on ln until ctx ends, then shuts down
+// gracefully: it stops accepting, lets every in-flight request finish (a
+// Fetch waiting for data answers at once), closes the connections, and
+// returns once they are gone or ShutdownTimeout passed (then the remaining
+// connections are closed hard). It closes ln. The error is nil after a
+// shutdown through ctx. With KafkaOptions.TLS, ln is a plain TCP listener
+// that Serve wraps.
+func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
+	if s.o.TLS != nil {
+		ln = tls.NewListener(ln, s.o.TLS)
+	}
+	stopping := make(chan struct{})
+	// reqCtx ends only when the graceful part of a shutdown is over, so
+	// in-flight reads finish but cannot hold Serve past ShutdownTimeout.
+	reqCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	var (
+		mu    sync.Mutex
+		conns = map[*kafkaConn]struct{}{}
+		wg    sync.WaitGroup
+	)
+	acceptDone := make(chan error, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				select {
+				case <-stopping:
+					acceptDone <- nil
+				default:
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						continue
+					}
+					acceptDone <- fmt.Errorf("kafka listener accept: %w", err)
+				}
+				return
+			}
+			kc := &kafkaConn{s: s, c: c, ctx: reqCtx, stopping: stopping}
+			mu.Lock()
+			full := len(conns) >= s.o.MaxConnections
+			if !full {
+				conns[kc] = struct{}{}
+				wg.Add(1)
+			}
+			mu.Unlock()
+			if full {
+				s.log.Warn("kafka connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.o.MaxConnections)
+				_ = c.Close()
+				continue
+			}
+			go func() {
+				defer wg.Done()
+				kc.serve()
+				mu.Lock()
+				delete(conns, kc)
+				mu.Unlock()
+			}()
+		}
+	}()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-acceptDone:
+	}
+	close(stopping)
+	_ = ln.Close()
+	if err == nil {
+		err = <-acceptDone
+	}
+	// Wake connections blocked reading a request; one in a request
+	// finishes it, writes the response and then stops.
+	mu.Lock()
+	for kc := range conns {
+		kc.wakeRead()
+	}
+	mu.Unlock()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.o.ShutdownTimeout):
+		hardStop()
+		mu.Lock()
+		for kc := range conns {
+			_ = kc.c.Close()
+		}
+		mu.Unlock()
+		<-done
+	}
+	return err
+}
+
+// kafkaConn is one client connection.
+type kafkaConn struct {
+	s        *KafkaServer
+	c        net.Conn
+	ctx      context.Context // request context: ends at a hard stop
+	stopping <-chan struct{} // closed when a graceful shutdown begins
+	mu       sync.Mutex
+	busy     bool // handling a request; do not interrupt its read deadline
+
+	// Authentication state, used by the connection's goroutine only.
+	principal  auth.Principal // anonymous until a certificate or SASL says otherwise
+	sasl       saslState
+	closeAfter bool // close once the current response is written
+}
+
+func (kc *kafkaConn) wakeRead() {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if !kc.busy {
+		_ = kc.c.SetReadDeadline(time.Now())
+	}
+}
+
+func (kc *kafkaConn) setBusy(b bool) bool {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	kc.busy = b
+	select {
+	case <-kc.stopping:
+		return false
+	default:
+		return true
+	}
+}
+
+func (kc *kafkaConn) serve() {
+	defer kc.c.Close()
+	if tc, ok := kc.c.(*tls.Conn); ok && !kc.handshake(tc) {
+		return
+	}
+	br := bufio.NewReaderSize(kc.c, 16<<10)
+	var buf []byte
+	for {
+		if !kc.setBusy(false) {
+			return
+		}
+		frame, err := readFrame(br, buf[:0], kc.s.o.MaxRequestBytes)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errFrameTooLarge) && !isTimeout(err) {
+				kc.s.log.Debug("kafka connection read failed", "remote", kc.c.RemoteAddr().String(), "err", err)
+			}
+			if errors.Is(err, errFrameTooLarge) {
+				kc.s.log.Warn("kafka request refused", "remote", kc.c.RemoteAddr().String(), "err", err)
+				kc.s.m.Observe(fetchcache.InterfaceKafka, fetchcache.CodeInvalidRequest, 0, 0)
+			}
+			return
+		}
+		buf = frame
+		if cap(buf) > 64<<10 {
+			buf = nil // do not keep a large request buffer per idle connection
+		}
+		kc.setBusy(true)
+		start := time.Now()
+		var (
+			resp []byte
+			code string
+		)
+		if kc.sasl.mechanism && kc.sasl.version == 0 {
+			resp, code, err = kc.s.rawSASL(kc, frame)
+		} else {
+			resp, code, err = kc.s.handle(kc, frame)
+		}
+		if err != nil {
+			if code == "" {
+				code = fetchcache.CodeInvalidRequest
+			}
+			kc.s.m.Observe(fetchcache.InterfaceKafka, code, 0, time.Since(start).Seconds())
+			kc.s.log.Warn("kafka request refused, closing connection", "remote", kc.c.RemoteAddr().String(), "err", err)
+			return
+		}
+		if resp != nil {
+			_ = kc.c.SetWriteDeadline(time.Now().Add(kc.s.o.WriteTimeout))
+			if _, err := kc.c.Write(resp); err != nil {
+				kc.s.m.Observe(fetchcache.InterfaceKafka, code, 0, time.Since(start).Seconds())
+				return
+			}
+		}
+		kc.s.m.Observe(fetchcache.InterfaceKafka, code, len(resp), time.Since(start).Seconds())
+		if kc.closeAfter {
+			return
+		}
+	}
+}
+
+// handshake completes a TLS connection's handshake within HandshakeTimeout
+// and takes a verified client certificate's principal.
+func (kc *kafkaConn) handshake(tc *tls.Conn) bool {
+	select {
+	case <-kc.stopping:
+		return false
+	default:
+	}
+	_ = tc.SetDeadline(time.Now().Add(kc.s.o.HandshakeTimeout))
+	if err := tc.HandshakeContext(kc.ctx); err != nil {
+		kc.s.log.Debug("kafka TLS handshake failed", "remote", kc.remote(), "err", err)
+		return false
+	}
+	_ = tc.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	if p, ok := auth.CertPrincipal(&st); ok {
+		kc.principal = p
+	}
+	return true
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+var errFrameTooLarge = errors.New("request frame too large")
+
+// readFrame reads one size-prefixed request into buf (reused if large
+// enough). The buffer grows with the bytes actually received, never to a
+// declared size up front, so a hostile size costs nothing until the bytes
+// arrive; sizes above max are refused before reading the body.
+func readFrame(r io.Reader, buf []byte, maxBytes int) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(hdr[:]))
+	if n < 0 || int64(n) > int64(maxBytes) {
+		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errFrameTooLarge, n, maxBytes)
+	}
+	const step = 64 << 10
+	buf = buf[:0]
+	for len(buf) < int(n) {
+		chunk := min(int(n)-len(buf), step)
+		buf = slices.Grow(buf, chunk)
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// requestHeader is a parsed Kafka request header (v1 or v2).
+type requestHeader struct {
+	key, version  int16
+	correlationID int32
+	clientID      *string
+}
+
+// errMalformed reports a request that cannot be parsed; the connection is
+// closed, as Kafka does.
+var errMalformed = errors.New("malformed request")
+
+// decodeRequest parses a request frame (without its size prefix): the
+// header, then the body with kmsg. It returns the header and the decoded
+// request; req is nil when the API key is unknown to kmsg or the version is
+// beyond what kmsg can decode (the caller closes the connection, except for
+// ApiVersions, which it answers the KIP-511 way). The header is parsed even
+// then, so the correlation id is known.
+func decodeRequest(frame []byte) (requestHeader, kmsg.Request, error) {
+	var h requestHeader
+	if len(frame) < 8 {
+		return h, nil, fmt.Errorf("%w: frame of %d bytes is shorter than a request header", errMalformed, len(frame))
+	}
+	h.key = int16(binary.BigEndian.Uint16(frame[0:]))
+	h.version = int16(binary.BigEndian.Uint16(frame[2:]))
+	h.correlationID = int32(binary.BigEndian.Uint32(frame[4:]))
+	req := kmsg.RequestForKey(h.key)
+	if req == nil || h.version < 0 || h.version > req.MaxVersion() {
+		return h, nil, nil
+	}
+	rest := frame[8:]
+	if len(rest) < 2 {
+		return h, nil, fmt.Errorf("%w: no client id", errMalformed)
+	}
+	idLen := int16(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if idLen >= 0 {
+		if int(idLen) > len(rest) {
+			return h, nil, fmt.Errorf("%w: client id of %d bytes runs past the frame", errMalformed, idLen)
+		}
+		id := string(rest[:idLen])
+		h.clientID = &id
+		rest = rest[idLen:]
+	}
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return h, nil, fmt.Errorf("%w: header tags: %v", errMalformed, err)
+		}
+	}
+	if err := req.ReadFrom(rest); err != nil {
+		return h, nil, fmt.Errorf("%w: %s v%d body: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	return h, req, nil
+}
+
+// skipTags skips a tagged-field section (uvarint count, then per field a
+// uvarint tag, a uvarint size and the bytes).
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, errors.New("bad tag count")
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		if _, k = binary.Uvarint(b); k <= 0 {
+			return nil, errors.New("bad tag")
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, errors.New("bad tag size")
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
+
+// appendResponse frames a response: size, correlation id, the header's
+// tag section when the response is flexible (never for ApiVersions, whose
+// response header is always v0), body.
+func appendResponse(dst []byte, correlationID int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(correlationID))
+	if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}

@@ -1,0 +1,798 @@
+package replay
+
+// Replay: read an offset range of a topic at a bounded rate, with a
+// checkpoint to resume from.
+//
+// The range of each partition is [offset for From, offset for To), both by
+// Kafka's ListOffsets rule: the first offset whose record timestamp is >=
+// the time, or the log end when every record is older. fetchcache.Offsets are fixed
+// when the job starts and kept in the checkpoint, so a resumed job reads the
+// same range even after the log has grown. Partitions are read one after
+// the other, ascending, each in offset order.
+//
+// Output. JSON lines (ReplayJSONL): one line per data record with an offset
+// in the range, in consume's shape; records of the first and last batch
+// outside the range are left out; control records are never written. Raw
+// (ReplayRaw): every batch that overlaps the range, whole and unmodified
+// (CRC intact), control batches included — so the first and last batch may
+// hold records outside the range; filter by offset if that matters. Raw
+// batches do not say which partition they come from, so raw output is
+// limited to one partition.
+//
+// Rate. Rate bounds the record-batch bytes of the range delivered per
+// second (every batch overlapping the range counts whole, control batches
+// included, whatever the output format): a token bucket
+// (golang.org/x/time/rate) with a burst of one fetch, started empty so the
+// long-run average is the rate. The wait comes before a batch is written.
+//
+// Checkpoint and resume. Output is buffered; at least every FlushBytes or
+// FlushInterval, at batch boundaries, the job writes the buffer, fsyncs the
+// output file and then atomically replaces the checkpoint (tmp, fsync,
+// rename, fsync dir) with each partition's next offset and the output size
+// those offsets correspond to. Resume truncates the output file to that size
+// and continues from those offsets, so after a crash (kill -9 included) no
+// record is lost or written twice. When the output is stdout the bytes
+// written after the last checkpoint cannot be taken back: a resumed job
+// repeats them (at most one flush's worth). On cancellation (SIGINT) the job
+// stops at a batch boundary, flushes, checkpoints, and returns
+// ErrReplayInterrupted. A finished job leaves its checkpoint marked
+// complete: resuming it again does nothing.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/internal/x/ctxsleep"
+	"github.com/tiered/tiered/internal/x/recordjson"
+	"github.com/tiered/tiered/localtier/record"
+)
+
+// ReplayFormat is the output format of a replay.
+type ReplayFormat string
+
+// Replay output formats.
+const (
+	ReplayJSONL ReplayFormat = "jsonl" // JSON lines in consume's shape
+	ReplayRaw   ReplayFormat = "raw"   // whole record batches, unmodified
+)
+
+// Replay defaults.
+const (
+	// DefaultReplayFetchBytes is max_bytes of each read (a rate below it
+	// lowers it to the rate, so one fetch is about a second's worth).
+	DefaultReplayFetchBytes = 1 << 20
+	// DefaultReplayFlushBytes and DefaultReplayFlushInterval space the
+	// flush + checkpoint points.
+	// A flush is an fsync of the output and one of the checkpoint (and its
+	// directory), not a memory buffer: the bound is on how much a resumed
+	// replay to stdout repeats, and on fsyncs per second.
+	DefaultReplayFlushBytes    = 64 << 20
+	DefaultReplayFlushInterval = 250 * time.Millisecond
+	// DefaultReplayThrottleBudget bounds the time one read of the bucket
+	// source sleeps on overload answers.
+	DefaultReplayThrottleBudget = 30 * time.Second
+	// ReplayCheckpointSuffix is appended to the output path to name the
+	// default checkpoint.
+	ReplayCheckpointSuffix = ".checkpoint"
+	// ReplayAllPartitions selects every partition of the topic.
+	ReplayAllPartitions int32 = -1
+
+	replayCheckpointVersion = 1
+)
+
+// ErrReplayInterrupted is returned when the context ended the replay: the
+// output was flushed and the checkpoint written, so it can be resumed.
+var ErrReplayInterrupted = errors.New("replay interrupted")
+
+// ErrNoReplayCheckpoint is returned by a resume that finds no checkpoint.
+var ErrNoReplayCheckpoint = errors.New("no replay checkpoint")
+
+// ReplaySource is where a replay reads: the fetch service (*httpapi.Client) or a
+// catalog such as the bucket's (NewCatalogReplaySource).
+type ReplaySource interface {
+	// Partitions lists the topic's partitions, ascending; an unknown topic
+	// is an *fetchcache.UnknownTopicOrPartitionError.
+	Partitions(ctx context.Context, topic string) ([]int32, error)
+	// Offsets returns the partition's log start and end offsets.
+	Offsets(ctx context.Context, topic string, partition int32) (fetchcache.Offsets, error)
+	// OffsetForTimestamp is the first offset with a record timestamp >= ts;
+	// found is false when every record is older.
+	OffsetForTimestamp(ctx context.Context, topic string, partition int32, ts int64) (offset int64, found bool, err error)
+	// ReadRaw returns whole batches from the one holding offset: at least
+	// one below the log end, more while they fit in maxBytes.
+	ReadRaw(ctx context.Context, topic string, partition int32, offset int64, maxBytes int) (httpapi.RawRecords, error)
+}
+
+// catalogSource reads a fetchcache.Catalog directly (the bucket's fetchcache.RemoteCatalog, or a
+// local one), retrying overload answers within a budget.
+type catalogSource struct {
+	cat    fetchcache.Catalog
+	budget time.Duration
+	sleep  func(ctx context.Context, d time.Duration) error
+}
+
+// NewCatalogReplaySource returns a ReplaySource over cat: for --bucket, a
+// fetchcache.RemoteCatalog over a chunkcache.CachingBucket. Overload answers of the cache's
+// gates are retried after their suggested delay for up to
+// DefaultReplayThrottleBudget per read.
+func NewCatalogReplaySource(cat fetchcache.Catalog) ReplaySource {
+	return &catalogSource{cat: cat, budget: DefaultReplayThrottleBudget, sleep: ctxsleep.Sleep}
+}
+
+func (s *catalogSource) Partitions(ctx context.Context, topic string) ([]int32, error) {
+	ts, err := s.cat.Topics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	for _, t := range ts {
+		if t.Name == topic {
+			return t.Partitions, nil
+		}
+	}
+	return nil, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
+}
+
+// retry runs op again after each overload answer while the budget lasts.
+func (s *catalogSource) retry(ctx context.Context, op func() error) error {
+	budget := s.budget
+	for {
+		err := op()
+		d, ok := httpapi.RetryAfter(err)
+		if err == nil || !ok || d > budget {
+			return err
+		}
+		budget -= d
+		if err := s.sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *catalogSource) Offsets(ctx context.Context, topic string, partition int32) (fetchcache.Offsets, error) {
+	var off fetchcache.Offsets
+	err := s.retry(ctx, func() error {
+		p, err := s.cat.Partition(ctx, topic, partition)
+		if err != nil {
+			return err
+		}
+		off, err = p.Offsets(ctx)
+		return err
+	})
+	return off, err
+}
+
+func (s *catalogSource) OffsetForTimestamp(ctx context.Context, topic string, partition int32, ts int64) (int64, bool, error) {
+	var (
+		off   int64
+		found bool
+	)
+	err := s.retry(ctx, func() error {
+		p, err := s.cat.Partition(ctx, topic, partition)
+		if err != nil {
+			return err
+		}
+		off, _, found, err = p.OffsetForTimestamp(ctx, ts)
+		return err
+	})
+	return off, found, err
+}
+
+func (s *catalogSource) ReadRaw(ctx context.Context, topic string, partition int32, offset int64, maxBytes int) (httpapi.RawRecords, error) {
+	var res httpapi.RawRecords
+	err := s.retry(ctx, func() error {
+		p, err := s.cat.Partition(ctx, topic, partition)
+		if err != nil {
+			return err
+		}
+		off, err := p.Offsets(ctx)
+		if err != nil {
+			return err
+		}
+		data, err := p.Read(ctx, offset, maxBytes)
+		if err != nil {
+			return err
+		}
+		res = httpapi.RawRecords{Data: data, NextOffset: offset, LogStart: off.LogStart, LogEnd: off.LogEnd}
+		if len(data) > 0 {
+			res.NextOffset = fetchcache.LastBatchNext(data)
+		}
+		return nil
+	})
+	if err != nil {
+		return httpapi.RawRecords{}, fmt.Errorf("read %s-%d at offset %d: %w", topic, partition, offset, err)
+	}
+	return res, nil
+}
+
+// ReplayOptions configures Replay.
+type ReplayOptions struct {
+	Source ReplaySource // required
+	Topic  string       // required
+	// fetchcache.Partition is the one partition to read, or ReplayAllPartitions.
+	Partition int32
+	// From and To are the time range, epoch milliseconds, From < To.
+	From, To int64
+	// Rate bounds the record-batch bytes delivered per second; 0: no bound.
+	Rate   int64
+	Format ReplayFormat // default ReplayJSONL
+
+	// OutPath is the output file; empty writes to Stdout.
+	OutPath string
+	Stdout  io.Writer
+	// CheckpointPath defaults to OutPath + ".checkpoint"; with Stdout and
+	// no CheckpointPath no checkpoint is written.
+	CheckpointPath string
+	// Resume continues from the checkpoint (which must exist); the other
+	// options must describe the same job (topic, partition, times, format).
+	Resume bool
+
+	FetchBytes    int           // default: DefaultReplayFetchBytes, or Rate if lower
+	FlushBytes    int           // default DefaultReplayFlushBytes
+	FlushInterval time.Duration // default DefaultReplayFlushInterval
+
+	// Progress is called after every batch and once at the end (Done).
+	Progress func(ReplayProgress)
+
+	// Now and Sleep are the clock (defaults time.Now and a timer); the
+	// rate limiter and the flush interval use them.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// ReplayProgress is a replay's position. Counts include work done before a
+// resume.
+type ReplayProgress struct {
+	Partition    int32 // the partition being read
+	Records      int64 // records written (raw: records of the batches written)
+	BatchBytes   int64 // record-batch bytes delivered (what Rate counts)
+	OutputBytes  int64 // bytes written to the output
+	OffsetsDone  int64 // offsets of the range passed
+	OffsetsTotal int64 // offsets in the range
+	// OffsetsAtStart and BatchBytesAtStart are OffsetsDone and BatchBytes
+	// when this run began (non-zero on resume).
+	OffsetsAtStart    int64
+	BatchBytesAtStart int64
+	Done              bool
+}
+
+// ReplayRange is one partition's part of a replay.
+type ReplayRange struct {
+	Partition int32 `json:"partition"`
+	Start     int64 `json:"start"` // offset for From
+	End       int64 `json:"end"`   // offset for To (exclusive)
+	Next      int64 `json:"next"`  // next offset to deliver; End when done
+}
+
+// ReplayCheckpoint is the checkpoint file (JSON).
+type ReplayCheckpoint struct {
+	Version   int          `json:"version"`
+	Topic     string       `json:"topic"`
+	Partition int32        `json:"partition"` // -1: all partitions
+	From      int64        `json:"from_ms"`
+	To        int64        `json:"to_ms"`
+	Format    ReplayFormat `json:"format"`
+	// OutputBytes is the output size that Ranges' Next offsets correspond
+	// to: resume truncates the output file to it.
+	OutputBytes int64         `json:"output_bytes"`
+	Records     int64         `json:"records"`
+	BatchBytes  int64         `json:"batch_bytes"`
+	Complete    bool          `json:"complete"`
+	Ranges      []ReplayRange `json:"ranges"`
+}
+
+// ReadReplayCheckpoint reads a checkpoint file; a missing file wraps
+// ErrNoReplayCheckpoint.
+func ReadReplayCheckpoint(path string) (*ReplayCheckpoint, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w at %s", ErrNoReplayCheckpoint, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	var cp ReplayCheckpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return nil, fmt.Errorf("checkpoint %s is not a replay checkpoint: %w", path, err)
+	}
+	if cp.Version != replayCheckpointVersion {
+		return nil, fmt.Errorf("checkpoint %s has version %d, want %d", path, cp.Version, replayCheckpointVersion)
+	}
+	for _, r := range cp.Ranges {
+		if r.Start < 0 || r.Start > r.End || r.Next < r.Start || r.Next > r.End {
+			return nil, fmt.Errorf("checkpoint %s: partition %d has an inconsistent range (start %d, next %d, end %d)", path, r.Partition, r.Start, r.Next, r.End)
+		}
+	}
+	if cp.OutputBytes < 0 {
+		return nil, fmt.Errorf("checkpoint %s: negative output size", path)
+	}
+	return &cp, nil
+}
+
+// writeFileAtomic replaces path with data: a temporary file in the same
+// directory, fsync, rename, fsync of the directory.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// replayJob is one run of Replay.
+type replayJob struct {
+	o      ReplayOptions
+	cp     ReplayCheckpoint
+	cpPath string
+
+	f         *os.File // the output file, nil for Stdout
+	bw        *bufio.Writer
+	unflushed int
+	lastFlush time.Time
+
+	lim   *rate.Limiter
+	burst int
+	fetch int
+
+	dec  record.Decoder
+	line []byte
+
+	total, doneAtStart, bytesAtStart int64
+}
+
+// Replay runs a replay job to its end, to cancellation of ctx
+// (ErrReplayInterrupted), or to an error. The checkpoint it returns
+// describes how far it got (nil when it failed before resolving the range).
+func Replay(ctx context.Context, o ReplayOptions) (*ReplayCheckpoint, error) {
+	j, err := newReplayJob(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := j.setup(ctx); err != nil {
+		return nil, err
+	}
+	if j.f != nil {
+		defer j.f.Close()
+	}
+	runErr := j.run(ctx)
+	interrupted := runErr != nil && ctx.Err() != nil
+	if runErr == nil {
+		j.cp.Complete = true
+	}
+	// Whatever happened, what was written is consistent at a batch
+	// boundary: save it, so a resume continues from here.
+	if err := j.flush(); err != nil {
+		return &j.cp, errors.Join(runErr, err)
+	}
+	j.report(true)
+	if j.f != nil {
+		if err := j.f.Close(); err != nil {
+			return &j.cp, errors.Join(runErr, fmt.Errorf("close output: %w", err))
+		}
+		j.f = nil
+	}
+	switch {
+	case interrupted:
+		return &j.cp, ErrReplayInterrupted
+	case runErr != nil:
+		return &j.cp, runErr
+	}
+	return &j.cp, nil
+}
+
+func newReplayJob(o ReplayOptions) (*replayJob, error) {
+	switch {
+	case o.Source == nil:
+		return nil, errors.New("replay: no source")
+	case o.Topic == "":
+		return nil, errors.New("replay: no topic")
+	case o.From < 0 || o.To <= o.From:
+		return nil, fmt.Errorf("replay: time range [%d, %d) is empty or negative", o.From, o.To)
+	case o.Rate < 0:
+		return nil, fmt.Errorf("replay: negative rate %d", o.Rate)
+	case o.Partition < ReplayAllPartitions:
+		return nil, fmt.Errorf("replay: partition %d", o.Partition)
+	}
+	switch o.Format {
+	case "":
+		o.Format = ReplayJSONL
+	case ReplayJSONL, ReplayRaw:
+	default:
+		return nil, fmt.Errorf("replay: unknown format %q (want jsonl or raw)", o.Format)
+	}
+	if o.OutPath == "" && o.Stdout == nil {
+		return nil, errors.New("replay: neither an output file nor stdout")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = ctxsleep.Sleep
+	}
+	if o.FlushBytes <= 0 {
+		o.FlushBytes = DefaultReplayFlushBytes
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultReplayFlushInterval
+	}
+	j := &replayJob{o: o, cpPath: o.CheckpointPath}
+	if j.cpPath == "" && o.OutPath != "" {
+		j.cpPath = o.OutPath + ReplayCheckpointSuffix
+	}
+	if o.Resume && j.cpPath == "" {
+		return nil, fmt.Errorf("%w: resuming a replay to stdout needs the checkpoint file it wrote (--checkpoint FILE)", ErrNoReplayCheckpoint)
+	}
+	j.fetch = o.FetchBytes
+	if j.fetch <= 0 {
+		j.fetch = DefaultReplayFetchBytes
+		if o.Rate > 0 && o.Rate < int64(j.fetch) {
+			j.fetch = int(o.Rate)
+		}
+	}
+	if o.Rate > 0 {
+		j.burst = j.fetch
+		j.lim = rate.NewLimiter(rate.Limit(o.Rate), j.burst)
+		j.lim.AllowN(o.Now(), j.burst) // start empty: the average is the rate
+	}
+	return j, nil
+}
+
+// setup resolves the ranges (or loads them from the checkpoint) and opens
+// the output.
+func (j *replayJob) setup(ctx context.Context) error {
+	o := j.o
+	if o.Resume {
+		cp, err := ReadReplayCheckpoint(j.cpPath)
+		if err != nil {
+			return err
+		}
+		var diffs []string
+		if cp.Topic != o.Topic {
+			diffs = append(diffs, fmt.Sprintf("topic %q", cp.Topic))
+		}
+		if cp.Partition != o.Partition {
+			if cp.Partition < 0 {
+				diffs = append(diffs, "all partitions")
+			} else {
+				diffs = append(diffs, fmt.Sprintf("partition %d", cp.Partition))
+			}
+		}
+		if cp.From != o.From || cp.To != o.To {
+			diffs = append(diffs, fmt.Sprintf("time range [%s, %s)", fmtMillis(cp.From), fmtMillis(cp.To)))
+		}
+		if cp.Format != o.Format {
+			diffs = append(diffs, fmt.Sprintf("format %s", cp.Format))
+		}
+		if len(diffs) > 0 {
+			return fmt.Errorf("checkpoint %s belongs to another replay (%v); give the same flags or start without --resume", j.cpPath, diffs)
+		}
+		j.cp = *cp
+		if err := j.openResumed(); err != nil {
+			return err
+		}
+	} else {
+		ranges, err := j.resolve(ctx)
+		if err != nil {
+			return err
+		}
+		j.cp = ReplayCheckpoint{Version: replayCheckpointVersion, Topic: o.Topic, Partition: o.Partition, From: o.From, To: o.To, Format: o.Format, Ranges: ranges}
+		// The new checkpoint goes first: a crash before the output is
+		// truncated leaves a checkpoint that truncates it on resume.
+		if err := j.checkpoint(); err != nil {
+			return err
+		}
+		if o.OutPath != "" {
+			f, err := os.OpenFile(o.OutPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				return fmt.Errorf("open output: %w", err)
+			}
+			j.f = f
+		}
+	}
+	var w io.Writer = o.Stdout
+	if j.f != nil {
+		w = j.f
+	}
+	j.bw = bufio.NewWriterSize(w, 64<<10)
+	j.lastFlush = o.Now()
+	for _, r := range j.cp.Ranges {
+		j.total += r.End - r.Start
+		j.doneAtStart += r.Next - r.Start
+	}
+	j.bytesAtStart = j.cp.BatchBytes
+	return nil
+}
+
+// openResumed truncates the output file to the checkpointed size.
+func (j *replayJob) openResumed() error {
+	if j.o.OutPath == "" {
+		return nil
+	}
+	f, err := os.OpenFile(j.o.OutPath, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open output to resume: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("open output to resume: %w", err)
+	}
+	if fi.Size() < j.cp.OutputBytes {
+		f.Close()
+		return fmt.Errorf("output %s is %d bytes but checkpoint %s records %d: the output was changed or lost; start without --resume", j.o.OutPath, fi.Size(), j.cpPath, j.cp.OutputBytes)
+	}
+	if err := f.Truncate(j.cp.OutputBytes); err != nil {
+		f.Close()
+		return fmt.Errorf("truncate output to the checkpoint: %w", err)
+	}
+	if _, err := f.Seek(j.cp.OutputBytes, io.SeekStart); err != nil {
+		f.Close()
+		return fmt.Errorf("seek output: %w", err)
+	}
+	j.f = f
+	return nil
+}
+
+func fmtMillis(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+}
+
+// resolve turns the time range into offset ranges, partition by partition.
+func (j *replayJob) resolve(ctx context.Context) ([]ReplayRange, error) {
+	o := j.o
+	parts := []int32{o.Partition}
+	if o.Partition == ReplayAllPartitions {
+		ps, err := o.Source.Partitions(ctx, o.Topic)
+		if err != nil {
+			return nil, err
+		}
+		parts = slices.Clone(ps)
+		slices.Sort(parts)
+		if len(parts) == 0 {
+			return nil, fmt.Errorf("topic %q has no partitions", o.Topic)
+		}
+	}
+	if o.Format == ReplayRaw && len(parts) > 1 {
+		return nil, fmt.Errorf("raw output holds one partition (batches do not say which partition they come from) and topic %q has %d: choose one", o.Topic, len(parts))
+	}
+	out := make([]ReplayRange, 0, len(parts))
+	for _, p := range parts {
+		offs, err := o.Source.Offsets(ctx, o.Topic, p)
+		if err != nil {
+			return nil, err
+		}
+		at := func(ts int64) (int64, error) {
+			off, found, err := o.Source.OffsetForTimestamp(ctx, o.Topic, p, ts)
+			if err != nil {
+				return 0, err
+			}
+			if !found {
+				return offs.LogEnd, nil
+			}
+			return min(max(off, offs.LogStart), offs.LogEnd), nil
+		}
+		start, err := at(o.From)
+		if err != nil {
+			return nil, err
+		}
+		end, err := at(o.To)
+		if err != nil {
+			return nil, err
+		}
+		end = max(end, start)
+		out = append(out, ReplayRange{Partition: p, Start: start, End: end, Next: start})
+	}
+	return out, nil
+}
+
+func (j *replayJob) run(ctx context.Context) error {
+	for i := range j.cp.Ranges {
+		if err := j.partition(ctx, &j.cp.Ranges[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partition delivers r from r.Next to r.End.
+func (j *replayJob) partition(ctx context.Context, r *ReplayRange) error {
+	topic := j.o.Topic
+	for r.Next < r.End {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := j.o.Source.ReadRaw(ctx, topic, r.Partition, r.Next, j.fetch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var oe *fetchcache.OffsetOutOfRangeError
+			if errors.As(err, &oe) && oe.LogStart > r.Next {
+				return fmt.Errorf("offsets %d-%d of %s-%d were deleted (log start offset now %d) before they were replayed: %w", r.Next, min(oe.LogStart, r.End)-1, topic, r.Partition, oe.LogStart, err)
+			}
+			return err
+		}
+		if len(res.Data) == 0 {
+			return fmt.Errorf("%s-%d ends at offset %d, before the range end %d: the log was truncated", topic, r.Partition, r.Next, r.End)
+		}
+		it := record.NewIter(res.Data)
+		it.Verify = true
+		progressed := false
+		for r.Next < r.End {
+			b, ok := it.Next()
+			if !ok {
+				break
+			}
+			if b.NextOffset() <= r.Next {
+				continue
+			}
+			progressed = true
+			if b.BaseOffset() >= r.End { // a gap (compaction) reaches past the end
+				r.Next = r.End
+				break
+			}
+			if err := j.wait(ctx, len(b)); err != nil {
+				return err
+			}
+			if err := j.deliver(r, b); err != nil {
+				return err
+			}
+			r.Next = min(b.NextOffset(), r.End)
+			j.cp.BatchBytes += int64(len(b))
+			j.report(false)
+			if j.unflushed >= j.o.FlushBytes || j.o.Now().Sub(j.lastFlush) >= j.o.FlushInterval {
+				if err := j.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("read %s-%d at offset %d: %w", topic, r.Partition, r.Next, err)
+		}
+		if !progressed {
+			return fmt.Errorf("read %s-%d at offset %d: no whole batch in the answer", topic, r.Partition, r.Next)
+		}
+	}
+	return nil
+}
+
+// wait takes n bytes from the rate limiter, sleeping as needed. A batch
+// larger than the burst is taken in burst-sized parts.
+func (j *replayJob) wait(ctx context.Context, n int) error {
+	if j.lim == nil {
+		return nil
+	}
+	for n > 0 {
+		k := min(n, j.burst)
+		now := j.o.Now()
+		res := j.lim.ReserveN(now, k)
+		if !res.OK() {
+			return fmt.Errorf("rate limiter refused %d bytes", k)
+		}
+		if d := res.DelayFrom(now); d > 0 {
+			if err := j.o.Sleep(ctx, d); err != nil {
+				res.CancelAt(j.o.Now())
+				return err
+			}
+		}
+		n -= k
+	}
+	return nil
+}
+
+// deliver writes one batch's part of the range.
+func (j *replayJob) deliver(r *ReplayRange, b record.Batch) error {
+	if j.o.Format == ReplayRaw {
+		j.cp.Records += int64(b.RecordCount())
+		return j.write(b)
+	}
+	if b.IsControl() {
+		return nil
+	}
+	recs, err := j.dec.Records(b)
+	if err != nil {
+		return fmt.Errorf("decode batch at offset %d of %s-%d: %w", b.BaseOffset(), j.o.Topic, r.Partition, err)
+	}
+	for i := range recs {
+		if recs[i].Offset < r.Next || recs[i].Offset >= r.End {
+			continue
+		}
+		j.line = recordjson.AppendLine(j.line[:0], r.Partition, &recs[i])
+		if err := j.write(j.line); err != nil {
+			return err
+		}
+		j.cp.Records++
+	}
+	return nil
+}
+
+func (j *replayJob) write(p []byte) error {
+	if _, err := j.bw.Write(p); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	j.unflushed += len(p)
+	j.cp.OutputBytes += int64(len(p))
+	return nil
+}
+
+// flush writes the buffer, syncs the output file and checkpoints.
+func (j *replayJob) flush() error {
+	if err := j.bw.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if j.f != nil {
+		if err := j.f.Sync(); err != nil {
+			return fmt.Errorf("sync output: %w", err)
+		}
+	}
+	j.unflushed = 0
+	j.lastFlush = j.o.Now()
+	return j.checkpoint()
+}
+
+func (j *replayJob) checkpoint() error {
+	if j.cpPath == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(&j.cp, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	if err := writeFileAtomic(j.cpPath, append(data, '\n')); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return nil
+}
+
+func (j *replayJob) report(done bool) {
+	if j.o.Progress == nil {
+		return
+	}
+	p := ReplayProgress{Records: j.cp.Records, BatchBytes: j.cp.BatchBytes, OutputBytes: j.cp.OutputBytes,
+		OffsetsTotal: j.total, OffsetsAtStart: j.doneAtStart, BatchBytesAtStart: j.bytesAtStart, Done: done, Partition: -1}
+	for _, r := range j.cp.Ranges {
+		p.OffsetsDone += r.Next - r.Start
+		if p.Partition < 0 && r.Next < r.End {
+			p.Partition = r.Partition
+		}
+	}
+	if p.Partition < 0 && len(j.cp.Ranges) > 0 {
+		p.Partition = j.cp.Ranges[len(j.cp.Ranges)-1].Partition
+	}
+	j.o.Progress(p)
+}

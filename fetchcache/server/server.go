@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
+)
+
+// DefaultServerShutdownTimeout bounds the graceful part of Serve's shutdown.
+const DefaultServerShutdownTimeout = 10 * time.Second
+
+// ServerOptions configures Listen: which listeners to open and what they
+// serve.
+type ServerOptions struct {
+	Catalog fetchcache.Catalog // required
+
+	// HTTPAddr and KafkaAddr are the listen addresses (--http, --kafka);
+	// empty disables that interface. Port 0 picks a free port.
+	HTTPAddr  string
+	KafkaAddr string
+	// AdvertisedAddr is the Kafka address Metadata advertises
+	// (--advertised-addr); empty: the address each connection reached.
+	AdvertisedAddr string
+
+	// Registerer receives the tiered_fetch request series; Gatherer is
+	// served at /metrics. Either may be nil.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	Logger     *slog.Logger
+
+	// Ready is consulted by /readyz besides the shutdown state; nil means
+	// the catalog can list its topics.
+	Ready func(ctx context.Context) error
+
+	// Security is the listeners' TLS and authentication (auth.NewSecurity
+	// builds it from the configuration); the zero value is plaintext and
+	// anonymous.
+	Security auth.Security
+
+	// HTTP and Kafka carry the interfaces' tunables; their fetchcache.Catalog,
+	// Metrics, Logger, Gatherer, Ready, AdvertisedAddr, Auth and TLS
+	// fields are set by Listen.
+	HTTP  httpapi.HTTPOptions
+	Kafka kafkasrv.KafkaOptions
+
+	ShutdownTimeout time.Duration
+}
+
+// Server runs the fetch service's listeners: HTTP and the Kafka protocol
+// over one catalog.
+type Server struct {
+	o        ServerOptions
+	log      *slog.Logger
+	httpLn   net.Listener
+	kafkaLn  net.Listener
+	httpSrv  *http.Server
+	kafka    *kafkasrv.KafkaServer
+	draining atomic.Bool
+	served   atomic.Bool
+}
+
+// Listen validates o and binds the listeners. Run the server with Serve;
+// a server that is never served must be closed with Close.
+func Listen(o ServerOptions) (*Server, error) {
+	if o.Catalog == nil {
+		return nil, errors.New("fetch server: no catalog")
+	}
+	if o.HTTPAddr == "" && o.KafkaAddr == "" {
+		return nil, errors.New("fetch server: neither an HTTP nor a Kafka address")
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultServerShutdownTimeout
+	}
+	s := &Server{o: o, log: o.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	m := fetchcache.NewServeMetrics(o.Registerer)
+	ready := func(ctx context.Context) error {
+		if s.draining.Load() {
+			return errors.New("shutting down")
+		}
+		if o.Ready != nil {
+			return o.Ready(ctx)
+		}
+		_, err := o.Catalog.Topics(ctx)
+		return err
+	}
+	if o.KafkaAddr != "" {
+		ko := o.Kafka
+		ko.Catalog, ko.Metrics, ko.Logger, ko.AdvertisedAddr = o.Catalog, m, s.log, o.AdvertisedAddr
+		ko.TLS, ko.Auth = o.Security.KafkaTLS, o.Security.Auth
+		if ko.ShutdownTimeout <= 0 {
+			ko.ShutdownTimeout = o.ShutdownTimeout
+		}
+		k, err := kafkasrv.NewKafkaServer(ko)
+		if err != nil {
+			return nil, fmt.Errorf("fetch server: %w", err)
+		}
+		s.kafka = k
+	}
+	if o.HTTPAddr != "" {
+		ho := o.HTTP
+		ho.Catalog, ho.Metrics, ho.Logger, ho.Gatherer, ho.Ready = o.Catalog, m, s.log, o.Gatherer, ready
+		ho.Auth = o.Security.Auth
+		s.httpSrv = &http.Server{
+			Handler:           httpapi.NewHTTPHandler(ho),
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			TLSConfig:         o.Security.HTTPTLS,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+		ln, err := net.Listen("tcp", o.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("fetch server: listen http %s: %w", o.HTTPAddr, err)
+		}
+		s.httpLn = ln
+	}
+	if s.kafka != nil {
+		ln, err := net.Listen("tcp", o.KafkaAddr)
+		if err != nil {
+			if s.httpLn != nil {
+				_ = s.httpLn.Close()
+			}
+			return nil, fmt.Errorf("fetch server: listen kafka %s: %w", o.KafkaAddr, err)
+		}
+		s.kafkaLn = ln
+	}
+	for _, w := range o.Security.Warnings(s.httpLn != nil, s.kafkaLn != nil) {
+		s.log.Warn("fetch server security: " + w)
+	}
+	return s, nil
+}
+
+// HTTPAddr is the bound HTTP address, nil when HTTP is disabled.
+func (s *Server) HTTPAddr() net.Addr {
+	if s.httpLn == nil {
+		return nil
+	}
+	return s.httpLn.Addr()
+}
+
+// KafkaAddr is the bound Kafka address, nil when Kafka is disabled.
+func (s *Server) KafkaAddr() net.Addr {
+	if s.kafkaLn == nil {
+		return nil
+	}
+	return s.kafkaLn.Addr()
+}
+
+// Close releases the listeners of a server that was never served.
+func (s *Server) Close() error {
+	if s.served.Load() {
+		return nil
+	}
+	var errs []error
+	if s.httpLn != nil {
+		errs = append(errs, s.httpLn.Close())
+	}
+	if s.kafkaLn != nil {
+		errs = append(errs, s.kafkaLn.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Serve runs the listeners until ctx ends or one fails, then shuts both
+// down gracefully: /readyz turns 503, listeners stop accepting, in-flight
+// requests finish (waiting Kafka fetches answer at once) within
+// ShutdownTimeout, and connections close. It returns nil after a shutdown
+// through ctx, else the first listener error. Serve may be called once.
+func (s *Server) Serve(ctx context.Context) error {
+	if !s.served.CompareAndSwap(false, true) {
+		return errors.New("fetch server: Serve called twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+		cancel()
+	}
+	if s.kafka != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.kafka.Serve(ctx, s.kafkaLn); err != nil {
+				fail(err)
+			}
+		}()
+		s.log.Info("kafka listener started", "addr", s.kafkaLn.Addr().String(), "tls", s.o.Security.KafkaTLS != nil, "sasl_plain", s.o.Security.Auth.SASLRequired())
+	}
+	if s.httpSrv != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serve := s.httpSrv.Serve
+			if s.httpSrv.TLSConfig != nil {
+				// The certificate is in TLSConfig; ServeTLS adds HTTP/2.
+				serve = func(ln net.Listener) error { return s.httpSrv.ServeTLS(ln, "", "") }
+			}
+			if err := serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fail(fmt.Errorf("http listener: %w", err))
+			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			s.draining.Store(true)
+			sctx, scancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
+			defer scancel()
+			if err := s.httpSrv.Shutdown(sctx); err != nil {
+				_ = s.httpSrv.Close()
+			}
+		}()
+		s.log.Info("http listener started", "addr", s.httpLn.Addr().String(), "tls", s.o.Security.HTTPTLS != nil, "tokens", s.o.Security.Auth.TokensRequired())
+	}
+	<-ctx.Done()
+	s.draining.Store(true)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return errors.Join(errs...)
+}

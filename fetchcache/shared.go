@@ -1,0 +1,85 @@
+package fetchcache
+
+import (
+	"context"
+
+	"github.com/tiered/tiered/localtier/record"
+)
+
+// View is a read's whole record batches as parts, in order (a batch may
+// span two parts), and the offset after the last batch. Parts may be a
+// cache's shared memory: they must never be modified.
+type View struct {
+	Parts [][]byte
+	Len   int   // total length of Parts
+	Next  int64 // the offset after the last batch; the requested offset when empty
+}
+
+// Bytes returns the view as one slice: its only part as is, or a copy of
+// the parts joined.
+func (v View) Bytes() []byte {
+	switch len(v.Parts) {
+	case 0:
+		return nil
+	case 1:
+		return v.Parts[0]
+	}
+	out := make([]byte, 0, v.Len)
+	for _, p := range v.Parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// SharedReader is implemented by partitions that can serve a read as the
+// memory their batches already lie in — a remote partition's cached chunks
+// — so a response writes them without a copy. A chunk evicted while a
+// response is written stays alive (garbage collected) until the write ends,
+// so the memory outside the cache's budget is bounded by the responses in
+// flight, as it would be with a copy per response.
+type SharedReader interface {
+	ReadView(ctx context.Context, offset int64, maxBytes int) (View, error)
+}
+
+// ReadView reads like part.Read, as a View: through SharedReader when the
+// partition has it, else Read's bytes as the one part.
+func ReadView(ctx context.Context, part Partition, offset int64, maxBytes int) (View, error) {
+	if sr, ok := part.(SharedReader); ok {
+		return sr.ReadView(ctx, offset, maxBytes)
+	}
+	data, err := part.Read(ctx, offset, maxBytes)
+	if err != nil {
+		return View{}, err
+	}
+	v := View{Len: len(data), Next: offset}
+	if len(data) > 0 {
+		v.Parts, v.Next = [][]byte{data}, LastBatchNext(data)
+	}
+	return v, nil
+}
+
+// ReadShared is part.Read for responses that only read the data before
+// they are written (Kafka Fetch): batches that lie in one cached chunk are
+// returned as that chunk's memory, without a copy; the result must not be
+// modified.
+func ReadShared(ctx context.Context, part Partition, offset int64, maxBytes int) ([]byte, error) {
+	v, err := ReadView(ctx, part, offset, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return v.Bytes(), nil
+}
+
+// LastBatchNext is the offset after the last whole batch of data, or -1
+// when data holds none.
+func LastBatchNext(data []byte) int64 {
+	it := record.NewIter(data)
+	next := int64(-1)
+	for {
+		b, ok := it.Next()
+		if !ok {
+			return next
+		}
+		next = b.NextOffset()
+	}
+}

@@ -1,0 +1,61 @@
+package fetchkit
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// RawConn speaks the wire protocol directly, for what clients never send.
+type RawConn struct {
+	T testing.TB
+	C net.Conn
+}
+
+// DialRaw connects to addr with a 10 s deadline.
+func DialRaw(t testing.TB, addr string) *RawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return &RawConn{T: t, C: c}
+}
+
+// Send writes a request with header v1 or v2 (flexible) and the given
+// body bytes.
+func (r *RawConn) Send(key, version int16, corr int32, flexible bool, body []byte) {
+	var b []byte
+	b = binary.BigEndian.AppendUint16(b, uint16(key))
+	b = binary.BigEndian.AppendUint16(b, uint16(version))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, 4)
+	b = append(b, "test"...)
+	if flexible {
+		b = append(b, 0)
+	}
+	b = append(b, body...)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(b)))
+	if _, err := r.C.Write(append(frame, b...)); err != nil {
+		r.T.Fatal(err)
+	}
+}
+
+// Recv reads one response and returns its body after the correlation id.
+func (r *RawConn) Recv(corr int32) ([]byte, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r.C, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if got := int32(binary.BigEndian.Uint32(hdr[4:])); got != corr {
+		r.T.Fatalf("correlation id %d, want %d", got, corr)
+	}
+	body := make([]byte, n-4)
+	_, err := io.ReadFull(r.C, body)
+	return body, err
+}
