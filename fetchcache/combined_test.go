@@ -72,7 +72,7 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem := objstore.NewMemory()
-	uploadAll(t, e, mem)
+	fetchkit.UploadAll(t, e, mem)
 	// Local retention after the upload: every rolled segment goes.
 	if _, err := l.DeleteSegments(l.Segments()[len(l.Segments())-1].BaseOffset); err != nil {
 		t.Fatal(err)
@@ -160,3 +160,5 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 		t.Fatalf("read of an uploaded offset with the bucket down: %v, want the bucket's error", err)
 	}
 }
+
+const ts0 = fetchkit.Ts0

@@ -194,7 +194,7 @@ func readAPIError(resp *http.Response) *APIError {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxSmallBody))
 	e := &APIError{Status: resp.StatusCode}
-	var he httpError
+	var he ErrorBody
 	if err := json.Unmarshal(body, &he); err == nil && he.Code != "" {
 		e.Code, e.Message = he.Code, he.Message
 		return e
@@ -225,7 +225,7 @@ func (c *Client) getJSON(ctx context.Context, target, topic string, partition in
 // Topics lists the topics the service serves, sorted by name.
 func (c *Client) Topics(ctx context.Context) ([]fetchcache.TopicInfo, error) {
 	var out struct {
-		Topics []topicJSON `json:"topics"`
+		Topics []TopicJSON `json:"topics"`
 	}
 	if err := c.getJSON(ctx, c.endpoint("", 0, false, nil), "", -1, &out); err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
@@ -253,7 +253,7 @@ func (c *Client) PartitionInfo(ctx context.Context, topic string, partition int3
 	if partition < 0 {
 		return PartitionDetails{}, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
-	var pj partitionJSON
+	var pj PartitionJSON
 	if err := c.getJSON(ctx, c.endpoint(topic, partition, false, nil), topic, partition, &pj); err != nil {
 		return PartitionDetails{}, fmt.Errorf("describe %s-%d: %w", topic, partition, err)
 	}

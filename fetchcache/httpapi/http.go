@@ -106,7 +106,7 @@ type httpAPI struct {
 // 500 INTERNAL, or 500 CORRUPT_MESSAGE when stored data fails its checks
 // (counted in tiered_fetch_corrupt_objects_total; the bytes are not served).
 func NewHTTPHandler(o HTTPOptions) http.Handler {
-	a := &httpAPI{cat: fetchcache.ValidatingCatalog{o.Catalog}, auth: o.Auth, m: o.Metrics, ready: o.Ready, log: o.Logger,
+	a := &httpAPI{cat: fetchcache.ValidatingCatalog{Catalog: o.Catalog}, auth: o.Auth, m: o.Metrics, ready: o.Ready, log: o.Logger,
 		defBytes: o.DefaultRecordsBytes, maxBytes: o.MaxRecordsBytes}
 	if a.m == nil {
 		a.m = fetchcache.NewServeMetrics(nil)
@@ -174,10 +174,11 @@ func (w *countingWriter) Flush() {
 // fail writes an error body.
 func (w *countingWriter) fail(status int, code, msg string) {
 	w.code = code
-	writeJSON(w, status, httpError{Code: code, Message: msg})
+	writeJSON(w, status, ErrorBody{Code: code, Message: msg})
 }
 
-type httpError struct {
+// ErrorBody is the JSON body of every error answer: {"code","message"}.
+type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
@@ -240,7 +241,8 @@ func (a *httpAPI) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-type topicJSON struct {
+// TopicJSON is one topic of GET /v1/topics.
+type TopicJSON struct {
 	Topic      string  `json:"topic"`
 	Partitions []int32 `json:"partitions"`
 }
@@ -252,14 +254,14 @@ func (a *httpAPI) topics(w *countingWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Topics []topicJSON `json:"topics"`
-	}{Topics: make([]topicJSON, 0, len(ts))}
+		Topics []TopicJSON `json:"topics"`
+	}{Topics: make([]TopicJSON, 0, len(ts))}
 	p := auth.PrincipalFromContext(r.Context())
 	for _, t := range ts {
 		if !a.auth.Allowed(p, t.Name) {
 			continue
 		}
-		tj := topicJSON{Topic: t.Name, Partitions: t.Partitions}
+		tj := TopicJSON{Topic: t.Name, Partitions: t.Partitions}
 		if tj.Partitions == nil {
 			tj.Partitions = []int32{}
 		}
@@ -293,7 +295,8 @@ func (a *httpAPI) lookup(w *countingWriter, r *http.Request) (string, int32, fet
 	return topic, int32(p), part, true
 }
 
-type partitionJSON struct {
+// PartitionJSON is the body of GET /v1/topics/{t}/partitions/{p}.
+type PartitionJSON struct {
 	Topic            string                   `json:"topic"`
 	Partition        int32                    `json:"partition"`
 	LogStartOffset   int64                    `json:"log_start_offset"`
@@ -313,7 +316,7 @@ func (a *httpAPI) partition(w *countingWriter, r *http.Request) {
 		a.failErr(w, r, fmt.Errorf("offsets of %s-%d: %w", topic, p, err))
 		return
 	}
-	out := partitionJSON{Topic: topic, Partition: p, LogStartOffset: off.LogStart, LogEndOffset: off.LogEnd, LastStableOffset: off.LastStable}
+	out := PartitionJSON{Topic: topic, Partition: p, LogStartOffset: off.LogStart, LogEndOffset: off.LogEnd, LastStableOffset: off.LastStable}
 	if sl, ok := part.(fetchcache.SegmentLister); ok {
 		segs, err := sl.Segments(r.Context())
 		if err != nil {

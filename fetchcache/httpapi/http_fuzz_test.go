@@ -54,7 +54,7 @@ func FuzzHTTPQuery(f *testing.F) {
 			case w.Code >= 500:
 				t.Fatalf("GET %s (Accept %q): %d %s", target, accept, w.Code, w.Body.String())
 			case w.Code >= 400:
-				var body httpError
+				var body ErrorBody
 				if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Code == "" {
 					t.Fatalf("GET %s: %d with body %q, not a JSON error with a code", target, w.Code, w.Body.String())
 				}

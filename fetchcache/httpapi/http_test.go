@@ -41,11 +41,11 @@ func TestHTTPHandler(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := fetchcache.NewServeMetrics(reg)
 	h := NewHTTPHandler(HTTPOptions{Catalog: e.Cat, Metrics: m, Gatherer: reg, MaxRecordsBytes: 1 << 20})
-	busy := NewHTTPHandler(HTTPOptions{Catalog: fetchkit.OverloadedCatalog{e.Cat}})
+	busy := NewHTTPHandler(HTTPOptions{Catalog: fetchkit.OverloadedCatalog{Catalog: e.Cat}})
 	broken := NewHTTPHandler(HTTPOptions{Catalog: failingCatalog{errors.New("disk on fire")}})
 
 	// The raw answer from offset 0 with 2000 bytes, straight from the log.
-	raw0, err := e.Cat.mustPartition(t, "orders", 0).Read(context.Background(), 0, 2000)
+	raw0, err := mustPartition(t, e.Cat, "orders", 0).Read(context.Background(), 0, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestHTTPHandler(t *testing.T) {
 	}
 	// Records of whole batches from the one holding off, within max bytes.
 	linesFrom := func(off int64, maxBytes int) string {
-		data, err := e.Cat.mustPartition(t, "orders", 0).Read(context.Background(), off, maxBytes)
+		data, err := mustPartition(t, e.Cat, "orders", 0).Read(context.Background(), off, maxBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestHTTPHandler(t *testing.T) {
 				t.Fatalf("status %d, want %d; body %.300s", w.Code, tc.status, body)
 			}
 			if tc.code != "" {
-				var he httpError
+				var he ErrorBody
 				if err := json.Unmarshal(w.Body.Bytes(), &he); err != nil || he.Code != tc.code || he.Message == "" {
 					t.Fatalf("error body %q (%v), want code %s", body, err, tc.code)
 				}
@@ -178,7 +178,7 @@ func TestHTTPHandler(t *testing.T) {
 		})
 	}
 	// Every API request above through h was counted under its code.
-	for code, want := range map[string]float64{CodeOK: 11, CodeUnknownTopicOrPartition: 3, CodeOffsetOutOfRange: 1, CodeInvalidRequest: 9, CodeNotAcceptable: 1, CodeNotFound: 1} {
+	for code, want := range map[string]float64{fetchcache.CodeOK: 11, fetchcache.CodeUnknownTopicOrPartition: 3, fetchcache.CodeOffsetOutOfRange: 1, fetchcache.CodeInvalidRequest: 9, fetchcache.CodeNotAcceptable: 1, fetchcache.CodeNotFound: 1} {
 		if got := fetchkit.CounterValue(t, m.Requests(fetchcache.InterfaceHTTP, code)); got != want {
 			t.Errorf("requests{http,%s} = %v, want %v", code, got, want)
 		}
@@ -189,16 +189,6 @@ func TestHTTPHandler(t *testing.T) {
 	if fetchkit.CounterValue(t, m.Bytes(fetchcache.InterfaceHTTP)) < float64(len(raw0)) {
 		t.Error("response bytes not counted")
 	}
-}
-
-// mustPartition is a test helper on the local catalog.
-func (c *fetchcache.LocalCatalog) mustPartition(t testing.TB, topic string, p int32) fetchcache.Partition {
-	t.Helper()
-	part, err := c.Partition(context.Background(), topic, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return part
 }
 
 // TestHTTPFollowNextOffset pages through a partition with the next-offset
@@ -282,4 +272,14 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 			t.Errorf("%v: Retry-After %q, want %q", d, got, want)
 		}
 	}
+}
+
+// mustPartition opens a partition of the local catalog or fails the test.
+func mustPartition(t testing.TB, c *fetchcache.LocalCatalog, topic string, p int32) fetchcache.Partition {
+	t.Helper()
+	part, err := c.Partition(context.Background(), topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return part
 }

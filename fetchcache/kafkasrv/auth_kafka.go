@@ -25,9 +25,9 @@ const MechanismPLAIN = "PLAIN"
 
 // Kafka's messages for failed SASL/PLAIN logins (PlainSaslServer).
 const (
-	saslBadCredentials = "Authentication failed: Invalid username or password"
-	saslBadMessage     = "Authentication failed: malformed SASL/PLAIN message"
-	saslAuthzMismatch  = "Authentication failed: Client requested an authorization id that is different from username"
+	SASLBadCredentials = "Authentication failed: Invalid username or password"
+	SASLBadMessage     = "Authentication failed: malformed SASL/PLAIN message"
+	SASLAuthzMismatch  = "Authentication failed: Client requested an authorization id that is different from username"
 )
 
 // errSASLState is a request the connection's authentication state does not
@@ -152,9 +152,9 @@ func (s *KafkaServer) login(kc *kafkaConn, msg []byte) (string, bool) {
 	kc.sasl.mechanism = false
 	user, pass, err := auth.ParsePlain(msg)
 	if err != nil {
-		reason, out := "malformed PLAIN message", saslBadMessage
+		reason, out := "malformed PLAIN message", SASLBadMessage
 		if errors.Is(err, auth.ErrAuthzMismatch) {
-			reason, out = "authorization id differs from username", saslAuthzMismatch
+			reason, out = "authorization id differs from username", SASLAuthzMismatch
 		}
 		s.o.Auth.LogAuthFailure(s.log, fetchcache.InterfaceKafka, MechanismPLAIN, "", kc.remote(), reason)
 		return out, false
@@ -168,7 +168,7 @@ func (s *KafkaServer) login(kc *kafkaConn, msg []byte) (string, bool) {
 			logged = user
 		}
 		s.o.Auth.LogAuthFailure(s.log, fetchcache.InterfaceKafka, MechanismPLAIN, logged, kc.remote(), "invalid username or password")
-		return saslBadCredentials, false
+		return SASLBadCredentials, false
 	}
 	kc.principal, kc.sasl.done = p, true
 	return "", true

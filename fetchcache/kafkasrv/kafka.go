@@ -108,7 +108,7 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 		return nil, errors.New("kafka server: no catalog")
 	}
 	s := &KafkaServer{o: o, m: o.Metrics, log: o.Logger, apiKeys: KafkaAPIVersions}
-	s.o.Catalog = fetchcache.ValidatingCatalog{o.Catalog}
+	s.o.Catalog = fetchcache.ValidatingCatalog{Catalog: o.Catalog}
 	if o.Auth.SASLRequired() {
 		s.apiKeys = append(slices.Clone(KafkaAPIVersions), saslAPIVersions...)
 	}

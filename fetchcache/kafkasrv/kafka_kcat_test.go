@@ -3,7 +3,6 @@ package kafkasrv
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -13,25 +12,11 @@ import (
 	"github.com/tiered/tiered/localtier/codec"
 )
 
-// kcatPath finds kcat (scripts/setup installs it). Missing kcat fails the
-// test unless TIERED_SKIP_KCAT=1.
-func kcatPath(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("TIERED_SKIP_KCAT") == "1" {
-			t.Skip("kcat not installed and TIERED_SKIP_KCAT=1")
-		}
-		t.Fatalf("kcat not found (run scripts/setup, or set TIERED_SKIP_KCAT=1): %v", err)
-	}
-	return p
-}
-
 // TestKcat consumes with librdkafka's kcat, from the beginning and from a
 // timestamp, across segments and codecs, and compares its output with the
 // records produced.
 func TestKcat(t *testing.T) {
-	kcat := kcatPath(t)
+	kcat := fetchkit.KcatPath(t)
 	e := fetchkit.NewEnv(t)
 	e.Topic("kc", 1, nil)
 	l := e.Log("kc", 0)

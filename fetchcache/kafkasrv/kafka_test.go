@@ -337,16 +337,6 @@ func TestKafkaListOffsets(t *testing.T) {
 	}
 }
 
-func mustClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
 func TestKafkaMetadata(t *testing.T) {
 	e := fetchkit.NewEnv(t)
 	e.Topic("a", 3, nil)
@@ -354,7 +344,7 @@ func TestKafkaMetadata(t *testing.T) {
 	ctx := context.Background()
 	t.Run("listener_address", func(t *testing.T) {
 		addr := startKafka(t, e.Cat, KafkaOptions{})
-		adm := kadm.NewClient(mustClient(t, kgo.SeedBrokers(addr)))
+		adm := kadm.NewClient(fetchkit.MustClient(t, kgo.SeedBrokers(addr)))
 		md, err := adm.Metadata(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -413,7 +403,7 @@ func TestKafkaProduceRefused(t *testing.T) {
 	e := fetchkit.NewEnv(t)
 	e.Topic("ro", 1, nil)
 	addr := startKafka(t, e.Cat, KafkaOptions{})
-	cl := mustClient(t, kgo.SeedBrokers(addr), kgo.RecordRetries(1), kgo.DisableIdempotentWrite())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), kgo.RecordRetries(1), kgo.DisableIdempotentWrite())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := cl.ProduceSync(ctx, &kgo.Record{Topic: "ro", Value: []byte("x")}).FirstErr()
@@ -515,7 +505,7 @@ func TestKafkaProtocolErrors(t *testing.T) {
 		closed(t, rc)
 	})
 	t.Run("incremental_session", func(t *testing.T) {
-		cl := mustClient(t, kgo.SeedBrokers(addr))
+		cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 		req := kmsg.NewPtrFetchRequest()
 		req.SessionID, req.SessionEpoch = 77, 3
 		resp, err := req.RequestWith(context.Background(), cl)
@@ -545,8 +535,8 @@ func TestKafkaOverloadThrottles(t *testing.T) {
 	e.Topic("busy", 1, nil)
 	e.Produce(e.Log("busy", 0), fetchkit.ProduceOpts{}, fetchkit.GenRecs(5, ts0, "busy"))
 	m := fetchcache.NewServeMetrics(nil)
-	addr := startKafka(t, fetchkit.OverloadedCatalog{e.Cat}, KafkaOptions{Metrics: m})
-	cl := mustClient(t, kgo.SeedBrokers(addr))
+	addr := startKafka(t, fetchkit.OverloadedCatalog{Catalog: e.Cat}, KafkaOptions{Metrics: m})
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	ctx := context.Background()
 
 	req := kmsg.NewPtrFetchRequest()
@@ -599,7 +589,7 @@ func TestKafkaFetchErrors(t *testing.T) {
 	e.Produce(e.Log("f", 0), fetchkit.ProduceOpts{}, fetchkit.GenRecs(12, ts0, "f"))
 	m := fetchcache.NewServeMetrics(nil)
 	addr := startKafka(t, e.Cat, KafkaOptions{Metrics: m})
-	cl := mustClient(t, kgo.SeedBrokers(addr))
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	fetch := func(topic string, offset int64) kmsg.FetchResponseTopicPartition {
 		t.Helper()
 		req := kmsg.NewPtrFetchRequest()

@@ -18,22 +18,8 @@ import (
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
-	"github.com/tiered/tiered/localtier/vfs"
-	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
-
-// uploadAll uploads a local env's rolled segments to a memory bucket.
-func uploadAll(t *testing.T, e *fetchkit.Env, b objstore.Bucket) {
-	t.Helper()
-	u, err := remotetier.NewUploader(b, remotetier.NewLocalSource(e.Dir, vfs.Default), remotetier.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep, err := u.RunOnce(context.Background()); err != nil || rep.UploadedSegments == 0 {
-		t.Fatalf("upload: %v (%+v)", err, rep)
-	}
-}
 
 // listCountingBucket counts List calls: the read path must never list.
 type listCountingBucket struct {
@@ -64,7 +50,7 @@ func TestRemoteCatalogServesUploadedSegments(t *testing.T) {
 		}
 	}
 	mem := objstore.NewMemory()
-	uploadAll(t, e, mem)
+	fetchkit.UploadAll(t, e, mem)
 	bkt := &listCountingBucket{Bucket: mem}
 	var nowMs atomic.Int64 // the servers read the clock concurrently
 	nowMs.Store(ts0)
@@ -98,7 +84,7 @@ func TestRemoteCatalogServesUploadedSegments(t *testing.T) {
 	fetchkit.SameRecs(t, testrecs.ConsumeKgo(t, addr, "cold", 0, kgo.NewOffset().At(77), len(want)-77), want[77:])
 	fetchkit.SameRecs(t, testrecs.ConsumeKgo(t, addr, "cold", 0, kgo.NewOffset().AfterMilli(ts0+1003), len(want)-101), want[101:])
 	lists := bkt.lists.Load()
-	adm := kadm.NewClient(mustClient(t, kgo.SeedBrokers(addr)))
+	adm := kadm.NewClient(fetchkit.MustClient(t, kgo.SeedBrokers(addr)))
 	end, err := adm.ListEndOffsets(ctx, "cold")
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +115,7 @@ func TestRemoteCatalogServesUploadedSegments(t *testing.T) {
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
 	}
-	uploadAll(t, e, mem)
+	fetchkit.UploadAll(t, e, mem)
 	nowMs.Add((fetchcache.DefaultRemoteManifestTTL + time.Second).Milliseconds())
 	p, err := cat.Partition(ctx, "cold", 0)
 	if err != nil {

@@ -4,15 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/fetchcache/gate"
-	"github.com/tiered/tiered/fetchcache/httpapi"
 )
 
 func TestClientAgainstService(t *testing.T) {
@@ -82,62 +76,3 @@ func TestClientAgainstService(t *testing.T) {
 
 // TestClientThrottle: 429 answers are retried after Retry-After while the
 // budget lasts; then *httpapi.ThrottledError. Other errors are typed.
-func TestClientThrottle(t *testing.T) {
-	var throttles atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if throttles.Add(-1) >= 0 {
-			w.Header().Set("Retry-After", "2")
-			writeJSON(w, http.StatusTooManyRequests, httpError{Code: fetchcache.CodeThrottled, Message: "gate full"})
-			return
-		}
-		switch r.URL.EscapedPath() {
-		case "/pre/v1/topics":
-			writeJSON(w, http.StatusOK, map[string]any{"topics": []topicJSON{{Topic: "a/b", Partitions: []int32{0}}}})
-		case "/pre/v1/topics/a%2Fb/partitions/0/records":
-			writeJSON(w, http.StatusBadRequest, httpError{Code: fetchcache.CodeInvalidRequest, Message: "bad " + r.URL.RawQuery})
-		default:
-			http.Error(w, "plain text failure", http.StatusBadGateway)
-		}
-	}))
-	defer srv.Close()
-	c, err := httpapi.NewClient(srv.URL+"/pre/", srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var slept []time.Duration
-	c.sleep = func(ctx context.Context, d time.Duration) error { slept = append(slept, d); return nil }
-	c.ThrottleBudget = 5 * time.Second
-	ctx := context.Background()
-
-	throttles.Store(2)
-	ts, err := c.Topics(ctx)
-	if err != nil || len(ts) != 1 || ts[0].Name != "a/b" || len(slept) != 2 || slept[0] != 2*time.Second {
-		t.Fatalf("topics after throttles: %+v %v, slept %v", ts, err, slept)
-	}
-
-	slept = nil
-	throttles.Store(3) // 3 × 2s > the 5s budget
-	_, err = c.Topics(ctx)
-	var te *httpapi.ThrottledError
-	if !errors.As(err, &te) || te.RetryAfter != 2*time.Second || !errors.Is(err, gate.ErrOverloaded) || len(slept) != 2 {
-		t.Fatalf("throttled past budget: %v, slept %v", err, slept)
-	}
-	if d, ok := gate.RetryAfter(err); !ok {
-		t.Fatalf("server-side view of the throttle: %v %v", d, ok)
-	}
-
-	throttles.Store(0)
-	var ae *httpapi.APIError
-	if _, err := c.ReadRaw(ctx, "a/b", 0, 3, 10); !errors.As(err, &ae) || ae.Status != 400 || ae.Code != fetchcache.CodeInvalidRequest || ae.Message != "bad max_bytes=10&offset=3" {
-		t.Fatalf("400 answer (topic escaped in the path): %v", err)
-	}
-	if _, err := c.PartitionInfo(ctx, "x", 0); !errors.As(err, &ae) || ae.Status != 502 || ae.Code != "" || ae.Message != "plain text failure" {
-		t.Fatalf("non-JSON error: %v", err)
-	}
-
-	for _, bad := range []string{"ftp://h", "http://", "http://u:p@h", "http://h?x=1", "::"} {
-		if _, err := httpapi.NewClient(bad, nil); err == nil {
-			t.Errorf("httpapi.NewClient(%q) accepted", bad)
-		}
-	}
-}

@@ -70,7 +70,7 @@ func newReplayEnv(t *testing.T) *replayEnv {
 		}
 	}
 	mem := objstore.NewMemory()
-	uploadAll(t, e, mem)
+	fetchkit.UploadAll(t, e, mem)
 	cb, err := chunkcache.NewCachingBucket(mem, chunkcache.CacheOptions{ChunkBytes: 4096, MemoryBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func newReplayEnv(t *testing.T) *replayEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Cat = cat
+	env.cat = cat
 	srv, err := server.Listen(server.ServerOptions{Catalog: cat, HTTPAddr: "127.0.0.1:0", Logger: fetchkit.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -94,16 +94,17 @@ func newReplayEnv(t *testing.T) *replayEnv {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	env.client, err = httpapi.NewClient("http://"+srv.HTTPAddr().String(), &http.Client{Transport: &http.Transport{}})
+	hc := &http.Client{Transport: &http.Transport{}}
+	env.client, err = httpapi.NewClient("http://"+srv.HTTPAddr().String(), hc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { env.client.hc.CloseIdleConnections() })
+	t.Cleanup(hc.CloseIdleConnections)
 	return env
 }
 
 func (env *replayEnv) sources() map[string]ReplaySource {
-	return map[string]ReplaySource{"bucket": NewCatalogReplaySource(env.Cat), "fetch": env.client}
+	return map[string]ReplaySource{"bucket": NewCatalogReplaySource(env.cat), "fetch": env.client}
 }
 
 // rangeOf applies the ListOffsets rule to the expected records: the first
@@ -311,7 +312,7 @@ func TestReplayRate(t *testing.T) {
 		t.Run(fmt.Sprint(rate), func(t *testing.T) {
 			clk := &fakeClock{now: time.Unix(1000, 0)}
 			var last ReplayProgress
-			cp, err := Replay(context.Background(), ReplayOptions{Source: NewCatalogReplaySource(env.Cat), Topic: replayTopic,
+			cp, err := Replay(context.Background(), ReplayOptions{Source: NewCatalogReplaySource(env.cat), Topic: replayTopic,
 				Partition: ReplayAllPartitions, From: 0, To: ts0 + 1_000_000, Stdout: &bytes.Buffer{}, Rate: rate,
 				FetchBytes: 8000, Now: clk.Now, Sleep: clk.Sleep, Progress: func(p ReplayProgress) { last = p }})
 			if err != nil {

@@ -43,7 +43,7 @@ func httpGet(t *testing.T, c *http.Client, url, auth string) (int, string, strin
 
 func errorCode(t *testing.T, body string) string {
 	t.Helper()
-	var e httpError
+	var e httpapi.ErrorBody
 	if err := json.Unmarshal([]byte(body), &e); err != nil {
 		t.Fatalf("error body %q: %v", body, err)
 	}
@@ -54,7 +54,7 @@ func errorCode(t *testing.T, body string) string {
 func topicNames(t *testing.T, body string) []string {
 	t.Helper()
 	var out struct {
-		Topics []topicJSON `json:"topics"`
+		Topics []httpapi.TopicJSON `json:"topics"`
 	}
 	if err := json.Unmarshal([]byte(body), &out); err != nil {
 		t.Fatalf("topics body %q: %v", body, err)
@@ -164,7 +164,7 @@ func TestHTTPTLS(t *testing.T) {
 	rogue := fetchkit.NewPKI(t, "rogue")
 	_, _, certA := pki.Client(fetchkit.ClientACN)
 	_, _, certNobody := pki.Client(fetchkit.ClientNoACLs)
-	_, _, certRogue := rogue.client(fetchkit.ClientACN)
+	_, _, certRogue := rogue.Client(fetchkit.ClientACN)
 	client := func(cfg *tls.Config) *http.Client {
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
 	}

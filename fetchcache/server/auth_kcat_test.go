@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
@@ -16,7 +17,7 @@ import (
 // TestKcatSecured consumes with librdkafka's kcat over SASL_SSL and over
 // mutual TLS, and checks that a wrong password and a denied topic fail.
 func TestKcatSecured(t *testing.T) {
-	kcat := kcatPath(t)
+	kcat := fetchkit.KcatPath(t)
 	e := fetchkit.NewAuthEnv(t)
 	pki := fetchkit.NewPKI(t, "kcat")
 	certFile, keyFile, _ := pki.Client(fetchkit.ClientACN)
@@ -64,7 +65,7 @@ func TestKcatSecured(t *testing.T) {
 	})
 	t.Run("wrong_password", func(t *testing.T) {
 		out, stderr, err := run(t, saslSrv.kafka, "orders", append(sasl("alice", fetchkit.WrongPass), "-m", "2"), false)
-		if err == nil || out != "" || !strings.Contains(stderr, saslBadCredentials) {
+		if err == nil || out != "" || !strings.Contains(stderr, kafkasrv.SASLBadCredentials) {
 			t.Fatalf("kcat with a wrong password: %v\nstdout:\n%.400s\nstderr:\n%s", err, out, stderr)
 		}
 	})

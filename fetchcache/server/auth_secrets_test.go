@@ -46,7 +46,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	defer cancel()
 	tlsOpt := kgo.DialTLSConfig(pki.ClientTLS())
 	for _, cred := range [][2]string{{"alice", fetchkit.PassAlice}, {"bob", fetchkit.PassBob}, {"alice", fetchkit.WrongPass}, {fetchkit.WrongPass, fetchkit.PassAlice}, {"bob", fetchkit.PassAlice}} {
-		cl := mustClient(t, kgo.SeedBrokers(s.kafka), tlsOpt, saslOpt(cred[0], cred[1]), kgo.RequestRetries(0))
+		cl := fetchkit.MustClient(t, kgo.SeedBrokers(s.kafka), tlsOpt, saslOpt(cred[0], cred[1]), kgo.RequestRetries(0))
 		_, err := kadm.NewClient(cl).Metadata(ctx, fetchkit.AuthTopics...)
 		messages = append(messages, fmt.Sprint(err))
 		if cred[0] == "alice" && cred[1] == fetchkit.PassAlice {

@@ -76,7 +76,7 @@ func TestHostileTopicNamesNeverReachTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem := objstore.NewMemory()
-	uploadAll(t, e, mem)
+	fetchkit.UploadAll(t, e, mem)
 	bkt := &auditBucket{BucketReader: mem}
 	cat, err := fetchcache.NewRemoteCatalog(bkt, fetchcache.RemoteCatalogOptions{})
 	if err != nil {
@@ -115,7 +115,7 @@ func TestHostileTopicNamesNeverReachTheBucket(t *testing.T) {
 	}
 
 	addr := startKafka(t, cat, kafkasrv.KafkaOptions{})
-	cl := mustClient(t, kgo.SeedBrokers(addr))
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	hostile := []string{"../x", "a/b", "..", ".", "", "x\x00y", strings.Repeat("b", 250)}

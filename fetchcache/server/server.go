@@ -49,7 +49,7 @@ type ServerOptions struct {
 	// anonymous.
 	Security auth.Security
 
-	// HTTP and Kafka carry the interfaces' tunables; their fetchcache.Catalog,
+	// HTTP and Kafka carry the interfaces' tunables; their Catalog,
 	// Metrics, Logger, Gatherer, Ready, AdvertisedAddr, Auth and TLS
 	// fields are set by Listen.
 	HTTP  httpapi.HTTPOptions

@@ -52,7 +52,7 @@ func TestServerServesAndShutsDown(t *testing.T) {
 	fetchkit.SameRecs(t, testrecs.ConsumeKgo(t, srv.KafkaAddr().String(), "s", 0, kgo.NewOffset().AtStart(), len(want)), want)
 
 	// A fetch waiting at the log end is answered at once on shutdown.
-	cl := mustClient(t, kgo.SeedBrokers(srv.KafkaAddr().String()))
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(srv.KafkaAddr().String()))
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = 30000, 1, 1<<20, -1
 	rt := kmsg.NewFetchRequestTopic()
@@ -117,7 +117,7 @@ func TestListenValidates(t *testing.T) {
 // signalingCatalog reports, once armed, that a partition's offsets were
 // read (a fetch polling at the log end).
 type signalingCatalog struct {
-	Catalog
+	fetchcache.Catalog
 	armed   atomic.Bool
 	waiting chan struct{}
 }
@@ -131,7 +131,7 @@ func (c *signalingCatalog) Partition(ctx context.Context, topic string, p int32)
 }
 
 type signalingPartition struct {
-	Partition
+	fetchcache.Partition
 	c *signalingCatalog
 }
 
