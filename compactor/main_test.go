@@ -1,12 +1,10 @@
 package compactor
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -296,21 +294,6 @@ func offsetsOf(recs []got) []int64 {
 	}
 	return out
 }
-
-func listDir(t testing.TB, fsys vfs.FS, dir string) []string {
-	t.Helper()
-	entries, err := fsys.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, filepath.Base(e.Name()))
-	}
-	return out
-}
-
-var _ = bytes.Equal
 
 // metricValue reads a counter or gauge.
 func metricValue(t testing.TB, c prometheus.Metric) float64 {

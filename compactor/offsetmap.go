@@ -33,8 +33,6 @@ type OffsetMap struct {
 	max      int // entries allowed: n * LoadFactor
 	latest   int64
 	h        *keyHasher
-	lookups  int64
-	probes   int64
 }
 
 // NewOffsetMap makes a map of at most memory bytes (rounded down to whole
@@ -82,7 +80,7 @@ func (m *OffsetMap) ResetFor(keys int64) error {
 		clear(m.slots[:m.dirty])
 	}
 	m.dirty = int(3 * m.n)
-	m.entries, m.latest, m.lookups, m.probes = 0, -1, 0, 0
+	m.entries, m.latest = 0, -1
 	return nil
 }
 
@@ -99,9 +97,6 @@ func (m *OffsetMap) Utilization() float64 { return float64(m.entries) / float64(
 // MemoryBytes is the memory the map may take (all slots).
 func (m *OffsetMap) MemoryBytes() int64 { return int64(m.maxSlots) * BytesPerEntry }
 
-// AllocatedBytes is the memory the map holds now.
-func (m *OffsetMap) AllocatedBytes() int64 { return int64(len(m.slots)) * 8 }
-
 // LatestOffset is the largest offset put (or set with SetLatestOffset), -1
 // when none.
 func (m *OffsetMap) LatestOffset() int64 { return m.latest }
@@ -117,9 +112,7 @@ func (m *OffsetMap) SetLatestOffset(offset int64) {
 // would go.
 func (m *OffsetMap) find(h0, h1 uint64) (uint64, bool) {
 	i, _ := bits.Mul64(h0, m.n)
-	m.lookups++
 	for {
-		m.probes++
 		s := m.slots[3*i : 3*i+3 : 3*i+3]
 		if s[2] == 0 {
 			return i, false
@@ -161,12 +154,4 @@ func (m *OffsetMap) Get(key []byte) int64 {
 		return -1
 	}
 	return int64(m.slots[3*i+2] - 1)
-}
-
-// ProbesPerLookup is the average number of slots a lookup visited since Reset.
-func (m *OffsetMap) ProbesPerLookup() float64 {
-	if m.lookups == 0 {
-		return 0
-	}
-	return float64(m.probes) / float64(m.lookups)
 }

@@ -219,13 +219,12 @@ const cleanedWriteBuffer = 256 << 10
 // (an entry after more than index.interval.bytes). It is not part of the log
 // until ReplaceSegments swaps it in. Not safe for concurrent use.
 type CleanedSegment struct {
-	l       *Log
-	seg     *Segment
-	buf     []byte
-	next    int64 // offset after the last appended batch
-	size    int64 // bytes appended, buffered ones included
-	done    bool
-	lastOld int64 // for the swap-range sentinel: see ReplaceSegments
+	l    *Log
+	seg  *Segment
+	buf  []byte
+	next int64 // offset after the last appended batch
+	size int64 // bytes appended, buffered ones included
+	done bool
 }
 
 // NewCleanedSegment creates the files of a cleaned segment with base offset

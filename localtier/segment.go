@@ -486,38 +486,6 @@ func (s *Segment) findOffsetByTimestamp(ts int64, startOffset int64) (offset, ti
 	return offset, timestamp, ok, err
 }
 
-// truncateTo removes every batch at or after offset (whole batches: a batch
-// holding offset is removed entirely).
-func (s *Segment) truncateTo(offset int64) error {
-	if offset >= s.nextOffset {
-		return nil
-	}
-	pos, _, ok, err := s.findBatch(offset, s.size)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return nil
-	}
-	if err := s.log.Truncate(pos); err != nil {
-		return fmt.Errorf("truncate %s: %w", s.LogPath(), err)
-	}
-	s.size = pos
-	if err := s.offIdx.TruncateTo(offset); err != nil {
-		return err
-	}
-	if err := s.timIdx.TruncateTo(offset); err != nil {
-		return err
-	}
-	if s.txnIdx != nil {
-		if err := s.txnIdx.TruncateTo(offset); err != nil {
-			return err
-		}
-	}
-	_, err = s.recover()
-	return err
-}
-
 func (s *Segment) close() error {
 	var errs []error
 	if s.maxTimestamp >= 0 {

@@ -242,7 +242,7 @@ func TestAppendConflicts(t *testing.T) {
 	}
 	// Retention removes everything; a segment entirely below the new log
 	// start is refused, one straddling it accepted.
-	c, err = RemoveBelow(context.Background(), newMemStore(), m, 30)
+	_, err = RemoveBelow(context.Background(), newMemStore(), m, 30)
 	if err == nil {
 		t.Fatal("RemoveBelow loaded a sub-manifest from an empty store")
 	}

@@ -28,6 +28,7 @@ const (
 // LONG, at least 1) and returns it as a duration.
 func CheckInterval(ms int64) (time.Duration, error) {
 	if ms < 1 {
+		//lint:ignore ST1005 Kafka's wording for a refused config value, which operators grep for
 		return 0, fmt.Errorf("Invalid value %d for configuration %s: Value must be at least 1", ms, CheckIntervalConfig)
 	}
 	if ms > int64(1<<63-1)/int64(time.Millisecond) {

@@ -99,9 +99,6 @@ func WithMetrics(b Bucket, reg prometheus.Registerer) *Metered {
 	return &Metered{Bucket: b, m: NewMetrics(reg)}
 }
 
-// WithSharedMetrics wraps b with an existing Metrics set.
-func WithSharedMetrics(b Bucket, m *Metrics) *Metered { return &Metered{Bucket: b, m: m} }
-
 func isFailure(err error) bool {
 	return err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPreconditionFailed) &&
 		!errors.Is(err, context.Canceled)

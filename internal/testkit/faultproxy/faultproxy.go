@@ -106,11 +106,6 @@ func And(ms ...func(*http.Request) bool) func(*http.Request) bool {
 	}
 }
 
-// IsRangeGet matches GETs with a Range header (S3 GetObject of a range).
-func IsRangeGet(r *http.Request) bool {
-	return r.Method == http.MethodGet && r.Header.Get("Range") != ""
-}
-
 // Options configure New.
 type Options struct {
 	// Seed seeds the fault draws.

@@ -1,6 +1,6 @@
 // Command reliabilityreport turns the JSON lines that fault, crash and
 // corruption tests append to $TIERED_RELIABILITY_OUT (package
-// internal/reliability) into RELIABILITY.md: one table row per scenario,
+// internal/testkit/reliability) into RELIABILITY.md: one table row per scenario,
 // with the columns scenario | runs | records checked | records lost, summed
 // over every test run that reported it. scripts/reliability runs the tests
 // and then this command. It exits non-zero when any record was lost or no

@@ -1,7 +1,7 @@
 // Command mkbucket creates a bucket on a MinIO started by scripts/minio,
 // using minio-go and the fixed test credentials of package testminio.
 //
-//	go run ./internal/testminio/mkbucket -endpoint 127.0.0.1:9000 -bucket tiered
+//	go run ./internal/testkit/testminio/mkbucket -endpoint 127.0.0.1:9000 -bucket tiered
 package main
 
 import (
