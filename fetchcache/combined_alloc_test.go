@@ -1,0 +1,124 @@
+package fetchcache_test
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/internal/testkit/fetchkit"
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// coldCombined is a combined catalog (serve's) whose partition "cold" has
+// every uploaded offset deleted locally, read through a caching bucket, and
+// the bytes a plain Read returns for the whole remote range.
+func coldCombined(t testing.TB) (fetchcache.Partition, int64) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true", "internal.segment.bytes": "262144"})
+	l := e.Log("cold", 0)
+	e.Produce(l, fetchkit.ProduceOpts{Codec: codec.None, Per: 20}, fetchkit.GenRecs(25000, ts0, "z"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	mem := objstore.NewMemory()
+	fetchkit.UploadAll(t, e, mem)
+	if _, err := l.DeleteSegments(l.Segments()[len(l.Segments())-1].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := chunkcache.NewCachingBucket(mem, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cb.Close() })
+	remote, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fetchcache.NewCombinedCatalog(e.Dir, remote).Partition(context.Background(), "cold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, l.LogStartOffset()
+}
+
+// readRemote reads [0, end) through read, 256 KiB at a time, and returns
+// the bytes served.
+func readRemote(t testing.TB, p fetchcache.Partition, end int64, read func(off int64) fetchcache.View) int64 {
+	var n int64
+	for off := int64(0); off < end; {
+		v := read(off)
+		if v.Len == 0 || v.Next <= off {
+			t.Fatalf("no progress at offset %d: %+v", off, v)
+		}
+		n += int64(v.Len)
+		off = v.Next
+	}
+	return n
+}
+
+// TestCombinedSharedReadNoCopy: serve's combined catalog serves its remote
+// offsets as the cache's memory (SharedReader), as the remote catalog does
+// for tiered fetch, so a warm cold read allocates far less than the bytes
+// it serves — a copy would allocate at least as many; the view's bytes are
+// those Read returns.
+func TestCombinedSharedReadNoCopy(t *testing.T) {
+	p, end := coldCombined(t)
+	if _, ok := p.(fetchcache.SharedReader); !ok {
+		t.Fatalf("%T is not a SharedReader", p)
+	}
+	ctx := context.Background()
+	view := func(off int64) fetchcache.View {
+		v, err := fetchcache.ReadView(ctx, p, off, 256<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// Same bytes as Read, and the cache warmed.
+	for off := int64(0); off < end; {
+		v := view(off)
+		data, err := p.Read(ctx, off, 256<<10)
+		if err != nil || !bytes.Equal(v.Bytes(), data) {
+			t.Fatalf("view at %d differs from Read (%v)", off, err)
+		}
+		off = v.Next
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	served := readRemote(t, p, end, view)
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	perMiB := float64(alloc) / (float64(served) / (1 << 20))
+	t.Logf("served %d bytes, allocated %d (%.0f bytes per MiB served)", served, alloc, perMiB)
+	if served < 1<<20 {
+		t.Fatalf("served only %d bytes: the setup is too small to measure", served)
+	}
+	if perMiB > 128<<10 {
+		t.Fatalf("combined cold read allocated %.0f bytes per MiB served, want < 128 KiB (no copy of the batch bytes)", perMiB)
+	}
+}
+
+// BenchmarkCombinedColdRead reports the allocations per MiB a warm cold
+// read of serve's combined catalog makes (b.SetBytes: MB/s is bytes served).
+func BenchmarkCombinedColdRead(b *testing.B) {
+	p, end := coldCombined(b)
+	ctx := context.Background()
+	view := func(off int64) fetchcache.View {
+		v, err := fetchcache.ReadView(ctx, p, off, 256<<10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return v
+	}
+	n := readRemote(b, p, end, view) // warm
+	b.SetBytes(n)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		readRemote(b, p, end, view)
+	}
+}
