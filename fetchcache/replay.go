@@ -46,7 +46,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -55,6 +54,7 @@ import (
 	"github.com/tiered/tiered/internal/x/ctxsleep"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/vfs"
 )
 
 // ReplayFormat is the output format of a replay.
@@ -255,6 +255,8 @@ type ReplayOptions struct {
 	// Resume continues from the checkpoint (which must exist); the other
 	// options must describe the same job (topic, partition, times, format).
 	Resume bool
+	// FS holds the output file and the checkpoint; default vfs.Default.
+	FS vfs.FS
 
 	FetchBytes    int           // default: DefaultReplayFetchBytes, or Rate if lower
 	FlushBytes    int           // default DefaultReplayFlushBytes
@@ -313,7 +315,12 @@ type ReplayCheckpoint struct {
 // ReadReplayCheckpoint reads a checkpoint file; a missing file wraps
 // ErrNoReplayCheckpoint.
 func ReadReplayCheckpoint(path string) (*ReplayCheckpoint, error) {
-	data, err := os.ReadFile(path)
+	return ReadReplayCheckpointFS(vfs.Default, path)
+}
+
+// ReadReplayCheckpointFS is ReadReplayCheckpoint on fsys.
+func ReadReplayCheckpointFS(fsys vfs.FS, path string) (*ReplayCheckpoint, error) {
+	data, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w at %s", ErrNoReplayCheckpoint, path)
 	}
@@ -338,47 +345,13 @@ func ReadReplayCheckpoint(path string) (*ReplayCheckpoint, error) {
 	return &cp, nil
 }
 
-// writeFileAtomic replaces path with data: a temporary file in the same
-// directory, fsync, rename, fsync of the directory.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}
-
 // replayJob is one run of Replay.
 type replayJob struct {
 	o      ReplayOptions
 	cp     ReplayCheckpoint
 	cpPath string
 
-	f         *os.File // the output file, nil for Stdout
+	f         vfs.File // the output file, nil for Stdout
 	bw        *bufio.Writer
 	unflushed int
 	lastFlush time.Time
@@ -462,6 +435,9 @@ func newReplayJob(o ReplayOptions) (*replayJob, error) {
 	if o.Sleep == nil {
 		o.Sleep = ctxsleep.Sleep
 	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
 	if o.FlushBytes <= 0 {
 		o.FlushBytes = DefaultReplayFlushBytes
 	}
@@ -495,7 +471,7 @@ func newReplayJob(o ReplayOptions) (*replayJob, error) {
 func (j *replayJob) setup(ctx context.Context) error {
 	o := j.o
 	if o.Resume {
-		cp, err := ReadReplayCheckpoint(j.cpPath)
+		cp, err := ReadReplayCheckpointFS(o.FS, j.cpPath)
 		if err != nil {
 			return err
 		}
@@ -535,7 +511,7 @@ func (j *replayJob) setup(ctx context.Context) error {
 			return err
 		}
 		if o.OutPath != "" {
-			f, err := os.OpenFile(o.OutPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			f, err := o.FS.OpenFile(o.OutPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 			if err != nil {
 				return fmt.Errorf("open output: %w", err)
 			}
@@ -561,7 +537,7 @@ func (j *replayJob) openResumed() error {
 	if j.o.OutPath == "" {
 		return nil
 	}
-	f, err := os.OpenFile(j.o.OutPath, os.O_WRONLY, 0)
+	f, err := j.o.FS.OpenFile(j.o.OutPath, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open output to resume: %w", err)
 	}
@@ -791,7 +767,7 @@ func (j *replayJob) checkpoint() error {
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
 	}
-	if err := writeFileAtomic(j.cpPath, append(data, '\n')); err != nil {
+	if err := vfs.WriteFileAtomic(j.o.FS, j.cpPath, append(data, '\n')); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil
