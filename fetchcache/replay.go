@@ -30,10 +30,10 @@ package fetchcache
 // output file and then atomically replaces the checkpoint (tmp, fsync,
 // rename, fsync dir) with each partition's next offset and the output size
 // those offsets correspond to. Resume truncates the output file to that size
-// and continues from those offsets, so after a crash (kill -9 included) no
-// record is lost or written twice. When the output is stdout the bytes
-// written after the last checkpoint cannot be taken back: a resumed job
-// repeats them (at most one flush's worth). On cancellation (SIGINT) the job
+// (creating it when that size is 0) and continues from those offsets, so
+// after a crash (kill -9 included) no record is lost or written twice. When
+// the output is stdout the bytes written after the last checkpoint cannot be
+// taken back: a resumed job repeats them (at most one flush's worth). On cancellation (SIGINT) the job
 // stops at a batch boundary, flushes, checkpoints, and returns
 // ErrReplayInterrupted. A finished job leaves its checkpoint marked
 // complete: resuming it again does nothing.
@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -377,11 +378,15 @@ func Replay(ctx context.Context, o ReplayOptions) (*ReplayCheckpoint, error) {
 	if err := j.setup(ctx); err != nil {
 		return nil, err
 	}
-	if j.f != nil {
-		defer j.f.Close()
-	}
+	defer func() {
+		if j.f != nil { // not closed below: the run failed
+			_ = j.f.Close()
+		}
+	}()
 	runErr := j.run(ctx)
-	interrupted := runErr != nil && ctx.Err() != nil
+	// Only the context's own error is an interruption: a failure that
+	// coincides with a cancel (an output sync, say) is reported as itself.
+	interrupted := runErr != nil && ctx.Err() != nil && errors.Is(runErr, ctx.Err())
 	if runErr == nil {
 		j.cp.Complete = true
 	}
@@ -511,7 +516,7 @@ func (j *replayJob) setup(ctx context.Context) error {
 			return err
 		}
 		if o.OutPath != "" {
-			f, err := o.FS.OpenFile(o.OutPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			f, err := j.openOutput(os.O_WRONLY | os.O_CREATE | os.O_TRUNC)
 			if err != nil {
 				return fmt.Errorf("open output: %w", err)
 			}
@@ -537,7 +542,14 @@ func (j *replayJob) openResumed() error {
 	if j.o.OutPath == "" {
 		return nil
 	}
-	f, err := j.o.FS.OpenFile(j.o.OutPath, os.O_WRONLY, 0)
+	flag := os.O_WRONLY
+	if j.cp.OutputBytes == 0 {
+		// The checkpoint keeps none of the output: the file may be
+		// missing, as after a crash between the first checkpoint and
+		// the creation of the output.
+		flag |= os.O_CREATE
+	}
+	f, err := j.openOutput(flag)
 	if err != nil {
 		return fmt.Errorf("open output to resume: %w", err)
 	}
@@ -560,6 +572,21 @@ func (j *replayJob) openResumed() error {
 	}
 	j.f = f
 	return nil
+}
+
+// openOutput opens the output file. When flag may create it, its directory
+// is synced, so a checkpoint never counts bytes of a file a crash can lose.
+func (j *replayJob) openOutput(flag int) (vfs.File, error) {
+	f, err := j.o.FS.OpenFile(j.o.OutPath, flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if flag&os.O_CREATE != 0 {
+		if err := j.o.FS.SyncDir(filepath.Dir(j.o.OutPath)); err != nil {
+			return nil, errors.Join(err, f.Close())
+		}
+	}
+	return f, nil
 }
 
 func fmtMillis(ms int64) string {
