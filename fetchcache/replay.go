@@ -33,10 +33,11 @@ package fetchcache
 // (creating it when that size is 0) and continues from those offsets, so
 // after a crash (kill -9 included) no record is lost or written twice. When
 // the output is stdout the bytes written after the last checkpoint cannot be
-// taken back: a resumed job repeats them (at most one flush's worth). On cancellation (SIGINT) the job
-// stops at a batch boundary, flushes, checkpoints, and returns
-// ErrReplayInterrupted. A finished job leaves its checkpoint marked
-// complete: resuming it again does nothing.
+// taken back: a resumed job repeats them (at most one flush's worth). On
+// cancellation (SIGINT) the job stops at a batch boundary, flushes,
+// checkpoints, and returns ErrReplayInterrupted. A finished job leaves its
+// checkpoint marked complete: resuming it again does nothing. Files are
+// opened through ReplayOptions.FS (vfs).
 
 import (
 	"bufio"
