@@ -92,7 +92,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 		flights: map[chunkKey]*flight{},
 	}
 	if o.CacheDir != "" {
-		if c.disk, err = openDiskTier(o.CacheDir, o.DiskBytes, o.ChunkBytes, m, o.Logger); err != nil {
+		if c.disk, err = openDiskTier(o.FS, o.CacheDir, o.DiskBytes, o.ChunkBytes, m, o.Logger); err != nil {
 			return nil, err
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
-	"golang.org/x/sys/unix"
+
+	"github.com/tiered/tiered/localtier/vfs"
 )
 
 // Chunk file layout of the disk tier, one file per chunk:
@@ -104,37 +105,35 @@ func decodeChunkFile(b []byte, want int64) ([]byte, error) {
 // start it reloads the files already there in LRU order (oldest
 // modification first), removes leftover temporaries, and trims to
 // the bound; contents are checked on read, not at start. A LOCK file held
-// with flock keeps two processes from sharing the directory.
+// with flock (vfs.FS.Lock) keeps two processes from sharing the directory.
+// Every file operation goes through fs.
 type diskTier struct {
+	fs         vfs.FS
 	dir        string
 	max        int64
 	chunkBytes int64
 	m          *cacheMetrics
 	log        *slog.Logger
-	lock       *os.File
+	lock       io.Closer
 
 	mu    sync.Mutex
 	lru   *simplelru.LRU[string, int64] // file name → file size
 	bytes int64
 }
 
-func openDiskTier(dir string, max, chunkBytes int64, m *cacheMetrics, log *slog.Logger) (*diskTier, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func openDiskTier(fsys vfs.FS, dir string, max, chunkBytes int64, m *cacheMetrics, log *slog.Logger) (*diskTier, error) {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open disk cache: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, diskLockName), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := fsys.Lock(filepath.Join(dir, diskLockName))
 	if err != nil {
-		return nil, fmt.Errorf("open disk cache lock: %w", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
 		return nil, fmt.Errorf("lock disk cache %s (another process uses it?): %w", dir, err)
 	}
 	l, err := simplelru.NewLRU[string, int64](math.MaxInt, nil)
 	if err != nil {
 		panic(err)
 	}
-	d := &diskTier{dir: dir, max: max, chunkBytes: chunkBytes, m: m, log: log, lock: lock, lru: l}
+	d := &diskTier{fs: fsys, dir: dir, max: max, chunkBytes: chunkBytes, m: m, log: log, lock: lock, lru: l}
 	if err := d.reload(); err != nil {
 		d.close()
 		return nil, err
@@ -143,7 +142,7 @@ func openDiskTier(dir string, max, chunkBytes int64, m *cacheMetrics, log *slog.
 }
 
 func (d *diskTier) reload() error {
-	ents, err := os.ReadDir(d.dir)
+	ents, err := d.fs.ReadDir(d.dir)
 	if err != nil {
 		return fmt.Errorf("reload disk cache: %w", err)
 	}
@@ -157,7 +156,7 @@ func (d *diskTier) reload() error {
 		name := e.Name()
 		switch {
 		case strings.HasSuffix(name, chunkTmpExt):
-			_ = os.Remove(filepath.Join(d.dir, name))
+			_ = d.fs.Remove(filepath.Join(d.dir, name))
 		case strings.HasSuffix(name, chunkFileExt) && e.Type().IsRegular():
 			info, err := e.Info()
 			if err != nil {
@@ -217,11 +216,11 @@ func (d *diskTier) get(k chunkKey, want int64) ([]byte, bool) {
 		return nil, false
 	}
 	path := filepath.Join(d.dir, name)
-	data, err := readChunkFile(path, size, want)
+	data, err := readChunkFile(d.fs, path, size, want)
 	if err == nil {
 		// The modification time orders the files at the next reload.
 		now := time.Now()
-		_ = os.Chtimes(path, now, now)
+		_ = d.fs.Chtimes(path, now, now)
 		return data, true
 	}
 	if errors.Is(err, errCorruptChunk) {
@@ -237,8 +236,8 @@ func (d *diskTier) get(k chunkKey, want int64) ([]byte, bool) {
 // readChunkFile reads a chunk file of the indexed size. A size that
 // disagrees with the index or the expected length is corruption; the
 // buffer is sized from the index, which is bounded by the chunk size.
-func readChunkFile(path string, size, want int64) ([]byte, error) {
-	f, err := os.Open(path)
+func readChunkFile(fsys vfs.FS, path string, size, want int64) ([]byte, error) {
+	f, err := fsys.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -293,14 +292,14 @@ func (d *diskTier) put(k chunkKey, payload []byte) {
 }
 
 func (d *diskTier) write(name string, payload []byte) (err error) {
-	tmp, err := os.CreateTemp(d.dir, name+".*"+chunkTmpExt)
+	tmp, err := vfs.CreateTemp(d.fs, d.dir, name+".*"+chunkTmpExt)
 	if err != nil {
 		return fmt.Errorf("create chunk file: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			d.fs.Remove(tmp.Name())
 		}
 	}()
 	if _, err := tmp.Write(encodeChunkFile(payload)); err != nil {
@@ -312,8 +311,8 @@ func (d *diskTier) write(name string, payload []byte) (err error) {
 	// Hits set the time with time.Now too: the file system's own
 	// timestamps are coarser and would misorder the reload.
 	now := time.Now()
-	_ = os.Chtimes(tmp.Name(), now, now)
-	if err := os.Rename(tmp.Name(), filepath.Join(d.dir, name)); err != nil {
+	_ = d.fs.Chtimes(tmp.Name(), now, now)
+	if err := d.fs.Rename(tmp.Name(), filepath.Join(d.dir, name)); err != nil {
 		return fmt.Errorf("rename chunk file: %w", err)
 	}
 	return nil
@@ -345,12 +344,12 @@ func (d *diskTier) drop(name string) {
 		d.m.bytes.WithLabelValues(TierDisk).Sub(float64(size))
 	}
 	d.mu.Unlock()
-	_ = os.Remove(filepath.Join(d.dir, name))
+	_ = d.fs.Remove(filepath.Join(d.dir, name))
 }
 
 func (d *diskTier) remove(names []string) {
 	for _, n := range names {
-		if err := os.Remove(filepath.Join(d.dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := d.fs.Remove(filepath.Join(d.dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			d.log.Warn("disk cache evict failed", "file", n, "err", err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tiered/tiered/fetchcache/gate"
+
+	"github.com/tiered/tiered/localtier/vfs"
 )
 
 // Defaults of CacheOptions; EnsureDefaults fills zero fields with them.
@@ -42,6 +44,8 @@ type CacheOptions struct {
 	// DiskBytes bounds the bytes of chunk files in CacheDir
 	// (--disk-cache-bytes); required with CacheDir.
 	DiskBytes int64
+	// FS holds the disk tier's files; nil means vfs.Default.
+	FS vfs.FS
 
 	// ReadAheadChunks is how many chunks past a sequential read are fetched
 	// in the background. Zero means the default (4); negative disables.
@@ -107,6 +111,9 @@ func (o CacheOptions) EnsureDefaults() CacheOptions {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	return o
 }

@@ -30,13 +30,14 @@ package replay
 // output file and then atomically replaces the checkpoint (tmp, fsync,
 // rename, fsync dir) with each partition's next offset and the output size
 // those offsets correspond to. Resume truncates the output file to that size
-// and continues from those offsets, so after a crash (kill -9 included) no
-// record is lost or written twice. When the output is stdout the bytes
-// written after the last checkpoint cannot be taken back: a resumed job
-// repeats them (at most one flush's worth). On cancellation (SIGINT) the job
-// stops at a batch boundary, flushes, checkpoints, and returns
-// ErrReplayInterrupted. A finished job leaves its checkpoint marked
-// complete: resuming it again does nothing.
+// (creating it when that size is 0) and continues from those offsets, so
+// after a crash (kill -9 included) no record is lost or written twice. When
+// the output is stdout the bytes written after the last checkpoint cannot be
+// taken back: a resumed job repeats them (at most one flush's worth). On
+// cancellation (SIGINT) the job stops at a batch boundary, flushes,
+// checkpoints, and returns ErrReplayInterrupted. A finished job leaves its
+// checkpoint marked complete: resuming it again does nothing. Files are
+// opened through ReplayOptions.FS (vfs).
 
 import (
 	"bufio"
@@ -57,6 +58,7 @@ import (
 	"github.com/tiered/tiered/internal/x/ctxsleep"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/vfs"
 )
 
 // ReplayFormat is the output format of a replay.
@@ -237,6 +239,8 @@ type ReplayOptions struct {
 	// Resume continues from the checkpoint (which must exist); the other
 	// options must describe the same job (topic, partition, times, format).
 	Resume bool
+	// FS holds the output file and the checkpoint; default vfs.Default.
+	FS vfs.FS
 
 	FetchBytes    int           // default: DefaultReplayFetchBytes, or Rate if lower
 	FlushBytes    int           // default DefaultReplayFlushBytes
@@ -295,7 +299,12 @@ type ReplayCheckpoint struct {
 // ReadReplayCheckpoint reads a checkpoint file; a missing file wraps
 // ErrNoReplayCheckpoint.
 func ReadReplayCheckpoint(path string) (*ReplayCheckpoint, error) {
-	data, err := os.ReadFile(path)
+	return ReadReplayCheckpointFS(vfs.Default, path)
+}
+
+// ReadReplayCheckpointFS is ReadReplayCheckpoint on fsys.
+func ReadReplayCheckpointFS(fsys vfs.FS, path string) (*ReplayCheckpoint, error) {
+	data, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w at %s", ErrNoReplayCheckpoint, path)
 	}
@@ -320,47 +329,13 @@ func ReadReplayCheckpoint(path string) (*ReplayCheckpoint, error) {
 	return &cp, nil
 }
 
-// writeFileAtomic replaces path with data: a temporary file in the same
-// directory, fsync, rename, fsync of the directory.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}
-
 // replayJob is one run of Replay.
 type replayJob struct {
 	o      ReplayOptions
 	cp     ReplayCheckpoint
 	cpPath string
 
-	f         *os.File // the output file, nil for Stdout
+	f         vfs.File // the output file, nil for Stdout
 	bw        *bufio.Writer
 	unflushed int
 	lastFlush time.Time
@@ -386,11 +361,15 @@ func Replay(ctx context.Context, o ReplayOptions) (*ReplayCheckpoint, error) {
 	if err := j.setup(ctx); err != nil {
 		return nil, err
 	}
-	if j.f != nil {
-		defer j.f.Close()
-	}
+	defer func() {
+		if j.f != nil { // not closed below: the run failed
+			_ = j.f.Close()
+		}
+	}()
 	runErr := j.run(ctx)
-	interrupted := runErr != nil && ctx.Err() != nil
+	// Only the context's own error is an interruption: a failure that
+	// coincides with a cancel (an output sync, say) is reported as itself.
+	interrupted := runErr != nil && ctx.Err() != nil && errors.Is(runErr, ctx.Err())
 	if runErr == nil {
 		j.cp.Complete = true
 	}
@@ -444,6 +423,9 @@ func newReplayJob(o ReplayOptions) (*replayJob, error) {
 	if o.Sleep == nil {
 		o.Sleep = ctxsleep.Sleep
 	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
 	if o.FlushBytes <= 0 {
 		o.FlushBytes = DefaultReplayFlushBytes
 	}
@@ -477,7 +459,7 @@ func newReplayJob(o ReplayOptions) (*replayJob, error) {
 func (j *replayJob) setup(ctx context.Context) error {
 	o := j.o
 	if o.Resume {
-		cp, err := ReadReplayCheckpoint(j.cpPath)
+		cp, err := ReadReplayCheckpointFS(o.FS, j.cpPath)
 		if err != nil {
 			return err
 		}
@@ -517,7 +499,7 @@ func (j *replayJob) setup(ctx context.Context) error {
 			return err
 		}
 		if o.OutPath != "" {
-			f, err := os.OpenFile(o.OutPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			f, err := j.openOutput(os.O_WRONLY | os.O_CREATE | os.O_TRUNC)
 			if err != nil {
 				return fmt.Errorf("open output: %w", err)
 			}
@@ -543,7 +525,14 @@ func (j *replayJob) openResumed() error {
 	if j.o.OutPath == "" {
 		return nil
 	}
-	f, err := os.OpenFile(j.o.OutPath, os.O_WRONLY, 0)
+	flag := os.O_WRONLY
+	if j.cp.OutputBytes == 0 {
+		// The checkpoint keeps none of the output: the file may be
+		// missing, as after a crash between the first checkpoint and
+		// the creation of the output.
+		flag |= os.O_CREATE
+	}
+	f, err := j.openOutput(flag)
 	if err != nil {
 		return fmt.Errorf("open output to resume: %w", err)
 	}
@@ -566,6 +555,21 @@ func (j *replayJob) openResumed() error {
 	}
 	j.f = f
 	return nil
+}
+
+// openOutput opens the output file. When flag may create it, its directory
+// is synced, so a checkpoint never counts bytes of a file a crash can lose.
+func (j *replayJob) openOutput(flag int) (vfs.File, error) {
+	f, err := j.o.FS.OpenFile(j.o.OutPath, flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if flag&os.O_CREATE != 0 {
+		if err := j.o.FS.SyncDir(filepath.Dir(j.o.OutPath)); err != nil {
+			return nil, errors.Join(err, f.Close())
+		}
+	}
+	return f, nil
 }
 
 func fmtMillis(ms int64) string {
@@ -773,7 +777,7 @@ func (j *replayJob) checkpoint() error {
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
 	}
-	if err := writeFileAtomic(j.cpPath, append(data, '\n')); err != nil {
+	if err := vfs.WriteFileAtomic(j.o.FS, j.cpPath, append(data, '\n')); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil

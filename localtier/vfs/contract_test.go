@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // forEachFS runs fn against the OS filesystem (in a temp dir) and a MemFS
@@ -390,6 +391,81 @@ func TestContract(t *testing.T) {
 			if _, err := fs.Lock(filepath.Join(dir, "nodir", ".lock")); err == nil {
 				t.Fatal("Lock in a missing directory succeeded")
 			}
+		}},
+		{"chtimes", func(t *testing.T, fs FS, dir string) {
+			name := filepath.Join(dir, "f")
+			mustCreate(t, fs, name, "x")
+			at := time.Date(2001, 2, 3, 4, 5, 6, 7000, time.UTC)
+			if err := fs.Chtimes(name, at, at); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := fs.Stat(name); err != nil || !fi.ModTime().Equal(at) {
+				t.Fatalf("Stat = %v, %v; want modification time %v", fi, err, at)
+			}
+			later := at.Add(time.Hour)
+			if err := fs.Chtimes(name, later, later); err != nil {
+				t.Fatal(err)
+			}
+			ents, err := fs.ReadDir(dir)
+			if err != nil || len(ents) != 1 {
+				t.Fatalf("ReadDir = %v, %v", ents, err)
+			}
+			if fi, err := ents[0].Info(); err != nil || !fi.ModTime().Equal(later) {
+				t.Fatalf("ReadDir info = %v, %v; want modification time %v", fi, err, later)
+			}
+			wantErrIs(t, fs.Chtimes(filepath.Join(dir, "missing"), at, at), os.ErrNotExist)
+		}},
+		{"create_temp", func(t *testing.T, fs FS, dir string) {
+			seen := map[string]bool{}
+			for range 20 {
+				f, err := CreateTemp(fs, dir, "chunk.*.tmp")
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := f.Name()
+				base := filepath.Base(name)
+				if filepath.Dir(name) != dir || !strings.HasPrefix(base, "chunk.") || !strings.HasSuffix(base, ".tmp") || len(base) <= len("chunk..tmp") {
+					t.Fatalf("temporary file %q does not follow the pattern in %s", name, dir)
+				}
+				if seen[name] {
+					t.Fatalf("temporary name %s handed out twice", name)
+				}
+				seen[name] = true
+				if _, err := f.Write([]byte(base)); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if got := readAll(t, fs, name); got != base {
+					t.Fatalf("%s holds %q", name, got)
+				}
+			}
+			f, err := CreateTemp(fs, dir, "plain")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if base := filepath.Base(f.Name()); !strings.HasPrefix(base, "plain") || base == "plain" {
+				t.Fatalf("pattern without * gave %q", base)
+			}
+			if _, err := CreateTemp(fs, dir, "a/b*"); err == nil {
+				t.Fatal("pattern with a separator accepted")
+			}
+			_, err = CreateTemp(fs, filepath.Join(dir, "nodir"), "x*")
+			wantErrIs(t, err, os.ErrNotExist)
+		}},
+		{"read_file", func(t *testing.T, fs FS, dir string) {
+			name := filepath.Join(dir, "f")
+			for _, data := range []string{"", "abc", strings.Repeat("y", 70000)} {
+				mustCreate(t, fs, name, data)
+				got, err := ReadFile(fs, name)
+				if err != nil || string(got) != data {
+					t.Fatalf("ReadFile = %d bytes, %v; want %d bytes", len(got), err, len(data))
+				}
+			}
+			_, err := ReadFile(fs, filepath.Join(dir, "missing"))
+			wantErrIs(t, err, os.ErrNotExist)
 		}},
 		{"write_file_atomic", func(t *testing.T, fs FS, dir string) {
 			name := filepath.Join(dir, "checkpoint")

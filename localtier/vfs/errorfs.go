@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync/atomic"
+	"time"
 )
 
 // ErrInjected is the error an Injector returns (wrapped) for an injected fault.
@@ -35,6 +36,7 @@ const (
 	OpFileTruncate
 	OpFileStat
 	OpFileClose
+	OpChtimes
 )
 
 var opNames = [...]string{
@@ -56,6 +58,7 @@ var opNames = [...]string{
 	OpFileTruncate: "truncate",
 	OpFileStat:     "fstat",
 	OpFileClose:    "close",
+	OpChtimes:      "chtimes",
 }
 
 func (k OpKind) String() string {
@@ -226,6 +229,14 @@ func (e *ErrorFS) Stat(name string) (os.FileInfo, error) {
 		return nil, err
 	}
 	return e.inner.Stat(name)
+}
+
+// Chtimes implements FS.
+func (e *ErrorFS) Chtimes(name string, atime, mtime time.Time) error {
+	if err := e.maybe(OpChtimes, name); err != nil {
+		return err
+	}
+	return e.inner.Chtimes(name, atime, mtime)
 }
 
 // SyncDir implements FS.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 )
 
 // atomicViolations drives write under OnIndex(i) for i = 0, 1, ... until it
@@ -219,6 +220,7 @@ func TestErrorFSEveryOpInjectable(t *testing.T) {
 		"Stat":      func() error { _, err := fail.Stat("/d/f"); return err },
 		"SyncDir":   func() error { return fail.SyncDir("/d") },
 		"Lock":      func() error { _, err := fail.Lock("/d/LOCK"); return err },
+		"Chtimes":   func() error { return fail.Chtimes("/d/f", time.Unix(1, 0), time.Unix(1, 0)) },
 		"Read":      func() error { _, err := ff.Read(buf); return err },
 		"ReadAt":    func() error { _, err := ff.ReadAt(buf, 0); return err },
 		"Write":     func() error { _, err := ff.Write(buf); return err },
@@ -234,6 +236,9 @@ func TestErrorFSEveryOpInjectable(t *testing.T) {
 	}
 	// Nothing reached the inner FS.
 	checkFiles(t, mem, map[string]string{"/d/f": "abc", "/d/g": absent, "/d/h": absent, "/d/LOCK": absent})
+	if fi, err := mem.Stat("/d/f"); err != nil || fi.ModTime().Equal(time.Unix(1, 0)) {
+		t.Errorf("failed Chtimes reached the inner FS: %v, %v", fi, err)
+	}
 	if _, err := mem.Stat("/e"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("/e exists after failed MkdirAll: %v", err)
 	}
@@ -262,5 +267,38 @@ func TestOnIndex(t *testing.T) {
 	}
 	if OpFileRead.Mutates() || !OpRename.Mutates() || OpKind(99).String() != "OpKind(99)" {
 		t.Fatal("OpKind helpers wrong")
+	}
+}
+
+// CreateTemp tries another name when one exists, gives up after
+// createTempTries, and returns any other failure at once.
+func TestCreateTempRetries(t *testing.T) {
+	exists := func(n int) (*ErrorFS, *int) {
+		creates := 0
+		return NewErrorFS(NewMem(), InjectorFunc(func(op Op) error {
+			if op.Kind != OpCreate {
+				return nil
+			}
+			creates++
+			if n < 0 || creates <= n {
+				return &os.PathError{Op: "open", Path: op.Path, Err: os.ErrExist}
+			}
+			return nil
+		})), &creates
+	}
+	fs, creates := exists(3)
+	f, err := CreateTemp(fs, "/", "t*")
+	must(t, err)
+	must(t, f.Close())
+	if *creates != 4 {
+		t.Fatalf("%d creates, want 3 taken names and one new", *creates)
+	}
+	fs, creates = exists(-1)
+	if _, err := CreateTemp(fs, "/", "t*"); !errors.Is(err, os.ErrExist) || *creates != createTempTries {
+		t.Fatalf("every name taken: %v after %d creates, want ErrExist after %d", err, *creates, createTempTries)
+	}
+	inj := OnIndex(0)
+	if _, err := CreateTemp(NewErrorFS(NewMem(), inj), "/", "t*"); !errors.Is(err, ErrInjected) || inj.Ops() != 1 {
+		t.Fatalf("injected create: %v after %d ops, want ErrInjected after 1", err, inj.Ops())
 	}
 }

@@ -337,6 +337,18 @@ func (m *MemFS) Stat(name string) (os.FileInfo, error) {
 	return n.info(baseName(parts)), nil
 }
 
+// Chtimes sets name's modification time (MemFS keeps no access time).
+func (m *MemFS) Chtimes(name string, _, mtime time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, err := m.walk("chtimes", name, splitPath(name))
+	if err != nil {
+		return err
+	}
+	n.modTime = mtime
+	return nil
+}
+
 func baseName(parts []string) string {
 	if len(parts) == 0 {
 		return "/"

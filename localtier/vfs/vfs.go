@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"time"
 )
 
 // ErrLocked is returned (wrapped, naming the file) by FS.Lock when another
@@ -44,6 +45,8 @@ type FS interface {
 	// ReadDir lists the names in dir, sorted.
 	ReadDir(dir string) ([]os.DirEntry, error)
 	Stat(name string) (os.FileInfo, error)
+	// Chtimes sets the named file's access and modification times.
+	Chtimes(name string, atime, mtime time.Time) error
 	// SyncDir makes directory entries (creates, renames, removes) in dir durable.
 	SyncDir(dir string) error
 	// Lock takes an exclusive advisory lock on the named file (flock(2) on
