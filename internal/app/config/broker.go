@@ -118,17 +118,6 @@ var brokerByName = func() map[string]*brokerDef {
 	return m
 }()
 
-// topicOrder lists the topic configs with broker synonyms, each once, in brokerDefs order.
-var topicOrder = func() []string {
-	var out []string
-	for _, d := range brokerDefs {
-		if d.topic != "" && !slices.Contains(out, d.topic) {
-			out = append(out, d.topic)
-		}
-	}
-	return out
-}()
-
 // BrokerConfigNames lists the Kafka broker config names the broker section accepts, sorted.
 func BrokerConfigNames() []string {
 	out := make([]string, 0, len(brokerDefs))

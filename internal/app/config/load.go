@@ -327,7 +327,6 @@ func yamlErrText(err error) string {
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	byteSizeType = reflect.TypeFor[ByteSize]()
-	secretType   = reflect.TypeFor[Secret]()
 )
 
 // fieldByTag returns the field of struct type t with yaml tag key.

@@ -262,12 +262,6 @@ func (v *validator) nonNegative(path string, n int64) bool {
 	return true
 }
 
-func (v *validator) positiveSize(path string, n int64) {
-	if v.nonNegative(path, n) && n == 0 {
-		v.add(path, "must be positive")
-	}
-}
-
 func (v *validator) positiveDuration(path string, d int64) {
 	if d <= 0 {
 		v.add(path, "must be a positive duration")
