@@ -10,7 +10,6 @@ import (
 	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/localtier/codec"
-	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // coldCombined is a combined catalog (serve's) whose partition "cold" has
@@ -21,14 +20,7 @@ func coldCombined(t testing.TB) (fetchcache.Partition, int64) {
 	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true", "internal.segment.bytes": "262144"})
 	l := e.Log("cold", 0)
 	e.Produce(l, fetchkit.ProduceOpts{Codec: codec.None, Per: 20}, fetchkit.GenRecs(25000, ts0, "z"))
-	if err := l.Roll(); err != nil {
-		t.Fatal(err)
-	}
-	mem := objstore.NewMemory()
-	fetchkit.UploadAll(t, e, mem)
-	if _, err := l.DeleteSegments(l.Segments()[len(l.Segments())-1].BaseOffset); err != nil {
-		t.Fatal(err)
-	}
+	mem := fetchkit.Offload(t, e, l)
 	cb, err := chunkcache.NewCachingBucket(mem, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)

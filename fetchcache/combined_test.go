@@ -68,15 +68,8 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 	e.Topic("plain", 1, nil)
 	l := e.Log("cold", 0)
 	first := e.Produce(l, fetchkit.ProduceOpts{Codec: codec.LZ4, Per: 4}, fetchkit.GenRecs(120, ts0, "a"))
-	if err := l.Roll(); err != nil {
-		t.Fatal(err)
-	}
-	mem := objstore.NewMemory()
-	fetchkit.UploadAll(t, e, mem)
 	// Local retention after the upload: every rolled segment goes.
-	if _, err := l.DeleteSegments(l.Segments()[len(l.Segments())-1].BaseOffset); err != nil {
-		t.Fatal(err)
-	}
+	mem := fetchkit.Offload(t, e, l)
 	localStart := l.LogStartOffset()
 	if localStart != first[len(first)-1].Offset+1 {
 		t.Fatalf("local log start %d after deleting the uploaded segments", localStart)

@@ -85,15 +85,7 @@ func newReplayEnv(t *testing.T) *replayEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	fetchkit.Serve(t, srv.Serve)
 	hc := &http.Client{Transport: &http.Transport{}}
 	env.client, err = httpapi.NewClient("http://"+srv.HTTPAddr().String(), hc)
 	if err != nil {

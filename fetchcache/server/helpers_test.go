@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -28,15 +27,7 @@ func startSecureServer(t testing.TB, cat fetchcache.Catalog, sec auth.Security) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
+	fetchkit.Serve(t, s.Serve)
 	return &secureServer{http: s.HTTPAddr().String(), kafka: s.KafkaAddr().String(), logs: logs}
 }
 
@@ -58,14 +49,6 @@ func startKafka(t testing.TB, cat fetchcache.Catalog, o kafkasrv.KafkaOptions) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
+	fetchkit.Serve(t, s.Serve)
 	return s.KafkaAddr().String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -19,4 +20,20 @@ func UploadAll(t testing.TB, e *Env, b objstore.Bucket) {
 	if rep, err := u.RunOnce(context.Background()); err != nil || rep.UploadedSegments == 0 {
 		t.Fatalf("upload: %v (%+v)", err, rep)
 	}
+}
+
+// Offload rolls l, uploads every rolled segment of the env to a new memory
+// bucket, and deletes them locally, as local retention would after the
+// upload: the offsets below l's new log start are only in the bucket.
+func Offload(t testing.TB, e *Env, l *localtier.Log) *objstore.Memory {
+	t.Helper()
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	mem := objstore.NewMemory()
+	UploadAll(t, e, mem)
+	if _, err := l.DeleteSegments(l.Segments()[len(l.Segments())-1].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	return mem
 }
