@@ -9,7 +9,7 @@ import (
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
-	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // CodeCorruptMessage is the result code of a read that found stored data
@@ -22,7 +22,7 @@ const CodeCorruptMessage = "CORRUPT_MESSAGE"
 // to the store being unreachable or slow: a retry of the same read cannot
 // help, and an operator must look at the object the error names.
 func IsCorruptData(err error) bool {
-	var coe *remotetier.CorruptObjectError
+	var coe *remotelog.CorruptObjectError
 	var cie *index.CorruptIndexError
 	var cme *manifest.CorruptManifestError
 	return record.IsCorrupt(err) || errors.As(err, &coe) || errors.As(err, &cie) || errors.As(err, &cme)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/manifest"
-	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // Defaults of RemoteCatalogOptions.
@@ -30,7 +30,7 @@ const (
 	// remembered as unknown, so unknown names do not cost a GET each.
 	DefaultRemoteUnknownTTL = 5 * time.Second
 	// DefaultRemoteIndexCacheBytes bounds each open partition's parsed
-	// index objects (remotetier.ReaderOptions.IndexCacheBytes).
+	// index objects (remotelog.ReaderOptions.IndexCacheBytes).
 	DefaultRemoteIndexCacheBytes = 4 << 20
 )
 
@@ -44,14 +44,14 @@ type RemoteCatalogOptions struct {
 	ManifestTTL time.Duration
 	MinRefresh  time.Duration
 	UnknownTTL  time.Duration
-	// Reader tunes every partition's remotetier.RemoteLog; IndexCacheBytes
+	// Reader tunes every partition's remotelog.RemoteLog; IndexCacheBytes
 	// defaults to DefaultRemoteIndexCacheBytes here.
-	Reader remotetier.ReaderOptions
+	Reader remotelog.ReaderOptions
 	Now    func() time.Time
 }
 
 // RemoteCatalog serves the partitions committed to a bucket (fetch mode)
-// through remotetier.RemoteLog: reads follow the manifests and never list.
+// through remotelog.RemoteLog: reads follow the manifests and never list.
 // Topic discovery (Topics, Kafka Metadata for all topics) lists the
 // manifests prefix, cached for TopicsTTL; Partition needs no listing.
 type RemoteCatalog struct {
@@ -179,9 +179,9 @@ func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition i
 	}
 	c.mu.Unlock()
 
-	l, err := remotetier.OpenRemoteLog(ctx, c.b, c.prefix, topic, partition, c.o.Reader)
+	l, err := remotelog.OpenRemoteLog(ctx, c.b, c.prefix, topic, partition, c.o.Reader)
 	if err != nil {
-		var ue *remotetier.UnknownTopicOrPartitionError
+		var ue *remotelog.UnknownTopicOrPartitionError
 		if errors.As(err, &ue) {
 			c.mu.Lock()
 			if len(c.unknown) > 10000 {
@@ -204,10 +204,10 @@ func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition i
 	return p, nil
 }
 
-// remotePartition adapts a *remotetier.RemoteLog to Partition and
+// remotePartition adapts a *remotelog.RemoteLog to Partition and
 // SegmentLister.
 type remotePartition struct {
-	log *remotetier.RemoteLog
+	log *remotelog.RemoteLog
 	c   *RemoteCatalog
 
 	mu          sync.Mutex // serialises refreshes
@@ -242,7 +242,7 @@ func (p *remotePartition) forceRefresh(ctx context.Context) error {
 }
 
 func (p *remotePartition) mapErr(err error) error {
-	var ue *remotetier.UnknownTopicOrPartitionError
+	var ue *remotelog.UnknownTopicOrPartitionError
 	if errors.As(err, &ue) {
 		return &UnknownTopicOrPartitionError{Topic: ue.Topic, Partition: ue.Partition}
 	}
@@ -282,7 +282,7 @@ func (p *remotePartition) Read(ctx context.Context, offset int64, maxBytes int) 
 }
 
 // ReadView is Read as the cached chunk memory the batches lie in
-// (remotetier.RemoteLog.ReadView), for a response that writes them without
+// (remotelog.RemoteLog.ReadView), for a response that writes them without
 // a copy (SharedReader).
 func (p *remotePartition) ReadView(ctx context.Context, offset int64, maxBytes int) (View, error) {
 	// As Read: past the manifest's end, re-read it first.

@@ -25,6 +25,7 @@ import (
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // flipByte rewrites object key in bucket with the byte at pos inverted,
@@ -121,12 +122,12 @@ func TestCorruptRemoteObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := remotetier.LoadRoot(ctx, cd.store, key)
+	m, err := remotelog.LoadRoot(ctx, cd.store, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var segs []manifest.Segment
-	if err := m.Walk(ctx, remotetier.BucketResolver(cd.store), func(s manifest.Segment) error {
+	if err := m.Walk(ctx, remotelog.BucketResolver(cd.store), func(s manifest.Segment) error {
 		segs = append(segs, s)
 		return nil
 	}); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // Object-store fault tests: tiered's S3 backend talks to MinIO through
@@ -233,7 +234,7 @@ func matchBatches(t testing.TB, what string, data []byte, want map[int64][]byte)
 
 // corruptClass reports the errors that claim stored data is corrupt.
 func corruptClass(err error) bool {
-	var coe *remotetier.CorruptObjectError
+	var coe *remotelog.CorruptObjectError
 	var cie *index.CorruptIndexError
 	var cme *manifest.CorruptManifestError
 	return record.IsCorrupt(err) || errors.As(err, &coe) || errors.As(err, &cie) || errors.As(err, &cme)
@@ -248,7 +249,7 @@ func faultCold(t testing.TB) *coldData {
 }
 
 // TestFaultProxyReads reads healthy uploaded partitions through the fault
-// proxy three ways — remotetier.RemoteLog directly on the S3 backend, the
+// proxy three ways — remotelog.RemoteLog directly on the S3 backend, the
 // fetch service's HTTP API, and a franz-go consumer of its Kafka listener —
 // retrying failed reads. Every byte served must be the uploaded one (a
 // truncated body is an error, never short or wrong data), no healthy
@@ -278,10 +279,10 @@ func TestFaultProxyReads(t *testing.T) {
 					t.Fatalf("seed %d %s: %d failed reads: no recovery (last: %v)", seed, name, failures, err)
 				}
 			}
-			var rl *remotetier.RemoteLog
+			var rl *remotelog.RemoteLog
 			for rl == nil {
 				var err error
-				if rl, err = remotetier.OpenRemoteLog(ctx, pb, "", "events", p, remotetier.ReaderOptions{}); err != nil {
+				if rl, err = remotelog.OpenRemoteLog(ctx, pb, "", "events", p, remotelog.ReaderOptions{}); err != nil {
 					fail("open", err)
 				}
 			}

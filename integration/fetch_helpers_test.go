@@ -32,6 +32,7 @@ import (
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // ts0 is the timestamp of the first produced record.
@@ -183,7 +184,7 @@ func buildCold(t testing.TB, fill func(d *localtier.LogDir)) *coldData {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := remotetier.LoadRoot(context.Background(), cd.store, key)
+		m, err := remotelog.LoadRoot(context.Background(), cd.store, key)
 		if err != nil {
 			t.Fatalf("manifest of %s: %v", name, err)
 		}

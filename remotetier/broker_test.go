@@ -21,6 +21,7 @@ import (
 	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 const (
@@ -192,7 +193,7 @@ func TestSidecarFixtures(t *testing.T) {
 						t.Fatalf("%s-%d: offset %d at or above the high watermark %d uploaded", pr.Topic, pr.Partition, s.LastOffset, hw)
 					}
 				}
-				rl, err := OpenRemoteLog(ctx, mem, "", pr.Topic, pr.Partition, ReaderOptions{})
+				rl, err := remotelog.OpenRemoteLog(ctx, mem, "", pr.Topic, pr.Partition, remotelog.ReaderOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,7 +3,7 @@
 // bucket and commits them to per-partition manifests, the sources it copies
 // from (tiered's own log dir, or a Kafka broker's log dir read-only for the
 // sidecar), remote retention, garbage collection of orphans, the read path
-// over committed segments (RemoteLog) and bucket verification.
+// over committed segments (remotelog.RemoteLog) and bucket verification.
 //
 // Upload protocol (docs/format/manifest.md, "Commit protocol"), per
 // partition:

@@ -8,8 +8,10 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // TestMinIOReadAndVerify: the reader and verify against real MinIO through
@@ -26,17 +28,23 @@ func TestMinIOReadAndVerify(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 
-	local := writeLocal(t, t.TempDir(), 11, 4, 12, true)
-	files := local.files(t)
-	r := newRemote(t, b, "", 0, smallPolicy)
-	r.commit(files[:1]...)
-	r.commit(files[1:2]...)
-	r.commit(files[2:]...)
-	l := openTestLog(t, b, "")
-	checkEveryOffset(t, r, l, local)
-	checkTimestamps(t, r, l, local)
+	local := remotekit.WriteLocal(t, t.TempDir(), 11, 4, 12, true)
+	files := local.Files(t)
+	r := remotekit.NewRemote(t, b, "", 0, remotekit.SmallPolicy)
+	r.Commit(files[:1]...)
+	r.Commit(files[1:2]...)
+	r.Commit(files[2:]...)
+	l, err := remotelog.OpenRemoteLog(ctx, b, "", remotekit.TestTopic, remotekit.TestPartition, remotelog.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remotekit.CheckEveryOffset(t, r, func(ctx context.Context, off int64, maxBytes int) ([]byte, int64, int64, error) {
+		res, err := l.Read(ctx, off, maxBytes)
+		return res.Data, res.LogStartOffset, res.LogEndOffset, err
+	}, local)
+	remotekit.CheckTimestamps(t, r, l.OffsetForTimestamp, local)
 	got, err := l.AbortedTxns(ctx, 0, l.LogEndOffset())
-	if err != nil || !slices.Equal(got, local.log.AbortedTxns(0, l.LogEndOffset())) {
+	if err != nil || !slices.Equal(got, local.Log.AbortedTxns(0, l.LogEndOffset())) {
 		t.Fatalf("aborted transactions %+v, %v", got, err)
 	}
 
@@ -46,8 +54,8 @@ func TestMinIOReadAndVerify(t *testing.T) {
 	}
 
 	// minio-go rewrites a .log object with one bit flipped.
-	seg := r.segs[2]
-	data := slices.Clone(r.logs[2])
+	seg := r.Segs[2]
+	data := slices.Clone(r.Logs[2])
 	data[len(data)-1] ^= 0x80
 	if _, err := srv.Client().PutObject(ctx, bucketName, "tiered/prod/"+seg.Log.Key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)

@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // Tests of the indexes object (manifest version 2): the uploader writes a
@@ -56,7 +58,7 @@ func secLocal(t testing.TB, d *localtier.LogDir, seed uint64, nSegs, batches int
 			}
 			recs[k] = record.Record{Offset: int64(k), Timestamp: ts, Key: fmt.Appendf(nil, "k%d", rng.IntN(20)), Value: v}
 		}
-		appendTestBatch(t, l, &enc, codecs[i%len(codecs)], recs, transactional, pid, &seq)
+		remotekit.AppendTestBatch(t, l, &enc, codecs[i%len(codecs)], recs, transactional, pid, &seq)
 	}
 	for s := range nSegs {
 		for i := range batches {
@@ -117,7 +119,7 @@ func (f *secFixture) clone(t testing.TB) *secFixture {
 	c := *f
 	c.bkt = objstore.NewMemory()
 	for _, k := range upKeys(t, f.bkt) {
-		put(t, c.bkt, k, upGet(t, f.bkt, k))
+		remotekit.Put(t, c.bkt, k, upGet(t, f.bkt, k))
 	}
 	return &c
 }
@@ -134,9 +136,9 @@ func (f *secFixture) txnSegment(t testing.TB) manifest.Segment {
 	return manifest.Segment{}
 }
 
-func (f *secFixture) open(t testing.TB, b objstore.BucketReader) *RemoteLog {
+func (f *secFixture) open(t testing.TB, b objstore.BucketReader) *remotelog.RemoteLog {
 	t.Helper()
-	rl, err := OpenRemoteLog(context.Background(), b, "", secTopic, 0, ReaderOptions{})
+	rl, err := remotelog.OpenRemoteLog(context.Background(), b, "", secTopic, 0, remotelog.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func (f *secFixture) open(t testing.TB, b objstore.BucketReader) *RemoteLog {
 // replace overwrites key with edit(its bytes).
 func (f *secFixture) replace(t testing.TB, key string, edit func([]byte) []byte) {
 	t.Helper()
-	put(t, f.bkt, key, edit(slices.Clone(upGet(t, f.bkt, key))))
+	remotekit.Put(t, f.bkt, key, edit(slices.Clone(upGet(t, f.bkt, key))))
 }
 
 // TestSectionsLayout: the uploader writes one indexes object per segment,
@@ -172,7 +174,7 @@ func TestSectionsLayout(t *testing.T) {
 		}
 		var want []byte
 		for _, suffix := range []string{".index", ".timeindex", ".txnindex"} {
-			want = append(want, readOptional(t, localtier.SegmentPath(f.l.Dir(), s.BaseOffset, suffix))...)
+			want = append(want, remotekit.ReadOptional(t, localtier.SegmentPath(f.l.Dir(), s.BaseOffset, suffix))...)
 		}
 		if !bytes.Equal(data, want) {
 			t.Fatalf("segment %d: indexes object is not the local .index, .timeindex and .txnindex back to back", s.BaseOffset)
@@ -189,7 +191,7 @@ func TestSectionsLayout(t *testing.T) {
 }
 
 // TestSectionsReadBack reads every offset, timestamp and aborted
-// transaction of an uploaded partition back through a RemoteLog and
+// transaction of an uploaded partition back through a remotelog.RemoteLog and
 // compares with the local log.
 func TestSectionsReadBack(t *testing.T) {
 	ctx := context.Background()
@@ -209,7 +211,7 @@ func TestSectionsReadBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := wholePrefix(lres.Data); len(want) == 0 || !bytes.Equal(res.Data, want) {
+			if want := remotekit.WholePrefix(lres.Data); len(want) == 0 || !bytes.Equal(res.Data, want) {
 				t.Fatalf("read %d max %d: %d bytes, the local log gives %d", off, maxBytes, len(res.Data), len(want))
 			}
 		}
@@ -263,7 +265,7 @@ type secRange struct {
 	off, length int64
 }
 
-// secBucket records reads and writes, and can rewrite what Get returns.
+// secBucket records reads and writes, and can rewrite what remotekit.Get returns.
 type secBucket struct {
 	objstore.Bucket
 	mu     sync.Mutex
@@ -399,7 +401,7 @@ func TestSectionsEmptyOffsetIndex(t *testing.T) {
 	}
 	cb := &secBucket{Bucket: bkt}
 	for _, timeFirst := range []bool{false, true} {
-		rl, err := OpenRemoteLog(ctx, cb, "", secTopic, 0, ReaderOptions{})
+		rl, err := remotelog.OpenRemoteLog(ctx, cb, "", secTopic, 0, remotelog.ReaderOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,7 +415,7 @@ func TestSectionsEmptyOffsetIndex(t *testing.T) {
 					t.Fatal(err)
 				}
 				lres, err := l.Read(s.LastOffset, 1, true)
-				if err != nil || len(res.Data) == 0 || !bytes.Equal(res.Data, wholePrefix(lres.Data)) {
+				if err != nil || len(res.Data) == 0 || !bytes.Equal(res.Data, remotekit.WholePrefix(lres.Data)) {
 					t.Fatalf("read %d: %d bytes, want the local log's non-empty answer (%v)", s.LastOffset, len(res.Data), err)
 				}
 			}
@@ -442,7 +444,7 @@ func TestSectionsEmptyOffsetIndex(t *testing.T) {
 }
 
 // TestSectionsCorruption: damage to an indexes object is a
-// *CorruptObjectError naming it, for the reads of the sections damaged
+// *remotelog.CorruptObjectError naming it, for the reads of the sections damaged
 // only.
 func TestSectionsCorruption(t *testing.T) {
 	ctx := context.Background()
@@ -469,18 +471,18 @@ func TestSectionsCorruption(t *testing.T) {
 			f := f0.clone(t)
 			seg := f.segs[1]
 			mid := seg.BaseOffset + (seg.LastOffset-seg.BaseOffset)/2
-			byOffset := func(rl *RemoteLog) error {
+			byOffset := func(rl *remotelog.RemoteLog) error {
 				res, err := rl.Read(ctx, mid, 1)
 				if err != nil {
 					return err
 				}
 				lres, err := f.l.Read(mid, 1, true)
-				if err != nil || len(res.Data) == 0 || !bytes.Equal(res.Data, wholePrefix(lres.Data)) {
+				if err != nil || len(res.Data) == 0 || !bytes.Equal(res.Data, remotekit.WholePrefix(lres.Data)) {
 					t.Fatalf("read %d: %d bytes, want the local log's non-empty answer (%v)", mid, len(res.Data), err)
 				}
 				return nil
 			}
-			byTimestamp := func(rl *RemoteLog) error {
+			byTimestamp := func(rl *remotelog.RemoteLog) error {
 				off, _, found, err := rl.OffsetForTimestamp(ctx, seg.MaxTimestamp)
 				if err == nil && (!found || off < seg.BaseOffset || off > seg.LastOffset) {
 					t.Fatalf("offset for timestamp %d: %d, %v; want one in [%d, %d]", seg.MaxTimestamp, off, found, seg.BaseOffset, seg.LastOffset)
@@ -490,16 +492,16 @@ func TestSectionsCorruption(t *testing.T) {
 			f.replace(t, seg.Index.Key, func(b []byte) []byte { return tc.edit(seg, b) })
 			for _, c := range []struct {
 				what  string
-				read  func(*RemoteLog) error
+				read  func(*remotelog.RemoteLog) error
 				fails bool
 			}{{"by offset", byOffset, tc.offsetFails}, {"by timestamp", byTimestamp, tc.timeFails}} {
 				err := c.read(f.open(t, f.bkt)) // a fresh reader: no index cached
-				var ce *CorruptObjectError
+				var ce *remotelog.CorruptObjectError
 				switch {
 				case !c.fails && err != nil:
 					t.Fatalf("read %s: %v", c.what, err)
 				case c.fails && (!errors.As(err, &ce) || ce.Key != seg.Index.Key):
-					t.Fatalf("read %s: %v, want a *CorruptObjectError for %s", c.what, err, seg.Index.Key)
+					t.Fatalf("read %s: %v, want a *remotelog.CorruptObjectError for %s", c.what, err, seg.Index.Key)
 				}
 			}
 		})
@@ -794,7 +796,7 @@ func TestSectionsRollingUpgrade(t *testing.T) {
 			t.Fatalf("segment %d (#%d): sections %v after the upgrade; want sections for the 2 new segments only and the 3 old ones unchanged", s.BaseOffset, i, sections)
 		}
 	}
-	rl, err := OpenRemoteLog(ctx, b.Bucket, "", secTopic, 0, ReaderOptions{})
+	rl, err := remotelog.OpenRemoteLog(ctx, b.Bucket, "", secTopic, 0, remotelog.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

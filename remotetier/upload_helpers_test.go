@@ -19,6 +19,7 @@ import (
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // Helpers of the uploader tests (prefixed "up" to stay clear of the reader
@@ -196,7 +197,7 @@ func upGet(t testing.TB, b objstore.BucketReader, key string) []byte {
 // log: the manifest validates; its segments are the log's rolled segments
 // from the first committed one up to wantNext, contiguous, each offset once;
 // every object matches its size and checksum, and each .log is byte for byte
-// the local segment's; and a RemoteLog (the read path, written separately)
+// the local segment's; and a remotelog.RemoteLog (the read path, written separately)
 // serves every offset with the local log's batch. It returns the segments.
 func upCheckRemote(t testing.TB, bkt objstore.Bucket, l *localtier.Log, topic string, p int32, wantNext int64) []manifest.Segment {
 	t.Helper()
@@ -231,7 +232,7 @@ func upCheckRemote(t testing.TB, bkt objstore.Bucket, l *localtier.Log, topic st
 	if len(segs) == 0 {
 		return segs
 	}
-	rl, err := OpenRemoteLog(ctx, bkt, "", topic, p, ReaderOptions{})
+	rl, err := remotelog.OpenRemoteLog(ctx, bkt, "", topic, p, remotelog.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tiered/tiered/compactor"
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -65,7 +66,7 @@ func TestUploadLocalReadBack(t *testing.T) {
 			suffix string
 			obj    manifest.Object
 		}{{".index", s.Index}, {".timeindex", s.TimeIndex}} {
-			want := readOptional(t, localtier.SegmentPath(l0.Dir(), s.BaseOffset, pair.suffix))
+			want := remotekit.ReadOptional(t, localtier.SegmentPath(l0.Dir(), s.BaseOffset, pair.suffix))
 			if got := upObject(t, bkt, pair.obj); string(got) != string(want) {
 				t.Fatalf("segment %d %s: built %d bytes, engine wrote %d", s.BaseOffset, pair.suffix, len(got), len(want))
 			}
@@ -395,7 +396,7 @@ func TestUploadCompactionSpansCommittedEnd(t *testing.T) {
 	}
 }
 
-// slowLogBucket delays every .log Put and records how many run at once.
+// slowLogBucket delays every .log remotekit.Put and records how many run at once.
 type slowLogBucket struct {
 	objstore.Bucket
 	mu        sync.Mutex

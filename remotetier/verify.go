@@ -12,6 +12,7 @@ import (
 
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // DefaultGCGrace is how old an object no manifest references must be before
@@ -291,7 +292,7 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 		default:
 			pr.Generation = m.Generation
 			pr.SubCount = len(m.Sealed)
-			inner := BucketResolver(v.b)
+			inner := remotelog.BucketResolver(v.b)
 			res := manifest.ResolverFunc(func(ctx context.Context, key string, size int64) ([]byte, error) {
 				return inner.Load(ctx, base+key, size)
 			})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -18,10 +19,10 @@ import (
 type verifyFixture struct {
 	dir string
 	b   objstore.Bucket
-	r   *remote
+	r   *remotekit.Remote
 }
 
-func newVerifyFixture(t *testing.T, files []segFiles) *verifyFixture {
+func newVerifyFixture(t *testing.T, files []remotekit.SegFiles) *verifyFixture {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := objstore.NewFilesystem(dir)
@@ -29,9 +30,9 @@ func newVerifyFixture(t *testing.T, files []segFiles) *verifyFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	r := newRemote(t, b, "", 0, smallPolicy)
-	r.commit(files[:3]...)
-	r.commit(files[3:]...)
+	r := remotekit.NewRemote(t, b, "", 0, remotekit.SmallPolicy)
+	r.Commit(files[:3]...)
+	r.Commit(files[3:]...)
 	return &verifyFixture{dir: dir, b: b, r: r}
 }
 
@@ -46,7 +47,7 @@ func (f *verifyFixture) age(t *testing.T, key string, d time.Duration) {
 // orphanKey is a data key of an attempt no manifest references.
 func orphanKey(t *testing.T, base int64) string {
 	t.Helper()
-	keys, err := manifest.DataKeys("", testTopic, testPartition, base, manifest.NewAttemptID())
+	keys, err := manifest.DataKeys("", remotekit.TestTopic, remotekit.TestPartition, base, manifest.NewAttemptID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +65,8 @@ func problemKinds(rep *VerifyReport) []string {
 
 func TestVerifyBucket(t *testing.T) {
 	ctx := context.Background()
-	local := writeLocal(t, t.TempDir(), 8, 5, 20, true)
-	files := local.files(t)
+	local := remotekit.WriteLocal(t, t.TempDir(), 8, 5, 20, true)
+	files := local.Files(t)
 
 	tests := []struct {
 		name      string
@@ -78,57 +79,57 @@ func TestVerifyBucket(t *testing.T) {
 	}{
 		{name: "clean", ok: true},
 		{name: "bad_checksum", damage: func(t *testing.T, f *verifyFixture) {
-			seg := f.r.segs[3]
-			data := slices.Clone(f.r.logs[3])
+			seg := f.r.Segs[3]
+			data := slices.Clone(f.r.Logs[3])
 			data[len(data)/2] ^= 0x01
-			put(t, f.b, seg.Log.Key, data)
+			remotekit.Put(t, f.b, seg.Log.Key, data)
 		}, problems: []string{"checksum_mismatch .log"}},
 		{name: "missing_object", damage: func(t *testing.T, f *verifyFixture) {
-			if err := f.b.Delete(ctx, f.r.segs[0].TimeIndex.Key); err != nil {
+			if err := f.b.Delete(ctx, f.r.Segs[0].TimeIndex.Key); err != nil {
 				t.Fatal(err)
 			}
 		}, problems: []string{"missing .timeindex"}},
 		{name: "wrong_size", damage: func(t *testing.T, f *verifyFixture) {
-			seg := f.r.segs[4]
-			put(t, f.b, seg.Index.Key, get(t, f.b, seg.Index.Key)[:seg.Index.Size-8])
+			seg := f.r.Segs[4]
+			remotekit.Put(t, f.b, seg.Index.Key, remotekit.Get(t, f.b, seg.Index.Key)[:seg.Index.Size-8])
 		}, problems: []string{"size_mismatch .index"}},
 		{name: "corrupt_sub_manifest", damage: func(t *testing.T, f *verifyFixture) {
-			ref := f.r.m.Sealed[0]
-			data := get(t, f.b, ref.Key)
+			ref := f.r.M.Sealed[0]
+			data := remotekit.Get(t, f.b, ref.Key)
 			data[len(data)-3] = ' '
-			put(t, f.b, ref.Key, data)
+			remotekit.Put(t, f.b, ref.Key, data)
 		}, problems: []string{"corrupt_manifest .json"}},
 		{name: "missing_sub_manifest", damage: func(t *testing.T, f *verifyFixture) {
-			if err := f.b.Delete(ctx, f.r.m.Sealed[0].Key); err != nil {
+			if err := f.b.Delete(ctx, f.r.M.Sealed[0].Key); err != nil {
 				t.Fatal(err)
 			}
 		}, problems: []string{"missing .json"}},
 		{name: "corrupt_root", damage: func(t *testing.T, f *verifyFixture) {
-			put(t, f.b, f.r.m.Key(), []byte("{"))
+			remotekit.Put(t, f.b, f.r.M.Key(), []byte("{"))
 		}, problems: []string{"corrupt_manifest .json"}},
 		{name: "young_orphan", damage: func(t *testing.T, f *verifyFixture) {
-			put(t, f.b, orphanKey(t, f.r.segs[1].BaseOffset), []byte("in flight"))
+			remotekit.Put(t, f.b, orphanKey(t, f.r.Segs[1].BaseOffset), []byte("in flight"))
 		}, ok: true, orphans: 1},
 		{name: "old_orphan", damage: func(t *testing.T, f *verifyFixture) {
-			k := orphanKey(t, f.r.segs[1].BaseOffset)
-			put(t, f.b, k, []byte("lost race"))
+			k := orphanKey(t, f.r.Segs[1].BaseOffset)
+			remotekit.Put(t, f.b, k, []byte("lost race"))
 			f.age(t, k, 2*time.Hour)
 		}, orphans: 1, pastGrace: 1},
 		{name: "old_orphan_sub_manifest", damage: func(t *testing.T, f *verifyFixture) {
 			// A rewritten sub-manifest whose deletion did not happen.
-			ref := f.r.m.Sealed[0]
+			ref := f.r.M.Sealed[0]
 			k := ref.Key[:len(ref.Key)-len("0123456789abcdef.json")] + "0123456789abcdef.json"
-			put(t, f.b, k, []byte("{}"))
+			remotekit.Put(t, f.b, k, []byte("{}"))
 			f.age(t, k, 3*time.Hour)
 		}, orphans: 1, pastGrace: 1},
 		{name: "foreign_key", damage: func(t *testing.T, f *verifyFixture) {
-			put(t, f.b, "README.txt", []byte("not ours"))
-			put(t, f.b, "data/zz/notes.txt", []byte("not ours"))
+			remotekit.Put(t, f.b, "README.txt", []byte("not ours"))
+			remotekit.Put(t, f.b, "data/zz/notes.txt", []byte("not ours"))
 		}, ok: true, foreign: 2},
 		{name: "partition_without_manifest", damage: func(t *testing.T, f *verifyFixture) {
 			keys, _ := manifest.DataKeys("", "other", 0, 0, manifest.NewAttemptID())
-			put(t, f.b, keys.Log, []byte("crashed before the first commit"))
-			put(t, f.b, keys.Index, []byte{})
+			remotekit.Put(t, f.b, keys.Log, []byte("crashed before the first commit"))
+			remotekit.Put(t, f.b, keys.Index, []byte{})
 			f.age(t, keys.Log, 2*time.Hour)
 		}, orphans: 2, pastGrace: 1},
 	}
@@ -163,7 +164,7 @@ func TestVerifyBucket(t *testing.T) {
 			if tt.name == "clean" {
 				var objs int
 				var bytes int64
-				for _, s := range f.r.segs {
+				for _, s := range f.r.Segs {
 					for _, o := range s.Objects() {
 						objs++
 						bytes += o.Size
@@ -172,7 +173,7 @@ func TestVerifyBucket(t *testing.T) {
 				if rep.Objects != objs || rep.Bytes != bytes {
 					t.Errorf("checked %d objects, %d bytes; want %d, %d", rep.Objects, rep.Bytes, objs, bytes)
 				}
-				if len(rep.Partitions) != 1 || rep.Partitions[0].Segments != len(f.r.segs) || rep.Partitions[0].SubCount != len(f.r.m.Sealed) {
+				if len(rep.Partitions) != 1 || rep.Partitions[0].Segments != len(f.r.Segs) || rep.Partitions[0].SubCount != len(f.r.M.Sealed) {
 					t.Errorf("partitions %+v", rep.Partitions)
 				}
 			}
@@ -183,18 +184,18 @@ func TestVerifyBucket(t *testing.T) {
 // TestVerifyScope: only the bucket's prefix is checked.
 func TestVerifyScope(t *testing.T) {
 	ctx := context.Background()
-	local := writeLocal(t, t.TempDir(), 9, 2, 10, false)
-	files := local.files(t)
+	local := remotekit.WriteLocal(t, t.TempDir(), 9, 2, 10, false)
+	files := local.Files(t)
 	raw := objstore.NewMemory()
 	for _, prefix := range []string{"team-a", "team-b"} {
 		pb, err := objstore.WithPrefix(raw, prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := newRemote(t, pb, "", 0, manifest.DefaultPolicy())
-		r.commit(files...)
+		r := remotekit.NewRemote(t, pb, "", 0, manifest.DefaultPolicy())
+		r.Commit(files...)
 		if prefix == "team-b" {
-			put(t, pb, r.segs[0].Log.Key, []byte("broken"))
+			remotekit.Put(t, pb, r.Segs[0].Log.Key, []byte("broken"))
 		}
 	}
 	a, _ := objstore.WithPrefix(raw, "team-a")
@@ -218,10 +219,10 @@ func TestVerifyScope(t *testing.T) {
 
 // TestVerifyStoreError: a failing store is an error, not a report.
 func TestVerifyStoreError(t *testing.T) {
-	local := writeLocal(t, t.TempDir(), 10, 2, 10, false)
+	local := remotekit.WriteLocal(t, t.TempDir(), 10, 2, 10, false)
 	mem := objstore.NewMemory()
-	r := newRemote(t, mem, "", 0, manifest.DefaultPolicy())
-	r.commit(local.files(t)...)
+	r := remotekit.NewRemote(t, mem, "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
 	faulty := objstore.WithFaults(mem, objstore.FailMatching(func(c objstore.Call) bool {
 		return c.Op == objstore.OpGet && strings.HasSuffix(c.Key, ".log")
 	}, nil))

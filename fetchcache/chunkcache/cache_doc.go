@@ -8,7 +8,7 @@
 // # Caching layer contract
 //
 // NewCachingBucket(inner, CacheOptions) returns a *CachingBucket, an
-// objstore.BucketReader to hand to remotetier.RemoteLog (or anything that
+// objstore.BucketReader to hand to remotelog.RemoteLog (or anything that
 // reads data objects by range), thanos CachingBucket style:
 //
 //   - GetRange(ctx, key, off, length) keeps the objstore contract (length

@@ -6,7 +6,7 @@ import "context"
 // the Bucket interface. Callers discover them with a type assertion and work
 // without them: they save requests or copies, never change results. The
 // fetch service's caching bucket (fetchcache/chunkcache) implements them; the
-// manifest-driven reader (remotetier.RemoteLog) uses them.
+// manifest-driven reader (remotelog.RemoteLog) uses them.
 
 // SharedRangeReader is implemented by range readers whose bytes are
 // immutable memory shared with a cache (the fetch service's chunk cache):
@@ -41,4 +41,3 @@ type Prefetcher interface {
 	// (and does not run fn) when the bucket is closed.
 	Background(fn func(ctx context.Context)) bool
 }
-

@@ -12,6 +12,7 @@ import (
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // openReadBucket opens the bucket URL of a command that reads the remote
@@ -41,7 +42,7 @@ func shownURL(raw string) string {
 // bucketSource reads a partition's committed segments for consume.
 type bucketSource struct {
 	b   objstore.Bucket
-	l   *remotetier.RemoteLog
+	l   *remotelog.RemoteLog
 	url string
 }
 
@@ -50,7 +51,7 @@ func openBucketSource(ctx context.Context, raw, topic string, partition int32) (
 	if err != nil {
 		return nil, err
 	}
-	l, err := remotetier.OpenRemoteLog(ctx, b, "", topic, partition, remotetier.ReaderOptions{})
+	l, err := remotelog.OpenRemoteLog(ctx, b, "", topic, partition, remotelog.ReaderOptions{})
 	if err != nil {
 		return nil, errors.Join(err, b.Close())
 	}

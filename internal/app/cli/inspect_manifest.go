@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/manifest"
-	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 var inspectManifestCmd = &command{
@@ -82,7 +82,7 @@ func runInspectManifest(r *Runner, ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	l, err := remotetier.OpenRemoteLog(ctx, b, "", *topic, int32(*partition), remotetier.ReaderOptions{})
+	l, err := remotelog.OpenRemoteLog(ctx, b, "", *topic, int32(*partition), remotelog.ReaderOptions{})
 	if err != nil {
 		return err
 	}

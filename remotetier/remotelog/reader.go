@@ -1,4 +1,4 @@
-package remotetier
+package remotelog
 
 import (
 	"context"

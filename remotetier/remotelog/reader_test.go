@@ -1,4 +1,4 @@
-package remotetier
+package remotelog
 
 import (
 	"bytes"
@@ -10,62 +10,19 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
-var smallPolicy = manifest.Policy{InlineMax: 2, SubSegments: 2}
-
 func openTestLog(t testing.TB, b objstore.BucketReader, prefix string) *RemoteLog {
 	t.Helper()
-	l, err := OpenRemoteLog(context.Background(), b, prefix, testTopic, testPartition, ReaderOptions{})
+	l, err := OpenRemoteLog(context.Background(), b, prefix, remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// wholePrefix is the whole batches at the start of data (a local read may
-// end with a partial one).
-func wholePrefix(data []byte) []byte {
-	it := record.NewIter(data)
-	for {
-		if _, ok := it.Next(); !ok {
-			return data[:it.Pos()]
-		}
-	}
-}
-
-// checkEveryOffset reads every offset of r with several byte limits and
-// compares the batches with the model.
-func checkEveryOffset(t *testing.T, r *remote, l *RemoteLog, local *localLog) {
-	t.Helper()
-	ctx := context.Background()
-	for off := r.m.LogStartOffset; off < r.m.NextOffset(); off++ {
-		for _, maxBytes := range []int{1, 3000, 1 << 20} {
-			res, err := l.Read(ctx, off, maxBytes)
-			if err != nil {
-				t.Fatalf("read %d max %d: %v", off, maxBytes, err)
-			}
-			if want := r.expectRead(off, maxBytes); !bytes.Equal(res.Data, want) {
-				t.Fatalf("read %d max %d: %d bytes, want %d", off, maxBytes, len(res.Data), len(want))
-			}
-			if res.LogStartOffset != r.m.LogStartOffset || res.LogEndOffset != r.m.NextOffset() {
-				t.Fatalf("read %d: log start/end %d/%d, want %d/%d", off, res.LogStartOffset, res.LogEndOffset, r.m.LogStartOffset, r.m.NextOffset())
-			}
-			if local == nil {
-				continue
-			}
-			lres, err := local.log.Read(off, maxBytes, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := wholePrefix(lres.Data); !bytes.Equal(res.Data, want) {
-				t.Fatalf("read %d max %d: %d bytes, the local log gives %d", off, maxBytes, len(res.Data), len(want))
-			}
-		}
-	}
 }
 
 func TestReadEveryOffset(t *testing.T) {
@@ -75,28 +32,28 @@ func TestReadEveryOffset(t *testing.T) {
 		prefix string
 	}{
 		{"inline", manifest.DefaultPolicy(), ""},
-		{"sealed_sub_manifests", smallPolicy, "tiered/prod"},
+		{"sealed_sub_manifests", remotekit.SmallPolicy, "tiered/prod"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			local := writeLocal(t, t.TempDir(), 1, 7, 30, false)
-			r := newRemote(t, objstore.NewMemory(), tt.prefix, 0, tt.policy)
-			files := local.files(t)
+			local := remotekit.WriteLocal(t, t.TempDir(), 1, 7, 30, false)
+			r := remotekit.NewRemote(t, objstore.NewMemory(), tt.prefix, 0, tt.policy)
+			files := local.Files(t)
 			if len(files) != 7 {
 				t.Fatalf("%d segments", len(files))
 			}
 			for _, f := range files {
-				if len(f.index) == 0 || len(f.timeIndex) == 0 {
-					t.Fatalf("segment %d has empty indexes: the test would not exercise them", f.base)
+				if len(f.Index) == 0 || len(f.TimeIndex) == 0 {
+					t.Fatalf("segment %d has empty indexes: the test would not exercise them", f.Base)
 				}
 			}
-			r.commit(files[:3]...)
-			r.commit(files[3:]...)
-			if tt.policy == smallPolicy && len(r.m.Sealed) < 2 {
-				t.Fatalf("%d sealed sub-manifests, want several", len(r.m.Sealed))
+			r.Commit(files[:3]...)
+			r.Commit(files[3:]...)
+			if tt.policy == remotekit.SmallPolicy && len(r.M.Sealed) < 2 {
+				t.Fatalf("%d sealed sub-manifests, want several", len(r.M.Sealed))
 			}
-			l := openTestLog(t, r.bucket, tt.prefix)
-			if l.LogStartOffset() != 0 || l.LogEndOffset() != local.log.LogEndOffset() {
-				t.Fatalf("log start/end %d/%d, local end %d", l.LogStartOffset(), l.LogEndOffset(), local.log.LogEndOffset())
+			l := openTestLog(t, r.Bucket, tt.prefix)
+			if l.LogStartOffset() != 0 || l.LogEndOffset() != local.Log.LogEndOffset() {
+				t.Fatalf("log start/end %d/%d, local end %d", l.LogStartOffset(), l.LogEndOffset(), local.Log.LogEndOffset())
 			}
 			checkEveryOffset(t, r, l, local)
 			res, err := l.Read(context.Background(), l.LogEndOffset(), 1<<20)
@@ -110,64 +67,38 @@ func TestReadEveryOffset(t *testing.T) {
 // TestReadCompactedGaps: offsets removed by compaction, inside a segment
 // and between segments, are served from the next batch present.
 func TestReadCompactedGaps(t *testing.T) {
-	local := writeLocal(t, t.TempDir(), 2, 6, 30, false)
-	files := local.files(t)
-	r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
+	local := remotekit.WriteLocal(t, t.TempDir(), 2, 6, 30, false)
+	files := local.Files(t)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, remotekit.SmallPolicy)
 	for i, f := range files {
 		switch i {
 		case 2:
 			continue // a gap between segments
 		case 1, 4:
-			f = compact(t, f, func(i int) bool { return i%3 != 0 })
+			f = remotekit.Compact(t, f, func(i int) bool { return i%3 != 0 })
 		}
-		r.commit(f)
+		r.Commit(f)
 	}
-	l := openTestLog(t, r.bucket, "")
+	l := openTestLog(t, r.Bucket, "")
 	checkEveryOffset(t, r, l, nil)
-	checkTimestamps(t, r, l, nil)
-}
-
-func checkTimestamps(t *testing.T, r *remote, l *RemoteLog, local *localLog) {
-	t.Helper()
-	lo, hi := r.records[0].ts, r.records[0].ts
-	for _, rec := range r.records {
-		lo, hi = min(lo, rec.ts), max(hi, rec.ts)
-	}
-	step := max((hi-lo)/400, 1)
-	for ts := lo - 1; ts <= hi+1; ts += step {
-		off, got, found, err := l.OffsetForTimestamp(context.Background(), ts)
-		if err != nil {
-			t.Fatalf("ts %d: %v", ts, err)
-		}
-		wo, wt, wf := r.expectTimestamp(ts)
-		if off != wo || got != wt || found != wf {
-			t.Fatalf("ts %d: %d@%d %v, want %d@%d %v", ts, off, got, found, wo, wt, wf)
-		}
-		if local == nil {
-			continue
-		}
-		lo, lt, lf, err := local.log.OffsetForTimestamp(ts)
-		if err != nil || off != lo || got != lt || found != lf {
-			t.Fatalf("ts %d: %d@%d %v, the local log gives %d@%d %v (%v)", ts, off, got, found, lo, lt, lf, err)
-		}
-	}
+	remotekit.CheckTimestamps(t, r, l.OffsetForTimestamp, nil)
 }
 
 func TestOffsetForTimestamp(t *testing.T) {
-	local := writeLocal(t, t.TempDir(), 3, 6, 30, false)
-	files := local.files(t)
+	local := remotekit.WriteLocal(t, t.TempDir(), 3, 6, 30, false)
+	files := local.Files(t)
 	t.Run("whole_log", func(t *testing.T) {
-		r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
-		r.commit(files...)
-		checkTimestamps(t, r, openTestLog(t, r.bucket, ""), local)
+		r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, remotekit.SmallPolicy)
+		r.Commit(files...)
+		remotekit.CheckTimestamps(t, r, openTestLog(t, r.Bucket, "").OffsetForTimestamp, local)
 	})
 	t.Run("log_start_inside_a_segment", func(t *testing.T) {
 		// Records below the log start offset are never an answer.
-		start := files[2].base + (files[2].last-files[2].base)/2
-		r := newRemote(t, objstore.NewMemory(), "", start, smallPolicy)
-		r.commit(files[2:]...)
-		l := openTestLog(t, r.bucket, "")
-		checkTimestamps(t, r, l, nil)
+		start := files[2].Base + (files[2].Last-files[2].Base)/2
+		r := remotekit.NewRemote(t, objstore.NewMemory(), "", start, remotekit.SmallPolicy)
+		r.Commit(files[2:]...)
+		l := openTestLog(t, r.Bucket, "")
+		remotekit.CheckTimestamps(t, r, l.OffsetForTimestamp, nil)
 		_, err := l.Read(context.Background(), start-1, 100)
 		if !errors.Is(err, manifest.ErrOffsetOutOfRange) {
 			t.Fatalf("read below the log start: %v", err)
@@ -177,20 +108,20 @@ func TestOffsetForTimestamp(t *testing.T) {
 }
 
 func TestAbortedTxns(t *testing.T) {
-	local := writeLocal(t, t.TempDir(), 4, 5, 30, true)
-	files := local.files(t)
+	local := remotekit.WriteLocal(t, t.TempDir(), 4, 5, 30, true)
+	files := local.Files(t)
 	withTxn := 0
 	for _, f := range files {
-		if f.txnIndex != nil {
+		if f.TxnIndex != nil {
 			withTxn++
 		}
 	}
 	if withTxn == 0 {
 		t.Fatal("no segment has a .txnindex: the test would not exercise it")
 	}
-	r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
-	r.commit(files...)
-	l := openTestLog(t, r.bucket, "")
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, remotekit.SmallPolicy)
+	r.Commit(files...)
+	l := openTestLog(t, r.Bucket, "")
 	end := l.LogEndOffset()
 	total := 0
 	for from := int64(0); from < end; from += 7 {
@@ -199,7 +130,7 @@ func TestAbortedTxns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := local.log.AbortedTxns(from, upTo)
+			want := local.Log.AbortedTxns(from, upTo)
 			if !slices.Equal(got, want) {
 				t.Fatalf("[%d, %d): %+v, want %+v", from, upTo, got, want)
 			}
@@ -214,48 +145,48 @@ func TestAbortedTxns(t *testing.T) {
 // TestReadBounded: reads never GET a whole .log, never LIST, and range GETs
 // stay within the bytes asked for plus the scan window.
 func TestReadBounded(t *testing.T) {
-	local := writeLocal(t, t.TempDir(), 5, 3, 40, false)
+	local := remotekit.WriteLocal(t, t.TempDir(), 5, 3, 40, false)
 	mem := objstore.NewMemory()
-	r := newRemote(t, mem, "", 0, manifest.DefaultPolicy())
-	r.commit(local.files(t)...)
-	rb := &recordingBucket{Bucket: mem}
+	r := remotekit.NewRemote(t, mem, "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	rb := &remotekit.RecordingBucket{Bucket: mem}
 	l := openTestLog(t, rb, "")
 	const maxBytes = 2000
 	largest := 0
-	for _, b := range r.batches {
-		largest = max(largest, b.b.Size())
+	for _, b := range r.Batches {
+		largest = max(largest, b.B.Size())
 	}
 	for off := int64(0); off < l.LogEndOffset(); off++ {
 		if _, err := l.Read(context.Background(), off, maxBytes); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, err := l.OffsetForTimestamp(context.Background(), r.records[off].ts); err != nil {
+		if _, _, _, err := l.OffsetForTimestamp(context.Background(), r.Records[off].TS); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if rb.logGets != 0 || rb.lists != 0 {
-		t.Fatalf("%d whole-object GETs of .log objects, %d LISTs", rb.logGets, rb.lists)
+	if rb.LogGets != 0 || rb.Lists != 0 {
+		t.Fatalf("%d whole-object GETs of .log objects, %d LISTs", rb.LogGets, rb.Lists)
 	}
-	if limit := int64(maxBytes + DefaultScanWindow + largest); rb.maxRange > limit {
-		t.Fatalf("a range GET of %d bytes, limit %d", rb.maxRange, limit)
+	if limit := int64(maxBytes + DefaultScanWindow + largest); rb.MaxRange > limit {
+		t.Fatalf("a range GET of %d bytes, limit %d", rb.MaxRange, limit)
 	}
 }
 
 func TestReadErrors(t *testing.T) {
 	ctx := context.Background()
-	local := writeLocal(t, t.TempDir(), 6, 3, 20, false)
-	files := local.files(t)
-	fresh := func(t *testing.T) (*remote, *RemoteLog) {
-		r := newRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
-		r.commit(files...)
-		return r, openTestLog(t, r.bucket, "")
+	local := remotekit.WriteLocal(t, t.TempDir(), 6, 3, 20, false)
+	files := local.Files(t)
+	fresh := func(t *testing.T) (*remotekit.Remote, *RemoteLog) {
+		r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+		r.Commit(files...)
+		return r, openTestLog(t, r.Bucket, "")
 	}
 
 	t.Run("unknown_partition", func(t *testing.T) {
 		r, _ := fresh(t)
-		_, err := OpenRemoteLog(ctx, r.bucket, "", testTopic, 9, ReaderOptions{})
+		_, err := OpenRemoteLog(ctx, r.Bucket, "", remotekit.TestTopic, 9, ReaderOptions{})
 		var ue *UnknownTopicOrPartitionError
-		if !errors.As(err, &ue) || ue.Topic != testTopic || ue.Partition != 9 {
+		if !errors.As(err, &ue) || ue.Topic != remotekit.TestTopic || ue.Partition != 9 {
 			t.Fatalf("got %v", err)
 		}
 	})
@@ -267,31 +198,31 @@ func TestReadErrors(t *testing.T) {
 	})
 	t.Run("corrupt_batch", func(t *testing.T) {
 		r, l := fresh(t)
-		ba := r.batches[len(r.batches)/2]
-		seg := r.segs[ba.seg]
-		data := slices.Clone(r.logs[ba.seg])
-		data[ba.pos+int64(ba.b.Size())-1] ^= 0xff
-		put(t, r.bucket, seg.Log.Key, data)
-		_, err := l.Read(ctx, ba.b.BaseOffset(), 1)
+		ba := r.Batches[len(r.Batches)/2]
+		seg := r.Segs[ba.Seg]
+		data := slices.Clone(r.Logs[ba.Seg])
+		data[ba.Pos+int64(ba.B.Size())-1] ^= 0xff
+		remotekit.Put(t, r.Bucket, seg.Log.Key, data)
+		_, err := l.Read(ctx, ba.B.BaseOffset(), 1)
 		var ce *record.CorruptError
-		if !errors.As(err, &ce) || ce.File != seg.Log.Key || ce.Pos != ba.pos {
+		if !errors.As(err, &ce) || ce.File != seg.Log.Key || ce.Pos != ba.Pos {
 			t.Fatalf("got %v", err)
 		}
 		// The batch before is still served, without the bad one.
-		prev := r.batches[len(r.batches)/2-1]
-		if prev.seg == ba.seg {
-			res, err := l.Read(ctx, prev.b.BaseOffset(), 1<<20)
-			if err != nil || !bytes.Equal(res.Data, prev.b) {
+		prev := r.Batches[len(r.Batches)/2-1]
+		if prev.Seg == ba.Seg {
+			res, err := l.Read(ctx, prev.B.BaseOffset(), 1<<20)
+			if err != nil || !bytes.Equal(res.Data, prev.B) {
 				t.Fatalf("read before the bad batch: %d bytes, %v", len(res.Data), err)
 			}
 		}
 	})
 	t.Run("corrupt_index", func(t *testing.T) {
 		r, l := fresh(t)
-		seg := r.segs[1]
-		idx := slices.Clone(get(t, r.bucket, seg.Index.Key))
+		seg := r.Segs[1]
+		idx := slices.Clone(remotekit.Get(t, r.Bucket, seg.Index.Key))
 		idx[3] ^= 1
-		put(t, r.bucket, seg.Index.Key, idx)
+		remotekit.Put(t, r.Bucket, seg.Index.Key, idx)
 		_, err := l.Read(ctx, seg.BaseOffset, 1)
 		var co *CorruptObjectError
 		if !errors.As(err, &co) || co.Key != seg.Index.Key {
@@ -300,8 +231,8 @@ func TestReadErrors(t *testing.T) {
 	})
 	t.Run("truncated_log", func(t *testing.T) {
 		r, l := fresh(t)
-		seg := r.segs[0]
-		put(t, r.bucket, seg.Log.Key, r.logs[0][:len(r.logs[0])/2])
+		seg := r.Segs[0]
+		remotekit.Put(t, r.Bucket, seg.Log.Key, r.Logs[0][:len(r.Logs[0])/2])
 		var err error
 		for off := seg.BaseOffset; off <= seg.LastOffset && err == nil; off++ {
 			_, err = l.Read(ctx, off, 1)
@@ -314,8 +245,8 @@ func TestReadErrors(t *testing.T) {
 	})
 	t.Run("missing_object", func(t *testing.T) {
 		r, l := fresh(t)
-		seg := r.segs[2]
-		if err := r.bucket.Delete(ctx, seg.Log.Key); err != nil {
+		seg := r.Segs[2]
+		if err := r.Bucket.Delete(ctx, seg.Log.Key); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.Read(ctx, seg.BaseOffset, 1); !errors.Is(err, objstore.ErrNotFound) {
@@ -324,8 +255,8 @@ func TestReadErrors(t *testing.T) {
 	})
 	t.Run("corrupt_manifest", func(t *testing.T) {
 		r, _ := fresh(t)
-		put(t, r.bucket, r.m.Key(), []byte(`{"version":1,"kind":"partition"}`))
-		_, err := OpenRemoteLog(ctx, r.bucket, "", testTopic, testPartition, ReaderOptions{})
+		remotekit.Put(t, r.Bucket, r.M.Key(), []byte(`{"version":1,"kind":"partition"}`))
+		_, err := OpenRemoteLog(ctx, r.Bucket, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{})
 		var cm *manifest.CorruptManifestError
 		if !errors.As(err, &cm) {
 			t.Fatalf("got %v", err)
@@ -338,26 +269,26 @@ func TestReadErrors(t *testing.T) {
 // manifest and succeeds.
 func TestRefresh(t *testing.T) {
 	ctx := context.Background()
-	local := writeLocal(t, t.TempDir(), 7, 4, 20, false)
-	files := local.files(t)
-	r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
-	r.commit(files[:2]...)
-	l := openTestLog(t, r.bucket, "")
-	if l.LogEndOffset() != files[1].last+1 {
+	local := remotekit.WriteLocal(t, t.TempDir(), 7, 4, 20, false)
+	files := local.Files(t)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, remotekit.SmallPolicy)
+	r.Commit(files[:2]...)
+	l := openTestLog(t, r.Bucket, "")
+	if l.LogEndOffset() != files[1].Last+1 {
 		t.Fatalf("log end %d", l.LogEndOffset())
 	}
-	r.commit(files[2:]...)
-	if l.LogEndOffset() != files[1].last+1 {
+	r.Commit(files[2:]...)
+	if l.LogEndOffset() != files[1].Last+1 {
 		t.Fatal("the log moved without Refresh")
 	}
-	if res, err := l.Read(ctx, files[2].base, 100); err != nil || len(res.Data) != 0 {
+	if res, err := l.Read(ctx, files[2].Base, 100); err != nil || len(res.Data) != 0 {
 		t.Fatalf("read at the old end: %d bytes, %v", len(res.Data), err)
 	}
-	if _, err := l.Read(ctx, files[2].base+1, 100); !errors.Is(err, manifest.ErrOffsetOutOfRange) {
+	if _, err := l.Read(ctx, files[2].Base+1, 100); !errors.Is(err, manifest.ErrOffsetOutOfRange) {
 		t.Fatalf("read past the old end: %v", err)
 	}
 	changed, err := l.Refresh(ctx)
-	if err != nil || !changed || l.LogEndOffset() != files[3].last+1 {
+	if err != nil || !changed || l.LogEndOffset() != files[3].Last+1 {
 		t.Fatalf("refresh: %v %v, log end %d", changed, err, l.LogEndOffset())
 	}
 	if changed, err := l.Refresh(ctx); err != nil || changed {
@@ -365,30 +296,30 @@ func TestRefresh(t *testing.T) {
 	}
 
 	// Compaction replaces segment 0 (sealed) and deletes its objects.
-	cf := compact(t, files[0], func(i int) bool { return i%2 == 0 })
-	old := r.segs[0]
+	cf := remotekit.Compact(t, files[0], func(i int) bool { return i%2 == 0 })
+	old := r.Segs[0]
 	attempt := manifest.NewAttemptID()
-	keys, _ := manifest.DataKeys("", testTopic, testPartition, cf.base, attempt)
+	keys, _ := manifest.DataKeys("", remotekit.TestTopic, remotekit.TestPartition, cf.Base, attempt)
 	seg := old
 	seg.Compacted, seg.AttemptID = true, attempt
-	seg.Log, seg.Index, seg.TimeIndex = object(t, keys.Log, cf.log), object(t, keys.Index, cf.index), object(t, keys.TimeIndex, cf.timeIndex)
-	put(t, r.bucket, keys.Log, cf.log)
-	put(t, r.bucket, keys.Index, cf.index)
-	put(t, r.bucket, keys.TimeIndex, cf.timeIndex)
-	c, err := manifest.Replace(ctx, BucketResolver(r.bucket), r.m, smallPolicy, old.BaseOffset, old.LastOffset, []manifest.Segment{seg})
+	seg.Log, seg.Index, seg.TimeIndex = remotekit.Object(t, keys.Log, cf.Log), remotekit.Object(t, keys.Index, cf.Index), remotekit.Object(t, keys.TimeIndex, cf.TimeIndex)
+	remotekit.Put(t, r.Bucket, keys.Log, cf.Log)
+	remotekit.Put(t, r.Bucket, keys.Index, cf.Index)
+	remotekit.Put(t, r.Bucket, keys.TimeIndex, cf.TimeIndex)
+	c, err := manifest.Replace(ctx, BucketResolver(r.Bucket), r.M, remotekit.SmallPolicy, old.BaseOffset, old.LastOffset, []manifest.Segment{seg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range c.Subs {
-		put(t, r.bucket, s.Ref.Key, s.Data)
+		remotekit.Put(t, r.Bucket, s.Ref.Key, s.Data)
 	}
 	root, err := manifest.EncodeRoot(c.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, r.bucket, c.Root.Key(), root)
+	remotekit.Put(t, r.Bucket, c.Root.Key(), root)
 	for _, k := range c.Unreferenced {
-		if err := r.bucket.Delete(ctx, k); err != nil {
+		if err := r.Bucket.Delete(ctx, k); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -441,18 +372,18 @@ func FuzzReadSegment(f *testing.F) {
 		}
 		mem := objstore.NewMemory()
 		ctx := context.Background()
-		keys, _ := manifest.DataKeys("", testTopic, testPartition, 0, "fuzzfuzzfuzz")
-		put(t, mem, keys.Log, log)
-		put(t, mem, keys.Index, nil)
-		put(t, mem, keys.TimeIndex, nil)
-		seg := manifest.Segment{BaseOffset: 0, LastOffset: 1 << 20, Log: object(t, keys.Log, log),
-			Index: object(t, keys.Index, nil), TimeIndex: object(t, keys.TimeIndex, nil)}
-		l := &RemoteLog{bucket: mem, topic: testTopic, partition: testPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
+		keys, _ := manifest.DataKeys("", remotekit.TestTopic, remotekit.TestPartition, 0, "fuzzfuzzfuzz")
+		remotekit.Put(t, mem, keys.Log, log)
+		remotekit.Put(t, mem, keys.Index, nil)
+		remotekit.Put(t, mem, keys.TimeIndex, nil)
+		seg := manifest.Segment{BaseOffset: 0, LastOffset: 1 << 20, Log: remotekit.Object(t, keys.Log, log),
+			Index: remotekit.Object(t, keys.Index, nil), TimeIndex: remotekit.Object(t, keys.TimeIndex, nil)}
+		l := &RemoteLog{bucket: mem, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
 		var v ReadView
 		err := l.readSegment(ctx, seg, offset, 100, &v)
 		data := joinParts(v.Parts, v.Len)
 		// The same read over shared parts of 7 bytes must agree.
-		ls := &RemoteLog{bucket: splitBucket{mem, 7}, topic: testTopic, partition: testPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
+		ls := &RemoteLog{bucket: splitBucket{mem, 7}, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
 		var sv ReadView
 		serr := ls.readSegment(ctx, seg, offset, 100, &sv)
 		if (err == nil) != (serr == nil) || !bytes.Equal(data, joinParts(sv.Parts, sv.Len)) {
@@ -477,10 +408,10 @@ func FuzzReadSegment(f *testing.F) {
 // TestReadConcurrent: readers share one RemoteLog (its caches and manifest)
 // while another goroutine refreshes it.
 func TestReadConcurrent(t *testing.T) {
-	local := writeLocal(t, t.TempDir(), 12, 4, 20, false)
-	r := newRemote(t, objstore.NewMemory(), "", 0, smallPolicy)
-	r.commit(local.files(t)...)
-	l, err := OpenRemoteLog(context.Background(), r.bucket, "", testTopic, testPartition, ReaderOptions{SubManifestCache: 1, IndexCacheBytes: 200})
+	local := remotekit.WriteLocal(t, t.TempDir(), 12, 4, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, remotekit.SmallPolicy)
+	r.Commit(local.Files(t)...)
+	l, err := OpenRemoteLog(context.Background(), r.Bucket, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{SubManifestCache: 1, IndexCacheBytes: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +421,7 @@ func TestReadConcurrent(t *testing.T) {
 		go func() {
 			for off := int64(g); off < end; off += 4 {
 				res, err := l.Read(context.Background(), off, 500)
-				if err == nil && !bytes.Equal(res.Data, r.expectRead(off, 500)) {
+				if err == nil && !bytes.Equal(res.Data, r.ExpectRead(off, 500)) {
 					err = errors.New("wrong batches")
 				}
 				if err != nil {
@@ -557,12 +488,12 @@ func (b splitBucket) GetRange(ctx context.Context, key string, off, length int64
 // memory.
 func TestReadSharedParts(t *testing.T) {
 	ctx := context.Background()
-	local := writeLocal(t, t.TempDir(), 21, 3, 20, false)
-	r := newRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
-	r.commit(local.files(t)...)
-	plain := openTestLog(t, r.bucket, "")
+	local := remotekit.WriteLocal(t, t.TempDir(), 21, 3, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	plain := openTestLog(t, r.Bucket, "")
 	for _, part := range []int64{13, 1000, 1 << 20} {
-		shared := openTestLog(t, splitBucket{r.bucket, part}, "")
+		shared := openTestLog(t, splitBucket{r.Bucket, part}, "")
 		for _, maxBytes := range []int{1, 700, 5000} {
 			for off := int64(0); off < plain.LogEndOffset(); off++ {
 				want, err := plain.Read(ctx, off, maxBytes)
@@ -630,10 +561,10 @@ func (b *prefetchBucket) Prefetch(key string, off, length int64) {
 // far from the end and reads of the last segment do not.
 func TestReadPrefetchesNextSegment(t *testing.T) {
 	ctx := context.Background()
-	local := writeLocal(t, t.TempDir(), 22, 3, 20, false)
-	r := newRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
-	r.commit(local.files(t)...)
-	pb := &prefetchBucket{BucketReader: r.bucket}
+	local := remotekit.WriteLocal(t, t.TempDir(), 22, 3, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	pb := &prefetchBucket{BucketReader: r.Bucket}
 	l := openTestLog(t, pb, "")
 	m := l.Manifest()
 	segs := m.Segments
@@ -682,4 +613,14 @@ func TestReadPrefetchesNextSegment(t *testing.T) {
 	if len(pb.calls) != 0 {
 		t.Fatalf("read of the last segment prefetched %v", pb.calls)
 	}
+}
+
+// checkEveryOffset checks l's reads against the model r (and local, when
+// given) at every offset.
+func checkEveryOffset(t *testing.T, r *remotekit.Remote, l *RemoteLog, local *remotekit.LocalLog) {
+	t.Helper()
+	remotekit.CheckEveryOffset(t, r, func(ctx context.Context, off int64, maxBytes int) ([]byte, int64, int64, error) {
+		res, err := l.Read(ctx, off, maxBytes)
+		return res.Data, res.LogStartOffset, res.LogEndOffset, err
+	}, local)
 }
