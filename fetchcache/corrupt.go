@@ -5,11 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/internal/x/promreg"
-	"github.com/tiered/tiered/localtier/index"
-	"github.com/tiered/tiered/localtier/record"
-	"github.com/tiered/tiered/manifest"
-	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // CodeCorruptMessage is the result code of a read that found stored data
@@ -18,15 +15,11 @@ import (
 // Kafka CORRUPT_MESSAGE. The bytes are never served.
 const CodeCorruptMessage = "CORRUPT_MESSAGE"
 
-// IsCorruptData reports errors that say stored data is corrupt, as opposed
+// IsCorruptData reports errors that say stored data is corrupt (they match
+// kafkaerr.ErrCorrupt), as opposed
 // to the store being unreachable or slow: a retry of the same read cannot
 // help, and an operator must look at the object the error names.
-func IsCorruptData(err error) bool {
-	var coe *remotelog.CorruptObjectError
-	var cie *index.CorruptIndexError
-	var cme *manifest.CorruptManifestError
-	return record.IsCorrupt(err) || errors.As(err, &coe) || errors.As(err, &cie) || errors.As(err, &cme)
-}
+func IsCorruptData(err error) bool { return errors.Is(err, kafkaerr.ErrCorrupt) }
 
 // NewCorruptCounter makes tiered_fetch_corrupt_objects_total, registered
 // with reg (or reused from it) when reg is not nil.

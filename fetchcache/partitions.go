@@ -3,6 +3,8 @@ package fetchcache
 import (
 	"context"
 	"fmt"
+
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 // Partition is one partition as the serving layer (HTTP and Kafka) reads it,
@@ -98,6 +100,11 @@ func (e *UnknownTopicOrPartitionError) Error() string {
 	return fmt.Sprintf("unknown partition %d of topic %q", e.Partition, e.Topic)
 }
 
+// Is makes errors.Is(err, kafkaerr.ErrUnknownTopicOrPartition) true.
+func (e *UnknownTopicOrPartitionError) Is(target error) bool {
+	return target == kafkaerr.ErrUnknownTopicOrPartition
+}
+
 // OffsetOutOfRangeError is Kafka's OFFSET_OUT_OF_RANGE: a read below the log
 // start offset or past the log end offset.
 type OffsetOutOfRangeError struct {
@@ -109,3 +116,6 @@ type OffsetOutOfRangeError struct {
 func (e *OffsetOutOfRangeError) Error() string {
 	return fmt.Sprintf("offset %d is out of range [%d, %d]", e.Offset, e.LogStart, e.LogEnd)
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrOffsetOutOfRange) true.
+func (e *OffsetOutOfRangeError) Is(target error) bool { return target == kafkaerr.ErrOffsetOutOfRange }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
@@ -30,6 +31,9 @@ func (e *OffsetOutOfRangeError) Error() string {
 	return fmt.Sprintf("offset %d is out of range for %s: log start offset %d, log end offset %d",
 		e.Offset, filepath.Base(e.Dir), e.LogStartOffset, e.LogEndOffset)
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrOffsetOutOfRange) true.
+func (e *OffsetOutOfRangeError) Is(target error) bool { return target == kafkaerr.ErrOffsetOutOfRange }
 
 // InvalidRecordError is Kafka's INVALID_RECORD / CORRUPT_MESSAGE /
 // MESSAGE_TOO_LARGE family: an append refused whole.

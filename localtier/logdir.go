@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/localtier/vfs"
@@ -44,6 +45,11 @@ func (e *UnknownTopicOrPartitionError) Error() string {
 		return fmt.Sprintf("unknown topic %q", e.Topic)
 	}
 	return fmt.Sprintf("unknown topic or partition %s-%d", e.Topic, e.Partition)
+}
+
+// Is makes errors.Is(err, kafkaerr.ErrUnknownTopicOrPartition) true.
+func (e *UnknownTopicOrPartitionError) Is(target error) bool {
+	return target == kafkaerr.ErrUnknownTopicOrPartition
 }
 
 // TopicExistsError is Kafka's TOPIC_ALREADY_EXISTS.

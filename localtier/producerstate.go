@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/vfs"
@@ -97,6 +98,9 @@ func (e *CorruptSnapshotError) Error() string {
 	}
 	return fmt.Sprintf("corrupt producer snapshot %s: %s", e.Path, e.Reason)
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrCorrupt) true.
+func (e *CorruptSnapshotError) Is(target error) bool { return target == kafkaerr.ErrCorrupt }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

@@ -3,11 +3,13 @@ package manifest
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 var (
 	// ErrOffsetOutOfRange is matched (errors.Is) by *OffsetOutOfRangeError.
-	ErrOffsetOutOfRange = errors.New("offset out of range")
+	ErrOffsetOutOfRange = kafkaerr.ErrOffsetOutOfRange
 	// ErrTimestampNotFound is returned when no committed segment has a
 	// timestamp at or after the one asked for.
 	ErrTimestampNotFound = errors.New("no segment has a timestamp at or after the one requested")
@@ -28,6 +30,9 @@ func (e *CorruptManifestError) Error() string {
 	}
 	return fmt.Sprintf("corrupt manifest %s: %s", e.Key, e.Reason)
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrCorrupt) true.
+func (e *CorruptManifestError) Is(target error) bool { return target == kafkaerr.ErrCorrupt }
 
 // UnsupportedVersionError reports a manifest written in a format version this
 // build does not know. It is refused rather than misread, and must not be

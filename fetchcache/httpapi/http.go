@@ -19,6 +19,7 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/gate"
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/topicconfig"
@@ -205,30 +206,48 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// failErr answers err with the status and code its type calls for.
+// errorStatus is the HTTP API's answer to each Kafka error, in the order
+// they are tried: the status and the result code of the JSON body.
+var errorStatus = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{kafkaerr.ErrUnknownTopicOrPartition, http.StatusNotFound, fetchcache.CodeUnknownTopicOrPartition},
+	{kafkaerr.ErrOffsetOutOfRange, http.StatusRequestedRangeNotSatisfiable, fetchcache.CodeOffsetOutOfRange},
+	{kafkaerr.ErrCorrupt, http.StatusInternalServerError, fetchcache.CodeCorruptMessage},
+}
+
+// ErrorStatus is the HTTP status and result code of err: the Kafka error it
+// matches (errorStatus), 429 THROTTLED for an overload, else 500 INTERNAL.
+func ErrorStatus(err error) (status int, code string) {
+	for _, e := range errorStatus {
+		if errors.Is(err, e.err) {
+			return e.status, e.code
+		}
+	}
+	if _, ok := gate.RetryAfter(err); ok {
+		return http.StatusTooManyRequests, fetchcache.CodeThrottled
+	}
+	return http.StatusInternalServerError, fetchcache.CodeInternal
+}
+
+// failErr answers err with the status and code ErrorStatus gives it.
 func (a *httpAPI) failErr(w *countingWriter, r *http.Request, err error) {
-	var ue *fetchcache.UnknownTopicOrPartitionError
-	var oe *fetchcache.OffsetOutOfRangeError
-	switch {
-	case errors.As(err, &ue):
-		w.fail(http.StatusNotFound, fetchcache.CodeUnknownTopicOrPartition, err.Error())
-	case errors.As(err, &oe):
-		w.fail(http.StatusRequestedRangeNotSatisfiable, fetchcache.CodeOffsetOutOfRange, err.Error())
-	case fetchcache.IsCorruptData(err):
+	status, code := ErrorStatus(err)
+	switch code {
+	case fetchcache.CodeCorruptMessage:
 		a.m.CountCorrupt()
 		a.log.Error("fetch request failed: corrupt data", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
-		w.fail(http.StatusInternalServerError, fetchcache.CodeCorruptMessage, err.Error())
-	default:
-		if d, ok := gate.RetryAfter(err); ok {
-			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
-			w.fail(http.StatusTooManyRequests, fetchcache.CodeThrottled, err.Error())
-			return
-		}
+	case fetchcache.CodeThrottled:
+		d, _ := gate.RetryAfter(err)
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
+	case fetchcache.CodeInternal:
 		if r.Context().Err() == nil {
 			a.log.Error("fetch request failed", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
 		}
-		w.fail(http.StatusInternalServerError, fetchcache.CodeInternal, err.Error())
 	}
+	w.fail(status, code, err.Error())
 }
 
 func (a *httpAPI) readyz(w http.ResponseWriter, r *http.Request) {

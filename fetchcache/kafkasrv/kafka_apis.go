@@ -13,6 +13,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/gate"
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier/record"
 )
 
@@ -266,25 +267,36 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 	return r, code
 }
 
+// partitionErrors is the Kafka listener's answer to each Kafka error, in
+// the order they are tried: the protocol's error code and the result code
+// of the metrics.
+var partitionErrors = []struct {
+	err  error
+	kerr *kerr.Error
+	code string
+}{
+	{kafkaerr.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition, fetchcache.CodeUnknownTopicOrPartition},
+	{kafkaerr.ErrOffsetOutOfRange, kerr.OffsetOutOfRange, fetchcache.CodeOffsetOutOfRange},
+	{kafkaerr.ErrCorrupt, kerr.CorruptMessage, fetchcache.CodeCorruptMessage},
+}
+
 // partitionError maps a catalog or read error to a Kafka error code and a
-// metrics code. Overload is not an error here (the caller throttles).
+// metrics code (partitionErrors); anything else is store or disk trouble,
+// KAFKA_STORAGE_ERROR, retriable for clients. Overload is not an error here
+// (the caller throttles).
 func (s *KafkaServer) partitionError(op, topic string, partition int32, err error) (int16, string) {
-	var ue *fetchcache.UnknownTopicOrPartitionError
-	var oe *fetchcache.OffsetOutOfRangeError
-	switch {
-	case errors.As(err, &ue):
-		return kerr.UnknownTopicOrPartition.Code, fetchcache.CodeUnknownTopicOrPartition
-	case errors.As(err, &oe):
-		return kerr.OffsetOutOfRange.Code, fetchcache.CodeOffsetOutOfRange
-	case fetchcache.IsCorruptData(err):
-		s.m.CountCorrupt()
-		s.log.Error("kafka "+op+" failed: corrupt data", "topic", topic, "partition", partition, "err", err)
-		return kerr.CorruptMessage.Code, fetchcache.CodeCorruptMessage
-	default:
-		// Store or disk trouble: retriable for clients.
-		s.log.Error("kafka "+op+" failed", "topic", topic, "partition", partition, "err", err)
-		return kerr.KafkaStorageError.Code, fetchcache.CodeInternal
+	for _, e := range partitionErrors {
+		if !errors.Is(err, e.err) {
+			continue
+		}
+		if e.code == fetchcache.CodeCorruptMessage {
+			s.m.CountCorrupt()
+			s.log.Error("kafka "+op+" failed: corrupt data", "topic", topic, "partition", partition, "err", err)
+		}
+		return e.kerr.Code, e.code
 	}
+	s.log.Error("kafka "+op+" failed", "topic", topic, "partition", partition, "err", err)
+	return kerr.KafkaStorageError.Code, fetchcache.CodeInternal
 }
 
 // worse keeps the first non-OK metrics code.

@@ -27,6 +27,8 @@ import (
 	"io"
 	"math"
 	"slices"
+
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 // Codec is a record batch compression codec: the value of bits 0-2 of the
@@ -83,8 +85,10 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("decompress %s: %s", e.Codec, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrCorrupt) true.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+// Is makes errors.Is(err, ErrCorrupt) and errors.Is(err, kafkaerr.ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool {
+	return target == ErrCorrupt || target == kafkaerr.ErrCorrupt
+}
 
 // Unwrap returns the underlying decoder error.
 func (e *CorruptError) Unwrap() error { return e.Err }

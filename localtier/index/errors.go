@@ -3,6 +3,8 @@ package index
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 var (
@@ -31,6 +33,9 @@ func (e *CorruptIndexError) Error() string {
 	}
 	return fmt.Sprintf("corrupt index file %s: %s", e.File, e.Reason)
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrCorrupt) true.
+func (e *CorruptIndexError) Is(target error) bool { return target == kafkaerr.ErrCorrupt }
 
 // InvalidAppendError reports an append that would break the index's
 // ordering: Field ("offset", "timestamp" or "last offset") had Value, which is

@@ -3,6 +3,8 @@ package record
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 // CorruptError reports a batch that fails framing, checksum or record
@@ -36,6 +38,9 @@ func (e *CorruptError) Error() string {
 	}
 	return msg
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == kafkaerr.ErrCorrupt }
 
 func (e *CorruptError) Unwrap() error { return e.Err }
 

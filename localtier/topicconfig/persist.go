@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 // overridesVersion is the only override-file version written and read.
@@ -26,6 +28,9 @@ func (e *CorruptOverridesError) Error() string {
 	}
 	return "corrupt topic config overrides: " + e.Reason
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrCorrupt) true.
+func (e *CorruptOverridesError) Is(target error) bool { return target == kafkaerr.ErrCorrupt }
 
 func (e *CorruptOverridesError) Unwrap() error { return e.Err }
 

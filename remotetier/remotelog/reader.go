@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
@@ -48,6 +49,11 @@ func (e *UnknownTopicOrPartitionError) Error() string {
 	return fmt.Sprintf("unknown topic or partition %s-%d: no manifest at %s", e.Topic, e.Partition, e.Key)
 }
 
+// Is makes errors.Is(err, kafkaerr.ErrUnknownTopicOrPartition) true.
+func (e *UnknownTopicOrPartitionError) Is(target error) bool {
+	return target == kafkaerr.ErrUnknownTopicOrPartition
+}
+
 // CorruptObjectError reports an object a manifest references whose content
 // does not match the manifest: wrong size or checksum, an index that cannot
 // be right, or a log that does not hold the offsets the manifest says it
@@ -66,6 +72,9 @@ func (e *CorruptObjectError) Error() string {
 	}
 	return msg
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrCorrupt) true.
+func (e *CorruptObjectError) Is(target error) bool { return target == kafkaerr.ErrCorrupt }
 
 func (e *CorruptObjectError) Unwrap() error { return e.Err }
 
