@@ -1,7 +1,9 @@
 package kafkasrv
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
@@ -15,10 +17,15 @@ const (
 	saslAuthenticateKey int16 = 36
 )
 
-var saslAPIVersions = []kmsg.ApiVersionsResponseApiKey{
-	{ApiKey: saslHandshakeKey, MinVersion: 0, MaxVersion: 1},
-	{ApiKey: saslAuthenticateKey, MinVersion: 0, MaxVersion: 2},
-}
+// saslHandshakeAPI and saslAuthenticateAPI serve SaslHandshake v0-1 and
+// SaslAuthenticate v0-2, before authentication too.
+var (
+	saslHandshakeAPI    = api{key: saslHandshakeKey, min: 0, max: 1, preAuth: true, handle: handler((*KafkaServer).saslHandshake)}
+	saslAuthenticateAPI = api{key: saslAuthenticateKey, min: 0, max: 2, preAuth: true, handle: handler((*KafkaServer).saslAuthenticate)}
+)
+
+// saslAPIVersions is what ApiVersions adds when SASL/PLAIN is configured.
+var saslAPIVersions = versionsOf(saslAPIs)
 
 // MechanismPLAIN is the only SASL mechanism served.
 const MechanismPLAIN = "PLAIN"
@@ -47,7 +54,8 @@ type saslState struct {
 
 // preAuthAPI reports whether a request may come before authentication.
 func preAuthAPI(key int16) bool {
-	return key == apiVersionsKey || key == saslHandshakeKey || key == saslAuthenticateKey
+	a := registered(key)
+	return a != nil && a.preAuth
 }
 
 // authenticated reports whether kc may make requests other than
@@ -87,32 +95,32 @@ func (s *KafkaServer) allowed(kc *kafkaConn, topic string) bool {
 // connection; another mechanism gets UNSUPPORTED_SASL_MECHANISM and a
 // repeated handshake ILLEGAL_SASL_STATE, and both close the connection
 // after the response, as Kafka does.
-func (s *KafkaServer) saslHandshake(kc *kafkaConn, q *kmsg.SASLHandshakeRequest) (kmsg.Response, string) {
+func (s *KafkaServer) saslHandshake(_ context.Context, kc *kafkaConn, q *kmsg.SASLHandshakeRequest) (kmsg.Response, string, time.Duration) {
 	r := kmsg.NewPtrSASLHandshakeResponse()
 	r.Version = q.Version
 	r.SupportedMechanisms = []string{MechanismPLAIN}
 	switch {
 	case kc == nil:
 		r.ErrorCode = kerr.IllegalSaslState.Code
-		return r, fetchcache.CodeIllegalSASLState
+		return r, fetchcache.CodeIllegalSASLState, 0
 	case kc.sasl.mechanism || kc.sasl.done:
 		r.ErrorCode = kerr.IllegalSaslState.Code
 		kc.closeAfter = true
 		s.log.Warn("kafka SASL handshake repeated, closing connection", "remote", kc.remote())
-		return r, fetchcache.CodeIllegalSASLState
+		return r, fetchcache.CodeIllegalSASLState, 0
 	case q.Mechanism != MechanismPLAIN:
 		r.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		kc.closeAfter = true
 		s.o.Auth.LogAuthFailure(s.log, fetchcache.InterfaceKafka, q.Mechanism, "", kc.remote(), "unsupported SASL mechanism")
-		return r, fetchcache.CodeUnsupportedSASLMechanism
+		return r, fetchcache.CodeUnsupportedSASLMechanism, 0
 	}
 	kc.sasl.mechanism, kc.sasl.version = true, q.Version
-	return r, fetchcache.CodeOK
+	return r, fetchcache.CodeOK, 0
 }
 
 // saslAuthenticate answers SaslAuthenticate after a v1 handshake. A failed
 // login answers SASL_AUTHENTICATION_FAILED and closes the connection.
-func (s *KafkaServer) saslAuthenticate(kc *kafkaConn, q *kmsg.SASLAuthenticateRequest) (kmsg.Response, string) {
+func (s *KafkaServer) saslAuthenticate(_ context.Context, kc *kafkaConn, q *kmsg.SASLAuthenticateRequest) (kmsg.Response, string, time.Duration) {
 	r := kmsg.NewPtrSASLAuthenticateResponse()
 	r.Version = q.Version
 	r.SASLAuthBytes = []byte{}
@@ -124,15 +132,15 @@ func (s *KafkaServer) saslAuthenticate(kc *kafkaConn, q *kmsg.SASLAuthenticateRe
 			kc.closeAfter = true
 			s.log.Warn("kafka SaslAuthenticate out of order, closing connection", "remote", kc.remote())
 		}
-		return r, fetchcache.CodeIllegalSASLState
+		return r, fetchcache.CodeIllegalSASLState, 0
 	}
 	if msg, ok := s.login(kc, q.SASLAuthBytes); !ok {
 		r.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		r.ErrorMessage = &msg
 		kc.closeAfter = true
-		return r, fetchcache.CodeSASLAuthenticationFailed
+		return r, fetchcache.CodeSASLAuthenticationFailed, 0
 	}
-	return r, fetchcache.CodeOK
+	return r, fetchcache.CodeOK, 0
 }
 
 // rawSASL handles the token frame that follows a SaslHandshake v0: success

@@ -1,3 +1,11 @@
+// Package kafkasrv owns the fetch service's Kafka protocol listener: the
+// listener, its connections and request framing (kafka.go); SASL/PLAIN and
+// topic authorization (auth_kafka.go); the registry of served APIs and the
+// dispatch every request goes through — unsupported versions, unknown
+// keys, what may come before authentication, throttling (apis.go); and one
+// file per API key with its served version range beside its handler
+// (apiversions.go, metadata.go, listoffsets.go, fetch.go, produce.go;
+// SASL's in auth_kafka.go).
 package kafkasrv
 
 import (
@@ -293,6 +301,16 @@ func (kc *kafkaConn) setBusy(b bool) bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// sleep waits d or until the server stops.
+func (kc *kafkaConn) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-kc.stopping:
 	}
 }
 

@@ -1,3 +1,8 @@
+// Package replay owns time-range replay jobs: Replay reads a topic's records
+// from one time to another out of a ReplaySource (the fetch service's HTTP
+// client, or a catalog such as the bucket's) at a bounded rate, writes them
+// as JSON lines or raw record batches, and keeps a ReplayCheckpoint from
+// which an interrupted job resumes.
 package replay
 
 // Replay: read an offset range of a topic at a bounded rate, with a
@@ -42,19 +47,16 @@ package replay
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/internal/x/ctxsleep"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/record"
@@ -100,123 +102,6 @@ var ErrReplayInterrupted = errors.New("replay interrupted")
 
 // ErrNoReplayCheckpoint is returned by a resume that finds no checkpoint.
 var ErrNoReplayCheckpoint = errors.New("no replay checkpoint")
-
-// ReplaySource is where a replay reads: the fetch service (*httpapi.Client) or a
-// catalog such as the bucket's (NewCatalogReplaySource).
-type ReplaySource interface {
-	// Partitions lists the topic's partitions, ascending; an unknown topic
-	// is an *fetchcache.UnknownTopicOrPartitionError.
-	Partitions(ctx context.Context, topic string) ([]int32, error)
-	// Offsets returns the partition's log start and end offsets.
-	Offsets(ctx context.Context, topic string, partition int32) (fetchcache.Offsets, error)
-	// OffsetForTimestamp is the first offset with a record timestamp >= ts;
-	// found is false when every record is older.
-	OffsetForTimestamp(ctx context.Context, topic string, partition int32, ts int64) (offset int64, found bool, err error)
-	// ReadRaw returns whole batches from the one holding offset: at least
-	// one below the log end, more while they fit in maxBytes.
-	ReadRaw(ctx context.Context, topic string, partition int32, offset int64, maxBytes int) (httpapi.RawRecords, error)
-}
-
-// catalogSource reads a fetchcache.Catalog directly (the bucket's fetchcache.RemoteCatalog, or a
-// local one), retrying overload answers within a budget.
-type catalogSource struct {
-	cat    fetchcache.Catalog
-	budget time.Duration
-	sleep  func(ctx context.Context, d time.Duration) error
-}
-
-// NewCatalogReplaySource returns a ReplaySource over cat: for --bucket, a
-// fetchcache.RemoteCatalog over a chunkcache.CachingBucket. Overload answers of the cache's
-// gates are retried after their suggested delay for up to
-// DefaultReplayThrottleBudget per read.
-func NewCatalogReplaySource(cat fetchcache.Catalog) ReplaySource {
-	return &catalogSource{cat: cat, budget: DefaultReplayThrottleBudget, sleep: ctxsleep.Sleep}
-}
-
-func (s *catalogSource) Partitions(ctx context.Context, topic string) ([]int32, error) {
-	ts, err := s.cat.Topics(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list topics: %w", err)
-	}
-	for _, t := range ts {
-		if t.Name == topic {
-			return t.Partitions, nil
-		}
-	}
-	return nil, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
-}
-
-// retry runs op again after each overload answer while the budget lasts.
-func (s *catalogSource) retry(ctx context.Context, op func() error) error {
-	budget := s.budget
-	for {
-		err := op()
-		d, ok := httpapi.RetryAfter(err)
-		if err == nil || !ok || d > budget {
-			return err
-		}
-		budget -= d
-		if err := s.sleep(ctx, d); err != nil {
-			return err
-		}
-	}
-}
-
-func (s *catalogSource) Offsets(ctx context.Context, topic string, partition int32) (fetchcache.Offsets, error) {
-	var off fetchcache.Offsets
-	err := s.retry(ctx, func() error {
-		p, err := s.cat.Partition(ctx, topic, partition)
-		if err != nil {
-			return err
-		}
-		off, err = p.Offsets(ctx)
-		return err
-	})
-	return off, err
-}
-
-func (s *catalogSource) OffsetForTimestamp(ctx context.Context, topic string, partition int32, ts int64) (int64, bool, error) {
-	var (
-		off   int64
-		found bool
-	)
-	err := s.retry(ctx, func() error {
-		p, err := s.cat.Partition(ctx, topic, partition)
-		if err != nil {
-			return err
-		}
-		off, _, found, err = p.OffsetForTimestamp(ctx, ts)
-		return err
-	})
-	return off, found, err
-}
-
-func (s *catalogSource) ReadRaw(ctx context.Context, topic string, partition int32, offset int64, maxBytes int) (httpapi.RawRecords, error) {
-	var res httpapi.RawRecords
-	err := s.retry(ctx, func() error {
-		p, err := s.cat.Partition(ctx, topic, partition)
-		if err != nil {
-			return err
-		}
-		off, err := p.Offsets(ctx)
-		if err != nil {
-			return err
-		}
-		data, err := p.Read(ctx, offset, maxBytes)
-		if err != nil {
-			return err
-		}
-		res = httpapi.RawRecords{Data: data, NextOffset: offset, LogStart: off.LogStart, LogEnd: off.LogEnd}
-		if len(data) > 0 {
-			res.NextOffset = fetchcache.LastBatchNext(data)
-		}
-		return nil
-	})
-	if err != nil {
-		return httpapi.RawRecords{}, fmt.Errorf("read %s-%d at offset %d: %w", topic, partition, offset, err)
-	}
-	return res, nil
-}
 
 // ReplayOptions configures Replay.
 type ReplayOptions struct {
@@ -269,64 +154,6 @@ type ReplayProgress struct {
 	OffsetsAtStart    int64
 	BatchBytesAtStart int64
 	Done              bool
-}
-
-// ReplayRange is one partition's part of a replay.
-type ReplayRange struct {
-	Partition int32 `json:"partition"`
-	Start     int64 `json:"start"` // offset for From
-	End       int64 `json:"end"`   // offset for To (exclusive)
-	Next      int64 `json:"next"`  // next offset to deliver; End when done
-}
-
-// ReplayCheckpoint is the checkpoint file (JSON).
-type ReplayCheckpoint struct {
-	Version   int          `json:"version"`
-	Topic     string       `json:"topic"`
-	Partition int32        `json:"partition"` // -1: all partitions
-	From      int64        `json:"from_ms"`
-	To        int64        `json:"to_ms"`
-	Format    ReplayFormat `json:"format"`
-	// OutputBytes is the output size that Ranges' Next offsets correspond
-	// to: resume truncates the output file to it.
-	OutputBytes int64         `json:"output_bytes"`
-	Records     int64         `json:"records"`
-	BatchBytes  int64         `json:"batch_bytes"`
-	Complete    bool          `json:"complete"`
-	Ranges      []ReplayRange `json:"ranges"`
-}
-
-// ReadReplayCheckpoint reads a checkpoint file; a missing file wraps
-// ErrNoReplayCheckpoint.
-func ReadReplayCheckpoint(path string) (*ReplayCheckpoint, error) {
-	return ReadReplayCheckpointFS(vfs.Default, path)
-}
-
-// ReadReplayCheckpointFS is ReadReplayCheckpoint on fsys.
-func ReadReplayCheckpointFS(fsys vfs.FS, path string) (*ReplayCheckpoint, error) {
-	data, err := vfs.ReadFile(fsys, path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w at %s", ErrNoReplayCheckpoint, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoint: %w", err)
-	}
-	var cp ReplayCheckpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
-		return nil, fmt.Errorf("checkpoint %s is not a replay checkpoint: %w", path, err)
-	}
-	if cp.Version != replayCheckpointVersion {
-		return nil, fmt.Errorf("checkpoint %s has version %d, want %d", path, cp.Version, replayCheckpointVersion)
-	}
-	for _, r := range cp.Ranges {
-		if r.Start < 0 || r.Start > r.End || r.Next < r.Start || r.Next > r.End {
-			return nil, fmt.Errorf("checkpoint %s: partition %d has an inconsistent range (start %d, next %d, end %d)", path, r.Partition, r.Start, r.Next, r.End)
-		}
-	}
-	if cp.OutputBytes < 0 {
-		return nil, fmt.Errorf("checkpoint %s: negative output size", path)
-	}
-	return &cp, nil
 }
 
 // replayJob is one run of Replay.
@@ -520,58 +347,6 @@ func (j *replayJob) setup(ctx context.Context) error {
 	return nil
 }
 
-// openResumed truncates the output file to the checkpointed size.
-func (j *replayJob) openResumed() error {
-	if j.o.OutPath == "" {
-		return nil
-	}
-	flag := os.O_WRONLY
-	if j.cp.OutputBytes == 0 {
-		// The checkpoint keeps none of the output: the file may be
-		// missing, as after a crash between the first checkpoint and
-		// the creation of the output.
-		flag |= os.O_CREATE
-	}
-	f, err := j.openOutput(flag)
-	if err != nil {
-		return fmt.Errorf("open output to resume: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("open output to resume: %w", err)
-	}
-	if fi.Size() < j.cp.OutputBytes {
-		f.Close()
-		return fmt.Errorf("output %s is %d bytes but checkpoint %s records %d: the output was changed or lost; start without --resume", j.o.OutPath, fi.Size(), j.cpPath, j.cp.OutputBytes)
-	}
-	if err := f.Truncate(j.cp.OutputBytes); err != nil {
-		f.Close()
-		return fmt.Errorf("truncate output to the checkpoint: %w", err)
-	}
-	if _, err := f.Seek(j.cp.OutputBytes, io.SeekStart); err != nil {
-		f.Close()
-		return fmt.Errorf("seek output: %w", err)
-	}
-	j.f = f
-	return nil
-}
-
-// openOutput opens the output file. When flag may create it, its directory
-// is synced, so a checkpoint never counts bytes of a file a crash can lose.
-func (j *replayJob) openOutput(flag int) (vfs.File, error) {
-	f, err := j.o.FS.OpenFile(j.o.OutPath, flag, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if flag&os.O_CREATE != 0 {
-		if err := j.o.FS.SyncDir(filepath.Dir(j.o.OutPath)); err != nil {
-			return nil, errors.Join(err, f.Close())
-		}
-	}
-	return f, nil
-}
-
 func fmtMillis(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
@@ -751,35 +526,6 @@ func (j *replayJob) write(p []byte) error {
 	}
 	j.unflushed += len(p)
 	j.cp.OutputBytes += int64(len(p))
-	return nil
-}
-
-// flush writes the buffer, syncs the output file and checkpoints.
-func (j *replayJob) flush() error {
-	if err := j.bw.Flush(); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	if j.f != nil {
-		if err := j.f.Sync(); err != nil {
-			return fmt.Errorf("sync output: %w", err)
-		}
-	}
-	j.unflushed = 0
-	j.lastFlush = j.o.Now()
-	return j.checkpoint()
-}
-
-func (j *replayJob) checkpoint() error {
-	if j.cpPath == "" {
-		return nil
-	}
-	data, err := json.MarshalIndent(&j.cp, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode checkpoint: %w", err)
-	}
-	if err := vfs.WriteFileAtomic(j.o.FS, j.cpPath, append(data, '\n')); err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
 	return nil
 }
 

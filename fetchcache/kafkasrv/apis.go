@@ -1,0 +1,193 @@
+package kafkasrv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/x/kafkaerr"
+)
+
+// api is one Kafka API the listener serves: its key, the versions it
+// serves (what ApiVersions advertises) and its handler. The file of each API
+// declares its entry beside the handler; apis and saslAPIs collect them.
+type api struct {
+	key      int16
+	min, max int16
+	// preAuth: the API may come before the connection authenticates.
+	preAuth bool
+	handle  handlerFunc
+}
+
+// handlerFunc answers req, a request of the API's kmsg type at a served
+// version: the response (nil when none is due), the metrics result code,
+// and how long to throttle the client (0: not at all). kc is nil when the
+// request came without a connection (as in the fuzz tests).
+type handlerFunc func(s *KafkaServer, ctx context.Context, kc *kafkaConn, req kmsg.Request) (kmsg.Response, string, time.Duration)
+
+// handler makes an API's handler, a method of KafkaServer that takes the
+// API's request type, a handlerFunc.
+func handler[Q kmsg.Request](h func(s *KafkaServer, ctx context.Context, kc *kafkaConn, q Q) (kmsg.Response, string, time.Duration)) handlerFunc {
+	return func(s *KafkaServer, ctx context.Context, kc *kafkaConn, req kmsg.Request) (kmsg.Response, string, time.Duration) {
+		return h(s, ctx, kc, req.(Q))
+	}
+}
+
+// apis are the APIs every listener serves, in the order of keys; saslAPIs
+// are served too (and advertised after them) when SASL/PLAIN is configured.
+var (
+	apis     = []*api{&produceAPI, &fetchAPI, &listOffsetsAPI, &metadataAPI, &apiVersionsAPI}
+	saslAPIs = []*api{&saslHandshakeAPI, &saslAuthenticateAPI}
+)
+
+// KafkaAPIVersions lists the APIs the Kafka listener advertises (SASL's
+// are added when SASL/PLAIN is configured). Each version range is stated
+// once, beside its handler: produce.go, fetch.go, listoffsets.go,
+// metadata.go, apiversions.go.
+var KafkaAPIVersions = versionsOf(apis)
+
+// versionsOf is the ApiVersions entries of as, in their order.
+func versionsOf(as []*api) []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(as))
+	for _, a := range as {
+		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.key, MinVersion: a.min, MaxVersion: a.max})
+	}
+	return out
+}
+
+// registered is the API of key, nil for one the listener does not serve.
+func registered(key int16) *api {
+	for _, as := range [][]*api{apis, saslAPIs} {
+		for _, a := range as {
+			if a.key == key {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+func (s *KafkaServer) supported(key, version int16) bool {
+	for _, k := range s.apiKeys {
+		if k.ApiKey == key {
+			return version >= k.MinVersion && version <= k.MaxVersion
+		}
+	}
+	return false
+}
+
+// handle answers one request frame. resp is nil when no response is due
+// (Produce with acks=0); code is the metrics result code. An error means
+// the request could not be parsed and the connection must be closed.
+func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp []byte, code string, err error) {
+	h, req, err := decodeRequest(frame)
+	if err != nil {
+		return nil, "", err
+	}
+	if h.key == apiVersionsKey && (req == nil || !s.supported(h.key, h.version)) {
+		// KIP-511: an ApiVersions version we do not know is answered
+		// with a v0 body (header v0) listing what we support.
+		return appendResponse(nil, h.correlationID, s.apiVersionsUnsupported()), fetchcache.CodeUnsupportedVersion, nil
+	}
+	if kc != nil && !preAuthAPI(h.key) && !kc.authenticated() {
+		// Kafka closes a connection that skips authentication.
+		return nil, fetchcache.CodeIllegalSASLState, fmt.Errorf("%w: %s before SASL authentication", errSASLState, kmsg.NameForKey(h.key))
+	}
+	if req == nil {
+		return nil, "", fmt.Errorf("%w: API key %d version %d is unknown", errMalformed, h.key, h.version)
+	}
+	ctx := context.Background()
+	if kc != nil && kc.ctx != nil {
+		ctx = kc.ctx
+	}
+	var (
+		r        kmsg.Response
+		throttle time.Duration
+	)
+	if !s.supported(h.key, h.version) {
+		r, code = unsupportedResponse(req), fetchcache.CodeUnsupportedVersion
+	} else {
+		r, code, throttle = registered(h.key).handle(s, ctx, kc, req)
+		if r == nil {
+			return nil, code, nil // no response is due (Produce with acks=0)
+		}
+	}
+	if throttle > 0 {
+		ms := int32(min(throttle.Milliseconds()+1, 1<<30))
+		if tr, ok := r.(interface{ SetThrottle(int32) }); ok {
+			tr.SetThrottle(ms)
+		}
+		// Before KIP-219 versions the broker, not the client, waits out
+		// the throttle: delay the response.
+		if t, ok := r.(kmsg.ThrottleResponse); ok {
+			if _, after := t.Throttle(); !after {
+				kc.sleep(throttle)
+			}
+		}
+	}
+	return appendResponse(nil, h.correlationID, r), code, nil
+}
+
+// unsupportedResponse answers an API (or version) the service does not
+// serve: the response of the request's kind with every top-level error code
+// set to UNSUPPORTED_VERSION. Responses without a top-level error code stay
+// empty.
+func unsupportedResponse(req kmsg.Request) kmsg.Response {
+	r := req.ResponseKind()
+	r.SetVersion(req.GetVersion())
+	if d, ok := r.(interface{ Default() }); ok {
+		d.Default()
+		r.SetVersion(req.GetVersion())
+	}
+	v := reflect.ValueOf(r).Elem()
+	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 && f.CanSet() {
+		f.SetInt(int64(kerr.UnsupportedVersion.Code))
+	}
+	return r
+}
+
+// partitionErrors is the Kafka listener's answer to each Kafka error, in
+// the order they are tried: the protocol's error code and the result code
+// of the metrics.
+var partitionErrors = []struct {
+	err  error
+	kerr *kerr.Error
+	code string
+}{
+	{kafkaerr.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition, fetchcache.CodeUnknownTopicOrPartition},
+	{kafkaerr.ErrOffsetOutOfRange, kerr.OffsetOutOfRange, fetchcache.CodeOffsetOutOfRange},
+	{kafkaerr.ErrCorrupt, kerr.CorruptMessage, fetchcache.CodeCorruptMessage},
+}
+
+// partitionError maps a catalog or read error to a Kafka error code and a
+// metrics code (partitionErrors); anything else is store or disk trouble,
+// KAFKA_STORAGE_ERROR, retriable for clients. Overload is not an error here
+// (the caller throttles).
+func (s *KafkaServer) partitionError(op, topic string, partition int32, err error) (int16, string) {
+	for _, e := range partitionErrors {
+		if !errors.Is(err, e.err) {
+			continue
+		}
+		if e.code == fetchcache.CodeCorruptMessage {
+			s.m.CountCorrupt()
+			s.log.Error("kafka "+op+" failed: corrupt data", "topic", topic, "partition", partition, "err", err)
+		}
+		return e.kerr.Code, e.code
+	}
+	s.log.Error("kafka "+op+" failed", "topic", topic, "partition", partition, "err", err)
+	return kerr.KafkaStorageError.Code, fetchcache.CodeInternal
+}
+
+// worse keeps the first non-OK metrics code.
+func worse(cur, next string) string {
+	if cur == fetchcache.CodeOK {
+		return next
+	}
+	return cur
+}
