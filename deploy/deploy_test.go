@@ -997,17 +997,17 @@ func TestDockerfile(t *testing.T) {
 	if entrypoint != `["/usr/local/bin/tiered"]` {
 		t.Errorf("ENTRYPOINT %s, want the tiered binary in exec form", entrypoint)
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-X github.com/tiered/tiered/internal/cli.Version=${VERSION}", "./cmd/tiered"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-X github.com/tiered/tiered/internal/app/cli.Version=${VERSION}", "./cmd/tiered"} {
 		if !strings.Contains(df, want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
 	}
-	cli, err := os.ReadFile("../internal/cli/cli.go")
+	cli, err := os.ReadFile("../internal/app/cli/cli.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !regexp.MustCompile(`(?m)^var Version = `).Match(cli) {
-		t.Error("internal/cli.Version, the -X target, is gone")
+		t.Error("internal/app/cli.Version, the -X target, is gone")
 	}
 	// Without a .dockerignore the Dockerfile copies package directories one by one: every
 	// package of the module the binaries import must be under one of them.

@@ -1,4 +1,4 @@
-// Command tiered is the tiered binary. The commands live in internal/cli;
+// Command tiered is the tiered binary. The commands live in internal/app/cli;
 // main only connects them to os.Args, the standard streams and signals.
 package main
 

@@ -28,7 +28,7 @@ const (
 )
 
 // Version is the release version, set at link time with
-// -ldflags "-X github.com/tiered/tiered/internal/cli.Version=v1.2.3".
+// -ldflags "-X github.com/tiered/tiered/internal/app/cli.Version=v1.2.3".
 var Version = ""
 
 // DefaultDataDir is the data directory when --data-dir is not given.

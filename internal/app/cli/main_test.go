@@ -16,7 +16,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const fixtures = "../../testdata/fixtures"
+const fixtures = "../../../testdata/fixtures"
 
 type result struct {
 	code           int

@@ -291,7 +291,7 @@ func TestReplayProcessKillAndResume(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := filepath.Join(t.TempDir(), "tiered")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/tiered").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/tiered").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	rd := newReplayData(t, 400)

@@ -4,9 +4,9 @@
 // serve's produce and topic admin HTTP API) and `tiered fetch` (the stateless
 // fetch service over a bucket). It only connects the component packages —
 // localtier, compactor, retention, remotetier, fetchcache — under one
-// configuration (internal/config), one Prometheus registry and one logger,
+// configuration (internal/app/config), one Prometheus registry and one logger,
 // and orders their start-up and shutdown; the command-line layer
-// (internal/cli) parses flags, loads the configuration and handles signals.
+// (internal/app/cli) parses flags, loads the configuration and handles signals.
 //
 // # Start-up
 //

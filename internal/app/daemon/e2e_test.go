@@ -43,7 +43,7 @@ func tieredBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "tiered")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/tiered").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binPath, "../../../cmd/tiered").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
