@@ -1,0 +1,209 @@
+package remotetier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tiered/tiered/internal/x/ctxsleep"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// commit commits done (in offset order) to the partition's manifest: replaced
+// ranges and appended segments in one root write, conditional on the root
+// it was computed from. A lost race re-reads the root and reconciles each
+// segment again: those now committed by someone else, or overlapping what
+// is committed, are dropped and their objects deleted. An error of unknown
+// outcome re-reads the root to learn whether the write landed. It returns
+// the segments committed.
+func (u *Uploader) commit(ctx context.Context, p Partition, st *partState, done []uploaded, pr *PartitionReport) ([]uploaded, error) {
+	// ambiguous is set once a root write failed without telling whether it
+	// landed: from then on no dropped attempt is deleted (one may be
+	// committed after all); garbage collection decides later.
+	ambiguous := false
+	for attempt := 1; ; attempt++ {
+		var dropped []uploaded
+		c, kept, err := u.buildCommit(ctx, p, st.m, done, &dropped)
+		if !ambiguous {
+			for _, d := range dropped {
+				u.deleteKeys(ctx, d.seg.Keys())
+			}
+		}
+		if err != nil {
+			u.metrics.errors.WithLabelValues(ErrKindManifest).Inc()
+			return nil, err
+		}
+		done = kept
+		if len(kept) == 0 {
+			return nil, nil
+		}
+		prevGen := st.m.Generation
+		etag, err := u.store.write(ctx, c, prevGen, st.etag)
+		if err == nil {
+			st.m, st.etag = c.Root, etag
+			pr.Commits++
+			u.committed(kept)
+			u.deleteKeys(ctx, c.Unreferenced)
+			return kept, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if objstore.IsPreconditionFailed(err) {
+			u.metrics.conflicts.Inc()
+			pr.CommitConflicts++
+			u.logger.Info("manifest changed under the commit; re-reading", "topic", p.Topic, "partition", p.Partition)
+			if rerr := u.reload(ctx, p, st); rerr != nil {
+				return nil, rerr
+			}
+			if attempt >= 4*u.opts.Retry.Attempts {
+				return nil, fmt.Errorf("commit: lost %d races in a row: %w", attempt, err)
+			}
+			continue
+		}
+		u.metrics.errors.WithLabelValues(ErrKindManifest).Inc()
+		ambiguous = true
+		if attempt >= u.opts.Retry.Attempts {
+			return nil, err
+		}
+		if serr := ctxsleep.Sleep(ctx, u.opts.Retry.backoff(attempt)); serr != nil {
+			return nil, err
+		}
+		// The write may have landed: re-read and see.
+		if rerr := u.reload(ctx, p, st); rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+		if u.landed(ctx, st.m, c.Root, kept) {
+			pr.Commits++
+			u.committed(kept)
+			u.deleteKeys(ctx, c.Unreferenced)
+			return kept, nil
+		}
+	}
+}
+
+// maxAttemptAge is the oldest upload attempt a commit may reference: half
+// the garbage-collection grace period, so a collector never deletes the
+// objects of an attempt that is about to be committed.
+func (u *Uploader) maxAttemptAge() time.Duration {
+	g := u.opts.GCGrace
+	if g <= 0 {
+		g = DefaultGCGrace
+	}
+	return g / 2
+}
+
+func (u *Uploader) committed(kept []uploaded) {
+	u.metrics.commits.Inc()
+	for _, k := range kept {
+		if k.replace {
+			u.metrics.replaced.Inc()
+		} else {
+			u.metrics.uploadedSegments.Inc()
+		}
+	}
+}
+
+// landed reports whether cur is the root this uploader tried to write
+// (same generation, and it holds the attempts).
+func (u *Uploader) landed(ctx context.Context, cur, want *manifest.Manifest, kept []uploaded) bool {
+	if cur.Generation != want.Generation {
+		return false
+	}
+	ours := map[string]bool{}
+	for _, k := range kept {
+		ours[k.seg.Log.Key] = true
+	}
+	found := 0
+	for _, k := range kept {
+		err := u.store.segmentsIn(ctx, cur, k.seg.BaseOffset, k.seg.LastOffset, func(s manifest.Segment) {
+			if ours[s.Log.Key] {
+				found++
+			}
+		})
+		if err != nil {
+			return false
+		}
+	}
+	return found == len(kept)
+}
+
+// buildCommit computes the commit of done against m. Segments that no longer
+// fit (committed meanwhile by another writer, or overlapping it) go to
+// dropped.
+func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Manifest, done []uploaded, dropped *[]uploaded) (*manifest.Commit, []uploaded, error) {
+	var kept []uploaded
+	var steps []*manifest.Commit
+	cur := m
+	var appends, replaces []uploaded
+	for _, d := range done {
+		if age := u.opts.Now().Sub(d.started); age > u.maxAttemptAge() {
+			// Garbage collection may take objects this old for orphans.
+			u.logger.Warn("upload attempt too old to commit; dropped", "topic", p.Topic, "partition", p.Partition,
+				"base_offset", d.seg.BaseOffset, "age", age)
+			*dropped = append(*dropped, d)
+			continue
+		}
+		if d.replace {
+			replaces = append(replaces, d)
+		} else {
+			appends = append(appends, d)
+		}
+	}
+	// Appends first: a replaced range then lies below the committed end,
+	// which a replace may not move back.
+	var segs []manifest.Segment
+	for _, d := range appends {
+		r := manifest.Range{Base: d.seg.BaseOffset, Last: d.seg.LastOffset}
+		if len(segs) == 0 {
+			if dec := manifest.Reconcile(cur, r); dec.Action != manifest.ActionAppend {
+				*dropped = append(*dropped, d)
+				continue
+			}
+		} else if d.seg.BaseOffset <= segs[len(segs)-1].LastOffset {
+			*dropped = append(*dropped, d)
+			continue
+		}
+		segs = append(segs, d.seg)
+		kept = append(kept, d)
+	}
+	if len(segs) > 0 {
+		if cur.Generation == 0 && cur.SegmentCount() == 0 {
+			// The first commit: the remote log starts where the source
+			// log does, inside the first segment.
+			start := min(max(p.LogStartOffset, segs[0].BaseOffset), segs[0].LastOffset)
+			fresh, err := manifest.New(u.store.prefix, p.Topic, p.Partition, start)
+			if err != nil {
+				return nil, nil, err
+			}
+			cur = fresh
+		}
+		c, err := manifest.Append(cur, u.opts.Policy, segs...)
+		if err != nil {
+			return nil, nil, err
+		}
+		steps = append(steps, c)
+		cur = c.Root
+	}
+	for _, d := range replaces {
+		c, err := manifest.Replace(ctx, u.store.subs, cur, u.opts.Policy, d.from, d.to, []manifest.Segment{d.seg})
+		var ce *manifest.ConflictError
+		if errors.As(err, &ce) {
+			u.logger.Debug("cleaned segment cannot replace its committed range", "topic", p.Topic, "partition", p.Partition, "err", err)
+			*dropped = append(*dropped, d)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		steps = append(steps, c)
+		cur = c.Root
+		kept = append(kept, d)
+	}
+	if len(steps) == 0 {
+		return nil, nil, nil
+	}
+	return chainCommit(m, steps), kept, nil
+}

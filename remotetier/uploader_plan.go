@@ -1,0 +1,202 @@
+package remotetier
+
+import (
+	"context"
+	"time"
+
+	"github.com/tiered/tiered/manifest"
+)
+
+// task is one segment to upload: appended (from cut on) or replacing the
+// committed range [from, to].
+type task struct {
+	seg       SegmentMeta
+	cut       int64 // first offset uploaded (seg.BaseOffset unless cut)
+	replace   bool
+	from, to  int64
+	compacted bool
+}
+
+// uploaded is a task whose objects are stored.
+type uploaded struct {
+	task
+	seg     manifest.Segment
+	bytes   int64
+	started time.Time // when the attempt began storing objects
+}
+
+func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionReport, error) {
+	pr := PartitionReport{Topic: p.Topic, Partition: p.Partition, HighWatermark: p.HighWatermark}
+	st := u.partState(p)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.m == nil {
+		if err := u.reload(ctx, p, st); err != nil {
+			return pr, err
+		}
+	}
+	var err error
+	for {
+		var tasks []task
+		tasks, err = u.plan(ctx, p, st.m)
+		if err != nil || len(tasks) == 0 {
+			break
+		}
+		if len(tasks) > u.opts.MaxCommitSegments {
+			tasks = tasks[:u.opts.MaxCommitSegments]
+		}
+		var done []uploaded
+		var upErr error
+		done, upErr = u.uploadTasks(ctx, p, tasks, &pr)
+		if len(done) > 0 {
+			var committed []uploaded
+			genBefore := st.m.Generation
+			committed, err = u.commit(ctx, p, st, done, &pr)
+			for _, d := range committed {
+				pr.Committed = append(pr.Committed, CommittedSegment{BaseOffset: d.seg.BaseOffset, LastOffset: d.seg.LastOffset,
+					Bytes: d.bytes, AttemptID: d.seg.AttemptID, Replaced: d.replace, Cut: d.cut > d.task.seg.BaseOffset})
+			}
+			if err != nil || len(committed) == 0 && st.m.Generation == genBefore {
+				break // no progress: try again next pass
+			}
+		}
+		if upErr != nil {
+			err = upErr
+			break
+		}
+		if len(done) < len(tasks) {
+			break // a segment went away: list again next pass
+		}
+	}
+	if st.m != nil {
+		next := st.m.NextOffset()
+		pr.RemoteNextOffset = next
+		for _, s := range p.Segments {
+			if s.NextOffset > next {
+				pr.LagSegments++
+				pr.LagBytes += s.Size
+			}
+		}
+	}
+	return pr, err
+}
+
+// plan decides, against the committed manifest m, which of the partition's
+// segments to upload: appends (Reconcile: the first that is not skipped, and
+// every later one), cut copies (conflict), and cleaned segments that
+// replace a committed range they rewrote.
+func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) ([]task, error) {
+	var tasks []task
+	appending := false
+	for _, s := range p.Segments {
+		if s.NextOffset > p.HighWatermark {
+			break
+		}
+		compacted := p.Compacted && s.NextOffset <= p.CleanedUpTo
+		t := task{seg: s, cut: s.BaseOffset, compacted: compacted}
+		if appending {
+			tasks = append(tasks, t)
+			continue
+		}
+		d := manifest.Reconcile(m, manifest.Range{Base: s.BaseOffset, Last: s.LastOffset()})
+		switch d.Action {
+		case manifest.ActionAppend:
+			appending = true
+			if d.Gap && !p.Compacted && m.SegmentCount() > 0 {
+				u.logger.Warn("segment leaves a gap in the remote log", "topic", p.Topic, "partition", p.Partition,
+					"remote_next_offset", d.Next, "segment_base", s.BaseOffset)
+			}
+			tasks = append(tasks, t)
+		case manifest.ActionConflict:
+			appending = true
+			if compacted {
+				// A cleaned segment spanning the committed end: the cleaner
+				// may have removed the batch a cut would start at, so the
+				// whole segment replaces the committed range it covers.
+				rt, ok, err := u.spanningReplaceTask(ctx, m, t)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					tasks = append(tasks, rt)
+					continue
+				}
+			}
+			t.cut = d.Next
+			tasks = append(tasks, t)
+		case manifest.ActionSkip:
+			if !compacted {
+				continue
+			}
+			rt, ok, err := u.replaceTask(ctx, m, t)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				tasks = append(tasks, rt)
+			}
+		}
+	}
+	if !appending {
+		// A cleaned segment whose range reaches the committed end but whose
+		// last batch ends below it would move the end back (Replace refuses):
+		// it waits until a later segment is appended in the same commit.
+		kept := tasks[:0]
+		for _, t := range tasks {
+			if !(t.replace && t.to == m.NextOffset()-1 && t.seg.LastOffset() < t.to) {
+				kept = append(kept, t)
+			}
+		}
+		tasks = kept
+	}
+	return tasks, nil
+}
+
+// replaceTask decides whether a cleaned local segment, whose offsets are all
+// committed, must replace what is committed for its range: unless exactly
+// one committed segment holds the range, compacted, with the same base, last
+// offset and size (the cheap identity of a cleaned segment).
+func (u *Uploader) replaceTask(ctx context.Context, m *manifest.Manifest, t task) (task, bool, error) {
+	from := t.seg.BaseOffset
+	to := min(t.seg.NextBase, m.NextOffset()) - 1
+	if to < t.seg.LastOffset() || from < m.LogStartOffset {
+		return t, false, nil
+	}
+	var in []manifest.Segment
+	if err := u.store.segmentsIn(ctx, m, from, to, func(s manifest.Segment) { in = append(in, s) }); err != nil {
+		return t, false, err
+	}
+	if len(in) == 0 {
+		return t, false, nil
+	}
+	if len(in) == 1 && in[0].Compacted && in[0].BaseOffset == from && in[0].LastOffset == t.seg.LastOffset() && in[0].Log.Size == t.seg.Size {
+		return t, false, nil
+	}
+	// A committed segment straddling the range cannot be replaced (Replace
+	// never cuts); leave it.
+	if in[0].BaseOffset < from || in[len(in)-1].LastOffset > to {
+		return t, false, nil
+	}
+	t.replace, t.from, t.to = true, from, to
+	return t, true, nil
+}
+
+// spanningReplaceTask makes a cleaned segment that starts inside the
+// committed range and ends past it replace every committed segment from its
+// base on (the commit moves the end forward). It declines when a committed
+// segment straddles the segment's base (a replace never cuts).
+func (u *Uploader) spanningReplaceTask(ctx context.Context, m *manifest.Manifest, t task) (task, bool, error) {
+	from, end := t.seg.BaseOffset, m.NextOffset()-1
+	if from < m.LogStartOffset || t.seg.LastOffset() <= end {
+		return t, false, nil
+	}
+	var in []manifest.Segment
+	if err := u.store.segmentsIn(ctx, m, from, end, func(s manifest.Segment) { in = append(in, s) }); err != nil {
+		return t, false, err
+	}
+	if len(in) == 0 || in[0].BaseOffset < from {
+		return t, false, nil
+	}
+	t.replace, t.from, t.to = true, from, t.seg.LastOffset()
+	return t, true, nil
+}
