@@ -24,6 +24,9 @@ import (
 const (
 	DefaultConcurrency = 4
 	DefaultInterval    = 10 * time.Second
+	// DefaultManifestVersion is the manifest format written unless told
+	// otherwise: the newest this release knows.
+	DefaultManifestVersion = manifest.Version
 	// DefaultMaxCommitSegments is the most segments one manifest commit
 	// covers; a backlog is committed in batches of this many.
 	DefaultMaxCommitSegments = 8
@@ -51,7 +54,7 @@ type Options struct {
 	// hostname/pid).
 	UploaderID string
 	// ManifestVersion is the newest manifest format version the segments
-	// this uploader commits may need (default manifest.Version). Version 2
+	// this uploader commits may need (default DefaultManifestVersion). Version 2
 	// stores a segment's indexes as one .indexes object; 1 stores one
 	// object per index, which readers of a release before version 2 can
 	// read: set it during a rolling upgrade until every reader is upgraded.
@@ -67,6 +70,10 @@ type Options struct {
 	// often, with GCGrace. Zero never collects.
 	GCInterval time.Duration
 	GCGrace    time.Duration
+	// OnPass, when set, is called by Run after every pass that ctx did not
+	// end, with the pass's report and error (a daemon's health and
+	// readiness follow it). It must not block.
+	OnPass func(Report, error)
 }
 
 // Uploader copies rolled segments from a Source into a bucket and commits
@@ -119,7 +126,7 @@ func NewUploader(bkt objstore.Bucket, src Source, opts Options) (*Uploader, erro
 		opts.Policy = manifest.DefaultPolicy()
 	}
 	if opts.ManifestVersion == 0 {
-		opts.ManifestVersion = manifest.Version
+		opts.ManifestVersion = DefaultManifestVersion
 	}
 	if opts.ManifestVersion < 1 || opts.ManifestVersion > manifest.Version {
 		return nil, fmt.Errorf("uploader: manifest version %d: this release writes versions 1 to %d", opts.ManifestVersion, manifest.Version)
@@ -209,13 +216,17 @@ type CommittedSegment struct {
 func (u *Uploader) Metrics() *Metrics { return u.metrics }
 
 // Run runs a pass every Interval until ctx is done, and returns nil then.
-// A failing pass is logged and counted; the loop goes on. With GCInterval
-// set, garbage is collected that often (MaybeGC).
+// A failing pass is logged and counted; the loop goes on. Each pass's
+// outcome goes to OnPass. With GCInterval set, garbage is collected that
+// often (MaybeGC).
 func (u *Uploader) Run(ctx context.Context) error {
 	for {
 		rep, err := u.RunOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if u.opts.OnPass != nil {
+			u.opts.OnPass(rep, err)
 		}
 		if err != nil {
 			u.logger.Warn("upload pass failed", "err", err, "committed_segments", rep.UploadedSegments)

@@ -2,6 +2,7 @@ package remotetier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -482,5 +483,66 @@ func TestUploadChecksAhead(t *testing.T) {
 	for p := int32(0); p < 2; p++ {
 		l := upPartition(t, d, "a", p)
 		upCheckRemote(t, bkt.Bucket, l, "a", p, l.Segments()[6].BaseOffset)
+	}
+}
+
+// flakySource fails its first fails listings, then lists as Source does.
+type flakySource struct {
+	Source
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *flakySource) Partitions(ctx context.Context) ([]Partition, error) {
+	f.mu.Lock()
+	fail := f.fails > 0
+	f.fails--
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("log dir unreadable (injected)")
+	}
+	return f.Source.Partitions(ctx)
+}
+
+// TestRunReportsEveryPass: Run hands each pass's report and error to
+// OnPass, in order, and keeps going after a failed pass.
+func TestRunReportsEveryPass(t *testing.T) {
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "orders", 1)
+	upSegments(t, upPartition(t, d, "orders", 0), 3, 2, 5, 10)
+	type pass struct {
+		rep Report
+		err error
+	}
+	passes := make(chan pass, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u := upUploader(t, objstore.NewMemory(), &flakySource{Source: NewLocalSource(d, nil), fails: 1}, Options{
+		Interval: time.Millisecond,
+		OnPass:   func(rep Report, err error) { passes <- pass{rep, err} },
+	})
+	done := make(chan error, 1)
+	go func() { done <- u.Run(ctx) }()
+	var got []pass
+	for len(got) < 3 {
+		select {
+		case p := <-passes:
+			got = append(got, p)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d passes reported in 10s, want 3", len(got))
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	if got[0].err == nil || !strings.Contains(got[0].err.Error(), "injected") {
+		t.Errorf("pass 1: err %v, want the listing failure", got[0].err)
+	}
+	if got[1].err != nil || got[1].rep.UploadedSegments != 3 || got[1].rep.LagSegments != 0 {
+		t.Errorf("pass 2: %+v, %v; want 3 segments uploaded, no lag, no error", got[1].rep, got[1].err)
+	}
+	if got[2].err != nil || got[2].rep.UploadedSegments != 0 {
+		t.Errorf("pass 3: %+v, %v; want nothing left to upload", got[2].rep, got[2].err)
 	}
 }
