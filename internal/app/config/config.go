@@ -12,11 +12,13 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier"
 )
 
 // Built-in defaults. Listeners bind to loopback so a default process is reachable only from
 // the machine it runs on; set http.addr / kafka.addr (and kafka.advertised_addr) to serve others.
+// The uploader's defaults are remotetier's own (the constants of the component that uses them),
+// so the configuration and a zero remotetier.Options mean the same.
 const (
 	DefaultDataDir         = "./data"
 	DefaultHTTPAddr        = "127.0.0.1:8080"
@@ -25,11 +27,20 @@ const (
 	DefaultLogFormat       = "text"
 	DefaultShutdownTimeout = 30 * time.Second
 
-	DefaultUploaderConcurrency = 4
-	DefaultUploaderInterval    = 10 * time.Second
-	DefaultUploaderGCGrace     = time.Hour
+	// DefaultSidecarHTTPAddr is the sidecar's http.addr: empty, no listener unless one is
+	// configured (it runs beside a broker whose host may use any port). The sidecar has no
+	// Kafka listener at all: it ignores the kafka section.
+	DefaultSidecarHTTPAddr = ""
 
-	// The fetch defaults match fetchcache's.
+	DefaultUploaderConcurrency     = remotetier.DefaultConcurrency
+	DefaultUploaderInterval        = remotetier.DefaultInterval
+	DefaultUploaderGCGrace         = remotetier.DefaultGCGrace
+	DefaultUploaderManifestVersion = remotetier.DefaultManifestVersion
+
+	// The fetch defaults are fetchcache's CacheOptions defaults (DefaultMemoryBytes,
+	// DefaultChunkBytes, ...). They are written out here because fetchcache imports this
+	// package (auth and TLS configuration), so this package cannot import it;
+	// TestDefaultsAreTheComponents' ties every one to fetchcache's.
 	DefaultFetchCacheBytes        = 512 << 20
 	DefaultFetchChunkBytes        = 4 << 20
 	DefaultFetchMaxConcurrentGets = 16
@@ -39,7 +50,8 @@ const (
 )
 
 // Config is the configuration of a long-running tiered process. Not every process reads every
-// section: fetch ignores the broker and uploader sections, sidecar the local log engine's.
+// section: fetch ignores the broker and uploader sections, sidecar the local log engine's
+// (data_dir, broker), the kafka listener and the fetch section.
 // Start from Defaults (or Load); the zero Config is not valid.
 type Config struct {
 	// DataDir is serve's local-tier data directory (flag --data-dir, default ./data). One
@@ -109,7 +121,9 @@ type Sidecar struct {
 	// KafkaLogDir is the broker's log.dirs directory, read only (flag --kafka-log-dir).
 	KafkaLogDir string `yaml:"kafka_log_dir"`
 	// BootstrapServer is the broker's host:port list, comma-separated (flag
-	// --bootstrap-server), used to learn high watermarks.
+	// --bootstrap-server). When set, the sidecar asks the cluster on every pass which
+	// partitions its broker (node.id or broker.id in the log dir's meta.properties) leads,
+	// and uploads only those.
 	BootstrapServer string `yaml:"bootstrap_server"`
 }
 
@@ -204,7 +218,7 @@ func Defaults() Config {
 			Concurrency:     DefaultUploaderConcurrency,
 			Interval:        DefaultUploaderInterval,
 			GCGrace:         DefaultUploaderGCGrace,
-			ManifestVersion: manifest.Version,
+			ManifestVersion: DefaultUploaderManifestVersion,
 		},
 		Fetch: Fetch{
 			CacheBytes:        DefaultFetchCacheBytes,
@@ -221,6 +235,17 @@ func Defaults() Config {
 		if d := &brokerDefs[i]; d.def != "" {
 			c.Broker[d.name] = d.def
 		}
+	}
+	return c
+}
+
+// DefaultsFor returns the built-in configuration of process p: Defaults, with the sidecar's
+// listeners (DefaultSidecarHTTPAddr; no Kafka listener).
+func DefaultsFor(p Process) Config {
+	c := Defaults()
+	if p == ProcessSidecar {
+		c.HTTP.Addr = DefaultSidecarHTTPAddr
+		c.Kafka.Addr = ""
 	}
 	return c
 }
@@ -270,8 +295,9 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.shown()), nil }
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.shown()) }
 
 // ByteSize is a size in bytes. In YAML, the environment and flags it is an integer, optionally
-// followed by a unit: KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000),
-// e.g. 4MiB. It prints as a plain integer.
+// followed by a unit: KiB, MiB, GiB, TiB (powers of 1024), KB, MB, GB, TB (powers of 1000), or
+// the single letters K, M, G, T (powers of 1024, as in --rate 10M), e.g. 4MiB. Units are case
+// insensitive. It prints as a plain integer.
 type ByteSize int64
 
 var sizeUnits = []struct {
@@ -279,10 +305,11 @@ var sizeUnits = []struct {
 	mult   int64
 }{
 	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
-	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12}, {"b", 1},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
 }
 
-// ParseByteSize parses "4194304", "4MiB", "512 KiB" or "1GB". Negative values parse (Validate
+// ParseByteSize parses "4194304", "4MiB", "512 KiB", "1GB" or "10M". Negative values parse (Validate
 // refuses them where a size must not be negative).
 func ParseByteSize(s string) (ByteSize, error) {
 	t := strings.TrimSpace(s)
@@ -297,7 +324,7 @@ func ParseByteSize(s string) (ByteSize, error) {
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a size (want bytes as an integer, optionally with a unit: 4MiB, 512KiB, 1GB)", s)
+		return 0, fmt.Errorf("%q is not a size (want bytes as an integer, optionally with a unit: 4MiB, 512KiB, 1GB, 10M)", s)
 	}
 	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
 		return 0, fmt.Errorf("%q is too large", s)

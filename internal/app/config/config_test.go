@@ -705,6 +705,7 @@ func TestByteSize(t *testing.T) {
 	for in, want := range map[string]ByteSize{
 		"0": 0, "4194304": 4 << 20, "4MiB": 4 << 20, "4 MiB": 4 << 20, "4mib": 4 << 20, "512KiB": 512 << 10,
 		"1GiB": 1 << 30, "2TiB": 2 << 40, "1KB": 1000, "3MB": 3e6, "1GB": 1e9, "1TB": 1e12, "10B": 10, "-1": -1, "-2KiB": -2048,
+		"512k": 512 << 10, "10M": 10 << 20, "1g": 1 << 30, "2T": 2 << 40,
 	} {
 		got, err := ParseByteSize(in)
 		if err != nil || got != want {
@@ -784,4 +785,77 @@ func writeCert(t *testing.T, dir, name string) (certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// TestSidecarConfig: the sidecar reads the same layers as serve and fetch, with its own
+// listener defaults (no HTTP listener unless configured, no Kafka listener), its uploader
+// flags (--rate keeps its binary single-letter units), and the kafka section and data_dir of
+// a file shared with fetch left unchecked.
+func TestSidecarConfig(t *testing.T) {
+	logDir, envLogDir := t.TempDir(), t.TempDir()
+	file := writeFile(t, `
+bucket: mem://tiered
+sidecar:
+  kafka_log_dir: `+logDir+`
+  bootstrap_server: kafka-0:9092,kafka-1:9092
+kafka:
+  addr: ":9093"
+uploader:
+  concurrency: 8
+  gc_grace: 2h
+`)
+	c := mustLoad(t, LoadOptions{File: file, Process: ProcessSidecar,
+		Flags: map[string]string{"rate": "10M", "interval": "3s", "manifest-version": "1"}})
+	if c.HTTP.Addr != DefaultSidecarHTTPAddr || c.Source("http.addr") != SourceDefault {
+		t.Errorf("http.addr %q (%s), want the sidecar default %q", c.HTTP.Addr, c.Source("http.addr"), DefaultSidecarHTTPAddr)
+	}
+	for path, want := range map[string]struct {
+		got, want any
+		src       Source
+	}{
+		"sidecar.kafka_log_dir":     {c.Sidecar.KafkaLogDir, logDir, SourceFile},
+		"sidecar.bootstrap_server":  {c.Sidecar.BootstrapServer, "kafka-0:9092,kafka-1:9092", SourceFile},
+		"bucket":                    {c.Bucket, "mem://tiered", SourceFile},
+		"uploader.concurrency":      {c.Uploader.Concurrency, 8, SourceFile},
+		"uploader.gc_grace":         {c.Uploader.GCGrace, 2 * time.Hour, SourceFile},
+		"uploader.bytes_per_second": {c.Uploader.BytesPerSecond, ByteSize(10 << 20), SourceFlag},
+		"uploader.interval":         {c.Uploader.Interval, 3 * time.Second, SourceFlag},
+		"uploader.manifest_version": {c.Uploader.ManifestVersion, 1, SourceFlag},
+	} {
+		if want.got != want.want || c.Source(path) != want.src {
+			t.Errorf("%s = %v from %s, want %v from %s", path, want.got, c.Source(path), want.want, want.src)
+		}
+	}
+
+	// The environment layer, and a flag above it.
+	env := []string{"TIERED_SIDECAR_KAFKA_LOG_DIR=" + envLogDir, "TIERED_BUCKET=mem://env", "TIERED_UPLOADER_INTERVAL=7s"}
+	c = mustLoad(t, LoadOptions{Env: env, Process: ProcessSidecar, Flags: map[string]string{"interval": "1s"}})
+	if c.Sidecar.KafkaLogDir != envLogDir || c.Source("sidecar.kafka_log_dir") != SourceEnv || c.Source("bucket") != SourceEnv {
+		t.Errorf("from the environment: kafka_log_dir %q (%s), bucket %q (%s)", c.Sidecar.KafkaLogDir,
+			c.Source("sidecar.kafka_log_dir"), c.Bucket, c.Source("bucket"))
+	}
+	if c.Uploader.Interval != time.Second || c.Source("uploader.interval") != SourceFlag {
+		t.Errorf("uploader.interval %v (%s), want the flag's 1s over the environment's 7s", c.Uploader.Interval, c.Source("uploader.interval"))
+	}
+
+	// What only the sidecar may leave empty or skip.
+	noHTTP := map[string]string{"http": "", "bucket": "mem://b", "kafka-log-dir": logDir, "kafka": ":9093"}
+	if _, err := Load(LoadOptions{Flags: noHTTP, Process: ProcessSidecar}); err != nil {
+		t.Errorf("sidecar without http.addr, with a kafka.addr lacking advertised_addr: %v", err)
+	}
+	ps := problems(t, func() error { _, err := Load(LoadOptions{Flags: noHTTP, Process: ProcessServe}); return err }())
+	var paths []string
+	for _, p := range ps {
+		paths = append(paths, p.Path)
+	}
+	if !reflect.DeepEqual(paths, []string{"http.addr", "kafka.advertised_addr"}) {
+		t.Errorf("serve with the same flags: problems at %v, want http.addr and kafka.advertised_addr", paths)
+	}
+	if _, err := Load(LoadOptions{Flags: map[string]string{"rate": "fast", "bucket": "mem://b", "kafka-log-dir": logDir}, Process: ProcessSidecar}); err == nil ||
+		!strings.Contains(err.Error(), `flag --rate: uploader.bytes_per_second: "fast" is not a size`) {
+		t.Errorf("--rate fast: %v", err)
+	}
+	if d := DefaultsFor(ProcessServe); d.HTTP.Addr != DefaultHTTPAddr || d.Kafka.Addr != DefaultKafkaAddr {
+		t.Errorf("serve's defaults changed: %+v %+v", d.HTTP, d.Kafka)
+	}
 }

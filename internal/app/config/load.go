@@ -60,7 +60,7 @@ func newMeta() *meta {
 }
 
 // FlagPaths maps the daemons' command-line flags to key paths (DESIGN.md's serve, sidecar and
-// fetch flags, plus --log-level and --log-format).
+// fetch flags, the sidecar's uploader flags, plus --log-level and --log-format).
 var FlagPaths = map[string]string{
 	"data-dir":         "data_dir",
 	"bucket":           "bucket",
@@ -75,6 +75,11 @@ var FlagPaths = map[string]string{
 	"disk-cache-bytes": "fetch.disk_cache_bytes",
 	"log-level":        "log.level",
 	"log-format":       "log.format",
+	"interval":         "uploader.interval",
+	"concurrency":      "uploader.concurrency",
+	"rate":             "uploader.bytes_per_second",
+	"gc-grace":         "uploader.gc_grace",
+	"manifest-version": "uploader.manifest_version",
 }
 
 // SetFlags returns the flags of fs the user gave that FlagPaths knows, by flag name, as
@@ -89,7 +94,8 @@ func SetFlags(fs *flag.FlagSet) map[string]string {
 	return out
 }
 
-// Process names the process a configuration is for; each adds requirements (ValidateFor).
+// Process names the process a configuration is for; each may change defaults (DefaultsFor)
+// and adds requirements (ValidateFor).
 type Process string
 
 // Processes.
@@ -109,16 +115,17 @@ type LoadOptions struct {
 	// Flags are the flags the user gave, by flag name (see FlagPaths) or by key path
 	// ("fetch.max_wait"); only explicitly set flags belong here (SetFlags).
 	Flags map[string]string
-	// Process adds that process's requirements to validation.
+	// Process picks that process's built-in defaults (DefaultsFor) and adds its requirements
+	// to validation (ValidateFor).
 	Process Process
 }
 
-// Load builds the effective configuration: Defaults, then the file, the TIERED_* environment
+// Load builds the effective configuration: DefaultsFor(opts.Process), then the file, the TIERED_* environment
 // and the flags, then derives the default bucket and validates. The error joins every problem
 // found (*FieldError each, file problems with their line); the Config is returned even then,
 // for printing.
 func Load(opts LoadOptions) (*Config, error) {
-	c := Defaults()
+	c := DefaultsFor(opts.Process)
 	var errs []error
 	l := &loader{c: &c}
 	if opts.File != "" {

@@ -32,9 +32,11 @@ const (
 func (c *Config) Validate() error { return c.ValidateFor(ProcessAny) }
 
 // ValidateFor is Validate plus the requirements of process p: sidecar needs
-// sidecar.kafka_log_dir and an explicit bucket; fetch needs an explicit bucket.
+// sidecar.kafka_log_dir and an explicit bucket, and checks neither the kafka listener nor
+// data_dir, which it never uses (so one file can serve the sidecar and fetch), while an empty
+// http.addr is allowed (no listener); fetch needs an explicit bucket.
 func (c *Config) ValidateFor(p Process) error {
-	v := &validator{c: c}
+	v := &validator{c: c, p: p}
 	v.general()
 	switch p {
 	case ProcessSidecar:
@@ -58,6 +60,7 @@ func (c *Config) ValidateFor(p Process) error {
 
 type validator struct {
 	c        *Config
+	p        Process
 	problems []*FieldError
 }
 
@@ -70,13 +73,15 @@ func (v *validator) add(path, format string, args ...any) {
 
 func (v *validator) general() {
 	c := v.c
-	if c.DataDir == "" {
+	if c.DataDir == "" && v.p != ProcessSidecar {
 		v.add("data_dir", "must not be empty")
 	}
 	v.bucket()
 	v.listeners()
 	v.tls("http.tls", c.HTTP.TLS)
-	v.tls("kafka.tls", c.Kafka.TLS)
+	if v.p != ProcessSidecar {
+		v.tls("kafka.tls", c.Kafka.TLS)
+	}
 	if c.Sidecar.BootstrapServer != "" {
 		for _, hp := range strings.Split(c.Sidecar.BootstrapServer, ",") {
 			if err := checkHostPort(strings.TrimSpace(hp), false, false); err != nil {
@@ -127,7 +132,7 @@ func (v *validator) bucket() {
 		return
 	}
 	bdir := filepath.Clean(filepath.FromSlash(loc.Dir))
-	if c.DataDir != "" {
+	if c.DataDir != "" && v.p != ProcessSidecar {
 		if data, err := filepath.Abs(c.DataDir); err == nil {
 			switch {
 			case within(bdir, data) && bdir != filepath.Join(data, "bucket"):
@@ -152,12 +157,15 @@ func within(path, dir string) bool {
 
 func (v *validator) listeners() {
 	c := v.c
-	if c.HTTP.Addr == "" {
+	switch {
+	case c.HTTP.Addr == "" && v.p != ProcessSidecar:
 		v.add("http.addr", "must not be empty")
-	} else if err := checkHostPort(c.HTTP.Addr, true, true); err != nil {
-		v.add("http.addr", "%v", err)
+	case c.HTTP.Addr != "":
+		if err := checkHostPort(c.HTTP.Addr, true, true); err != nil {
+			v.add("http.addr", "%v", err)
+		}
 	}
-	if c.Kafka.Addr == "" {
+	if c.Kafka.Addr == "" || v.p == ProcessSidecar {
 		return
 	}
 	if err := checkHostPort(c.Kafka.Addr, true, true); err != nil {

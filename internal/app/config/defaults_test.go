@@ -1,0 +1,47 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/remotetier"
+)
+
+// TestDefaultsAreTheComponents ties every built-in default that a component also has to the
+// component's own: a process configured with nothing behaves as the component does with zero
+// options. The fetch defaults are compared with what fetchcache fills into zero CacheOptions
+// (the package constants and the derived in-flight budget alike).
+func TestDefaultsAreTheComponents(t *testing.T) {
+	d := config.Defaults()
+	cache := fetchcache.CacheOptions{}.EnsureDefaults()
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"uploader.concurrency", d.Uploader.Concurrency, remotetier.DefaultConcurrency},
+		{"uploader.interval", d.Uploader.Interval, remotetier.DefaultInterval},
+		{"uploader.gc_grace", d.Uploader.GCGrace, remotetier.DefaultGCGrace},
+		{"uploader.manifest_version", d.Uploader.ManifestVersion, remotetier.DefaultManifestVersion},
+		{"uploader.bytes_per_second", int64(d.Uploader.BytesPerSecond), int64(0)}, // remotetier: 0 is unlimited
+		{"fetch.cache_bytes", int64(d.Fetch.CacheBytes), cache.MemoryBytes},
+		{"fetch.chunk_bytes", int64(d.Fetch.ChunkBytes), cache.ChunkBytes},
+		{"fetch.max_concurrent_gets", d.Fetch.MaxConcurrentGets, cache.MaxConcurrentGets},
+		{"fetch.max_inflight_bytes", int64(d.Fetch.MaxInFlightBytes), cache.MaxInFlightBytes},
+		{"fetch.max_wait", d.Fetch.MaxWait, cache.MaxWait},
+		{"fetch.readahead_chunks", d.Fetch.ReadAheadChunks, cache.ReadAheadChunks},
+		{"fetch.disk_cache_bytes", int64(d.Fetch.DiskCacheBytes), cache.DiskBytes},
+		// The constants config exports are the ones Defaults uses.
+		{"DefaultFetchCacheBytes", int64(config.DefaultFetchCacheBytes), int64(fetchcache.DefaultMemoryBytes)},
+		{"DefaultFetchChunkBytes", int64(config.DefaultFetchChunkBytes), int64(fetchcache.DefaultChunkBytes)},
+		{"DefaultFetchMaxConcurrentGets", config.DefaultFetchMaxConcurrentGets, fetchcache.DefaultMaxConcurrentGets},
+		{"DefaultFetchMaxInFlightBytes", int64(config.DefaultFetchMaxInFlightBytes), int64(fetchcache.DefaultInFlightChunks * fetchcache.DefaultChunkBytes)},
+		{"DefaultFetchMaxWait", time.Duration(config.DefaultFetchMaxWait), fetchcache.DefaultMaxWait},
+		{"DefaultFetchReadAheadChunks", config.DefaultFetchReadAheadChunks, fetchcache.DefaultReadAheadChunks},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: config default %v (%T), component default %v (%T)", c.name, c.got, c.got, c.want, c.want)
+		}
+	}
+}
