@@ -34,6 +34,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/testkit/brokerdir"
 )
 
 // TestMain removes the binaries the tests built, then checks for leaked goroutines as
@@ -1263,28 +1264,6 @@ func (d *daemon) scrape(t *testing.T, url string) map[string]string {
 	}
 }
 
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		target := filepath.Join(dst, rel)
-		if e.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // hasCommand reports whether the binary has the command (its help exits 0).
 func hasCommand(bin, name string) bool {
 	return exec.Command(bin, "help", name).Run() == nil
@@ -1299,12 +1278,7 @@ func TestReferencedMetricsExist(t *testing.T) {
 	refs := referencedMetrics(t)
 	bin, _ := binaries(t)
 	tmp := t.TempDir()
-	fixtures, err := filepath.Glob("../testdata/fixtures/kafka-tester/*/kraft-combined-logs")
-	if err != nil || len(fixtures) == 0 {
-		t.Fatalf("no KRaft log dir fixture: %v", err)
-	}
-	logDir := filepath.Join(tmp, "kafka-logs")
-	copyDir(t, fixtures[0], logDir)
+	logDir := brokerdir.Copy(t, filepath.Join(tmp, "kafka-logs"))
 	bucketDir := filepath.Join(tmp, "bucket")
 	if err := os.MkdirAll(bucketDir, 0o755); err != nil {
 		t.Fatal(err)
