@@ -15,7 +15,6 @@ import (
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
-	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 var uploadCmd = &command{
@@ -180,9 +179,4 @@ func parseByteRate(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a byte rate (e.g. 0, 1048576, 512k, 10M, 4MiB)", s)
 	}
 	return int64(v), nil
-}
-
-// bucketWithMetrics wraps b with the objstore series on reg.
-func bucketWithMetrics(b objstore.Bucket, reg prometheus.Registerer) objstore.Bucket {
-	return objstore.WithMetrics(b, reg)
 }
