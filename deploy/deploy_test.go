@@ -34,6 +34,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/testkit/brokerdir"
 )
 
 // TestMain removes the binaries the tests built, then checks for leaked goroutines as
@@ -205,6 +206,85 @@ func containerArg(args []any, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// daemonConfig loads, with the real config loader, the configuration a tiered container or
+// compose service runs with: the YAML file (empty: none), the TIERED_* variables of env and
+// the configuration flags in args (args[0] is the command; --config is the file, given
+// separately). It is validated for process p. The sidecar's log dir exists only beside the
+// broker, so the one problem of it missing here is not held against the configuration.
+func daemonConfig(t *testing.T, p config.Process, file string, env []string, args []any) *config.Config {
+	t.Helper()
+	flags := map[string]string{}
+	for i := 1; i < len(args); i++ {
+		a, _ := args[i].(string)
+		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || (!ok && i+1 >= len(args)) {
+			t.Fatalf("%s: argument %q is not --flag=value or --flag value", p, a)
+		}
+		if !ok {
+			i++
+			value, _ = args[i].(string)
+		}
+		if _, known := config.FlagPaths[name]; !known && name != "config" {
+			t.Errorf("%s: --%s is not a configuration flag", p, name)
+		}
+		if name != "config" {
+			flags[name] = value
+		}
+	}
+	c, err := config.Load(config.LoadOptions{File: file, Env: env, Flags: flags, Process: p})
+	var problems []string
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			absent := p == config.ProcessSidecar && strings.Contains(line, "sidecar.kafka_log_dir: stat "+c.Sidecar.KafkaLogDir+": no such file")
+			if !absent {
+				problems = append(problems, line)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%s: the configuration (file %s, env %v, flags %v) is refused:\n%s", p, file, env, flags, strings.Join(problems, "\n"))
+	}
+	return c
+}
+
+// k8sConfig loads the configuration container c (args: process ...) runs with: the ConfigMap's
+// tiered.yaml, which its --config must name where the ConfigMap is mounted, its TIERED_*
+// environment (values and ConfigMap references) and its flags.
+func k8sConfig(t *testing.T, objs []k8sObject, c map[string]any) *config.Config {
+	t.Helper()
+	cm := findObject(t, objs, "ConfigMap", "tiered-config")
+	p := config.Process(str(c, "args", 0))
+	file := filepath.Join(t.TempDir(), "tiered.yaml")
+	if err := os.WriteFile(file, []byte(str(cm, "data", "tiered.yaml")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, ok := containerArg(list(c, "args"), "--config")
+	if !ok {
+		t.Fatalf("%s container has no --config", p)
+	}
+	mounted := false
+	for _, m := range list(c, "volumeMounts") {
+		mounted = mounted || filepath.Join(str(m, "mountPath"), "tiered.yaml") == cfgPath
+	}
+	if !mounted {
+		t.Errorf("%s: --config=%s is not the mounted ConfigMap", p, cfgPath)
+	}
+	var env []string
+	for _, e := range list(c, "env") {
+		name := str(e, "name")
+		if ref := get(e, "valueFrom", "configMapKeyRef"); ref != nil && str(ref, "name") == "tiered-config" {
+			env = append(env, name+"="+str(cm, "data", str(ref, "key")))
+		} else if v, ok := get(e, "value").(string); ok && strings.HasPrefix(name, config.EnvPrefix) {
+			env = append(env, name+"="+v)
+		}
+	}
+	cfg := daemonConfig(t, p, file, env, list(c, "args"))
+	if cfg.Source("bucket") != config.SourceEnv {
+		t.Errorf("%s: bucket comes from %s, want the TIERED_BUCKET environment", p, cfg.Source("bucket"))
+	}
+	return cfg
 }
 
 // tieredContainers are the containers running the tiered image, with their pod spec.
@@ -437,9 +517,13 @@ func TestKubernetesSidecarMountsBrokerVolumeReadOnly(t *testing.T) {
 	if volume == "" {
 		t.Fatalf("no broker volumeMount holds the log dir %s", logDir)
 	}
-	sidecarDir, ok := containerArg(list(sidecar, "args"), "--kafka-log-dir")
-	if !ok {
-		t.Fatal("sidecar has no --kafka-log-dir")
+	cfg := k8sConfig(t, objs, sidecar)
+	sidecarDir := cfg.Sidecar.KafkaLogDir
+	if _, port, _ := net.SplitHostPort(cfg.HTTP.Addr); port != "9108" {
+		t.Errorf("sidecar http.addr %q, want port 9108 (the metrics port the Service and ServiceMonitor scrape)", cfg.HTTP.Addr)
+	}
+	if cfg.Sidecar.BootstrapServer == "" {
+		t.Error("sidecar.bootstrap_server is empty: the three sidecars would each upload every partition")
 	}
 	found := false
 	for _, m := range list(sidecar, "volumeMounts") {
@@ -453,7 +537,7 @@ func TestKubernetesSidecarMountsBrokerVolumeReadOnly(t *testing.T) {
 		// Same layout in both containers: the sidecar reads what the broker writes.
 		rel, _ := filepath.Rel(brokerMount, logDir)
 		if want := filepath.Join(str(m, "mountPath"), rel); sidecarDir != want {
-			t.Errorf("sidecar --kafka-log-dir=%s, but the broker's log dir %s is %s in the sidecar", sidecarDir, logDir, want)
+			t.Errorf("sidecar.kafka_log_dir %s, but the broker's log dir %s is %s in the sidecar", sidecarDir, logDir, want)
 		}
 	}
 	if !found {
@@ -646,48 +730,21 @@ func TestKubernetesReferencesResolve(t *testing.T) {
 }
 
 // TestKubernetesConfigLoadsAndSizesFetch loads the ConfigMap's tiered.yaml with the real
-// config loader, as the fetch container does (file + TIERED_* env), and checks the fetch
-// container's memory is sized from the cache settings in it.
+// config loader, as the fetch container does (file + TIERED_* env + flags), and checks the
+// fetch container's memory is sized from the cache settings in it.
 func TestKubernetesConfigLoadsAndSizesFetch(t *testing.T) {
 	objs := k8sObjects(t)
-	cm := findObject(t, objs, "ConfigMap", "tiered-config")
-	file := filepath.Join(t.TempDir(), "tiered.yaml")
-	if err := os.WriteFile(file, []byte(str(cm, "data", "tiered.yaml")), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	dep := findObject(t, objs, "Deployment", "tiered-fetch")
 	c := list(podSpec(dep), "containers")[0]
 	if str(c, "args", 0) != "fetch" {
 		t.Fatalf("tiered-fetch container args %v, want fetch ...", list(c, "args"))
 	}
-	cfgPath, ok := containerArg(list(c, "args"), "--config")
-	if !ok {
-		t.Fatal("fetch container has no --config")
-	}
-	mounted := false
-	for _, m := range list(c, "volumeMounts") {
-		mounted = mounted || filepath.Join(str(m, "mountPath"), "tiered.yaml") == cfgPath
-	}
-	if !mounted {
-		t.Errorf("--config=%s is not the mounted ConfigMap", cfgPath)
-	}
-	var env []string
+	cfg := k8sConfig(t, objs, c.(map[string]any))
 	var gomemlimit string
 	for _, e := range list(c, "env") {
-		name := str(e, "name")
-		if ref := get(e, "valueFrom", "configMapKeyRef"); ref != nil && str(ref, "name") == "tiered-config" {
-			env = append(env, name+"="+str(cm, "data", str(ref, "key")))
-		}
-		if name == "GOMEMLIMIT" {
+		if str(e, "name") == "GOMEMLIMIT" {
 			gomemlimit = str(e, "value")
 		}
-	}
-	cfg, err := config.Load(config.LoadOptions{File: file, Env: env, Process: config.ProcessFetch})
-	if err != nil {
-		t.Fatalf("the ConfigMap's tiered.yaml (env %v) is refused:\n%v", env, err)
-	}
-	if cfg.Source("bucket") != config.SourceEnv {
-		t.Errorf("bucket comes from %s, want the TIERED_BUCKET environment", cfg.Source("bucket"))
 	}
 	if _, port, _ := net.SplitHostPort(cfg.HTTP.Addr); port != "8080" {
 		t.Errorf("http.addr %s, want port 8080 (probes and Service)", cfg.HTTP.Addr)
@@ -885,8 +942,18 @@ func TestCompose(t *testing.T) {
 	if brokerVol.source == "" || volumes == nil {
 		t.Fatalf("broker log dir %q is not on a named volume", logDir)
 	}
+	// The configuration each tiered service runs with: its TIERED_* environment and flags.
+	cfgs := map[string]*config.Config{}
+	for name, p := range map[string]config.Process{sidecar: config.ProcessSidecar, fetch: config.ProcessFetch} {
+		svc := services[name].(map[string]any)
+		var env []string
+		for k, v := range get(svc, "environment").(map[string]any) {
+			env = append(env, fmt.Sprintf("%s=%v", k, v))
+		}
+		cfgs[name] = daemonConfig(t, p, "", env, list(svc, "command"))
+	}
 	ssvc := services[sidecar].(map[string]any)
-	dir, _ := containerArg(list(ssvc, "command"), "--kafka-log-dir")
+	dir := cfgs[sidecar].Sidecar.KafkaLogDir
 	ok := false
 	for _, m := range mounts(ssvc) {
 		if m.source != brokerVol.source {
@@ -898,7 +965,7 @@ func TestCompose(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(brokerVol.target, logDir)
 		if want := filepath.Join(m.target, rel); dir != want {
-			t.Errorf("sidecar --kafka-log-dir=%s, want %s (the broker's %s)", dir, want, logDir)
+			t.Errorf("sidecar.kafka_log_dir %s, want %s (the broker's %s)", dir, want, logDir)
 		}
 	}
 	if !ok {
@@ -909,9 +976,9 @@ func TestCompose(t *testing.T) {
 		if str(svc, "build", "dockerfile") != "deploy/Dockerfile" || str(svc, "build", "context") != ".." {
 			t.Errorf("%s: build %v, want context .. and dockerfile deploy/Dockerfile", name, get(svc, "build"))
 		}
-		bucket, _ := containerArg(list(svc, "command"), "--bucket")
+		bucket := cfgs[name].Bucket
 		if !strings.HasPrefix(bucket, "s3://") || !strings.Contains(bucket, "endpoint=http://minio:9000") || !strings.Contains(bucket, "path_style=true") {
-			t.Errorf("%s: --bucket %q, want the MinIO bucket", name, bucket)
+			t.Errorf("%s: bucket %q, want the MinIO bucket", name, bucket)
 		}
 		if str(svc, "environment", "AWS_ACCESS_KEY_ID") == "" || str(svc, "environment", "AWS_SECRET_ACCESS_KEY") == "" {
 			t.Errorf("%s: credentials must come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", name)
@@ -926,9 +993,13 @@ func TestCompose(t *testing.T) {
 			t.Errorf("fetch service has no %s", f)
 		}
 	}
+	// The sidecar's listener is the port it publishes and its healthcheck probes.
+	if _, port, _ := net.SplitHostPort(cfgs[sidecar].HTTP.Addr); port == "" ||
+		!strings.Contains(fmt.Sprint(get(ssvc, "healthcheck", "test")), ":"+port+"/") || !strings.Contains(fmt.Sprint(list(ssvc, "ports")), ":"+port) {
+		t.Errorf("sidecar http.addr %q: its port must be published and probed by the healthcheck (%v)", cfgs[sidecar].HTTP.Addr, get(ssvc, "healthcheck", "test"))
+	}
 	// The bucket the sidecar writes is the one minio-init creates and fetch reads.
-	sb, _ := containerArg(list(ssvc, "command"), "--bucket")
-	fb, _ := containerArg(list(fsvc, "command"), "--bucket")
+	sb, fb := cfgs[sidecar].Bucket, cfgs[fetch].Bucket
 	if sb != fb {
 		t.Errorf("sidecar writes %s but fetch reads %s", sb, fb)
 	}
@@ -1263,28 +1334,6 @@ func (d *daemon) scrape(t *testing.T, url string) map[string]string {
 	}
 }
 
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		target := filepath.Join(dst, rel)
-		if e.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // hasCommand reports whether the binary has the command (its help exits 0).
 func hasCommand(bin, name string) bool {
 	return exec.Command(bin, "help", name).Run() == nil
@@ -1299,12 +1348,7 @@ func TestReferencedMetricsExist(t *testing.T) {
 	refs := referencedMetrics(t)
 	bin, _ := binaries(t)
 	tmp := t.TempDir()
-	fixtures, err := filepath.Glob("../testdata/fixtures/kafka-tester/*/kraft-combined-logs")
-	if err != nil || len(fixtures) == 0 {
-		t.Fatalf("no KRaft log dir fixture: %v", err)
-	}
-	logDir := filepath.Join(tmp, "kafka-logs")
-	copyDir(t, fixtures[0], logDir)
+	logDir := brokerdir.Copy(t, filepath.Join(tmp, "kafka-logs"))
 	bucketDir := filepath.Join(tmp, "bucket")
 	if err := os.MkdirAll(bucketDir, 0o755); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tiered/tiered/internal/testkit/brokerdir"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/vfs"
@@ -56,29 +57,6 @@ func (f *readOnlyFS) Rename(o, n string) error               { return f.deny("re
 func (f *readOnlyFS) MkdirAll(d string, _ os.FileMode) error { return f.deny("mkdir", d) }
 func (f *readOnlyFS) SyncDir(d string) error                 { return f.deny("sync dir", d) }
 func (f *readOnlyFS) Lock(name string) (io.Closer, error)    { return nil, f.deny("lock", name) }
-
-// upCopyDir copies a fixture tree.
-func upCopyDir(t testing.TB, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		if e.IsDir() {
-			return os.MkdirAll(out, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(out, data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // upSnapshot maps every file under dir to its size, mode, mtime and hash.
 func upSnapshot(t testing.TB, dir string) map[string]string {
@@ -150,7 +128,7 @@ func TestSidecarFixtures(t *testing.T) {
 	}{{"kraft", kraftFixture, 1}, {"kafka-2.1", spooldirFixture, 18}} {
 		t.Run(fx.name, func(t *testing.T) {
 			dir := t.TempDir()
-			upCopyDir(t, fx.dir, dir)
+			brokerdir.CopyTree(t, fx.dir, dir)
 			upRollBroker(t, dir)
 			before := upSnapshot(t, dir)
 			rofs := &readOnlyFS{FS: vfs.Default, t: t}
@@ -268,7 +246,7 @@ func TestSidecarSegmentGone(t *testing.T) {
 	for _, during := range []string{"check", "put"} {
 		t.Run(during, func(t *testing.T) {
 			dir := t.TempDir()
-			upCopyDir(t, kraftFixture, dir)
+			brokerdir.CopyTree(t, kraftFixture, dir)
 			upRollBroker(t, dir)
 			path := filepath.Join(dir, "foo-0", "00000000000000000000.log")
 			want, err := os.ReadFile(path)
@@ -337,7 +315,7 @@ func TestSidecarSegmentGone(t *testing.T) {
 
 func TestBrokerSourceLeads(t *testing.T) {
 	dir := t.TempDir()
-	upCopyDir(t, spooldirFixture, dir)
+	brokerdir.CopyTree(t, spooldirFixture, dir)
 	upRollBroker(t, dir)
 	view, err := localtier.OpenBrokerView(vfs.Default, dir)
 	if err != nil {

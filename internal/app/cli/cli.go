@@ -18,6 +18,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/tiered/tiered/internal/app/config"
 )
 
 // Exit codes.
@@ -31,8 +33,9 @@ const (
 // -ldflags "-X github.com/tiered/tiered/internal/app/cli.Version=v1.2.3".
 var Version = ""
 
-// DefaultDataDir is the data directory when --data-dir is not given.
-const DefaultDataDir = "./data"
+// DefaultDataDir is the data directory when --data-dir is not given: the
+// configuration's data_dir default.
+const DefaultDataDir = config.DefaultDataDir
 
 // Runner holds what commands read and write. The zero value of each
 // optional field picks the default.

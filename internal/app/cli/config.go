@@ -11,27 +11,37 @@ import (
 var configPrintCmd = &command{
 	name:    "config print",
 	summary: "print the effective configuration (secrets masked)",
-	help: `usage: tiered config print [--config FILE] [--json] [--sources] [daemon flags]
+	help: `usage: tiered config print [--process serve|sidecar|fetch] [--config FILE] [--json] [--sources]
+                          [daemon flags]
 
-Prints the configuration serve, sidecar and fetch would run with: built-in
-defaults, then the YAML file (--config), then TIERED_* environment variables,
-then flags given on this command line (later wins). Tokens and passwords print
-as ******. Exits 1, listing every problem, if the configuration is invalid.
+Prints the configuration a daemon would run with: built-in defaults, then the YAML file
+(--config), then TIERED_* environment variables, then flags given on this command line
+(later wins). --process picks the daemon (default serve): its defaults (the sidecar has
+no HTTP listener unless http.addr is set, and no Kafka listener) and its requirements
+(sidecar: sidecar.kafka_log_dir, an existing directory, and bucket; fetch: bucket), so
+'tiered config print --process sidecar --config FILE' checks a sidecar's configuration
+before it starts. Tokens and passwords print as ******. Exits 1, listing every problem, if
+the configuration is invalid for that process.
 
 Environment variables: TIERED_ + the key path in upper case with '_' for '.',
-e.g. TIERED_DATA_DIR, TIERED_FETCH_CACHE_BYTES, TIERED_BROKER_LOG_RETENTION_MS.
+e.g. TIERED_DATA_DIR, TIERED_SIDECAR_KAFKA_LOG_DIR, TIERED_FETCH_CACHE_BYTES,
+TIERED_BROKER_LOG_RETENTION_MS.
 
 Flags:
+  --process NAME     serve (default), sidecar or fetch
   --config FILE      YAML configuration file
   --json             print {"config": {...}, "sources": {"key": "default|file|env|flag"}}
   --sources          annotate each YAML value with the layer it came from
   --data-dir, --bucket, --http, --kafka, --advertised-addr, --kafka-log-dir,
   --bootstrap-server, --cache-bytes, --chunk-bytes, --cache-dir,
-  --disk-cache-bytes, --log-level, --log-format
+  --disk-cache-bytes, --interval, --concurrency, --rate, --gc-grace,
+  --manifest-version, --log-level, --log-format
                      as for serve, sidecar and fetch
 
-Example:
+Examples:
   TIERED_LOG_FORMAT=json tiered config print --config tiered.yaml --sources
+  TIERED_SIDECAR_KAFKA_LOG_DIR=/var/lib/kafka/data tiered config print --process sidecar \
+      --config tiered.yaml --sources
 `,
 	run: runConfigPrint,
 }
@@ -39,6 +49,7 @@ Example:
 func runConfigPrint(r *Runner, _ context.Context, args []string) error {
 	fs := newFlags("config print")
 	file := fs.String("config", "", "")
+	process := fs.String("process", string(config.ProcessServe), "")
 	asJSON := fs.Bool("json", false, "")
 	sources := fs.Bool("sources", false, "")
 	names := make([]string, 0, len(config.FlagPaths))
@@ -52,7 +63,11 @@ func runConfigPrint(r *Runner, _ context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	c, err := config.Load(config.LoadOptions{File: *file, Env: os.Environ(), Flags: config.SetFlags(fs)})
+	p, err := config.ParseProcess(*process)
+	if err != nil {
+		return usagef("--process: %v", err)
+	}
+	c, err := config.Load(config.LoadOptions{File: *file, Env: os.Environ(), Flags: config.SetFlags(fs), Process: p})
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,16 @@ func TestConfigPrintMasksSecrets(t *testing.T) {
 		}
 	}
 
-	res = mustRun(t, "", "config", "print", "--config", file, "--json")
+	sources := printedSources(t, "config", "print", "--config", file, "--json")
+	if sources["fetch.cache_bytes"] != "env" || sources["auth.tokens"] != "file" || sources["log.level"] != "default" {
+		t.Errorf("sources: %v", sources)
+	}
+}
+
+// printedSources runs config print --json (args) and returns its sources.
+func printedSources(t *testing.T, args ...string) map[string]string {
+	t.Helper()
+	res := mustRun(t, "", args...)
 	var out struct {
 		Config  map[string]any    `json:"config"`
 		Sources map[string]string `json:"sources"`
@@ -58,9 +67,10 @@ func TestConfigPrintMasksSecrets(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, res.stdout)
 	}
-	if out.Sources["fetch.cache_bytes"] != "env" || out.Sources["auth.tokens"] != "file" || out.Sources["log.level"] != "default" {
-		t.Errorf("sources: %v", out.Sources)
+	if len(out.Config) == 0 {
+		t.Fatalf("--json output has no config: %s", res.stdout)
 	}
+	return out.Sources
 }
 
 func TestConfigPrintRefusesBadConfig(t *testing.T) {

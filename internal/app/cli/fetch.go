@@ -2,7 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
+	"log/slog"
 
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/app/daemon"
@@ -53,24 +53,9 @@ Example:
 }
 
 func runFetch(r *Runner, ctx context.Context, args []string) error {
-	fs := newFlags("fetch")
-	file := daemonFlags(fs, "bucket", "http", "kafka", "advertised-addr", "cache-bytes", "chunk-bytes",
-		"cache-dir", "disk-cache-bytes", "log-level", "log-format")
-	if err := parseNoArgs(fs, args); err != nil {
-		return err
-	}
-	cfg, _, err := loadDaemonConfig(ctx, fs, *file, config.ProcessFetch)
-	if err != nil {
-		return err
-	}
-	logger := daemon.NewLogger(cfg.Log, r.Stderr)
-	f, err := daemon.NewFetch(ctx, daemon.FetchOptions{Config: cfg, Logger: logger})
-	if err != nil {
-		var be *daemon.BucketError
-		if errors.As(err, &be) {
-			return usagef("refusing to start: %v", err)
-		}
-		return err
-	}
-	return f.Run(ctx)
+	flags := []string{"bucket", "http", "kafka", "advertised-addr", "cache-bytes", "chunk-bytes",
+		"cache-dir", "disk-cache-bytes", "log-level", "log-format"}
+	return runDaemon(r, ctx, args, config.ProcessFetch, flags, func(cfg *config.Config, _ func() (*config.Config, error), logger *slog.Logger) (daemonRunner, error) {
+		return daemon.NewFetch(ctx, daemon.FetchOptions{Config: cfg, Logger: logger})
+	})
 }

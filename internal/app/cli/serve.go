@@ -128,18 +128,28 @@ func loadDaemonConfig(ctx context.Context, fs *flag.FlagSet, file string, p conf
 	return c, reload, nil
 }
 
-func runServe(r *Runner, ctx context.Context, args []string) error {
-	fs := newFlags("serve")
-	file := daemonFlags(fs, "data-dir", "bucket", "http", "kafka", "advertised-addr", "log-level", "log-format")
+// daemonRunner is a daemon built from its configuration.
+type daemonRunner interface {
+	Run(ctx context.Context) error
+}
+
+// runDaemon is every daemon command: it parses the flags (names from config.FlagPaths, plus
+// --config), loads process p's configuration (defaults < file < TIERED_* < flags), builds the
+// daemon and runs it until ctx ends. A configuration problem or a bucket that cannot be
+// opened is a usage error (exit 2) listing every problem.
+func runDaemon(r *Runner, ctx context.Context, args []string, p config.Process, flags []string,
+	build func(cfg *config.Config, reload func() (*config.Config, error), logger *slog.Logger) (daemonRunner, error)) error {
+	fs := newFlags(string(p))
+	file := daemonFlags(fs, flags...)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	cfg, reload, err := loadDaemonConfig(ctx, fs, *file, config.ProcessServe)
+	cfg, reload, err := loadDaemonConfig(ctx, fs, *file, p)
 	if err != nil {
 		return err
 	}
 	logger := daemon.NewLogger(cfg.Log, r.Stderr)
-	s, err := daemon.NewServe(ctx, daemon.ServeOptions{Config: cfg, Reload: reload, Logger: logger, Now: r.Now})
+	d, err := build(cfg, reload, logger)
 	if err != nil {
 		var be *daemon.BucketError
 		if errors.As(err, &be) {
@@ -147,8 +157,27 @@ func runServe(r *Runner, ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	return runServeProcess(ctx, s, logger)
+	return d.Run(ctx)
 }
+
+func runServe(r *Runner, ctx context.Context, args []string) error {
+	flags := []string{"data-dir", "bucket", "http", "kafka", "advertised-addr", "log-level", "log-format"}
+	return runDaemon(r, ctx, args, config.ProcessServe, flags, func(cfg *config.Config, reload func() (*config.Config, error), logger *slog.Logger) (daemonRunner, error) {
+		s, err := daemon.NewServe(ctx, daemon.ServeOptions{Config: cfg, Reload: reload, Logger: logger, Now: r.Now})
+		if err != nil {
+			return nil, err
+		}
+		return serveProcess{s: s, logger: logger}, nil
+	})
+}
+
+// serveProcess runs serve with SIGHUP reloading it.
+type serveProcess struct {
+	s      *daemon.Serve
+	logger *slog.Logger
+}
+
+func (p serveProcess) Run(ctx context.Context) error { return runServeProcess(ctx, p.s, p.logger) }
 
 // runServeProcess runs s until ctx ends, reloading on SIGHUP.
 func runServeProcess(ctx context.Context, s *daemon.Serve, logger *slog.Logger) error {

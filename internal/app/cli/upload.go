@@ -8,15 +8,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
-	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 var uploadCmd = &command{
@@ -172,28 +170,13 @@ func defaultBucket(dataDir string) (string, error) {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String(), nil
 }
 
-// parseByteRate parses "0", "1048576", "512k", "10M", "1G" (binary units).
+// parseByteRate parses a --rate: a size as the configuration writes them
+// ("0", "1048576", "512k", "10M", "4MiB"; single letters are binary), not
+// negative.
 func parseByteRate(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k', 'K':
-			mult, t = 1<<10, t[:n-1]
-		case 'm', 'M':
-			mult, t = 1<<20, t[:n-1]
-		case 'g', 'G':
-			mult, t = 1<<30, t[:n-1]
-		}
+	v, err := config.ParseByteSize(s)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a byte rate (e.g. 0, 1048576, 512k, 10M, 4MiB)", s)
 	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a byte rate (e.g. 0, 1048576, 512k, 10M)", s)
-	}
-	return v * mult, nil
-}
-
-// bucketWithMetrics wraps b with the objstore series on reg.
-func bucketWithMetrics(b objstore.Bucket, reg prometheus.Registerer) objstore.Bucket {
-	return objstore.WithMetrics(b, reg)
+	return int64(v), nil
 }

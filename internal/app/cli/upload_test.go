@@ -1,21 +1,15 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // produceRolled creates a remote-enabled topic and produces n records, 2 s
@@ -232,126 +226,4 @@ func countSegments(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	return len(segs)
-}
-
-// TestSidecarCommand runs the sidecar over a copy of a real broker's log dir
-// until its first pass is done, checks /healthz and /metrics, and stops it
-// by cancelling its context (what SIGINT/SIGTERM do in main).
-func TestSidecarCommand(t *testing.T) {
-	root := t.TempDir()
-	logDir := filepath.Join(root, "kafka")
-	copyTree(t, filepath.Join(fixtures, "kafka-tester/e856b9acfbc9c4aa601502057e350051d1304c9f/kraft-combined-logs"), logDir)
-	// The broker rolled foo-0: its segment 0 (offsets 0..2) is below the high watermark 3.
-	if err := os.WriteFile(filepath.Join(logDir, "foo-0", "00000000000000000003.log"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bucket := filepath.Join(root, "bucket")
-	if err := os.Mkdir(bucket, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var out, errb strings.Builder
-	var code int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r := &Runner{Stdout: &out, Stderr: &syncWriter{w: &errb}}
-		code = r.Run(ctx, []string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--http", addr, "--interval", "50ms"})
-	}()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	get := func(path string) (int, string) {
-		resp, err := client.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, body := get("/healthz")
-		if code == 200 && strings.Contains(body, `"status":"ok"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			wg.Wait()
-			t.Fatalf("sidecar not healthy: %d %s; stderr %s", code, body, errb.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_, metrics := get("/metrics")
-	for _, want := range []string{"tiered_uploader_uploaded_segments_total 1", "tiered_uploader_lag_segments 0",
-		`tiered_uploader_errors_total{kind="upload"} 0`, `tiered_objstore_operations_total{operation="put"}`} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
-	}
-	cancel()
-	wg.Wait()
-	if code != 0 {
-		t.Fatalf("sidecar exit %d: %s", code, errb.String())
-	}
-	remote := lines(mustRun(t, "", "consume", "--bucket", fileURL(bucket), "--topic", "foo", "--partition", "0").stdout)
-	if len(remote) != 3 {
-		t.Fatalf("consume --bucket after the sidecar: %v", remote)
-	}
-
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"sidecar", "--bucket", fileURL(bucket)}, 2, "--kafka-log-dir"},
-		{[]string{"sidecar", "--kafka-log-dir", logDir}, 2, "--bucket"},
-		{[]string{"sidecar", "--kafka-log-dir", root, "--bucket", fileURL(bucket)}, 1, "does not look like a Kafka log dir"},
-		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--bootstrap-server", "nope"}, 2, "host:port"},
-		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--bootstrap-server", "127.0.0.1:1"}, 1, "--bootstrap-server"},
-	} {
-		res := run(t, "", tc.args...)
-		if res.code != tc.code || !strings.Contains(res.stderr, tc.want) {
-			t.Errorf("%v: exit %d %q, want %d with %q", tc.args, res.code, res.stderr, tc.code, tc.want)
-		}
-	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		if e.IsDir() {
-			return os.MkdirAll(out, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(out, data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

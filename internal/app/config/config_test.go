@@ -293,7 +293,7 @@ func TestValidationErrors(t *testing.T) {
 		{name: "advertised_meta", yaml: "kafka:\n  addr: 0.0.0.0:9092\n  advertised_addr: 0.0.0.0:9092\n", path: "kafka.advertised_addr", line: 4, msg: "non-routable"},
 		{name: "advertised_no_port", yaml: "kafka:\n  advertised_addr: broker1\n", path: "kafka.advertised_addr", line: 3, msg: "is not host:port"},
 		{name: "bootstrap_bad", yaml: "sidecar:\n  bootstrap_server: a:1,b\n", path: "sidecar.bootstrap_server", line: 3, msg: `"b" is not host:port`},
-		{name: "sidecar_dir_missing", yaml: "sidecar:\n  kafka_log_dir: " + dir + "/nope\n", path: "sidecar.kafka_log_dir", line: 3, msg: "no such file"},
+		{name: "sidecar_dir_missing", process: ProcessSidecar, yaml: "bucket: mem://b\nsidecar:\n  kafka_log_dir: " + dir + "/nope\n", path: "sidecar.kafka_log_dir", line: 4, msg: "no such file"},
 		{name: "log_level", yaml: "log:\n  level: verbose\n", path: "log.level", line: 3, msg: `"verbose" is not one of debug, info, warn, error`},
 		{name: "log_format", yaml: "log:\n  format: xml\n", path: "log.format", line: 3, msg: "is not one of text, json"},
 		{name: "broker_unknown", yaml: "broker:\n  log.retention.days: 3\n", path: "broker.log.retention.days", line: 3, msg: "unknown broker config name"},
@@ -854,6 +854,20 @@ uploader:
 	if _, err := Load(LoadOptions{Flags: map[string]string{"rate": "fast", "bucket": "mem://b", "kafka-log-dir": logDir}, Process: ProcessSidecar}); err == nil ||
 		!strings.Contains(err.Error(), `flag --rate: uploader.bytes_per_second: "fast" is not a size`) {
 		t.Errorf("--rate fast: %v", err)
+	}
+	// A file shared with fetch: fetch neither needs nor stats the sidecar's log dir.
+	shared := writeFile(t, "bucket: mem://b\nsidecar:\n  kafka_log_dir: /only/in/the/broker/pod\n")
+	if _, err := Load(LoadOptions{File: shared, Process: ProcessFetch}); err != nil {
+		t.Errorf("fetch with a sidecar section: %v", err)
+	}
+	if _, err := Load(LoadOptions{File: shared, Process: ProcessSidecar}); err == nil || !strings.Contains(err.Error(), "/only/in/the/broker/pod") {
+		t.Errorf("sidecar with a missing log dir: %v", err)
+	}
+	if p, err := ParseProcess("sidecar"); p != ProcessSidecar || err != nil {
+		t.Errorf("ParseProcess(sidecar) = %q, %v", p, err)
+	}
+	if _, err := ParseProcess("broker"); err == nil {
+		t.Error("ParseProcess(broker) accepted")
 	}
 	if d := DefaultsFor(ProcessServe); d.HTTP.Addr != DefaultHTTPAddr || d.Kafka.Addr != DefaultKafkaAddr {
 		t.Errorf("serve's defaults changed: %+v %+v", d.HTTP, d.Kafka)

@@ -5,6 +5,15 @@
 // (log.retention.hours, log.cleaner.threads, ...) to topic configs, so broker-wide topic
 // defaults can sit under per-topic overrides.
 //
+// # Processes
+//
+// LoadOptions.Process names the daemon the configuration is for. It picks that daemon's
+// built-in defaults (DefaultsFor: the sidecar has no HTTP listener unless http.addr is set and
+// no Kafka listener) and adds its requirements to validation (ValidateFor: the sidecar needs
+// sidecar.kafka_log_dir and an explicit bucket, fetch an explicit bucket). A process ignores
+// the sections it does not use, and validation does not hold them against it, so one file
+// can configure several daemons (the sidecar and fetch of a deployment, say).
+//
 // # Precedence
 //
 // Later layers win, key by key:
@@ -21,6 +30,8 @@
 //
 //	data_dir: /var/lib/tiered
 //	bucket: s3://logs/tiered?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true
+//	sidecar: {kafka_log_dir: /var/lib/kafka/data, bootstrap_server: "localhost:9092"}
+//	uploader: {interval: 10s, concurrency: 4, bytes_per_second: 50MiB}
 //	http: {addr: 127.0.0.1:8080}
 //	fetch: {cache_bytes: 1GiB, chunk_bytes: 4MiB}
 //	broker:
@@ -29,13 +40,14 @@
 //
 // Unknown keys, duplicate keys and values of the wrong type are refused with the file name,
 // line and key path. A key with no value (null) leaves the default in place. Sizes are bytes,
-// written as an integer or with a unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB). Durations are Go
-// durations ("30s", "5m", "1h").
+// written as an integer or with a unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB; K, M, G, T are
+// binary). Durations are Go durations ("30s", "5m", "1h").
 //
 // # Environment
 //
 // Every key has one variable: TIERED_ followed by the key path in upper case with every '.'
-// replaced by '_'. Examples: data_dir → TIERED_DATA_DIR, fetch.cache_bytes →
+// replaced by '_'. Examples: data_dir → TIERED_DATA_DIR, sidecar.kafka_log_dir →
+// TIERED_SIDECAR_KAFKA_LOG_DIR, fetch.cache_bytes →
 // TIERED_FETCH_CACHE_BYTES, http.tls.cert_file → TIERED_HTTP_TLS_CERT_FILE, broker key
 // log.retention.ms → TIERED_BROKER_LOG_RETENTION_MS. Scalars are taken literally; lists and
 // mappings (TIERED_AUTH_TOKENS, TIERED_AUTH_ACLS, TIERED_BROKER) are YAML flow text, e.g.

@@ -106,6 +106,15 @@ const (
 	ProcessFetch   Process = "fetch"
 )
 
+// ParseProcess returns the process named name: serve, sidecar or fetch.
+func ParseProcess(name string) (Process, error) {
+	switch p := Process(name); p {
+	case ProcessServe, ProcessSidecar, ProcessFetch:
+		return p, nil
+	}
+	return ProcessAny, fmt.Errorf("%q is not a process (want serve, sidecar or fetch)", name)
+}
+
 // LoadOptions are the layers Load applies over Defaults.
 type LoadOptions struct {
 	// File is the YAML file (--config); empty means none.

@@ -32,9 +32,10 @@ const (
 func (c *Config) Validate() error { return c.ValidateFor(ProcessAny) }
 
 // ValidateFor is Validate plus the requirements of process p: sidecar needs
-// sidecar.kafka_log_dir and an explicit bucket, and checks neither the kafka listener nor
-// data_dir, which it never uses (so one file can serve the sidecar and fetch), while an empty
-// http.addr is allowed (no listener); fetch needs an explicit bucket.
+// sidecar.kafka_log_dir (an existing directory) and an explicit bucket, and checks neither
+// the kafka listener nor data_dir, which it never uses, while an empty http.addr is allowed
+// (no listener); fetch needs an explicit bucket. Other processes do not stat
+// sidecar.kafka_log_dir, so one file can configure the sidecar and fetch.
 func (c *Config) ValidateFor(p Process) error {
 	v := &validator{c: c, p: p}
 	v.general()
@@ -89,7 +90,7 @@ func (v *validator) general() {
 			}
 		}
 	}
-	if d := c.Sidecar.KafkaLogDir; d != "" {
+	if d := c.Sidecar.KafkaLogDir; d != "" && v.p == ProcessSidecar {
 		if fi, err := os.Stat(d); err != nil {
 			v.add("sidecar.kafka_log_dir", "%v", err)
 		} else if !fi.IsDir() {

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
@@ -28,9 +27,7 @@ type FetchOptions struct {
 // remote catalog reading through the chunk cache. Several may run behind a
 // load balancer; none writes to the bucket.
 type Fetch struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	reg    *prometheus.Registry
+	base
 	bucket objstore.Bucket
 	cache  *chunkcache.CachingBucket
 	server *server.Server
@@ -39,32 +36,21 @@ type Fetch struct {
 // NewFetch opens and checks the bucket, opens the cache (the disk tier's
 // directory is locked) and binds the listeners.
 func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
-	if o.Config == nil {
-		return nil, errors.New("fetch: no configuration")
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Registry == nil {
-		o.Registry = NewRegistry()
-	}
-	cfg := o.Config
-	security, err := auth.NewSecurity(cfg.HTTP.TLS, cfg.Kafka.TLS, cfg.Auth)
+	b, err := newBase("fetch", o.Config, o.Logger, o.Registry, true)
 	if err != nil {
-		return nil, fmt.Errorf("fetch: %w", err)
+		return nil, err
 	}
-	f := &Fetch{cfg: cfg, log: o.Logger, reg: o.Registry}
+	cfg := b.cfg
+	f := &Fetch{base: b}
 	defer func() {
 		if err != nil {
 			f.close()
 		}
 	}()
-	b, err := openBucket(ctx, cfg.Bucket)
-	if err != nil {
+	if f.bucket, err = openBucket(ctx, cfg.Bucket); err != nil {
 		return nil, err
 	}
-	f.bucket = b
-	metered := objstore.WithMetrics(b, f.reg)
+	metered := objstore.WithMetrics(f.bucket, f.reg)
 	if f.cache, err = chunkcache.NewCachingBucket(metered, CacheOptions(cfg.Fetch, f.reg, f.log)); err != nil {
 		return nil, fmt.Errorf("fetch cache: %w", err)
 	}
@@ -72,17 +58,7 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.server, err = server.Listen(server.ServerOptions{
-		Catalog:         cat,
-		HTTPAddr:        cfg.HTTP.Addr,
-		KafkaAddr:       cfg.Kafka.Addr,
-		AdvertisedAddr:  cfg.Kafka.AdvertisedAddr,
-		Registerer:      f.reg,
-		Gatherer:        f.reg,
-		Logger:          f.log,
-		Security:        security,
-		ShutdownTimeout: cfg.ShutdownTimeout,
-	}); err != nil {
+	if f.server, err = f.listen(listenOptions{catalog: cat}); err != nil {
 		return nil, err
 	}
 	return f, nil

@@ -17,9 +17,7 @@ import (
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
-	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/app/producer"
@@ -80,10 +78,8 @@ type ServeOptions struct {
 // says 503 until recovery and the first manifest load are done), runs every
 // loop, and on ctx's end shuts down in order.
 type Serve struct {
+	base
 	o        ServeOptions
-	cfg      *config.Config
-	log      *slog.Logger
-	reg      *prometheus.Registry
 	settings config.BrokerSettings
 
 	lock    *dirLock
@@ -110,16 +106,11 @@ type Serve struct {
 // opens the default bucket inside it, and binds the HTTP and Kafka
 // listeners. Close it if Run is never called.
 func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
-	if o.Config == nil {
-		return nil, errors.New("serve: no configuration")
+	b, err := newBase("serve", o.Config, o.Logger, o.Registry, true)
+	if err != nil {
+		return nil, err
 	}
-	cfg := o.Config
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Registry == nil {
-		o.Registry = NewRegistry()
-	}
+	cfg := b.cfg
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -136,11 +127,7 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	security, err := auth.NewSecurity(cfg.HTTP.TLS, cfg.Kafka.TLS, cfg.Auth)
-	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
-	}
-	s := &Serve{o: o, cfg: cfg, log: o.Logger, reg: o.Registry, settings: settings, readyCh: make(chan struct{})}
+	s := &Serve{base: b, o: o, settings: settings, readyCh: make(chan struct{})}
 	s.state.Store("recovering the data dir")
 	defer func() {
 		if err != nil {
@@ -180,18 +167,10 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 		return nil, err
 	}
 	s.catalog = &lateCatalog{ready: s.readyCh, wait: o.ReadyWait, state: s.notReady}
-	srv, err := server.Listen(server.ServerOptions{
-		Catalog:         s.catalog,
-		HTTPAddr:        cfg.HTTP.Addr,
-		KafkaAddr:       cfg.Kafka.Addr,
-		AdvertisedAddr:  cfg.Kafka.AdvertisedAddr,
-		Registerer:      s.reg,
-		Gatherer:        s.reg,
-		Logger:          s.log,
-		Ready:           func(context.Context) error { return s.notReady() },
-		HTTP:            httpapi.HTTPOptions{Routes: s.routes},
-		Security:        security,
-		ShutdownTimeout: cfg.ShutdownTimeout,
+	srv, err := s.listen(listenOptions{
+		catalog: s.catalog,
+		ready:   func(context.Context) error { return s.notReady() },
+		routes:  s.routes,
 	})
 	if err != nil {
 		return nil, err
@@ -395,22 +374,10 @@ func (s *Serve) Run(ctx context.Context) error {
 			}
 		}
 		errs = append(errs, s.cache.Close(), s.rawBkt.Close())
+		_ = s.lock.release()
 		done <- errors.Join(errs...)
 	}()
-	select {
-	case err := <-done:
-		_ = s.lock.release()
-		if runErr != nil {
-			return runErr
-		}
-		if err != nil {
-			return fmt.Errorf("shutdown: %w", err)
-		}
-		s.log.Info("stopped")
-		return nil
-	case <-time.After(time.Until(deadline)):
-		return fmt.Errorf("shutdown did not finish within shutdown_timeout %v; exiting with work abandoned (the next start recovers)", s.cfg.ShutdownTimeout)
-	}
+	return s.awaitShutdown(done, deadline, runErr, "work abandoned (the next start recovers)")
 }
 
 // start recovers the log dir, starts the loops and loads the manifests.
@@ -436,11 +403,7 @@ func (s *Serve) start(ctx context.Context, loops *sync.WaitGroup) error {
 		return nil
 	}
 
-	uploader, err := remotetier.NewUploader(s.bucket, remotetier.NewLocalSource(d, vfs.Default), remotetier.Options{
-		Concurrency: s.cfg.Uploader.Concurrency, BytesPerSecond: int64(s.cfg.Uploader.BytesPerSecond),
-		Interval: s.cfg.Uploader.Interval, Registerer: s.reg, Logger: s.log.With("component", "uploader"),
-		GCInterval: s.cfg.Uploader.GCGrace / 2, GCGrace: s.cfg.Uploader.GCGrace, Now: s.o.Now,
-		ManifestVersion: s.cfg.Uploader.ManifestVersion})
+	uploader, err := remotetier.NewUploader(s.bucket, remotetier.NewLocalSource(d, vfs.Default), s.uploaderOptions(s.o.Now, nil))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,125 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/server"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/remotetier"
+)
+
+// base is what every daemon (serve, fetch, sidecar) has, made one way: the validated
+// configuration, the logger, the one registry every subsystem reports to and /metrics
+// serves, and the listeners' TLS and authentication.
+type base struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	security auth.Security
+	fetch    bool // runs the fetch service: Kafka listener, tiered_fetch request series
+}
+
+// newBase checks the options every daemon takes (nil logger: discard; nil registry:
+// NewRegistry()) and builds the listeners' security. A daemon without the fetch service
+// (fetch false: the sidecar) never opens the Kafka listener, so kafka.tls is not read.
+func newBase(name string, cfg *config.Config, log *slog.Logger, reg *prometheus.Registry, fetch bool) (base, error) {
+	if cfg == nil {
+		return base{}, fmt.Errorf("%s: no configuration", name)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if reg == nil {
+		reg = NewRegistry()
+	}
+	kafkaTLS := cfg.Kafka.TLS
+	if !fetch {
+		kafkaTLS = config.TLS{}
+	}
+	security, err := auth.NewSecurity(cfg.HTTP.TLS, kafkaTLS, cfg.Auth)
+	if err != nil {
+		return base{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return base{cfg: cfg, log: log, reg: reg, security: security, fetch: fetch}, nil
+}
+
+// listenOptions are what the daemons' listeners differ in.
+type listenOptions struct {
+	// catalog is what the HTTP API (and the Kafka listener) serve.
+	catalog fetchcache.Catalog
+	// ready answers /readyz (nil error: 200); nil means the catalog lists its topics.
+	ready func(context.Context) error
+	// routes adds serve's produce and admin API.
+	routes func(*http.ServeMux)
+}
+
+// listen binds the daemon's listeners, the same for every daemon: HTTP on http.addr with
+// /metrics (the daemon's registry), /healthz (200 while the process serves), /readyz (o.ready)
+// and the fetch API over o.catalog, under http.tls and auth; and, for a daemon running the
+// fetch service, the Kafka protocol on kafka.addr (empty: none).
+func (b *base) listen(o listenOptions) (*server.Server, error) {
+	so := server.ServerOptions{
+		Catalog:         o.catalog,
+		HTTPAddr:        b.cfg.HTTP.Addr,
+		Gatherer:        b.reg,
+		Logger:          b.log,
+		Ready:           o.ready,
+		HTTP:            httpapi.HTTPOptions{Routes: o.routes},
+		Security:        b.security,
+		ShutdownTimeout: b.cfg.ShutdownTimeout,
+	}
+	if b.fetch {
+		so.KafkaAddr, so.AdvertisedAddr = b.cfg.Kafka.Addr, b.cfg.Kafka.AdvertisedAddr
+		so.Registerer = b.reg
+	}
+	return server.Listen(so)
+}
+
+// awaitShutdown waits for a daemon's shutdown to finish (done sends its own error) until
+// deadline. It returns runErr, what stopped the daemon other than its context, before the
+// shutdown's error, and logs "stopped" after a clean stop; past the deadline it returns an
+// error naming shutdown_timeout and what was abandoned.
+func (b *base) awaitShutdown(done <-chan error, deadline time.Time, runErr error, abandoned string) error {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if runErr != nil {
+			return runErr
+		}
+		if err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+		b.log.Info("stopped")
+		return nil
+	case <-t.C:
+		return fmt.Errorf("shutdown did not finish within shutdown_timeout %v; exiting with %s", b.cfg.ShutdownTimeout, abandoned)
+	}
+}
+
+// uploaderOptions maps the uploader section to the uploader's options, for serve and the
+// sidecar alike: orphans are garbage-collected every half grace period.
+func (b *base) uploaderOptions(now func() time.Time, onPass func(remotetier.Report, error)) remotetier.Options {
+	u := b.cfg.Uploader
+	return remotetier.Options{
+		Concurrency:     u.Concurrency,
+		BytesPerSecond:  int64(u.BytesPerSecond),
+		Interval:        u.Interval,
+		ManifestVersion: u.ManifestVersion,
+		GCInterval:      u.GCGrace / 2,
+		GCGrace:         u.GCGrace,
+		Now:             now,
+		Registerer:      b.reg,
+		Logger:          b.log.With("component", "uploader"),
+		OnPass:          onPass,
+	}
+}

@@ -1,0 +1,204 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/server"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// SidecarOptions configure NewSidecar.
+type SidecarOptions struct {
+	// Config is the validated configuration (config.ProcessSidecar).
+	Config   *config.Config
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // nil: NewRegistry()
+	Now      func() time.Time     // nil: time.Now
+}
+
+// Sidecar is `tiered sidecar`: beside a Kafka broker, it uploads the rolled
+// segments of the broker's log dir (sidecar.kafka_log_dir, only ever read)
+// that lie wholly below the high watermark, commits them to the manifests,
+// and collects orphans after uploader.gc_grace. With
+// sidecar.bootstrap_server it uploads only the partitions its broker leads.
+// Its HTTP listener (http.addr; none when empty) is every daemon's:
+// /metrics, /healthz (200 while it runs) and /readyz (200 once an upload
+// pass succeeded and while the latest one did; 503 with the pass's error
+// otherwise); it serves no records.
+type Sidecar struct {
+	base
+	bucket     objstore.Bucket
+	closeLeads func()
+	uploader   *remotetier.Uploader
+	server     *server.Server // nil without http.addr
+	passes     passHealth
+}
+
+// NewSidecar opens the broker's log dir (read only), asks the cluster which
+// partitions the broker leads when sidecar.bootstrap_server is set, opens
+// and checks the bucket, and binds the HTTP listener. Close it if Run is
+// never called.
+func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
+	b, err := newBase("sidecar", o.Config, o.Logger, o.Registry, false)
+	if err != nil {
+		return nil, err
+	}
+	cfg := b.cfg
+	s := &Sidecar{base: b}
+	defer func() {
+		if err != nil {
+			_ = s.close()
+		}
+	}()
+	view, err := localtier.OpenBrokerView(vfs.Default, cfg.Sidecar.KafkaLogDir)
+	if err != nil {
+		return nil, err
+	}
+	src := remotetier.NewBrokerSource(view, vfs.Default)
+	if bs := cfg.Sidecar.BootstrapServer; bs != "" {
+		id, err := brokerID(cfg.Sidecar.KafkaLogDir)
+		if err != nil {
+			return nil, err
+		}
+		if src.Leads, s.closeLeads, err = leaderLookup(ctx, bs, id); err != nil {
+			return nil, err
+		}
+	}
+	if s.bucket, err = openBucket(ctx, cfg.Bucket); err != nil {
+		return nil, err
+	}
+	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src,
+		s.uploaderOptions(o.Now, s.passes.record)); err != nil {
+		return nil, err
+	}
+	if cfg.HTTP.Addr != "" {
+		if s.server, err = s.listen(listenOptions{catalog: noRecords{}, ready: s.passes.ready}); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// HTTPAddr is the bound HTTP address ("" without a listener).
+func (s *Sidecar) HTTPAddr() string {
+	if s.server == nil {
+		return ""
+	}
+	if a := s.server.HTTPAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
+// Registry is the registry every subsystem reports to.
+func (s *Sidecar) Registry() *prometheus.Registry { return s.reg }
+
+func (s *Sidecar) close() error {
+	var errs []error
+	if s.server != nil {
+		errs = append(errs, s.server.Close())
+	}
+	if s.closeLeads != nil {
+		s.closeLeads()
+	}
+	if s.bucket != nil {
+		errs = append(errs, s.bucket.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Close releases a Sidecar whose Run was never called.
+func (s *Sidecar) Close() error { return s.close() }
+
+// Run runs upload passes every uploader.interval (the uploader's own loop)
+// and the HTTP listener until ctx ends, then stops: an upload in flight is
+// abandoned (its objects are collected later), the listener finishes
+// in-flight requests, all within shutdown_timeout. A listener that fails
+// stops the sidecar with its error.
+func (s *Sidecar) Run(ctx context.Context) error {
+	s.log.Info("sidecar started", "kafka_log_dir", s.cfg.Sidecar.KafkaLogDir, "bucket", ShownURL(s.cfg.Bucket),
+		"interval", s.cfg.Uploader.Interval, "bootstrap_server", s.cfg.Sidecar.BootstrapServer, "http", s.HTTPAddr())
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var srvErr chan error // nil without a listener: never ready
+	if s.server != nil {
+		srvErr = make(chan error, 1)
+		go func() { srvErr <- s.server.Serve(runCtx) }()
+	}
+	upDone := make(chan struct{})
+	go func() {
+		defer close(upDone)
+		_ = s.uploader.Run(runCtx) // nil once runCtx ends; failed passes are logged and retried
+	}()
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-srvErr:
+		srvErr = nil
+		s.log.Error("http listener failed; stopping", "err", runErr)
+	}
+	stop()
+	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
+	done := make(chan error, 1)
+	go func() {
+		<-upDone
+		var errs []error
+		if srvErr != nil {
+			errs = append(errs, <-srvErr)
+		}
+		errs = append(errs, s.close()) // the served listener is closed already
+		done <- errors.Join(errs...)
+	}()
+	return s.awaitShutdown(done, deadline, runErr, "the upload pass abandoned (its objects are collected later)")
+}
+
+// passHealth follows the upload passes for /readyz.
+type passHealth struct {
+	mu      sync.Mutex
+	passes  int
+	lastErr error
+}
+
+// record is the uploader's OnPass.
+func (h *passHealth) record(_ remotetier.Report, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.passes++
+	h.lastErr = err
+}
+
+// ready is nil once a pass succeeded and while the latest one did.
+func (h *passHealth) ready(context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.passes == 0:
+		return errors.New("no upload pass finished yet")
+	case h.lastErr != nil:
+		return fmt.Errorf("the last upload pass failed: %s", strings.Join(strings.Fields(h.lastErr.Error()), " "))
+	}
+	return nil
+}
+
+// noRecords is the sidecar's catalog: its HTTP listener serves /metrics and
+// the probes, no records (read them through tiered fetch or serve).
+type noRecords struct{}
+
+func (noRecords) Topics(context.Context) ([]fetchcache.TopicInfo, error) { return nil, nil }
+
+func (noRecords) Partition(_ context.Context, topic string, partition int32) (fetchcache.Partition, error) {
+	return nil, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
+}
