@@ -1,3 +1,10 @@
+// Package httpapi owns the fetch service's /v1 HTTP API over a
+// fetchcache.Catalog — topics, a partition's offsets, and its records by
+// offset or timestamp as JSON lines or raw record batches — with its error
+// vocabulary (ErrorStatus: one table from Kafka's errors to status and code),
+// bearer-token authentication and topic authorization, and the Client that
+// replay and `consume --fetch` use. serve adds its write routes through
+// HTTPOptions.Routes.
 package httpapi
 
 import (

@@ -1,3 +1,8 @@
+// Package server runs the fetch service's listeners over one catalog: the
+// HTTP API (fetchcache/httpapi, plus /metrics, /healthz and /readyz) and
+// the Kafka protocol (fetchcache/kafkasrv), with their TLS, authentication,
+// shared request metrics and a bounded shutdown. The daemons (serve, fetch,
+// sidecar) start it; it holds no logic of either interface.
 package server
 
 import (

@@ -1,3 +1,11 @@
+// Package remotelog owns the manifest-driven reader of the remote tier:
+// RemoteLog reads one partition by offset or timestamp through its root
+// manifest (and sealed sub-manifests), the segment's index objects and range
+// GETs of its .log, never listing the bucket, with bounded memory and
+// caches of sub-manifests and parsed indexes. It uses the object store's
+// optional capabilities (shared ranges, size hints, prefetch) when the
+// bucket has them. The fetch service reads through it; it knows nothing of
+// the uploader.
 package remotelog
 
 import (
