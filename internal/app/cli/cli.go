@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 // Exit codes.
@@ -172,9 +173,31 @@ func (r *Runner) Run(ctx context.Context, args []string) int {
 		fmt.Fprintf(r.Stderr, "tiered %s: %s (run 'tiered help %s')\n", cmd.name, oneLine(ue.msg), cmd.name)
 		return ExitUsage
 	default:
-		fmt.Fprintf(r.Stderr, "tiered %s: %s\n", cmd.name, oneLine(err.Error()))
+		fmt.Fprintf(r.Stderr, "tiered %s: %s%s\n", cmd.name, oneLine(err.Error()), errorHint(err))
 		return ExitError
 	}
+}
+
+// errorHints is the CLI's answer to each Kafka error, in the order they are
+// tried: every one exits ExitError, with what to do next after the message.
+var errorHints = []struct {
+	err  error
+	hint string
+}{
+	{kafkaerr.ErrUnknownTopicOrPartition, "list topics with 'tiered topic describe' or GET /v1/topics"},
+	{kafkaerr.ErrOffsetOutOfRange, "read from the log start (omit --from-offset) or check the range with 'tiered inspect manifest'"},
+	{kafkaerr.ErrCorrupt, "stored data failed its checks: see 'tiered inspect segment FILE' or 'tiered bucket verify'"},
+}
+
+// errorHint is the hint of the Kafka error err matches (errorHints), in
+// parentheses, or "" when it matches none.
+func errorHint(err error) string {
+	for _, e := range errorHints {
+		if errors.Is(err, e.err) {
+			return " (" + e.hint + ")"
+		}
+	}
+	return ""
 }
 
 func isHelpFlag(s string) bool {

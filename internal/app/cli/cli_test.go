@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/record"
 )
 
 // TestUsageErrors: every bad command line exits 2 with one line naming
@@ -98,5 +103,24 @@ func TestHelpAndVersion(t *testing.T) {
 func TestOneLineErrors(t *testing.T) {
 	if got := oneLine("a\nb\n"); got != "a; b" {
 		t.Fatalf("oneLine = %q", got)
+	}
+}
+
+// TestErrorHints: each Kafka error a command ends in gets its hint after the
+// message, wrapped or not, and other errors none.
+func TestErrorHints(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("consume: %w", &localtier.UnknownTopicOrPartitionError{Topic: "t", Partition: 1}), "tiered topic describe"},
+		{&localtier.OffsetOutOfRangeError{Offset: 9, LogStartOffset: 0, LogEndOffset: 3}, "omit --from-offset"},
+		{fmt.Errorf("read: %w", &record.CorruptError{File: "x.log", Pos: 7, Reason: "crc"}), "tiered bucket verify"},
+		{errors.New("disk full"), ""},
+	} {
+		got := errorHint(tc.err)
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("errorHint(%v) = %q, want one naming %q", tc.err, got, tc.want)
+		}
 	}
 }
