@@ -9,12 +9,6 @@ import (
 	"github.com/tiered/tiered/internal/x/promreg"
 )
 
-// CodeCorruptMessage is the result code of a read that found stored data
-// failing its checks (a batch CRC, an object's size or checksum against
-// its manifest, an index that cannot be right): HTTP 500 with this code,
-// Kafka CORRUPT_MESSAGE. The bytes are never served.
-const CodeCorruptMessage = "CORRUPT_MESSAGE"
-
 // IsCorruptData reports errors that say stored data is corrupt (they match
 // kafkaerr.ErrCorrupt), as opposed
 // to the store being unreachable or slow: a retry of the same read cannot

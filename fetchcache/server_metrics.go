@@ -12,27 +12,6 @@ const (
 	InterfaceKafka = "kafka"
 )
 
-// Result codes: the {code} label of tiered_fetch_requests_total and the
-// "code" of HTTP error bodies. They use Kafka's error names where one fits.
-const (
-	CodeOK                      = "OK"
-	CodeInvalidRequest          = "INVALID_REQUEST"
-	CodeUnknownTopicOrPartition = "UNKNOWN_TOPIC_OR_PARTITION"
-	CodeOffsetOutOfRange        = "OFFSET_OUT_OF_RANGE"
-	CodeThrottled               = "THROTTLED"
-	CodeUnsupportedVersion      = "UNSUPPORTED_VERSION" // Kafka: an API or version not served
-	CodePolicyViolation         = "POLICY_VIOLATION"    // Kafka: Produce to the read-only service
-	CodeNotFound                = "NOT_FOUND"           // HTTP: no such route
-	CodeNotAcceptable           = "NOT_ACCEPTABLE"      // HTTP: no servable media type in Accept
-	CodeInternal                = "INTERNAL"            // storage or other server-side failure
-
-	CodeUnauthorized             = "UNAUTHORIZED"               // HTTP 401: no or a bad bearer token
-	CodeTopicAuthorizationFailed = "TOPIC_AUTHORIZATION_FAILED" // HTTP 403 / Kafka: a topic the principal may not read
-	CodeSASLAuthenticationFailed = "SASL_AUTHENTICATION_FAILED" // Kafka: bad SASL/PLAIN credentials
-	CodeUnsupportedSASLMechanism = "UNSUPPORTED_SASL_MECHANISM" // Kafka: a mechanism other than PLAIN
-	CodeIllegalSASLState         = "ILLEGAL_SASL_STATE"         // Kafka: a request out of authentication order
-)
-
 var resultCodes = []string{
 	CodeOK, CodeInvalidRequest, CodeUnknownTopicOrPartition, CodeOffsetOutOfRange, CodeThrottled,
 	CodeUnsupportedVersion, CodePolicyViolation, CodeNotFound, CodeNotAcceptable, CodeInternal,

@@ -18,14 +18,14 @@ func TestClientThrottle(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if throttles.Add(-1) >= 0 {
 			w.Header().Set("Retry-After", "2")
-			writeJSON(w, http.StatusTooManyRequests, ErrorBody{Code: fetchcache.CodeThrottled, Message: "gate full"})
+			WriteJSON(w, http.StatusTooManyRequests, ErrorBody{Code: fetchcache.CodeThrottled, Message: "gate full"})
 			return
 		}
 		switch r.URL.EscapedPath() {
 		case "/pre/v1/topics":
-			writeJSON(w, http.StatusOK, map[string]any{"topics": []TopicJSON{{Topic: "a/b", Partitions: []int32{0}}}})
+			WriteJSON(w, http.StatusOK, map[string]any{"topics": []TopicJSON{{Topic: "a/b", Partitions: []int32{0}}}})
 		case "/pre/v1/topics/a%2Fb/partitions/0/records":
-			writeJSON(w, http.StatusBadRequest, ErrorBody{Code: fetchcache.CodeInvalidRequest, Message: "bad " + r.URL.RawQuery})
+			WriteJSON(w, http.StatusBadRequest, ErrorBody{Code: fetchcache.CodeInvalidRequest, Message: "bad " + r.URL.RawQuery})
 		default:
 			http.Error(w, "plain text failure", http.StatusBadGateway)
 		}

@@ -142,7 +142,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
 	if o.Routes != nil {
@@ -182,7 +182,7 @@ func (w *countingWriter) Flush() {
 // fail writes an error body.
 func (w *countingWriter) fail(status int, code, msg string) {
 	w.code = code
-	writeJSON(w, status, ErrorBody{Code: code, Message: msg})
+	Fail(w, status, code, msg)
 }
 
 // ErrorBody is the JSON body of every error answer: {"code","message"}.
@@ -202,7 +202,9 @@ func (a *httpAPI) counted(h func(w *countingWriter, r *http.Request)) http.Handl
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as a JSON body with status: every answer of the /v1
+// API, serve's write routes included.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil { // only our own plain types are marshalled
 		status, b = http.StatusInternalServerError, []byte(`{"code":"INTERNAL","message":"encode response"}`)
@@ -211,6 +213,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// Fail answers an error: status and the JSON ErrorBody {code, message}.
+func Fail(w http.ResponseWriter, status int, code, msg string) {
+	WriteJSON(w, status, ErrorBody{Code: code, Message: msg})
 }
 
 // errorStatus is the HTTP API's answer to each Kafka error, in the order
@@ -261,10 +268,10 @@ func (a *httpAPI) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if err := a.ready(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "message": err.Error()})
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "message": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // TopicJSON is one topic of GET /v1/topics.
@@ -293,7 +300,7 @@ func (a *httpAPI) topics(w *countingWriter, r *http.Request) {
 		}
 		out.Topics = append(out.Topics, tj)
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 // lookup parses {topic} and {partition} and resolves the partition.
@@ -358,7 +365,7 @@ func (a *httpAPI) partition(w *countingWriter, r *http.Request) {
 			out.Segments = []fetchcache.SegmentInfo{}
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 // parseInt64Param reads a non-negative integer query parameter.

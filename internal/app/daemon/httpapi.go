@@ -8,29 +8,15 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/app/producer"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/topicconfig"
 )
 
-// HTTP error codes of serve's write API besides fetchcache's (Kafka's names
-// where one fits).
-const (
-	CodeTopicAlreadyExists  = "TOPIC_ALREADY_EXISTS"
-	CodeInvalidConfig       = "INVALID_CONFIG"
-	CodeInvalidTopic        = "INVALID_TOPIC_EXCEPTION"
-	CodeInvalidPartitions   = "INVALID_PARTITIONS"
-	CodeInvalidRecord       = "INVALID_RECORD"
-	CodeRecordListTooLarge  = "RECORD_LIST_TOO_LARGE"
-	CodeLeaderNotAvailable  = "LEADER_NOT_AVAILABLE" // still recovering
-	CodeStorageError        = "KAFKA_STORAGE_ERROR"
-	CodeInvalidRequest      = "INVALID_REQUEST"
-	CodeUnknownTopicOrPart  = "UNKNOWN_TOPIC_OR_PARTITION"
-	CodeInternal            = "INTERNAL"
-	CodeReloadFailed        = "RELOAD_FAILED"
-	headerRetryAfterSeconds = "1"
-)
+const headerRetryAfterSeconds = "1"
 
 // CreateTopicRequest is the body of POST /v1/topics.
 type CreateTopicRequest struct {
@@ -63,25 +49,6 @@ type ConfigEntry struct {
 	Source    string `json:"source"` // "default", "broker" or "override"
 }
 
-type apiError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"code":"INTERNAL","message":"encode response"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-func fail(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, apiError{Code: code, Message: msg})
-}
-
 // routes adds serve's write and admin API to the fetch service's mux.
 func (s *Serve) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/topics", s.createTopic)
@@ -92,10 +59,11 @@ func (s *Serve) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/admin/reload", s.reload)
 }
 
-// failErr answers err with the status and code its type calls for.
+// failErr answers err with the status and code its type calls for: the
+// write routes' own errors here, Kafka's through httpapi.ErrorStatus, the
+// one vocabulary of the /v1 API (fetchcache's codes).
 func (s *Serve) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	var (
-		ue  *localtier.UnknownTopicOrPartitionError
 		te  *localtier.TopicExistsError
 		ce  *topicconfig.InvalidConfigError
 		ite *topicconfig.InvalidTopicError
@@ -107,31 +75,32 @@ func (s *Serve) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &nr):
 		w.Header().Set("Retry-After", headerRetryAfterSeconds)
-		fail(w, http.StatusServiceUnavailable, CodeLeaderNotAvailable, err.Error())
-	case errors.As(err, &ue):
-		fail(w, http.StatusNotFound, CodeUnknownTopicOrPart, err.Error())
+		httpapi.Fail(w, http.StatusServiceUnavailable, fetchcache.CodeLeaderNotAvailable, err.Error())
 	case errors.As(err, &te):
-		fail(w, http.StatusConflict, CodeTopicAlreadyExists, err.Error())
+		httpapi.Fail(w, http.StatusConflict, fetchcache.CodeTopicAlreadyExists, err.Error())
 	case errors.As(err, &ite):
-		fail(w, http.StatusBadRequest, CodeInvalidTopic, err.Error())
+		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidTopic, err.Error())
 	case errors.As(err, &ce):
-		fail(w, http.StatusBadRequest, CodeInvalidConfig, err.Error())
+		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidConfig, err.Error())
 	case errors.As(err, &mbe):
-		fail(w, http.StatusRequestEntityTooLarge, CodeRecordListTooLarge, fmt.Sprintf("request body is larger than %d bytes; send fewer records per request", mbe.Limit))
+		httpapi.Fail(w, http.StatusRequestEntityTooLarge, fetchcache.CodeRecordListTooLarge, fmt.Sprintf("request body is larger than %d bytes; send fewer records per request", mbe.Limit))
 	case errors.As(err, &ie):
-		fail(w, http.StatusBadRequest, CodeInvalidRecord, err.Error())
+		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidRecord, err.Error())
 	case errors.As(err, &re):
-		fail(w, http.StatusBadRequest, re.Code, err.Error())
+		httpapi.Fail(w, http.StatusBadRequest, re.Code, err.Error())
 	default:
 		var ae *producer.AppendError
 		if errors.As(err, &ae) {
-			fail(w, http.StatusInternalServerError, CodeStorageError, err.Error())
+			httpapi.Fail(w, http.StatusInternalServerError, fetchcache.CodeStorageError, err.Error())
 			return
 		}
-		if r.Context().Err() == nil {
+		// Kafka's errors (unknown topic or partition, ...) as the read
+		// routes answer them.
+		status, code := httpapi.ErrorStatus(err)
+		if code == fetchcache.CodeInternal && r.Context().Err() == nil {
 			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
-		fail(w, http.StatusInternalServerError, CodeInternal, err.Error())
+		httpapi.Fail(w, status, code, err.Error())
 	}
 }
 
@@ -171,14 +140,14 @@ func (s *Serve) describe(d *localtier.LogDir, topic string) (TopicDescription, e
 func (s *Serve) createTopic(w http.ResponseWriter, r *http.Request) {
 	var req CreateTopicRequest
 	if err := decodeBody(r, &req); err != nil {
-		fail(w, http.StatusBadRequest, CodeInvalidRequest, err.Error())
+		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidRequest, err.Error())
 		return
 	}
 	if req.Partitions == 0 {
 		req.Partitions = int(max(1, s.settings.NumPartitions))
 	}
 	if req.Partitions < 1 || req.Partitions > localtier.MaxPartitions {
-		fail(w, http.StatusBadRequest, CodeInvalidPartitions, fmt.Sprintf("partitions %d is out of range: must be between 1 and %d", req.Partitions, localtier.MaxPartitions))
+		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidPartitions, fmt.Sprintf("partitions %d is out of range: must be between 1 and %d", req.Partitions, localtier.MaxPartitions))
 		return
 	}
 	if err := s.waitReady(r.Context()); err != nil {
@@ -188,7 +157,7 @@ func (s *Serve) createTopic(w http.ResponseWriter, r *http.Request) {
 	d := s.LogDir()
 	for _, other := range d.Topics() {
 		if other != req.Topic && topicconfig.CollidesWith(req.Topic, other) {
-			fail(w, http.StatusBadRequest, CodeInvalidTopic, fmt.Sprintf("topic %q collides with existing topic %q: '.' and '_' are treated as the same character in metric names", req.Topic, other))
+			httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidTopic, fmt.Sprintf("topic %q collides with existing topic %q: '.' and '_' are treated as the same character in metric names", req.Topic, other))
 			return
 		}
 	}
@@ -201,7 +170,7 @@ func (s *Serve) createTopic(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, desc)
+	httpapi.WriteJSON(w, http.StatusCreated, desc)
 }
 
 func (s *Serve) describeTopic(w http.ResponseWriter, r *http.Request) {
@@ -214,17 +183,17 @@ func (s *Serve) describeTopic(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, desc)
+	httpapi.WriteJSON(w, http.StatusOK, desc)
 }
 
 func (s *Serve) alterTopic(w http.ResponseWriter, r *http.Request) {
 	var req AlterConfigRequest
 	if err := decodeBody(r, &req); err != nil {
-		fail(w, http.StatusBadRequest, CodeInvalidRequest, err.Error())
+		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidRequest, err.Error())
 		return
 	}
 	if len(req.Set) == 0 && len(req.Delete) == 0 {
-		fail(w, http.StatusBadRequest, CodeInvalidRequest, `nothing to alter: give "set" and/or "delete"`)
+		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidRequest, `nothing to alter: give "set" and/or "delete"`)
 		return
 	}
 	known := map[string]bool{}
@@ -233,7 +202,7 @@ func (s *Serve) alterTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, k := range req.Delete {
 		if !known[k] {
-			fail(w, http.StatusBadRequest, CodeInvalidConfig, fmt.Sprintf("Unknown topic config name: %s", k))
+			httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidConfig, fmt.Sprintf("Unknown topic config name: %s", k))
 			return
 		}
 	}
@@ -252,7 +221,7 @@ func (s *Serve) alterTopic(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, desc)
+	httpapi.WriteJSON(w, http.StatusOK, desc)
 }
 
 // produce appends the JSON-lines body: to one partition, or (no
@@ -263,7 +232,7 @@ func (s *Serve) produce(w http.ResponseWriter, r *http.Request) {
 	if ps := r.PathValue("partition"); ps != "" {
 		p, err := strconv.ParseInt(ps, 10, 32)
 		if err != nil {
-			fail(w, http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("partition %q is not a 32-bit integer", ps))
+			httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidRequest, fmt.Sprintf("partition %q is not a 32-bit integer", ps))
 			return
 		}
 		if p < 0 {
@@ -277,7 +246,7 @@ func (s *Serve) produce(w http.ResponseWriter, r *http.Request) {
 		case k == "auto_create" && len(vs) == 1 && (vs[0] == "true" || vs[0] == "false"):
 			o.AutoCreate = vs[0] == "true"
 		default:
-			fail(w, http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("unknown or bad query parameter %q (allowed: auto_create=true|false)", k))
+			httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidRequest, fmt.Sprintf("unknown or bad query parameter %q (allowed: auto_create=true|false)", k))
 			return
 		}
 	}
@@ -291,13 +260,13 @@ func (s *Serve) produce(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	httpapi.WriteJSON(w, http.StatusOK, res)
 }
 
 func (s *Serve) reload(w http.ResponseWriter, r *http.Request) {
 	if err := s.Reload(); err != nil {
-		fail(w, http.StatusBadRequest, CodeReloadFailed, err.Error())
+		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeReloadFailed, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
 }
