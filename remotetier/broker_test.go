@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tiered/tiered/internal/testkit/brokerdir"
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/vfs"
@@ -164,7 +165,7 @@ func TestSidecarFixtures(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got := upGet(t, mem, s.Log.Key); !bytes.Equal(got, want) {
+					if got := remotekit.Get(t, mem, s.Log.Key); !bytes.Equal(got, want) {
 						t.Fatalf("%s-%d segment %d differs from the broker's file", pr.Topic, pr.Partition, s.BaseOffset)
 					}
 					if s.LastOffset >= hw {
@@ -306,7 +307,7 @@ func TestSidecarSegmentGone(t *testing.T) {
 				t.Fatalf("report %+v", rep)
 			}
 			segs := upAllSegments(t, mem, upLoad(t, mem, "foo", 0))
-			if got := upGet(t, mem, segs[0].Log.Key); !bytes.Equal(got, want) {
+			if got := remotekit.Get(t, mem, segs[0].Log.Key); !bytes.Equal(got, want) {
 				t.Fatal("the segment deleted during its upload was stored incomplete or different")
 			}
 		})

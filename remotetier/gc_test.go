@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/retention"
@@ -83,7 +84,7 @@ func TestGC(t *testing.T) {
 	if !errors.As(err, &cme) {
 		t.Fatalf("upload over a corrupt manifest: %v", err)
 	}
-	if got := upGet(t, mem, corrupt); !bytes.Equal(got, []byte("x")) {
+	if got := remotekit.Get(t, mem, corrupt); !bytes.Equal(got, []byte("x")) {
 		t.Fatal("the corrupt manifest was overwritten")
 	}
 }

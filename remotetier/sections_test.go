@@ -119,7 +119,7 @@ func (f *secFixture) clone(t testing.TB) *secFixture {
 	c := *f
 	c.bkt = objstore.NewMemory()
 	for _, k := range upKeys(t, f.bkt) {
-		remotekit.Put(t, c.bkt, k, upGet(t, f.bkt, k))
+		remotekit.Put(t, c.bkt, k, remotekit.Get(t, f.bkt, k))
 	}
 	return &c
 }
@@ -148,7 +148,7 @@ func (f *secFixture) open(t testing.TB, b objstore.BucketReader) *remotelog.Remo
 // replace overwrites key with edit(its bytes).
 func (f *secFixture) replace(t testing.TB, key string, edit func([]byte) []byte) {
 	t.Helper()
-	remotekit.Put(t, f.bkt, key, edit(slices.Clone(upGet(t, f.bkt, key))))
+	remotekit.Put(t, f.bkt, key, edit(slices.Clone(remotekit.Get(t, f.bkt, key))))
 }
 
 // TestSectionsLayout: the uploader writes one indexes object per segment,
@@ -168,7 +168,7 @@ func TestSectionsLayout(t *testing.T) {
 		if !ok || key != keys.Indexes {
 			t.Fatalf("segment %d: IndexesObject() = %q, %v; want %q", s.BaseOffset, key, ok, keys.Indexes)
 		}
-		data := upGet(t, f.bkt, key)
+		data := remotekit.Get(t, f.bkt, key)
 		if int64(len(data)) != size {
 			t.Fatalf("segment %d: indexes object of %d bytes, sections add up to %d", s.BaseOffset, len(data), size)
 		}
@@ -184,7 +184,7 @@ func TestSectionsLayout(t *testing.T) {
 			t.Fatalf("segment %d: sections at %d, %d, %+v", s.BaseOffset, s.Index.Offset, s.TimeIndex.Offset, s.TxnIndex)
 		}
 	}
-	root := upGet(t, f.bkt, upLoad(t, f.bkt, secTopic, 0).Key())
+	root := remotekit.Get(t, f.bkt, upLoad(t, f.bkt, secTopic, 0).Key())
 	if !bytes.HasPrefix(root, []byte(`{"version":2,`)) {
 		t.Fatalf("root manifest with sections is not version 2: %.40s", root)
 	}
@@ -745,7 +745,7 @@ func TestSectionsRollingUpgrade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return upGet(t, b.Bucket, key)
+		return remotekit.Get(t, b.Bucket, key)
 	}
 
 	// Version 1: one PUT per index, no .indexes object, a version-1 root.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -148,7 +148,7 @@ func upAllSegments(t testing.TB, bkt objstore.Bucket, m *manifest.Manifest) []ma
 // checksum.
 func upObject(t testing.TB, b objstore.BucketReader, o manifest.Object) []byte {
 	t.Helper()
-	data := upGet(t, b, o.Key)
+	data := remotekit.Get(t, b, o.Key)
 	if o.Section() {
 		if o.Offset+o.Size > int64(len(data)) {
 			t.Fatalf("object %s: %d bytes, manifest has a section [%d, %d)", o.Key, len(data), o.Offset, o.Offset+o.Size)
@@ -173,24 +173,10 @@ func upCheckObjects(t testing.TB, b objstore.BucketReader, s manifest.Segment) {
 		upObject(t, b, o)
 	}
 	if key, size, ok := s.IndexesObject(); ok {
-		if n := int64(len(upGet(t, b, key))); n != size {
+		if n := int64(len(remotekit.Get(t, b, key))); n != size {
 			t.Fatalf("indexes object %s: %d bytes, its sections add up to %d", key, n, size)
 		}
 	}
-}
-
-func upGet(t testing.TB, b objstore.BucketReader, key string) []byte {
-	t.Helper()
-	rc, err := b.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 // upCheckRemote checks the remote tier of one partition against its local
@@ -224,7 +210,7 @@ func upCheckRemote(t testing.TB, bkt objstore.Bucket, l *localtier.Log, topic st
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := upGet(t, bkt, s.Log.Key); !bytes.Equal(got, want[:ls.Size]) {
+			if got := remotekit.Get(t, bkt, s.Log.Key); !bytes.Equal(got, want[:ls.Size]) {
 				t.Fatalf("segment %d: remote log differs from the local file", s.BaseOffset)
 			}
 		}
