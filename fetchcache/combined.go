@@ -121,17 +121,16 @@ func (p *CombinedPartition) Offsets(ctx context.Context) (Offsets, error) {
 	return o, nil
 }
 
-// ReadView reads locally from the local log start on, and from the remote
-// tier below it (up to the remote log end; the next read continues
-// locally). Remote batches stay the cache's shared memory (SharedReader),
-// so serve's cold reads are not copied on their way to a response.
-func (p *CombinedPartition) ReadView(ctx context.Context, offset int64, maxBytes int) (View, error) {
+// read reads locally from the local log start on, and from the remote tier
+// below it (up to the remote log end; the next read continues locally),
+// each through from.
+func (p *CombinedPartition) read(ctx context.Context, offset int64, maxBytes int, from func(Partition, int64) (View, error)) (View, error) {
 	lo, err := p.local.Offsets(ctx)
 	if err != nil {
 		return View{}, err
 	}
 	if offset >= lo.LogStart {
-		v, err := ReadView(ctx, p.local, offset, maxBytes)
+		v, err := from(p.local, offset)
 		var oe *OffsetOutOfRangeError
 		if err == nil || !errors.As(err, &oe) || offset >= oe.LogStart {
 			return v, err
@@ -151,25 +150,37 @@ func (p *CombinedPartition) ReadView(ctx context.Context, offset int64, maxBytes
 		}
 		return View{}, &OffsetOutOfRangeError{Offset: offset, LogStart: start, LogEnd: lo.LogEnd}
 	}
-	v, err := ReadView(ctx, rp, offset, maxBytes)
+	v, err := from(rp, offset)
 	if err != nil {
 		return View{}, err
 	}
 	if v.Len == 0 && offset < lo.LogStart {
 		// The remote log ends at offset (a compacted gap up to the
 		// local start): continue locally.
-		return ReadView(ctx, p.local, lo.LogStart, maxBytes)
+		return from(p.local, lo.LogStart)
 	}
 	return v, nil
 }
 
-// Read is ReadView's batches as one slice.
+// ReadView is Read as a View: remote batches stay the cache's shared
+// memory (SharedReader), so serve's cold reads are not copied on their way
+// to a response.
+func (p *CombinedPartition) ReadView(ctx context.Context, offset int64, maxBytes int) (View, error) {
+	return p.read(ctx, offset, maxBytes, func(part Partition, off int64) (View, error) {
+		return ReadView(ctx, part, off, maxBytes)
+	})
+}
+
+// Read returns bytes the caller owns, as every Partition's Read does.
 func (p *CombinedPartition) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
-	v, err := p.ReadView(ctx, offset, maxBytes)
-	if err != nil {
+	v, err := p.read(ctx, offset, maxBytes, func(part Partition, off int64) (View, error) {
+		data, err := part.Read(ctx, off, maxBytes)
+		return View{Parts: [][]byte{data}, Len: len(data)}, err
+	})
+	if err != nil || v.Len == 0 {
 		return nil, err
 	}
-	return v.Bytes(), nil
+	return v.Parts[0], nil
 }
 
 // OffsetForTimestamp asks the remote tier first when it holds offsets below

@@ -20,7 +20,7 @@ func IsCorruptData(err error) bool { return errors.Is(err, kafkaerr.ErrCorrupt) 
 func NewCorruptCounter(reg prometheus.Registerer) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tiered_fetch_corrupt_objects_total",
-		Help: "Reads (HTTP requests, Kafka partitions) refused because stored data failed its checksum or size check.",
+		Help: "Reads (HTTP requests, Kafka partitions) refused because stored data failed its checks (batch CRC or framing, object size or checksum, index, manifest, compressed payload).",
 	})
 	if reg != nil {
 		c = promreg.RegisterOrReuse(reg, c)

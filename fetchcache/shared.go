@@ -63,7 +63,11 @@ func ReadView(ctx context.Context, part Partition, offset int64, maxBytes int) (
 // returned as that chunk's memory, without a copy; the result must not be
 // modified.
 func ReadShared(ctx context.Context, part Partition, offset int64, maxBytes int) ([]byte, error) {
-	v, err := ReadView(ctx, part, offset, maxBytes)
+	sr, ok := part.(SharedReader)
+	if !ok {
+		return part.Read(ctx, offset, maxBytes)
+	}
+	v, err := sr.ReadView(ctx, offset, maxBytes)
 	if err != nil {
 		return nil, err
 	}

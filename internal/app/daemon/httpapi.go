@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/app/producer"
@@ -59,9 +61,10 @@ func (s *Serve) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/admin/reload", s.reload)
 }
 
-// failErr answers err with the status and code its type calls for: the
-// write routes' own errors here, Kafka's through httpapi.ErrorStatus, the
-// one vocabulary of the /v1 API (fetchcache's codes).
+// failErr answers err with the status and code its type calls for: Kafka's
+// errors (unknown topic or partition, ...) first, through the read routes'
+// table (httpapi.ErrorStatus), then the write routes' own errors; the codes
+// are the /v1 API's one vocabulary (fetchcache's).
 func (s *Serve) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		te  *localtier.TopicExistsError
@@ -71,11 +74,15 @@ func (s *Serve) failErr(w http.ResponseWriter, r *http.Request, err error) {
 		re  *localtier.InvalidRecordError
 		nr  *notReadyError
 		mbe *http.MaxBytesError
+		ae  *producer.AppendError
 	)
+	status, code := httpapi.ErrorStatus(err)
 	switch {
 	case errors.As(err, &nr):
 		w.Header().Set("Retry-After", headerRetryAfterSeconds)
 		httpapi.Fail(w, http.StatusServiceUnavailable, fetchcache.CodeLeaderNotAvailable, err.Error())
+	case code == fetchcache.CodeUnknownTopicOrPartition || code == fetchcache.CodeOffsetOutOfRange:
+		httpapi.Fail(w, status, code, err.Error())
 	case errors.As(err, &te):
 		httpapi.Fail(w, http.StatusConflict, fetchcache.CodeTopicAlreadyExists, err.Error())
 	case errors.As(err, &ite):
@@ -88,17 +95,16 @@ func (s *Serve) failErr(w http.ResponseWriter, r *http.Request, err error) {
 		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidRecord, err.Error())
 	case errors.As(err, &re):
 		httpapi.Fail(w, http.StatusBadRequest, re.Code, err.Error())
+	case errors.As(err, &ae):
+		httpapi.Fail(w, http.StatusInternalServerError, fetchcache.CodeStorageError, err.Error())
 	default:
-		var ae *producer.AppendError
-		if errors.As(err, &ae) {
-			httpapi.Fail(w, http.StatusInternalServerError, fetchcache.CodeStorageError, err.Error())
-			return
-		}
-		// Kafka's errors (unknown topic or partition, ...) as the read
-		// routes answer them.
-		status, code := httpapi.ErrorStatus(err)
-		if code == fetchcache.CodeInternal && r.Context().Err() == nil {
-			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		// Corrupt data, overload or anything else: as the read routes answer
+		// it (Retry-After with THROTTLED), logged unless the client left.
+		if code == fetchcache.CodeThrottled {
+			d, _ := gate.RetryAfter(err)
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
+		} else if r.Context().Err() == nil {
+			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 		}
 		httpapi.Fail(w, status, code, err.Error())
 	}
