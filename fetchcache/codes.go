@@ -5,8 +5,7 @@ package fetchcache
 // routes) and the {code} label of tiered_fetch_requests_total. They use
 // Kafka's error names where one fits.
 
-// Result codes: the {code} label of tiered_fetch_requests_total and the
-// "code" of HTTP error bodies. They use Kafka's error names where one fits.
+// Result codes of reads, over HTTP and Kafka.
 const (
 	CodeOK                      = "OK"
 	CodeInvalidRequest          = "INVALID_REQUEST"

@@ -2,8 +2,9 @@
 // (subpackage objstore): the uploader that copies rolled segments into a
 // bucket and commits them to per-partition manifests, the sources it copies
 // from (tiered's own log dir, or a Kafka broker's log dir read-only for the
-// sidecar), remote retention, garbage collection of orphans, the read path
-// over committed segments (remotelog.RemoteLog) and bucket verification.
+// sidecar), remote retention, garbage collection of orphans and bucket
+// verification. The read path over committed segments is its subpackage
+// remotelog, which knows nothing of the uploader.
 //
 // Upload protocol (docs/format/manifest.md, "Commit protocol"), per
 // partition:

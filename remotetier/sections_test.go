@@ -265,7 +265,7 @@ type secRange struct {
 	off, length int64
 }
 
-// secBucket records reads and writes, and can rewrite what remotekit.Get returns.
+// secBucket records reads and writes, and can rewrite what its Get returns.
 type secBucket struct {
 	objstore.Bucket
 	mu     sync.Mutex

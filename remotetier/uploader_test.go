@@ -396,7 +396,7 @@ func TestUploadCompactionSpansCommittedEnd(t *testing.T) {
 	}
 }
 
-// slowLogBucket delays every .log remotekit.Put and records how many run at once.
+// slowLogBucket delays every .log Put and records how many run at once.
 type slowLogBucket struct {
 	objstore.Bucket
 	mu        sync.Mutex

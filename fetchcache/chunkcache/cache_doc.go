@@ -71,9 +71,10 @@
 // readers callers keep open, i.e. the ranges callers ask for — callers
 // bound those (max_bytes × concurrent requests, e.g. with their own Gate).
 //
-// Gate (gate.New, Start/StartBy/TryStart/Done) is exported for the
-// protocol layers to bound their own work with the same overload answer
-// and the same tiered_fetch_gate_* series under their own gate name.
+// The gates are fetchcache/gate's (gate.New, Start/StartBy/TryStart/Done),
+// which the protocol layers also use to bound their own work with the same
+// overload answer and the same tiered_fetch_gate_* series under their own
+// gate name.
 //
 // Read-ahead: see readahead.go. A GetRange that begins in or right after
 // the chunk where an earlier GetRange of the same object ended is

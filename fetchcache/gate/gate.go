@@ -66,7 +66,7 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return max(d, time.Millisecond), true
 }
 
-// Gate names of the CachingBucket's own gates.
+// Gate names of the caching bucket's own gates (fetchcache/chunkcache).
 const (
 	Gets  = "gets"  // concurrent GETs against the store
 	Bytes = "bytes" // bytes being brought into memory (store or disk)

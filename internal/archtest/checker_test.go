@@ -9,8 +9,8 @@ import (
 
 // cleanGraph is a miniature of the module that keeps every rule: the
 // layering of DESIGN.md, tests importing test kits and packages above them,
-// test tools importing test kits, and fetchcache importing remotetier while
-// remotetier/remotelog does not exist.
+// test tools importing test kits, and fetchcache reading through
+// remotetier/remotelog, never the uploader.
 func cleanGraph() graph {
 	return graph{
 		"cmd/tiered":                       {imports: []string{"internal/app/cli", "os"}},
@@ -29,7 +29,9 @@ func cleanGraph() graph {
 		"manifest":                         {imports: []string{"context", "io", "encoding/json", "crypto/sha256", "net/url"}, testImports: []string{"os", "remotetier/objstore"}},
 		"remotetier":                       {imports: []string{"localtier", "localtier/vfs", "manifest", "remotetier/objstore", "retention", "internal/x/ctxsleep"}, testImports: []string{"compactor", "internal/testkit/testminio"}},
 		"remotetier/objstore":              {imports: []string{"os", "net/http", "github.com/aws/aws-sdk-go-v2/service/s3"}, testImports: []string{"internal/testkit/objtesting", "remotetier/objstore"}},
-		"fetchcache":                       {imports: []string{"remotetier", "remotetier/objstore", "manifest", "localtier/record", "internal/x/recordjson"}, testImports: []string{"compactor", "internal/app/config", "internal/testkit/testrecs"}},
+		"fetchcache":                       {imports: []string{"remotetier/remotelog", "remotetier/objstore", "manifest", "localtier/record", "internal/x/recordjson"}, testImports: []string{"compactor", "internal/app/config", "internal/testkit/testrecs"}},
+		"fetchcache/kafkasrv":              {imports: []string{"fetchcache", "remotetier/remotelog"}},
+		"remotetier/remotelog":             {imports: []string{"manifest", "remotetier/objstore", "localtier/record"}},
 		"internal/testkit/objtesting":      {imports: []string{"internal/testkit/testminio", "remotetier/objstore"}},
 		"internal/testkit/reliability":     {imports: []string{"os"}},
 		"internal/testkit/testminio":       {imports: []string{"os/exec"}},
@@ -39,16 +41,6 @@ func cleanGraph() graph {
 		"integration":                      {testImports: []string{"fetchcache", "remotetier", "internal/testkit/testminio", "internal/testkit/faultproxy"}},
 		"internal/testkit/faultproxy":      {imports: []string{"net/http"}},
 	}
-}
-
-// movedGraph is cleanGraph after the reader's move to remotetier/remotelog:
-// fetchcache reads through remotelog, and the uploader rule is on.
-func movedGraph() graph {
-	g := cleanGraph()
-	g["remotetier/remotelog"] = pkg{imports: []string{"manifest", "remotetier/objstore", "localtier/record"}}
-	g["fetchcache"] = pkg{imports: []string{"remotetier/remotelog", "remotetier/objstore", "manifest", "localtier/record"}}
-	g["fetchcache/kafkasrv"] = pkg{imports: []string{"fetchcache", "remotetier/remotelog"}}
-	return g
 }
 
 func ruleNamed(t *testing.T, name string) rule {
@@ -63,10 +55,8 @@ func ruleNamed(t *testing.T, name string) rule {
 }
 
 func TestCleanGraphsPass(t *testing.T) {
-	for name, g := range map[string]graph{"before the move": cleanGraph(), "after the move": movedGraph()} {
-		if v := check(g, rules); len(v) != 0 {
-			t.Errorf("%s: violations in a clean graph:\n%s", name, strings.Join(v, "\n"))
-		}
+	if v := check(cleanGraph(), rules); len(v) != 0 {
+		t.Errorf("violations in a clean graph:\n%s", strings.Join(v, "\n"))
 	}
 }
 
@@ -144,14 +134,14 @@ func TestEachRuleFires(t *testing.T) {
 			want: []want{{"compactor-retention", "compactor imports remotetier/objstore"}}},
 		{name: "retention imports the fetch service", g: cleanGraph(), from: "retention", dep: "fetchcache",
 			want: []want{{"compactor-retention", "retention imports fetchcache"}}},
-		{name: "fetchcache imports the uploader after the move", g: movedGraph(), from: "fetchcache", dep: "remotetier",
+		{name: "fetchcache imports the uploader", g: cleanGraph(), from: "fetchcache", dep: "remotetier",
 			want: []want{
 				{"fetchcache-uploader", "fetchcache imports remotetier"},
 				{"fetchcache-uploader", "fetchcache/kafkasrv imports remotetier (through fetchcache)"},
 			}},
-		{name: "fetchcache subpackage imports the uploader", g: movedGraph(), from: "fetchcache/kafkasrv", dep: "remotetier",
+		{name: "fetchcache subpackage imports the uploader", g: cleanGraph(), from: "fetchcache/kafkasrv", dep: "remotetier",
 			want: []want{{"fetchcache-uploader", "fetchcache/kafkasrv imports remotetier"}}},
-		{name: "fetchcache reaches the uploader through the reader", g: movedGraph(), from: "remotetier/remotelog", dep: "remotetier",
+		{name: "fetchcache reaches the uploader through the reader", g: cleanGraph(), from: "remotetier/remotelog", dep: "remotetier",
 			want: []want{
 				{"fetchcache-uploader", "fetchcache imports remotetier (through remotetier/remotelog)"},
 				{"fetchcache-uploader", "fetchcache/kafkasrv imports remotetier (through remotetier/remotelog)"},

@@ -35,10 +35,7 @@ type rule struct {
 	// transitive: a denied module package reached through other module
 	// packages counts too (the path is reported).
 	transitive bool
-	// activeIf names a module package that must be in the graph for the
-	// rule to apply: a rule that a move in progress turns on when it lands.
-	activeIf string
-	why      string
+	why        string
 }
 
 // rules is the architecture of docs and DESIGN.md ("Packages"), as import
@@ -94,15 +91,10 @@ var rules = []rule{
 		why:  "dependencies point one way: compactor and retention import neither remotetier nor fetchcache",
 	},
 	{
-		// Active once the manifest-driven reader has moved out of
-		// remotetier/reader.go into remotetier/remotelog: until then it
-		// shares the root package with the uploader, which fetchcache must
-		// import to read.
 		name:       "fetchcache-uploader",
 		from:       []string{"fetchcache/..."},
 		deny:       []string{"remotetier"},
 		transitive: true,
-		activeIf:   "remotetier/remotelog",
 		why:        "fetchcache never imports the uploader (package remotetier): it reads through remotetier/objstore, remotetier/remotelog and manifest",
 	},
 }
@@ -145,11 +137,6 @@ func check(g graph, rs []rule) []string {
 	}
 	slices.Sort(paths)
 	for _, r := range rs {
-		if r.activeIf != "" {
-			if _, ok := g[r.activeIf]; !ok {
-				continue
-			}
-		}
 		for _, p := range paths {
 			if !r.covers(p) {
 				continue

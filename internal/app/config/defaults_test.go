@@ -11,7 +11,7 @@ import (
 
 // TestDefaultsAreTheComponents ties every built-in default that a component also has to the
 // component's own: a process configured with nothing behaves as the component does with zero
-// options. The fetch defaults are compared with what fetchcache fills into zero CacheOptions
+// options. The fetch defaults are compared with what fetchcache/chunkcache fills into zero CacheOptions
 // (the package constants and the derived in-flight budget alike).
 func TestDefaultsAreTheComponents(t *testing.T) {
 	d := config.Defaults()

@@ -49,7 +49,7 @@ type SegFiles struct {
 
 // BatchAt is one batch of the remote log and where it is.
 type BatchAt struct {
-	Seg int   // index into remote.segs
+	Seg int   // index into Remote.Segs
 	Pos int64 // byte position in the segment's log
 	B   record.Batch
 }
@@ -57,7 +57,7 @@ type BatchAt struct {
 // RecAt is one record's offset and timestamp.
 type RecAt struct{ Offset, TS int64 }
 
-// Remote is a hand-built Remote tier of one partition and the model the
+// Remote is a hand-built remote tier of one partition and the model the
 // reader's answers are checked against.
 type Remote struct {
 	T       testing.TB
@@ -298,7 +298,7 @@ func ReadOptional(t testing.TB, path string) []byte {
 	return data
 }
 
-// Files returns the rolled segments' Files.
+// Files returns the rolled segments' files.
 func (l *LocalLog) Files(t testing.TB) []SegFiles {
 	t.Helper()
 	var out []SegFiles
@@ -432,8 +432,6 @@ func WholePrefix(data []byte) []byte {
 	}
 }
 
-// checkEveryOffset reads every offset of r with several byte limits and
-// compares the batches with the model.
 // ReadFunc is a reader's Read: whole batches from offset, and the log start
 // and end offsets of the manifest it read through.
 type ReadFunc func(ctx context.Context, offset int64, maxBytes int) (data []byte, logStart, logEnd int64, err error)
