@@ -14,7 +14,6 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/httpapi"
-	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 )
 
@@ -143,7 +142,7 @@ func TestHTTPBearerAuth(t *testing.T) {
 // as before auth existed.
 func TestHTTPWithoutAuth(t *testing.T) {
 	e := fetchkit.NewAuthEnv(t)
-	z, err := auth.NewAuthorizer(config.Auth{})
+	z, err := auth.NewAuthorizer(auth.Settings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +169,7 @@ func TestHTTPTLS(t *testing.T) {
 	}
 
 	t.Run("server_tls_with_tokens", func(t *testing.T) {
-		s := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, pki.ServerTLS(false), config.TLS{}, fetchkit.AuthConfig()))
+		s := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, pki.ServerTLS(false), auth.TLS{}, fetchkit.AuthConfig()))
 		url := "https://" + s.http
 		c := client(pki.ClientTLS())
 		defer c.CloseIdleConnections()
@@ -206,7 +205,7 @@ func TestHTTPTLS(t *testing.T) {
 	})
 
 	t.Run("mutual_tls", func(t *testing.T) {
-		s := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, pki.ServerTLS(true), config.TLS{}, fetchkit.AuthConfig()))
+		s := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, pki.ServerTLS(true), auth.TLS{}, fetchkit.AuthConfig()))
 		url := "https://" + s.http
 		ca := client(pki.ClientTLS(certA))
 		defer ca.CloseIdleConnections()

@@ -18,7 +18,6 @@ import (
 
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
-	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 )
@@ -132,7 +131,7 @@ func checkAccess(t *testing.T, cl *kgo.Client, allowed ...string) {
 func TestKafkaSASLOverTLS(t *testing.T) {
 	e := fetchkit.NewAuthEnv(t)
 	pki := fetchkit.NewPKI(t, "kafka")
-	s := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, config.TLS{}, pki.ServerTLS(false), fetchkit.AuthConfig()))
+	s := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, auth.TLS{}, pki.ServerTLS(false), fetchkit.AuthConfig()))
 	tlsOpt := kgo.DialTLSConfig(pki.ClientTLS())
 
 	t.Run("alice", func(t *testing.T) {
@@ -175,7 +174,7 @@ func TestKafkaMutualTLS(t *testing.T) {
 	rogue := fetchkit.NewPKI(t, "krogue")
 	_, _, certA := pki.Client(fetchkit.ClientACN)
 	_, _, certRogue := rogue.Client(fetchkit.ClientACN)
-	s := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, config.TLS{}, pki.ServerTLS(true), fetchkit.AuthConfig()))
+	s := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, auth.TLS{}, pki.ServerTLS(true), fetchkit.AuthConfig()))
 
 	t.Run("certificate_principal", func(t *testing.T) {
 		cl := fetchkit.MustClient(t, kgo.SeedBrokers(s.kafka), kgo.DialTLSConfig(pki.ClientTLS(certA)))

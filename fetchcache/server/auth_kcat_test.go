@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
-	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 )
@@ -21,8 +21,8 @@ func TestKcatSecured(t *testing.T) {
 	e := fetchkit.NewAuthEnv(t)
 	pki := fetchkit.NewPKI(t, "kcat")
 	certFile, keyFile, _ := pki.Client(fetchkit.ClientACN)
-	saslSrv := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, config.TLS{}, pki.ServerTLS(false), fetchkit.AuthConfig()))
-	mtlsSrv := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, config.TLS{}, pki.ServerTLS(true), fetchkit.AuthConfig()))
+	saslSrv := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, auth.TLS{}, pki.ServerTLS(false), fetchkit.AuthConfig()))
+	mtlsSrv := startSecureServer(t, e.Cat, fetchkit.MustSecurity(t, auth.TLS{}, pki.ServerTLS(true), fetchkit.AuthConfig()))
 	sasl := func(user, pass string) []string {
 		return []string{"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=PLAIN",
 			"-X", "sasl.username=" + user, "-X", "sasl.password=" + pass, "-X", "ssl.ca.location=" + pki.CAFile}

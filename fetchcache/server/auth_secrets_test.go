@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tiered/tiered/fetchcache/auth"
-	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 )
 
@@ -74,8 +73,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 	slogLine := &fetchkit.LogCapture{}
 	slogLine.Logger().Info("objects", "auth", sec.Auth, "security", sec, "config", fetchkit.AuthConfig())
 	messages = append(messages, slogLine.String())
-	_, err := auth.NewAuthorizer(config.Auth{SASLPlain: []config.PlainUser{{Username: "a", Password: fetchkit.PassAlice}, {Username: "a", Password: fetchkit.PassBob + "\x00"}},
-		Tokens: []config.Token{{Principal: "", Token: fetchkit.TokCI}, {Principal: "x"}}})
+	_, err := auth.NewAuthorizer(auth.Settings{SASLPlain: []auth.PlainUser{{Username: "a", Password: fetchkit.PassAlice}, {Username: "a", Password: fetchkit.PassBob + "\x00"}},
+		Tokens: []auth.Token{{Principal: "", Token: fetchkit.TokCI}, {Principal: "x"}}})
 	messages = append(messages, fmt.Sprint(err))
 
 	logs := s.logs.String()

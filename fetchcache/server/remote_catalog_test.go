@@ -1,4 +1,4 @@
-package kafkasrv
+package server
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
@@ -79,7 +80,7 @@ func TestRemoteCatalogServesUploadedSegments(t *testing.T) {
 	}
 
 	want := testrecs.FromLog(t, l)
-	addr := startKafka(t, cat, KafkaOptions{})
+	addr := startKafka(t, cat, kafkasrv.KafkaOptions{})
 	fetchkit.SameRecs(t, testrecs.ConsumeKgo(t, addr, "cold", 0, kgo.NewOffset().AtStart(), len(want)), want)
 	fetchkit.SameRecs(t, testrecs.ConsumeKgo(t, addr, "cold", 0, kgo.NewOffset().At(77), len(want)-77), want[77:])
 	fetchkit.SameRecs(t, testrecs.ConsumeKgo(t, addr, "cold", 0, kgo.NewOffset().AfterMilli(ts0+1003), len(want)-101), want[101:])
