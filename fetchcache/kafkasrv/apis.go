@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"time"
 
@@ -82,10 +83,12 @@ func (s *KafkaServer) supported(key, version int16) bool {
 	return false
 }
 
-// handle answers one request frame. resp is nil when no response is due
+// handle answers one request frame with the response's bytes, as buffers
+// to write in order (a Fetch response's record batches are the cache's own
+// memory, spliced in uncopied). resp is nil when no response is due
 // (Produce with acks=0); code is the metrics result code. An error means
 // the request could not be parsed and the connection must be closed.
-func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp []byte, code string, err error) {
+func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, code string, err error) {
 	h, req, err := decodeRequest(frame)
 	if err != nil {
 		return nil, "", err
@@ -93,7 +96,7 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp []byte, code str
 	if h.key == apiVersionsKey && (req == nil || !s.supported(h.key, h.version)) {
 		// KIP-511: an ApiVersions version we do not know is answered
 		// with a v0 body (header v0) listing what we support.
-		return appendResponse(nil, h.correlationID, s.apiVersionsUnsupported()), fetchcache.CodeUnsupportedVersion, nil
+		return net.Buffers{appendResponse(nil, h.correlationID, s.apiVersionsUnsupported())}, fetchcache.CodeUnsupportedVersion, nil
 	}
 	if kc != nil && !preAuthAPI(h.key) && !kc.authenticated() {
 		// Kafka closes a connection that skips authentication.
@@ -131,7 +134,10 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp []byte, code str
 			}
 		}
 	}
-	return appendResponse(nil, h.correlationID, r), code, nil
+	if sf, ok := r.(*splicedFetch); ok {
+		return sf.encode(h.correlationID), code, nil
+	}
+	return net.Buffers{appendResponse(nil, h.correlationID, r)}, code, nil
 }
 
 // unsupportedResponse answers an API (or version) the service does not

@@ -24,7 +24,8 @@ type fetchPart struct {
 	q      kmsg.FetchRequestTopicPartition
 	part   fetchcache.Partition
 	resp   *kmsg.FetchResponseTopicPartition
-	failed bool // answered with an error: no waiting for it
+	failed bool            // answered with an error: no waiting for it
+	data   fetchcache.View // the record batches of resp, spliced in when it is written
 }
 
 func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchRequest) (kmsg.Response, string, time.Duration) {
@@ -76,10 +77,10 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 		total, code, throttle := s.fetchOnce(ctx, parts, maxTotal, committed)
 		code = worse(denied, code)
 		if total > 0 || code != fetchcache.CodeOK || throttle > 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) {
-			return r, code, throttle
+			return spliceBatches(r, parts), code, throttle
 		}
 		if !s.waitForData(ctx, kc, parts, committed, deadline) {
-			return r, code, throttle
+			return spliceBatches(r, parts), code, throttle
 		}
 	}
 }
@@ -98,7 +99,7 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 		// Never null: librdkafka refuses a null record set ("invalid
 		// MessageSetSize -1").
 		rp.RecordBatches = []byte{}
-		fp.failed = false
+		fp.failed, fp.data = false, fetchcache.View{}
 		fail := func(op string, err error) {
 			if d, ok := gate.RetryAfter(err); ok {
 				// Kafka's fetch throttling, whatever step was overloaded
@@ -161,23 +162,24 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 		if offset >= limit || budget <= 0 && total > 0 {
 			continue
 		}
-		// Shared cache memory where possible: the response only reads it.
-		data, err := fetchcache.ReadShared(ctx, fp.part, offset, max(budget, 1))
+		// Shared cache memory where possible: the response only reads it,
+		// and is written with these parts spliced in (splicedFetch).
+		v, err := fetchcache.ReadView(ctx, fp.part, offset, max(budget, 1))
 		if err != nil {
 			fail("fetch", err)
 			continue
 		}
-		data, last := cutAt(data, limit)
-		if len(data) == 0 || (total > 0 && len(data) > budget) {
+		v, last := cutView(v, limit)
+		if v.Len == 0 || (total > 0 && v.Len > budget) {
 			continue
 		}
-		rp.RecordBatches = data
-		total += len(data)
+		fp.data = v
+		total += v.Len
 		if committed {
 			txns, err := fp.part.AbortedTxns(ctx, offset, last)
 			if err != nil {
-				rp.RecordBatches = nil
-				total -= len(data)
+				fp.data = fetchcache.View{}
+				total -= v.Len
 				fail("fetch aborted transactions", err)
 				continue
 			}
@@ -191,9 +193,42 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 	return total, code, throttle
 }
 
-// cutAt drops the batches of whole batches data that start at or after
-// limit (the high watermark or the last stable offset) and returns the
-// offset after the last batch kept.
+// cutView drops the batches of v (whole batches, which may span parts)
+// that start at or after limit (the high watermark or the last stable
+// offset) and returns the offset after the last batch kept. Across parts it
+// reads only batch headers, never copying the batches.
+func cutView(v fetchcache.View, limit int64) (fetchcache.View, int64) {
+	if len(v.Parts) <= 1 {
+		var data []byte
+		if len(v.Parts) == 1 {
+			data = v.Parts[0]
+		}
+		data, next := cutAt(data, limit)
+		if len(data) == 0 {
+			return fetchcache.View{Next: v.Next}, next
+		}
+		return fetchcache.View{Parts: [][]byte{data}, Len: len(data), Next: v.Next}, next
+	}
+	var (
+		next int64
+		pos  int
+		hdr  [record.HeaderSize]byte
+	)
+	for pos+record.LogOverhead < v.Len {
+		n := min(record.HeaderSize, v.Len-pos)
+		readParts(v.Parts, pos, hdr[:n])
+		b := record.Batch(hdr[:n])
+		size := int(b.Length()) + record.LogOverhead
+		if b.BaseOffset() >= limit || size > v.Len-pos || (!b.IsLegacy() && n < record.HeaderSize) {
+			break
+		}
+		next = b.NextOffset()
+		pos += size
+	}
+	return truncParts(v, pos), next
+}
+
+// cutAt is cutView of one slice of whole batches.
 func cutAt(data []byte, limit int64) ([]byte, int64) {
 	it := record.NewIter(data)
 	var next int64
@@ -208,6 +243,35 @@ func cutAt(data []byte, limit int64) ([]byte, int64) {
 		}
 		next = b.NextOffset()
 	}
+}
+
+// readParts copies len(dst) bytes at pos of the concatenated parts.
+func readParts(parts [][]byte, pos int, dst []byte) {
+	for _, p := range parts {
+		if pos >= len(p) {
+			pos -= len(p)
+			continue
+		}
+		n := copy(dst, p[pos:])
+		dst, pos = dst[n:], 0
+		if len(dst) == 0 {
+			return
+		}
+	}
+}
+
+// truncParts keeps the first n bytes of v.
+func truncParts(v fetchcache.View, n int) fetchcache.View {
+	out := fetchcache.View{Len: n, Next: v.Next}
+	for _, p := range v.Parts {
+		if n == 0 {
+			break
+		}
+		k := min(n, len(p))
+		out.Parts = append(out.Parts, p[:k])
+		n -= k
+	}
+	return out
 }
 
 // waitForData polls the partitions' offsets until one has data past its

@@ -343,11 +343,15 @@ func (kc *kafkaConn) serve() {
 		kc.setBusy(true)
 		start := time.Now()
 		var (
-			resp []byte
+			resp net.Buffers
 			code string
 		)
 		if kc.sasl.mechanism && kc.sasl.version == 0 {
-			resp, code, err = kc.s.rawSASL(kc, frame)
+			var raw []byte
+			raw, code, err = kc.s.rawSASL(kc, frame)
+			if raw != nil {
+				resp = net.Buffers{raw}
+			}
 		} else {
 			resp, code, err = kc.s.handle(kc, frame)
 		}
@@ -359,14 +363,18 @@ func (kc *kafkaConn) serve() {
 			kc.s.log.Warn("kafka request refused, closing connection", "remote", kc.c.RemoteAddr().String(), "err", err)
 			return
 		}
+		n := 0
+		for _, b := range resp {
+			n += len(b)
+		}
 		if resp != nil {
 			_ = kc.c.SetWriteDeadline(time.Now().Add(kc.s.o.WriteTimeout))
-			if _, err := kc.c.Write(resp); err != nil {
+			if _, err := resp.WriteTo(kc.c); err != nil {
 				kc.s.m.Observe(fetchcache.InterfaceKafka, code, 0, time.Since(start).Seconds())
 				return
 			}
 		}
-		kc.s.m.Observe(fetchcache.InterfaceKafka, code, len(resp), time.Since(start).Seconds())
+		kc.s.m.Observe(fetchcache.InterfaceKafka, code, n, time.Since(start).Seconds())
 		if kc.closeAfter {
 			return
 		}
