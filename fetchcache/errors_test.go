@@ -21,7 +21,8 @@ import (
 // the interfaces' tables (HTTP, Kafka, CLI) answer it whichever layer it
 // came from.
 func TestErrorsMatchOneSentinel(t *testing.T) {
-	sentinels := []error{kafkaerr.ErrUnknownTopicOrPartition, kafkaerr.ErrOffsetOutOfRange, kafkaerr.ErrCorrupt}
+	sentinels := []error{kafkaerr.ErrUnknownTopicOrPartition, kafkaerr.ErrOffsetOutOfRange, kafkaerr.ErrCorrupt,
+		kafkaerr.ErrTopicAlreadyExists, kafkaerr.ErrInvalidTopic, kafkaerr.ErrInvalidConfig, kafkaerr.ErrStorage}
 	for _, tc := range []struct {
 		err  error
 		want error
@@ -39,6 +40,9 @@ func TestErrorsMatchOneSentinel(t *testing.T) {
 		{&topicconfig.CorruptOverridesError{Reason: "json"}, kafkaerr.ErrCorrupt},
 		{&manifest.CorruptManifestError{Key: "k", Reason: "json"}, kafkaerr.ErrCorrupt},
 		{&remotelog.CorruptObjectError{Key: "k", Reason: "size"}, kafkaerr.ErrCorrupt},
+		{&localtier.TopicExistsError{Topic: "t"}, kafkaerr.ErrTopicAlreadyExists},
+		{&topicconfig.InvalidTopicError{Topic: "a/b", Message: "illegal"}, kafkaerr.ErrInvalidTopic},
+		{&topicconfig.InvalidConfigError{Name: "retention.ms", Value: "x", Reason: "bad"}, kafkaerr.ErrInvalidConfig},
 	} {
 		for _, err := range []error{tc.err, fmt.Errorf("read: %w", tc.err)} {
 			for _, s := range sentinels {

@@ -57,6 +57,9 @@ type TopicExistsError struct{ Topic string }
 
 func (e *TopicExistsError) Error() string { return fmt.Sprintf("topic %q already exists", e.Topic) }
 
+// Is makes errors.Is(err, kafkaerr.ErrTopicAlreadyExists) true.
+func (e *TopicExistsError) Is(target error) bool { return target == kafkaerr.ErrTopicAlreadyExists }
+
 // LogDirOptions configure OpenLogDir.
 type LogDirOptions struct {
 	Now    func() time.Time

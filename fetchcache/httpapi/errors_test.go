@@ -9,8 +9,10 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/gate"
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
@@ -28,6 +30,10 @@ func TestErrorStatus(t *testing.T) {
 		{fmt.Errorf("x: %w", &record.CorruptError{File: "f"}), http.StatusInternalServerError, fetchcache.CodeCorruptMessage},
 		{&remotelog.CorruptObjectError{Key: "k"}, http.StatusInternalServerError, fetchcache.CodeCorruptMessage},
 		{&gate.OverloadedError{Gate: gate.Gets, RetryAfter: time.Second}, http.StatusTooManyRequests, fetchcache.CodeThrottled},
+		{&localtier.TopicExistsError{Topic: "t"}, http.StatusConflict, fetchcache.CodeTopicAlreadyExists},
+		{&topicconfig.InvalidTopicError{Topic: "a/b"}, http.StatusBadRequest, fetchcache.CodeInvalidTopic},
+		{&topicconfig.InvalidConfigError{Name: "x"}, http.StatusBadRequest, fetchcache.CodeInvalidConfig},
+		{fmt.Errorf("produce: %w", kafkaerr.ErrStorage), http.StatusInternalServerError, fetchcache.CodeStorageError},
 		{errors.New("disk on fire"), http.StatusInternalServerError, fetchcache.CodeInternal},
 	} {
 		if status, code := ErrorStatus(tc.err); status != tc.status || code != tc.code {

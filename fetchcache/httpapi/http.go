@@ -230,6 +230,10 @@ var errorStatus = []struct {
 	{kafkaerr.ErrUnknownTopicOrPartition, http.StatusNotFound, fetchcache.CodeUnknownTopicOrPartition},
 	{kafkaerr.ErrOffsetOutOfRange, http.StatusRequestedRangeNotSatisfiable, fetchcache.CodeOffsetOutOfRange},
 	{kafkaerr.ErrCorrupt, http.StatusInternalServerError, fetchcache.CodeCorruptMessage},
+	{kafkaerr.ErrTopicAlreadyExists, http.StatusConflict, fetchcache.CodeTopicAlreadyExists},
+	{kafkaerr.ErrInvalidTopic, http.StatusBadRequest, fetchcache.CodeInvalidTopic},
+	{kafkaerr.ErrInvalidConfig, http.StatusBadRequest, fetchcache.CodeInvalidConfig},
+	{kafkaerr.ErrStorage, http.StatusInternalServerError, fetchcache.CodeStorageError},
 }
 
 // ErrorStatus is the HTTP status and result code of err: the Kafka error it

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 // InvalidConfigError is one refused topic config: an unknown name, a value that does not parse,
@@ -33,6 +35,9 @@ func (e *InvalidConfigError) Error() string {
 	}
 	return "Invalid value " + e.Value + " for configuration " + e.Name + ": " + e.Reason
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrInvalidConfig) true.
+func (e *InvalidConfigError) Is(target error) bool { return target == kafkaerr.ErrInvalidConfig }
 
 // Unknown reports whether the error is about a config name that does not exist.
 func (e *InvalidConfigError) Unknown() bool {

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
 // MaxTopicNameLength is Kafka's limit on topic name length (Topic.MAX_NAME_LENGTH).
@@ -16,6 +18,9 @@ type InvalidTopicError struct {
 }
 
 func (e *InvalidTopicError) Error() string { return e.Message }
+
+// Is makes errors.Is(err, kafkaerr.ErrInvalidTopic) true.
+func (e *InvalidTopicError) Is(target error) bool { return target == kafkaerr.ErrInvalidTopic }
 
 // ValidateTopicName applies Kafka's topic name rules: non-empty, not "." or "..", at most 249
 // characters, and only ASCII letters, digits, '.', '_' and '-'.

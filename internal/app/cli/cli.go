@@ -173,7 +173,7 @@ func (r *Runner) Run(ctx context.Context, args []string) int {
 		fmt.Fprintf(r.Stderr, "tiered %s: %s (run 'tiered help %s')\n", cmd.name, oneLine(ue.msg), cmd.name)
 		return ExitUsage
 	default:
-		fmt.Fprintf(r.Stderr, "tiered %s: %s%s\n", cmd.name, oneLine(err.Error()), errorHint(err))
+		fmt.Fprintf(r.Stderr, "tiered %s: %s%s\n", cmd.name, oneLine(err.Error()), errorHint(cmd.name, err))
 		return ExitError
 	}
 }
@@ -187,13 +187,19 @@ var errorHints = []struct {
 	{kafkaerr.ErrUnknownTopicOrPartition, "list topics with 'tiered topic describe' or GET /v1/topics"},
 	{kafkaerr.ErrOffsetOutOfRange, "read from the log start (omit --from-offset) or check the range with 'tiered inspect manifest'"},
 	{kafkaerr.ErrCorrupt, "stored data failed its checks: see 'tiered inspect segment FILE' or 'tiered bucket verify'"},
+	{kafkaerr.ErrTopicAlreadyExists, "change its configs with 'tiered topic alter'"},
+	{kafkaerr.ErrInvalidConfig, "topic configs use Kafka's names and ranges; 'tiered topic describe' lists them"},
 }
 
 // errorHint is the hint of the Kafka error err matches (errorHints), in
-// parentheses, or "" when it matches none.
-func errorHint(err error) string {
+// parentheses, or "" when it matches none or the hint names the command
+// that failed (inspect segment on a corrupt file).
+func errorHint(command string, err error) string {
 	for _, e := range errorHints {
 		if errors.Is(err, e.err) {
+			if strings.Contains(e.hint, "'tiered "+command) {
+				return ""
+			}
 			return " (" + e.hint + ")"
 		}
 	}

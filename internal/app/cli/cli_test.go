@@ -116,11 +116,15 @@ func TestErrorHints(t *testing.T) {
 		{fmt.Errorf("consume: %w", &localtier.UnknownTopicOrPartitionError{Topic: "t", Partition: 1}), "tiered topic describe"},
 		{&localtier.OffsetOutOfRangeError{Offset: 9, LogStartOffset: 0, LogEndOffset: 3}, "omit --from-offset"},
 		{fmt.Errorf("read: %w", &record.CorruptError{File: "x.log", Pos: 7, Reason: "crc"}), "tiered bucket verify"},
+		{&localtier.TopicExistsError{Topic: "t"}, "tiered topic alter"},
 		{errors.New("disk full"), ""},
 	} {
-		got := errorHint(tc.err)
+		got := errorHint("consume", tc.err)
 		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 			t.Errorf("errorHint(%v) = %q, want one naming %q", tc.err, got, tc.want)
 		}
+	}
+	if got := errorHint("inspect segment", &record.CorruptError{File: "x.log"}); got != "" {
+		t.Errorf("inspect segment on a corrupt file is told to run itself: %q", got)
 	}
 }

@@ -61,49 +61,35 @@ func (s *Serve) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/admin/reload", s.reload)
 }
 
-// failErr answers err with the status and code its type calls for: Kafka's
-// errors (unknown topic or partition, ...) first, through the read routes'
-// table (httpapi.ErrorStatus), then the write routes' own errors; the codes
-// are the /v1 API's one vocabulary (fetchcache's).
+// failErr answers err with the status and code its type calls for: the
+// write routes' own errors (recovering, body too large, bad input lines, a
+// record the log refuses), then Kafka's errors through the /v1 API's one
+// table (httpapi.ErrorStatus: unknown topic, topic exists, invalid topic or
+// config, storage error, ...), whose codes are fetchcache's.
 func (s *Serve) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	var (
-		te  *localtier.TopicExistsError
-		ce  *topicconfig.InvalidConfigError
-		ite *topicconfig.InvalidTopicError
-		ie  *producer.InputError
-		re  *localtier.InvalidRecordError
 		nr  *notReadyError
 		mbe *http.MaxBytesError
-		ae  *producer.AppendError
+		ie  *producer.InputError
+		re  *localtier.InvalidRecordError
 	)
-	status, code := httpapi.ErrorStatus(err)
 	switch {
 	case errors.As(err, &nr):
 		w.Header().Set("Retry-After", headerRetryAfterSeconds)
 		httpapi.Fail(w, http.StatusServiceUnavailable, fetchcache.CodeLeaderNotAvailable, err.Error())
-	case code == fetchcache.CodeUnknownTopicOrPartition || code == fetchcache.CodeOffsetOutOfRange:
-		httpapi.Fail(w, status, code, err.Error())
-	case errors.As(err, &te):
-		httpapi.Fail(w, http.StatusConflict, fetchcache.CodeTopicAlreadyExists, err.Error())
-	case errors.As(err, &ite):
-		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidTopic, err.Error())
-	case errors.As(err, &ce):
-		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidConfig, err.Error())
 	case errors.As(err, &mbe):
 		httpapi.Fail(w, http.StatusRequestEntityTooLarge, fetchcache.CodeRecordListTooLarge, fmt.Sprintf("request body is larger than %d bytes; send fewer records per request", mbe.Limit))
 	case errors.As(err, &ie):
 		httpapi.Fail(w, http.StatusBadRequest, fetchcache.CodeInvalidRecord, err.Error())
 	case errors.As(err, &re):
 		httpapi.Fail(w, http.StatusBadRequest, re.Code, err.Error())
-	case errors.As(err, &ae):
-		httpapi.Fail(w, http.StatusInternalServerError, fetchcache.CodeStorageError, err.Error())
 	default:
-		// Corrupt data, overload or anything else: as the read routes answer
-		// it (Retry-After with THROTTLED), logged unless the client left.
-		if code == fetchcache.CodeThrottled {
+		status, code := httpapi.ErrorStatus(err)
+		switch {
+		case code == fetchcache.CodeThrottled:
 			d, _ := gate.RetryAfter(err)
 			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
-		} else if r.Context().Err() == nil {
+		case status >= 500 && r.Context().Err() == nil:
 			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 		}
 		httpapi.Fail(w, status, code, err.Error())

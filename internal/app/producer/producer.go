@@ -17,6 +17,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
@@ -139,6 +140,9 @@ type AppendError struct {
 func (e *AppendError) Error() string {
 	return fmt.Sprintf("append to %s-%d (input line %d onwards; %s): %v", e.Topic, e.Partition, e.Line, e.Written.Summary("already written: "), e.Err)
 }
+
+// Is makes errors.Is(err, kafkaerr.ErrStorage) true.
+func (e *AppendError) Is(target error) bool { return target == kafkaerr.ErrStorage }
 
 func (e *AppendError) Unwrap() error { return e.Err }
 

@@ -19,4 +19,15 @@ var (
 	// batch's CRC or framing, a compressed payload, an index, a manifest, an
 	// object's size or checksum). Retrying the same read cannot help.
 	ErrCorrupt = errors.New("corrupt data")
+	// ErrTopicAlreadyExists is Kafka's TOPIC_ALREADY_EXISTS.
+	ErrTopicAlreadyExists = errors.New("topic already exists")
+	// ErrInvalidTopic is Kafka's INVALID_TOPIC_EXCEPTION: a name Kafka
+	// would refuse.
+	ErrInvalidTopic = errors.New("invalid topic")
+	// ErrInvalidConfig is Kafka's INVALID_CONFIG: an unknown topic config
+	// name, a bad value, or an invalid combination.
+	ErrInvalidConfig = errors.New("invalid config")
+	// ErrStorage is Kafka's KAFKA_STORAGE_ERROR: the log could not be
+	// written (or read) for a reason of the disk, not of the request.
+	ErrStorage = errors.New("storage error")
 )
