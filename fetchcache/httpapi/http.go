@@ -3,8 +3,8 @@
 // offset or timestamp as JSON lines or raw record batches — with its error
 // vocabulary (ErrorStatus: one table from Kafka's errors to status and code),
 // bearer-token authentication and topic authorization, and the Client that
-// replay and `consume --fetch` use. serve adds its write routes through
-// HTTPOptions.Routes.
+// replay and `consume --fetch` use; and, with a Writer (serve's), the write
+// API: topics, produce, reload.
 package httpapi
 
 import (
@@ -73,10 +73,10 @@ type HTTPOptions struct {
 	// Auth authenticates requests and filters topics (see auth.Authorizer and
 	// guard); nil serves everyone everything.
 	Auth *auth.Authorizer
-	// Routes, when set, adds routes to the handler's mux before its
-	// catch-all (serve's produce and topic admin endpoints). Its patterns
-	// must not conflict with the fetch routes.
-	Routes func(mux *http.ServeMux)
+	// Writer, when set, serves the write API (writeRoutes: topic create,
+	// describe and alter, produce, reload) — serve's, over its own log
+	// engine.
+	Writer Writer
 }
 
 // httpAPI serves the /v1 API.
@@ -145,8 +145,8 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
-	if o.Routes != nil {
-		o.Routes(mux)
+	if o.Writer != nil {
+		a.writeRoutes(mux, o.Writer)
 	}
 	mux.Handle("/", a.counted(func(w *countingWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

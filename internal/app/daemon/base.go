@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,8 +57,8 @@ type listenOptions struct {
 	catalog fetchcache.Catalog
 	// ready answers /readyz (nil error: 200); nil means the catalog lists its topics.
 	ready func(context.Context) error
-	// routes adds serve's produce and admin API.
-	routes func(*http.ServeMux)
+	// writer serves the /v1 write API (serve's produce and topic admin).
+	writer httpapi.Writer
 }
 
 // listen binds the daemon's listeners, the same for every daemon: HTTP on http.addr with
@@ -73,7 +72,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 		Gatherer:        b.reg,
 		Logger:          b.log,
 		Ready:           o.ready,
-		HTTP:            httpapi.HTTPOptions{Routes: o.routes},
+		HTTP:            httpapi.HTTPOptions{Writer: o.writer},
 		Security:        b.security,
 		ShutdownTimeout: b.cfg.ShutdownTimeout,
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/app/producer"
@@ -39,7 +40,7 @@ const (
 	// during recovery waits for it before it is refused (503 / throttled).
 	DefaultReadyWait = 10 * time.Second
 	// MaxProduceBodyBytes bounds one HTTP produce request.
-	MaxProduceBodyBytes = 64 << 20
+	MaxProduceBodyBytes = httpapi.MaxProduceBodyBytes
 )
 
 // ServeOptions configure NewServe.
@@ -170,7 +171,7 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 	srv, err := s.listen(listenOptions{
 		catalog: s.catalog,
 		ready:   func(context.Context) error { return s.notReady() },
-		routes:  s.routes,
+		writer:  serveWriter{s},
 	})
 	if err != nil {
 		return nil, err
