@@ -7,34 +7,18 @@ import (
 	"testing"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
-	"github.com/tiered/tiered/localtier/codec"
 )
 
-// coldCombined is a combined catalog (serve's) whose partition "cold" has
-// every uploaded offset deleted locally, read through a caching bucket, and
-// the bytes a plain Read returns for the whole remote range.
+// coldCombined is fetchkit.ColdCombined's partition and the end of its
+// remote range.
 func coldCombined(t testing.TB) (fetchcache.Partition, int64) {
-	e := fetchkit.NewEnv(t)
-	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true", "internal.segment.bytes": "262144"})
-	l := e.Log("cold", 0)
-	e.Produce(l, fetchkit.ProduceOpts{Codec: codec.None, Per: 20}, fetchkit.GenRecs(25000, ts0, "z"))
-	mem := fetchkit.Offload(t, e, l)
-	cb, err := chunkcache.NewCachingBucket(mem, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})
+	cat, end := fetchkit.ColdCombined(t)
+	p, err := cat.Partition(context.Background(), "cold", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cb.Close() })
-	remote, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := fetchcache.NewCombinedCatalog(e.Dir, remote).Partition(context.Background(), "cold", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, l.LogStartOffset()
+	return p, end
 }
 
 // readRemote reads [0, end) through read, 256 KiB at a time, and returns

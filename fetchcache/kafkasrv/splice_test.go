@@ -9,9 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
-	"github.com/tiered/tiered/localtier/codec"
 )
 
 // TestSplicedFetchBytes: for every Fetch version served, a response whose
@@ -75,26 +73,11 @@ func TestSplicedFetchBytes(t *testing.T) {
 // are written from the cache's memory); a copy into the response would
 // allocate at least as much as it serves.
 func TestCombinedKafkaFetchNoCopy(t *testing.T) {
-	e := fetchkit.NewEnv(t)
-	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true", "internal.segment.bytes": "262144"})
-	l := e.Log("cold", 0)
-	e.Produce(l, fetchkit.ProduceOpts{Codec: codec.None, Per: 20}, fetchkit.GenRecs(25000, ts0, "z"))
-	mem := fetchkit.Offload(t, e, l)
-	end := l.LogStartOffset()
-	cb, err := chunkcache.NewCachingBucket(mem, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})
+	cat, end := fetchkit.ColdCombined(t)
+	s, err := NewKafkaServer(KafkaOptions{Catalog: cat, Logger: fetchkit.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cb.Close() })
-	remote, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewKafkaServer(KafkaOptions{Catalog: fetchcache.NewCombinedCatalog(e.Dir, remote), Logger: fetchkit.DiscardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := fetchcache.NewCombinedCatalog(e.Dir, remote)
 	part, err := cat.Partition(context.Background(), "cold", 0)
 	if err != nil {
 		t.Fatal(err)
