@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -37,7 +37,7 @@ func diskFaultPayload(k chunkKey) []byte {
 
 func openFaultTier(fsys vfs.FS, dir string, files int64) (*diskTier, *cacheMetrics, error) {
 	m := newCacheMetrics(nil)
-	d, err := openDiskTier(fsys, dir, files*diskFaultFile, diskFaultChunk, m, fetchkit.DiscardLogger())
+	d, err := openDiskTier(fsys, dir, files*diskFaultFile, diskFaultChunk, m, slog.New(slog.DiscardHandler))
 	return d, m, err
 }
 
@@ -333,7 +333,7 @@ func TestCachingBucketDiskFaults(t *testing.T) {
 	session := func(fsys vfs.FS, dir string) (storeReads int, err error) {
 		t.Helper()
 		c, err := NewCachingBucket(inner, CacheOptions{ChunkBytes: diskFaultChunk, MemoryBytes: 1000, ReadAheadChunks: -1,
-			FetchParallelism: 1, CacheDir: dir, DiskBytes: 10 * diskFaultFile, FS: fsys, Logger: fetchkit.DiscardLogger()})
+			FetchParallelism: 1, CacheDir: dir, DiskBytes: 10 * diskFaultFile, FS: fsys, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return 0, err
 		}
