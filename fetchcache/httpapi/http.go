@@ -252,20 +252,31 @@ func ErrorStatus(err error) (status int, code string) {
 
 // failErr answers err with the status and code ErrorStatus gives it.
 func (a *httpAPI) failErr(w *countingWriter, r *http.Request, err error) {
+	a.answerErr(w.Header(), r, err, w.fail)
+}
+
+// answerErr answers err with fail and the status and code ErrorStatus gives
+// it, for every route, reads and writes: Retry-After on THROTTLED, corrupt
+// data counted (tiered_fetch_corrupt_objects_total) and logged, other
+// server-side failures logged unless the client left.
+func (a *httpAPI) answerErr(h http.Header, r *http.Request, err error, fail func(status int, code, msg string)) {
 	status, code := ErrorStatus(err)
-	switch code {
-	case fetchcache.CodeCorruptMessage:
+	switch {
+	case code == fetchcache.CodeCorruptMessage:
 		a.m.CountCorrupt()
-		a.log.Error("fetch request failed: corrupt data", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
-	case fetchcache.CodeThrottled:
+		a.log.Error("request failed: corrupt data", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
+	case code == fetchcache.CodeThrottled:
 		d, _ := gate.RetryAfter(err)
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
-	case fetchcache.CodeInternal:
-		if r.Context().Err() == nil {
-			a.log.Error("fetch request failed", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
-		}
+		setRetryAfter(h, d)
+	case status >= 500 && r.Context().Err() == nil:
+		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery, "code", code, "err", err)
 	}
-	w.fail(status, code, err.Error())
+	fail(status, code, err.Error())
+}
+
+// setRetryAfter sets Retry-After to d in whole seconds, rounded up.
+func setRetryAfter(h http.Header, d time.Duration) {
+	h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
 }
 
 func (a *httpAPI) readyz(w http.ResponseWriter, r *http.Request) {

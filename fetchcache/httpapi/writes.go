@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/fetchcache/gate"
 )
 
 // MaxProduceBodyBytes bounds the body of one produce request.
@@ -157,29 +155,20 @@ func (a *httpAPI) answer(rw http.ResponseWriter, r *http.Request, status int) fu
 }
 
 // failWrite answers a write route's error: the Writer's own *Error as it
-// is, a body over MaxProduceBodyBytes 413 RECORD_LIST_TOO_LARGE, else
-// Kafka's errors through the one table (ErrorStatus), THROTTLED with
-// Retry-After; server-side failures are logged.
+// is, a body over MaxProduceBodyBytes 413 RECORD_LIST_TOO_LARGE, else as
+// every route answers (answerErr).
 func (a *httpAPI) failWrite(rw http.ResponseWriter, r *http.Request, err error) {
 	var we *Error
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &we):
 		if we.RetryAfter > 0 {
-			rw.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(we.RetryAfter.Seconds())), 10))
+			setRetryAfter(rw.Header(), we.RetryAfter)
 		}
 		Fail(rw, we.Status, we.Code, we.Message)
 	case errors.As(err, &mbe):
 		Fail(rw, http.StatusRequestEntityTooLarge, fetchcache.CodeRecordListTooLarge, fmt.Sprintf("request body is larger than %d bytes; send fewer records per request", mbe.Limit))
 	default:
-		status, code := ErrorStatus(err)
-		switch {
-		case code == fetchcache.CodeThrottled:
-			d, _ := gate.RetryAfter(err)
-			rw.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10))
-		case status >= 500 && r.Context().Err() == nil:
-			a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
-		}
-		Fail(rw, status, code, err.Error())
+		a.answerErr(rw.Header(), r, err, func(status int, code, msg string) { Fail(rw, status, code, msg) })
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 
+	"github.com/tiered/tiered/fetchcache"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -20,8 +21,7 @@ type splicedFetch struct {
 	*kmsg.FetchResponse
 	marker []byte
 	rps    []*kmsg.FetchResponseTopicPartition // the marked partitions, in encoding order
-	data   [][][]byte                          // their parts
-	lens   []int
+	views  []fetchcache.View                   // their batches
 }
 
 // markerSize is long enough that a marker never occurs by chance in the
@@ -32,6 +32,8 @@ const markerSize = 16
 // splicedFetch with the partitions' views marked.
 func spliceBatches(r *kmsg.FetchResponse, parts []*fetchPart) kmsg.Response {
 	var sf *splicedFetch
+	// parts are in the response's order (fetch appends them topic by topic,
+	// partition by partition), which is the order kmsg encodes them in.
 	for _, fp := range parts {
 		if fp.data.Len == 0 {
 			continue
@@ -43,25 +45,11 @@ func spliceBatches(r *kmsg.FetchResponse, parts []*fetchPart) kmsg.Response {
 			}
 		}
 		fp.resp.RecordBatches = sf.marker
+		sf.rps = append(sf.rps, fp.resp)
+		sf.views = append(sf.views, fp.data)
 	}
 	if sf == nil {
 		return r
-	}
-	// Encoding order: topics, then partitions, as the response lists them.
-	for i := range r.Topics {
-		for j := range r.Topics[i].Partitions {
-			rp := &r.Topics[i].Partitions[j]
-			if len(rp.RecordBatches) != markerSize || &rp.RecordBatches[0] != &sf.marker[0] {
-				continue
-			}
-			for _, fp := range parts {
-				if fp.resp == rp {
-					sf.rps = append(sf.rps, rp)
-					sf.data = append(sf.data, fp.data.Parts)
-					sf.lens = append(sf.lens, fp.data.Len)
-				}
-			}
-		}
 	}
 	return sf
 }
@@ -74,7 +62,7 @@ func (sf *splicedFetch) encode(correlationID int32) net.Buffers {
 	var out net.Buffers
 	var lenBuf []byte
 	from, size := 0, len(enc)-4
-	for k, parts := range sf.data {
+	for _, v := range sf.views {
 		at := bytes.Index(enc[from:], sf.marker)
 		if at < 0 {
 			return sf.copied(correlationID)
@@ -92,13 +80,13 @@ func (sf *splicedFetch) encode(correlationID int32) net.Buffers {
 		}
 		start := len(lenBuf)
 		if flexible {
-			lenBuf = binary.AppendUvarint(lenBuf, uint64(sf.lens[k])+1)
+			lenBuf = binary.AppendUvarint(lenBuf, uint64(v.Len)+1)
 		} else {
-			lenBuf = binary.BigEndian.AppendUint32(lenBuf, uint32(sf.lens[k]))
+			lenBuf = binary.BigEndian.AppendUint32(lenBuf, uint32(v.Len))
 		}
 		out = append(out, enc[from:at-prefix], lenBuf[start:len(lenBuf):len(lenBuf)])
-		out = append(out, parts...)
-		size += len(lenBuf) - start - prefix + sf.lens[k] - markerSize
+		out = append(out, v.Parts...)
+		size += len(lenBuf) - start - prefix + v.Len - markerSize
 		from = at + markerSize
 	}
 	out = append(out, enc[from:])
@@ -111,7 +99,7 @@ func (sf *splicedFetch) encode(correlationID int32) net.Buffers {
 // where it must be (a kmsg change), so a client never gets a wrong frame.
 func (sf *splicedFetch) copied(correlationID int32) net.Buffers {
 	for k, rp := range sf.rps {
-		rp.RecordBatches = bytes.Join(sf.data[k], nil)
+		rp.RecordBatches = sf.views[k].Bytes()
 	}
 	return net.Buffers{appendResponse(nil, correlationID, sf.FetchResponse)}
 }
