@@ -43,26 +43,56 @@ type tieredProc struct {
 	kafka  string
 }
 
-// loopbackAddr returns a loopback address nothing listens on right now.
-func loopbackAddr(t testing.TB) string {
+// loopbackAddrs returns n distinct loopback addresses nothing listens on
+// right now. All n listeners are held open together, so the kernel cannot
+// hand the same port out twice.
+func loopbackAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, 0, n)
+	lns := make([]net.Listener, 0, n)
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
+	return addrs
 }
 
 // startTiered starts bin with args on fresh HTTP and Kafka addresses and
 // waits until /readyz answers 200. The process is killed when the test
-// ends if it still runs.
+// ends if it still runs. A port picked here can be taken by another process
+// before tiered binds it; a start that fails only for that is retried on new
+// addresses.
 func startTiered(t testing.TB, bin string, env []string, args ...string) *tieredProc {
 	t.Helper()
-	p := &tieredProc{t: t, stderr: &lockedBuffer{}, done: make(chan struct{}), http: loopbackAddr(t), kafka: loopbackAddr(t)}
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		p, bindErr := startTieredOnce(t, bin, env, args...)
+		if p != nil {
+			return p
+		}
+		if attempt == attempts {
+			t.Fatalf("tiered %s could not bind its listeners in %d attempts: %s", args[0], attempts, bindErr)
+		}
+		t.Logf("tiered %s lost a picked port, retrying: %s", args[0], bindErr)
+	}
+}
+
+// startTieredOnce is one attempt of startTiered. It returns nil and the
+// process's output when the process exited because a listener could not
+// bind; every other failure ends the test.
+func startTieredOnce(t testing.TB, bin string, env []string, args ...string) (*tieredProc, string) {
+	t.Helper()
+	addrs := loopbackAddrs(t, 2)
+	p := &tieredProc{t: t, stderr: &lockedBuffer{}, done: make(chan struct{}), http: addrs[0], kafka: addrs[1]}
 	args = append(args, "--http", p.http, "--kafka", p.kafka)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
@@ -89,11 +119,15 @@ func startTiered(t testing.TB, bin string, env []string, args ...string) *tiered
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return p, ""
 			}
 		}
 		if p.exited() {
-			t.Fatalf("tiered %s exited before it was ready: %v\n%s", args[0], p.err, p.stderr)
+			out := p.stderr.String()
+			if strings.Contains(out, "address already in use") {
+				return nil, out
+			}
+			t.Fatalf("tiered %s exited before it was ready: %v\n%s", args[0], p.err, out)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("tiered %s not ready after 60s\n%s", args[0], p.stderr)
