@@ -35,6 +35,7 @@ import (
 
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/testkit/brokerdir"
+	"github.com/tiered/tiered/internal/testkit/testnet"
 )
 
 // TestMain removes the binaries the tests built, then checks for leaked goroutines as
@@ -1169,7 +1170,7 @@ func TestHealthcheck(t *testing.T) {
 		{"ok", http.StatusOK, srv.URL + "/healthz", 0},
 		{"unavailable", http.StatusServiceUnavailable, srv.URL + "/healthz", 1},
 		{"not_found", http.StatusOK, srv.URL + "/nope", 1},
-		{"refused", http.StatusOK, "http://" + freeAddr(t) + "/healthz", 1},
+		{"refused", http.StatusOK, "http://" + testnet.LoopbackAddr(t) + "/healthz", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mu.Lock()
@@ -1187,18 +1188,6 @@ func TestHealthcheck(t *testing.T) {
 }
 
 // ---- metric names -----------------------------------------------------------------------
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // referencedMetrics returns every tiered_* metric name in the rules, the PrometheusRule and
 // the dashboard (string values only: expressions, annotations, descriptions), each with
@@ -1366,7 +1355,7 @@ func TestReferencedMetricsExist(t *testing.T) {
 		}
 	}
 
-	addr := freeAddr(t)
+	addr := testnet.LoopbackAddr(t)
 	sidecar := startDaemon(t, bin, "sidecar", "sidecar", "--kafka-log-dir", logDir, "--bucket", bucket, "--http", addr, "--interval", "1s")
 	collect("sidecar", sidecar.scrape(t, "http://"+addr+"/metrics"))
 	sidecar.stop(t)
@@ -1377,7 +1366,8 @@ func TestReferencedMetricsExist(t *testing.T) {
 		}
 	}
 	{
-		h, k := freeAddr(t), freeAddr(t)
+		hk := testnet.LoopbackAddrs(t, 2)
+		h, k := hk[0], hk[1]
 		fetch := startDaemon(t, bin, "fetch", "fetch", "--bucket", bucket, "--http", h, "--kafka", k)
 		collect("fetch", fetch.scrape(t, "http://"+h+"/metrics"))
 		fetch.stop(t)
@@ -1390,7 +1380,8 @@ func TestReferencedMetricsExist(t *testing.T) {
 			"--partitions", "2", "--config", "cleanup.policy=compact", "--config", "remote.storage.enable=true").CombinedOutput(); err != nil {
 			t.Fatalf("topic create: %v\n%s", err, out)
 		}
-		h, k := freeAddr(t), freeAddr(t)
+		hk := testnet.LoopbackAddrs(t, 2)
+		h, k := hk[0], hk[1]
 		serve := startDaemon(t, bin, "serve", "serve", "--data-dir", dataDir, "--http", h, "--kafka", k)
 		collect("serve", serve.scrape(t, "http://"+h+"/metrics"))
 		serve.stop(t)

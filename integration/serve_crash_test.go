@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/internal/testkit/reliability"
+	"github.com/tiered/tiered/internal/testkit/testnet"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
@@ -41,29 +41,6 @@ type tieredProc struct {
 	err    error // Wait's result, set before done closes
 	http   string
 	kafka  string
-}
-
-// loopbackAddrs returns n distinct loopback addresses nothing listens on
-// right now. All n listeners are held open together, so the kernel cannot
-// hand the same port out twice.
-func loopbackAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	addrs := make([]string, 0, n)
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	return addrs
 }
 
 // startTiered starts bin with args on fresh HTTP and Kafka addresses and
@@ -91,7 +68,7 @@ func startTiered(t testing.TB, bin string, env []string, args ...string) *tiered
 // bind; every other failure ends the test.
 func startTieredOnce(t testing.TB, bin string, env []string, args ...string) (*tieredProc, string) {
 	t.Helper()
-	addrs := loopbackAddrs(t, 2)
+	addrs := testnet.LoopbackAddrs(t, 2)
 	p := &tieredProc{t: t, stderr: &lockedBuffer{}, done: make(chan struct{}), http: addrs[0], kafka: addrs[1]}
 	args = append(args, "--http", p.http, "--kafka", p.kafka)
 	p.cmd = exec.Command(bin, args...)

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/internal/testkit/brokerdir"
+	"github.com/tiered/tiered/internal/testkit/testnet"
 )
 
 // sidecarSetup is a copy of a real broker's log dir whose foo-0 rolled (segment 0, offsets
@@ -25,17 +25,6 @@ func sidecarSetup(t *testing.T) (logDir, bucket string) {
 		t.Fatal(err)
 	}
 	return logDir, bucket
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // runningSidecar is `tiered sidecar` run in-process.
@@ -117,7 +106,7 @@ func checkUploaded(t *testing.T, bucket string) {
 // dir until its first pass is done, checks /healthz, /readyz and /metrics, and stops it.
 func TestSidecarCommand(t *testing.T) {
 	logDir, bucket := sidecarSetup(t)
-	addr := freeAddr(t)
+	addr := testnet.LoopbackAddr(t)
 	s := startSidecar(t, addr, "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--http", addr, "--interval", "50ms")
 	if code, body := s.get(t, "/healthz"); code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
 		t.Errorf("/healthz: %d %s", code, body)
@@ -168,7 +157,7 @@ func TestSidecarCommand(t *testing.T) {
 // overrides the file.
 func TestSidecarConfigFile(t *testing.T) {
 	logDir, bucket := sidecarSetup(t)
-	addr := freeAddr(t)
+	addr := testnet.LoopbackAddr(t)
 	file := filepath.Join(t.TempDir(), "tiered.yaml")
 	body := "bucket: " + fileURL(bucket) + "\n" +
 		"sidecar:\n  kafka_log_dir: " + logDir + "\n" +
@@ -190,7 +179,7 @@ func TestSidecarConfigFile(t *testing.T) {
 // TIERED_SIDECAR_KAFKA_LOG_DIR and TIERED_BUCKET, and uploader settings from TIERED_UPLOADER_*.
 func TestSidecarEnvironment(t *testing.T) {
 	logDir, bucket := sidecarSetup(t)
-	addr := freeAddr(t)
+	addr := testnet.LoopbackAddr(t)
 	t.Setenv("TIERED_SIDECAR_KAFKA_LOG_DIR", logDir)
 	t.Setenv("TIERED_BUCKET", fileURL(bucket))
 	t.Setenv("TIERED_HTTP_ADDR", addr)

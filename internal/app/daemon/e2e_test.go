@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tiered/tiered/internal/testkit/testnet"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 )
 
@@ -54,18 +54,6 @@ func tieredBin(t *testing.T) string {
 	return binPath
 }
 
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // proc is a tiered process the test started.
 type proc struct {
 	t      *testing.T
@@ -97,7 +85,8 @@ func (s *syncBuffer) String() string {
 // Kafka addresses, and waits until /readyz answers 200.
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stderr: &syncBuffer{}, done: make(chan error, 1), http: freeAddr(t), kafka: freeAddr(t)}
+	addrs := testnet.LoopbackAddrs(t, 2)
+	p := &proc{t: t, stderr: &syncBuffer{}, done: make(chan error, 1), http: addrs[0], kafka: addrs[1]}
 	args = append(args, "--http", p.http, "--kafka", p.kafka)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
@@ -267,7 +256,8 @@ func TestServeEndToEnd(t *testing.T) {
 	s := startProc(t, bin, nil, serveArgs...)
 
 	// A second serve on the same data dir names the holder.
-	code, _, errs := runCmd(t, bin, "", "serve", "--data-dir", data, "--http", freeAddr(t), "--kafka", freeAddr(t))
+	second := testnet.LoopbackAddrs(t, 2)
+	code, _, errs := runCmd(t, bin, "", "serve", "--data-dir", data, "--http", second[0], "--kafka", second[1])
 	if code != 1 || !strings.Contains(errs, "is in use by tiered serve (pid ") || !strings.Contains(errs, s.http) {
 		t.Fatalf("second serve: exit %d, stderr %q", code, errs)
 	}
@@ -407,7 +397,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	// An unreachable S3 endpoint alone is refused too, before the data dir.
 	t.Setenv("AWS_ACCESS_KEY_ID", "e2e")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "e2e-secret")
-	s3 := "s3://b/p?" + url.Values{"endpoint": {"http://" + freeAddr(t)}, "region": {"us-east-1"}, "path_style": {"true"}}.Encode()
+	s3 := "s3://b/p?" + url.Values{"endpoint": {"http://" + testnet.LoopbackAddr(t)}, "region": {"us-east-1"}, "path_style": {"true"}}.Encode()
 	code, _, errs = runCmd(t, bin, "", "serve", "--data-dir", data, "--bucket", s3)
 	if code != 2 || !strings.Contains(errs, "bucket s3://b/p") {
 		t.Fatalf("unreachable bucket: exit %d: %s", code, errs)

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/tiered/tiered/internal/testkit/testnet"
 	"go.uber.org/goleak"
 )
 
@@ -188,28 +188,15 @@ func FindBinary() (string, error) {
 	}
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	return addr, l.Close()
-}
-
 func start(bin, dir string, ownsDir bool) (*Server, error) {
 	s := &Server{bin: bin, dir: dir, ownsDir: ownsDir, logPath: filepath.Join(dir, "minio.log")}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken before MinIO binds it
-		addr, err := freeAddr()
+		addrs, err := testnet.Pick(2)
 		if err != nil {
 			return nil, err
 		}
-		console, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		s.Addr, s.consoleAddr, s.Endpoint = addr, console, "http://"+addr
+		s.Addr, s.consoleAddr, s.Endpoint = addrs[0], addrs[1], "http://"+addrs[0]
 		if lastErr = s.launch(); lastErr == nil {
 			break
 		}
