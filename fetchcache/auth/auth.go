@@ -64,9 +64,9 @@ func PrincipalFromContext(ctx context.Context) Principal {
 	return p
 }
 
-// Authorizer holds the credentials and per-principal topic allow-lists of
-// both listeners (the auth section of the configuration). It is immutable
-// and safe for concurrent use. A nil *Authorizer authenticates nobody and
+// Authorizer holds the credentials and per-principal ACLs of both
+// listeners (the auth section of the configuration). It is immutable and
+// safe for concurrent use. A nil *Authorizer authenticates nobody and
 // allows everything, as does one built from an empty Settings.
 //
 // Authentication, per listener:
@@ -80,17 +80,18 @@ func PrincipalFromContext(ctx context.Context) Principal {
 //     name is the principal and SASL/PLAIN, if the client also does it,
 //     replaces it. Without either, Kafka clients are anonymous.
 //
-// Authorization: the anonymous principal reads every topic (the listener
-// does not authenticate, as before auth existed). When no ACL is
-// configured at all, every authenticated principal reads every topic
+// Authorization (May): the anonymous principal may do everything (the
+// listener does not authenticate, as before auth existed). When no ACL is
+// configured at all, every authenticated principal may do everything
 // (authentication without authorization, as a Kafka broker without an
-// authorizer). Once any ACL is configured, a principal reads exactly the
-// topics its entry allows — exact names, prefixes ending in '*', or "*" —
-// and a principal without an entry reads nothing.
+// authorizer). Once any ACL is configured, a principal may do exactly what
+// its entry allows (ACL: read, write and groups by pattern — exact names,
+// prefixes ending in '*', or "*" — and admin), and a principal without an
+// entry may do nothing.
 type Authorizer struct {
 	tokens []tokenCred
 	users  map[string]Secret
-	acls   map[string]topicACL // nil: authorization disabled
+	acls   map[string]principalACL // nil: authorization disabled
 	deny   *logLimiter
 }
 
@@ -99,23 +100,135 @@ type tokenCred struct {
 	token     Secret
 }
 
-// topicACL is one principal's allow-list.
-type topicACL struct {
+// Permission is what an HTTP route or a Kafka API needs of its principal.
+type Permission uint8
+
+// The permissions, from none to cluster administration.
+const (
+	// PermNone needs only authentication (ApiVersions, SASL, an unknown path).
+	PermNone Permission = iota
+	// PermDescribe needs read or write on the topic, or admin: see that it
+	// exists and how it is configured (Metadata, the topic list, GET config).
+	PermDescribe
+	// PermRead needs read on the topic: its records and offsets.
+	PermRead
+	// PermWrite needs write on the topic: produce.
+	PermWrite
+	// PermAdmin needs admin: topic create, alter and delete, reload, group
+	// administration, /metrics. It is cluster-wide; no topic is named.
+	PermAdmin
+)
+
+// String names the permission as the documentation does.
+func (p Permission) String() string {
+	switch p {
+	case PermNone:
+		return "none"
+	case PermDescribe:
+		return "describe"
+	case PermRead:
+		return "read"
+	case PermWrite:
+		return "write"
+	case PermAdmin:
+		return "admin"
+	}
+	return fmt.Sprintf("Permission(%d)", uint8(p))
+}
+
+// patterns is a compiled list of name patterns.
+type patterns struct {
 	all      bool
 	exact    map[string]bool
 	prefixes []string
 }
 
-func (a topicACL) allows(topic string) bool {
-	if a.all || a.exact[topic] {
+func (a patterns) match(name string) bool {
+	if a.all || a.exact[name] {
 		return true
 	}
 	for _, p := range a.prefixes {
-		if strings.HasPrefix(topic, p) {
+		if strings.HasPrefix(name, p) {
 			return true
 		}
 	}
 	return false
+}
+
+// principalACL is one principal's compiled ACL.
+type principalACL struct {
+	read, write, groups patterns
+	admin               bool
+}
+
+// CheckTopicPattern accepts "*", a topic name Kafka accepts, or a prefix of
+// one followed by '*'.
+func CheckTopicPattern(pat string) error {
+	return checkPattern(pat, func(prefix string) error {
+		if topicconfig.ValidateTopicName(prefix+"x") != nil {
+			return fmt.Errorf("%q: a topic prefix may contain only ASCII letters, digits, '.', '_' and '-'", pat)
+		}
+		return nil
+	}, func(name string) error {
+		if err := topicconfig.ValidateTopicName(name); err != nil {
+			return fmt.Errorf("%q: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// CheckGroupPattern accepts "*", a consumer group ID, or a prefix of one
+// followed by '*'. A group ID is any non-empty string (as in Kafka) free of
+// control characters.
+func CheckGroupPattern(pat string) error {
+	check := func(s string) error {
+		for _, r := range s {
+			if r < 0x20 || r == 0x7f {
+				return fmt.Errorf("%q: a group ID must not contain control characters", pat)
+			}
+		}
+		return nil
+	}
+	if pat == "" {
+		return errors.New(`"": a group ID must not be empty`)
+	}
+	return checkPattern(pat, check, check)
+}
+
+// checkPattern checks pat: "*", a prefix followed by '*' (checkPrefix), or
+// an exact name (checkExact).
+func checkPattern(pat string, checkPrefix, checkExact func(string) error) error {
+	prefix, isPrefix := strings.CutSuffix(pat, "*")
+	switch {
+	case pat == "*":
+		return nil
+	case strings.Contains(prefix, "*"):
+		return fmt.Errorf("%q: '*' may appear only at the end", pat)
+	case isPrefix:
+		return checkPrefix(prefix)
+	default:
+		return checkExact(pat)
+	}
+}
+
+// compile checks and compiles the patterns of auth.acls.<principal>.<field>.
+func compile(pats []string, path string, check func(string) error, errs *[]error) patterns {
+	out := patterns{exact: map[string]bool{}}
+	for i, pat := range pats {
+		if err := check(pat); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s[%d]: %w", path, i, err))
+			continue
+		}
+		switch prefix, isPrefix := strings.CutSuffix(pat, "*"); {
+		case pat == "*":
+			out.all = true
+		case isPrefix:
+			out.prefixes = append(out.prefixes, prefix)
+		default:
+			out.exact[pat] = true
+		}
+	}
+	return out
 }
 
 // NewAuthorizer checks a and builds an Authorizer from it. Problems are
@@ -147,35 +260,20 @@ func NewAuthorizer(a Settings) (*Authorizer, error) {
 		}
 	}
 	if len(a.ACLs) > 0 {
-		z.acls = make(map[string]topicACL, len(a.ACLs))
+		z.acls = make(map[string]principalACL, len(a.ACLs))
 		names := make([]string, 0, len(a.ACLs))
 		for n := range a.ACLs {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			acl := topicACL{exact: map[string]bool{}}
-			for i, pat := range a.ACLs[name] {
-				switch prefix, isPrefix := strings.CutSuffix(pat, "*"); {
-				case pat == "*":
-					acl.all = true
-				case strings.Contains(prefix, "*"):
-					errs = append(errs, fmt.Errorf("auth.acls.%s[%d]: %q: '*' may appear only at the end", name, i, pat))
-				case isPrefix:
-					if topicconfig.ValidateTopicName(prefix+"x") != nil {
-						errs = append(errs, fmt.Errorf("auth.acls.%s[%d]: %q: a topic prefix may contain only ASCII letters, digits, '.', '_' and '-'", name, i, pat))
-						continue
-					}
-					acl.prefixes = append(acl.prefixes, prefix)
-				default:
-					if err := topicconfig.ValidateTopicName(pat); err != nil {
-						errs = append(errs, fmt.Errorf("auth.acls.%s[%d]: %w", name, i, err))
-						continue
-					}
-					acl.exact[pat] = true
-				}
+			e, p := a.ACLs[name], "auth.acls."+name
+			z.acls[name] = principalACL{
+				read:   compile(e.Read, p+".read", CheckTopicPattern, &errs),
+				write:  compile(e.Write, p+".write", CheckTopicPattern, &errs),
+				groups: compile(e.Groups, p+".groups", CheckGroupPattern, &errs),
+				admin:  e.Admin,
 			}
-			z.acls[name] = acl
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -248,19 +346,67 @@ func (z *Authorizer) AuthenticatePlain(username, password string) (Principal, bo
 }
 
 // Allowed reports whether p may read topic.
-func (z *Authorizer) Allowed(p Principal, topic string) bool {
-	if z == nil || p.Anonymous() || z.acls == nil {
+func (z *Authorizer) Allowed(p Principal, topic string) bool { return z.May(p, PermRead, topic) }
+
+// May reports whether p has permission perm on topic (ignored for PermNone
+// and PermAdmin). See Authorizer for who may do what.
+func (z *Authorizer) May(p Principal, perm Permission, topic string) bool {
+	if !z.Enforced(p) || perm == PermNone {
 		return true
 	}
 	acl, ok := z.acls[p.Name]
-	return ok && acl.allows(topic)
+	if !ok {
+		return false
+	}
+	switch perm {
+	case PermDescribe:
+		return acl.admin || acl.read.match(topic) || acl.write.match(topic)
+	case PermRead:
+		return acl.read.match(topic)
+	case PermWrite:
+		return acl.write.match(topic)
+	case PermAdmin:
+		return acl.admin
+	}
+	return false
+}
+
+// Enforced reports whether ACLs apply to p: some are configured and p is
+// authenticated.
+func (z *Authorizer) Enforced(p Principal) bool {
+	return z != nil && z.acls != nil && !p.Anonymous()
+}
+
+// GroupAllowed reports whether p may join and commit offsets for the
+// consumer group (auth.acls.<principal>.groups). No API served today takes
+// a group; the consumer-group APIs will ask this.
+func (z *Authorizer) GroupAllowed(p Principal, group string) bool {
+	if !z.Enforced(p) {
+		return true
+	}
+	acl, ok := z.acls[p.Name]
+	return ok && acl.groups.match(group)
+}
+
+// Audit results besides an error code.
+const (
+	AuditOK     = "ok"
+	AuditDenied = "denied"
+)
+
+// Audit logs one change a principal made or tried (topic create, alter or
+// delete, reload, group offset reset): INFO "audit" with the principal,
+// the action (e.g. "topic.alter"), its target (a topic, "config") and the
+// result (AuditOK, AuditDenied or the error code).
+func Audit(log *slog.Logger, p Principal, action, target, result string) {
+	log.Info("audit", "principal", p.String(), "action", action, "target", target, "result", result)
 }
 
 // denialLogInterval spaces the log lines of repeated denials of one
 // principal on one topic (or failed logins from one address).
 const denialLogInterval = 10 * time.Second
 
-// logDenied logs a refused read, at most once per denialLogInterval per
+// LogDenied logs a refused request, at most once per denialLogInterval per
 // interface, principal and topic; the line counts the ones left out.
 func (z *Authorizer) LogDenied(log *slog.Logger, iface string, p Principal, topic, remote string) {
 	if z == nil {
@@ -272,7 +418,7 @@ func (z *Authorizer) LogDenied(log *slog.Logger, iface string, p Principal, topi
 	}
 }
 
-// logAuthFailure logs a failed authentication, at most once per
+// LogAuthFailure logs a failed authentication, at most once per
 // denialLogInterval per interface, remote host and reason. It never logs a
 // credential: user is a SASL username or empty.
 func (z *Authorizer) LogAuthFailure(log *slog.Logger, iface, mechanism, user, remote, reason string) {
@@ -366,8 +512,8 @@ func NewSecurity(httpTLS, kafkaTLS TLS, auth Settings) (Security, error) {
 }
 
 // Warnings lists what an operator should know about a security setup: a
-// listener that does not authenticate while others do, credentials sent in
-// clear text.
+// listener that does not authenticate while others do, authentication
+// without ACLs, credentials sent in clear text.
 func (s Security) Warnings(http, kafka bool) []string {
 	var out []string
 	httpMTLS := s.HTTPTLS != nil && s.HTTPTLS.ClientAuth == tls.RequireAndVerifyClientCert
@@ -375,10 +521,13 @@ func (s Security) Warnings(http, kafka bool) []string {
 	httpAuth := s.Auth.TokensRequired() || httpMTLS
 	kafkaAuth := s.Auth.SASLRequired() || kafkaMTLS
 	if http && !httpAuth && (kafkaAuth || s.Auth.HasACLs()) {
-		out = append(out, "the HTTP listener does not authenticate (no auth.tokens, no http.tls.client_ca_file): its clients read every topic")
+		out = append(out, "the HTTP listener does not authenticate (no auth.tokens, no http.tls.client_ca_file): its clients may do everything (read and produce to every topic, administer)")
 	}
 	if kafka && !kafkaAuth && (httpAuth || s.Auth.HasACLs()) {
-		out = append(out, "the Kafka listener does not authenticate (no auth.sasl_plain, no kafka.tls.client_ca_file): its clients read every topic")
+		out = append(out, "the Kafka listener does not authenticate (no auth.sasl_plain, no kafka.tls.client_ca_file): its clients may do everything (read every topic)")
+	}
+	if (httpAuth && http || kafkaAuth && kafka) && !s.Auth.HasACLs() {
+		out = append(out, "no auth.acls: every authenticated principal may do everything (read and produce to every topic, administer)")
 	}
 	if http && s.Auth.TokensRequired() && s.HTTPTLS == nil {
 		out = append(out, "bearer tokens on a plaintext HTTP listener travel in clear text: configure http.tls")

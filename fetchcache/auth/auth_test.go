@@ -22,10 +22,14 @@ func TestNewAuthorizerRefuses(t *testing.T) {
 		"nul_password":    {auth.Settings{SASLPlain: []auth.PlainUser{{Username: "a", Password: fetchkit.PassAlice + "\x00"}}}, "auth.sasl_plain[0].password"},
 		"duplicate_user": {auth.Settings{SASLPlain: []auth.PlainUser{{Username: "a", Password: fetchkit.PassAlice}, {Username: "a", Password: fetchkit.PassBob}}},
 			"auth.sasl_plain[1].username"},
-		"star_inside":    {auth.Settings{ACLs: map[string][]string{"ci": {"or*ders"}}}, "auth.acls.ci[0]"},
-		"bad_prefix":     {auth.Settings{ACLs: map[string][]string{"ci": {"a/b*"}}}, "auth.acls.ci[0]"},
-		"dotdot_topic":   {auth.Settings{ACLs: map[string][]string{"ci": {"ok", ".."}}}, "auth.acls.ci[1]"},
-		"slash_in_topic": {auth.Settings{ACLs: map[string][]string{"ci": {"../x"}}}, "auth.acls.ci[0]"},
+		"star_inside":    {auth.Settings{ACLs: map[string]auth.ACL{"ci": auth.ReadOnly("or*ders")}}, "auth.acls.ci.read[0]"},
+		"bad_prefix":     {auth.Settings{ACLs: map[string]auth.ACL{"ci": auth.ReadOnly("a/b*")}}, "auth.acls.ci.read[0]"},
+		"dotdot_topic":   {auth.Settings{ACLs: map[string]auth.ACL{"ci": auth.ReadOnly("ok", "..")}}, "auth.acls.ci.read[1]"},
+		"slash_in_topic": {auth.Settings{ACLs: map[string]auth.ACL{"ci": auth.ReadOnly("../x")}}, "auth.acls.ci.read[0]"},
+		"bad_write":      {auth.Settings{ACLs: map[string]auth.ACL{"ci": {Write: []string{"ok", "a b"}}}}, "auth.acls.ci.write[1]"},
+		"empty_group":    {auth.Settings{ACLs: map[string]auth.ACL{"ci": {Groups: []string{""}}}}, "auth.acls.ci.groups[0]"},
+		"group_star":     {auth.Settings{ACLs: map[string]auth.ACL{"ci": {Groups: []string{"a*b*"}}}}, "auth.acls.ci.groups[0]"},
+		"group_control":  {auth.Settings{ACLs: map[string]auth.ACL{"ci": {Groups: []string{"ok", "a\nb"}}}}, "auth.acls.ci.groups[1]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := auth.NewAuthorizer(tc.auth)
@@ -147,7 +151,7 @@ func TestNewServerTLSConfig(t *testing.T) {
 
 func TestSecurityWarnings(t *testing.T) {
 	pki := fetchkit.NewPKI(t, "warn")
-	z, err := auth.NewAuthorizer(auth.Settings{SASLPlain: []auth.PlainUser{{Username: "a", Password: fetchkit.PassAlice}}, ACLs: map[string][]string{"a": {"*"}}})
+	z, err := auth.NewAuthorizer(auth.Settings{SASLPlain: []auth.PlainUser{{Username: "a", Password: fetchkit.PassAlice}}, ACLs: map[string]auth.ACL{"a": auth.ReadOnly("*")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,11 +160,89 @@ func TestSecurityWarnings(t *testing.T) {
 	if !strings.Contains(w, "HTTP listener does not authenticate") || !strings.Contains(w, "SASL/PLAIN on a plaintext Kafka listener") {
 		t.Fatalf("warnings:\n%s", w)
 	}
-	sec := fetchkit.MustSecurity(t, pki.ServerTLS(true), pki.ServerTLS(false), auth.Settings{SASLPlain: []auth.PlainUser{{Username: "a", Password: fetchkit.PassAlice}}})
+	users := []auth.PlainUser{{Username: "a", Password: fetchkit.PassAlice}}
+	sec := fetchkit.MustSecurity(t, pki.ServerTLS(true), pki.ServerTLS(false), auth.Settings{SASLPlain: users, ACLs: map[string]auth.ACL{"a": auth.ReadOnly("*")}})
 	if w := sec.Warnings(true, true); len(w) != 0 {
 		t.Fatalf("warnings for a secured setup: %q", w)
 	}
+	noACLs := fetchkit.MustSecurity(t, pki.ServerTLS(true), pki.ServerTLS(false), auth.Settings{SASLPlain: users})
+	if w := strings.Join(noACLs.Warnings(true, true), "\n"); !strings.Contains(w, "no auth.acls: every authenticated principal may do everything") {
+		t.Fatalf("warnings for authentication without ACLs:\n%s", w)
+	}
 	if w := (auth.Security{}).Warnings(true, true); len(w) != 0 {
 		t.Fatalf("warnings without auth: %q", w)
+	}
+}
+
+func TestAuthorizerMay(t *testing.T) {
+	z, err := auth.NewAuthorizer(auth.Settings{
+		Tokens: []auth.Token{{Principal: "reader", Token: fetchkit.TokCI}},
+		ACLs: map[string]auth.ACL{
+			"reader": auth.ReadOnly("orders", "logs-*"),
+			"app":    {Read: []string{"orders"}, Groups: []string{"billing-*"}},
+			"ingest": {Read: []string{"*"}, Write: []string{"orders"}},
+			"writer": {Write: []string{"orders"}},
+			"ops":    {Read: []string{"*"}, Write: []string{"*"}, Groups: []string{"*"}, Admin: true},
+			"admin":  {Admin: true},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := auth.NewAuthorizer(auth.Settings{Tokens: []auth.Token{{Principal: "ci", Token: fetchkit.TokCI}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := func(n string) auth.Principal { return auth.Principal{Name: n, Mechanism: auth.MechanismToken} }
+	// Each principal's answer for: describe, read, write on "orders"; read
+	// on "logs-eu"; write on "logs-eu"; admin.
+	for _, tc := range []struct {
+		z    *auth.Authorizer
+		p    auth.Principal
+		want [6]bool
+	}{
+		{z, user("reader"), [6]bool{true, true, false, true, false, false}},
+		{z, user("app"), [6]bool{true, true, false, false, false, false}},
+		{z, user("ingest"), [6]bool{true, true, true, true, false, false}},
+		{z, user("writer"), [6]bool{true, false, true, false, false, false}},
+		{z, user("ops"), [6]bool{true, true, true, true, true, true}},
+		{z, user("admin"), [6]bool{true, false, false, false, false, true}},
+		{z, user("nobody"), [6]bool{false, false, false, false, false, false}},
+		{z, auth.Principal{}, [6]bool{true, true, true, true, true, true}}, // the listener does not authenticate
+		{open, user("ci"), [6]bool{true, true, true, true, true, true}},    // no ACLs: authentication only
+		{nil, user("ci"), [6]bool{true, true, true, true, true, true}},
+	} {
+		got := [6]bool{
+			tc.z.May(tc.p, auth.PermDescribe, "orders"), tc.z.May(tc.p, auth.PermRead, "orders"), tc.z.May(tc.p, auth.PermWrite, "orders"),
+			tc.z.May(tc.p, auth.PermRead, "logs-eu"), tc.z.May(tc.p, auth.PermWrite, "logs-eu"), tc.z.May(tc.p, auth.PermAdmin, ""),
+		}
+		if got != tc.want {
+			t.Errorf("%v: describe/read/write orders, read/write logs-eu, admin = %v, want %v", tc.p, got, tc.want)
+		}
+		if !tc.z.May(tc.p, auth.PermNone, "orders") {
+			t.Errorf("%v: PermNone refused", tc.p)
+		}
+	}
+	for _, tc := range []struct {
+		p     string
+		group string
+		want  bool
+	}{
+		{"app", "billing-eu", true}, {"app", "billing", false}, {"ops", "any", true}, {"reader", "billing-eu", false}, {"nobody", "x", false},
+	} {
+		if got := z.GroupAllowed(user(tc.p), tc.group); got != tc.want {
+			t.Errorf("%s in group %q: %v, want %v", tc.p, tc.group, got, tc.want)
+		}
+	}
+	if !open.GroupAllowed(user("ci"), "x") || !z.GroupAllowed(auth.Principal{}, "x") {
+		t.Error("groups refused without enforcement")
+	}
+}
+
+func TestAudit(t *testing.T) {
+	logs := &fetchkit.LogCapture{}
+	auth.Audit(logs.Logger(), auth.Principal{Name: "ops", Mechanism: auth.MechanismToken}, "topic.alter", "orders", auth.AuditOK)
+	if l := logs.Lines("level=INFO", "msg=audit", "principal=User:ops", "action=topic.alter", "target=orders", "result=ok"); len(l) != 1 {
+		t.Fatalf("audit line missing:\n%s", logs.String())
 	}
 }

@@ -25,20 +25,47 @@ type TLS struct {
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // Settings configure authentication and authorization. With no tokens, no SASL users and no
-// client CA, listeners accept anyone and ACLs must be empty. Once a listener authenticates,
-// a principal reads only the topics its ACL entry allows; a principal without an entry reads
-// nothing.
+// client CA, listeners accept anyone and ACLs must be empty. Once any ACL is configured, a
+// principal may do exactly what its ACL entry allows; a principal without an entry may do
+// nothing but authenticate. With no ACL at all every authenticated principal may do everything.
 type Settings struct {
 	// Tokens are HTTP bearer tokens ("Authorization: Bearer <token>"); when any is set the
-	// HTTP API (except /healthz, /readyz, /metrics) requires one.
+	// HTTP API (except /healthz and /readyz) requires one.
 	Tokens []Token `yaml:"tokens"`
 	// SASLPlain are the SASL/PLAIN users of the Kafka listener; when any is set the listener
 	// requires SASL/PLAIN (or a client certificate, with kafka.tls.client_ca_file).
 	SASLPlain []PlainUser `yaml:"sasl_plain"`
 	// ACLs maps a principal (token principal, SASL username or client-certificate common
-	// name) to the topics it may read: exact names, prefixes ending in '*', or "*" for all.
-	ACLs map[string][]string `yaml:"acls"`
+	// name) to what it may do (ACL).
+	ACLs map[string]ACL `yaml:"acls"`
 }
+
+// ACL is one principal's permissions, auth.acls.<principal>. In YAML it is either a list of
+// topic patterns, which the principal may read and nothing else (the list form), or a mapping:
+//
+//	reader: [orders, "logs-*"]                          # list form: read only
+//	app:    {read: [orders], groups: ["billing-*"]}     # consumer groups it may join and commit for
+//	ingest: {read: ["*"], write: [orders]}              # write = produce
+//	ops:    {read: ["*"], write: ["*"], groups: ["*"], admin: true}
+//
+// A pattern is an exact name, a prefix followed by '*', or "*" for all. Read and write do not
+// imply each other; either lets the principal see the topic (Kafka's DESCRIBE: Metadata, the
+// topic list, a topic's config). Admin is cluster-wide: topic create, alter and delete, reload,
+// group administration and /metrics; it grants no topic's records.
+type ACL struct {
+	// Read are the topics the principal may fetch and list offsets of.
+	Read []string `yaml:"read,omitempty" json:"read,omitempty"`
+	// Write are the topics it may produce to.
+	Write []string `yaml:"write,omitempty" json:"write,omitempty"`
+	// Groups are the consumer groups it may join and commit offsets for (kept for the
+	// consumer-group APIs; no API served today uses them).
+	Groups []string `yaml:"groups,omitempty" json:"groups,omitempty"`
+	// Admin allows topic administration, reload, group administration and /metrics.
+	Admin bool `yaml:"admin,omitempty" json:"admin,omitempty"`
+}
+
+// ReadOnly is the ACL of the list form: read the topics, nothing else.
+func ReadOnly(topics ...string) ACL { return ACL{Read: topics} }
 
 // Token is one bearer token and the principal it authenticates.
 type Token struct {

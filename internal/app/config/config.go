@@ -108,6 +108,7 @@ type (
 	Token     = auth.Token
 	PlainUser = auth.PlainUser
 	Secret    = auth.Secret
+	ACL       = auth.ACL
 )
 
 // Sidecar locates the Kafka broker a sidecar reads.

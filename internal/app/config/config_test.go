@@ -23,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/localtier/topicconfig"
 )
 
@@ -216,7 +217,7 @@ func TestEnvCompositeAndMerge(t *testing.T) {
 	if len(c.Auth.Tokens) != 3 || c.Auth.Tokens[1].Principal != "b" || c.Auth.Tokens[2].Token.Reveal() != "envtok2" {
 		t.Errorf("tokens (lists are replaced) = %+v", c.Auth.Tokens)
 	}
-	want := map[string][]string{"a": {"x"}, "b": {"*"}, "c": {"orders-*"}}
+	want := map[string]ACL{"a": {Read: []string{"x"}}, "b": {Read: []string{"*"}}, "c": {Read: []string{"orders-*"}}}
 	if !reflect.DeepEqual(c.Auth.ACLs, want) {
 		t.Errorf("acls (mappings merge) = %v, want %v", c.Auth.ACLs, want)
 	}
@@ -337,6 +338,18 @@ func TestValidationErrors(t *testing.T) {
 		{name: "acl_bad_chars", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls: {a: ['a b*']}\n", path: "auth.acls.a[0]", line: 4, msg: "a topic prefix may contain only"},
 		{name: "acl_bad_topic", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls: {a: ['..']}\n", path: "auth.acls.a[0]", line: 4, msg: `Topic name cannot be "." or ".."`},
 		{name: "acl_bad_pattern", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls: {a: ['or*ders', 'logs-*']}\n", path: "auth.acls.a[0]", line: 4, msg: "'*' may appear only at the end"},
+		{name: "acl_map_bad_write", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {read: [x], write: [ok, 'a b']}\n", path: "auth.acls.a.write[1]", line: 5, msg: "contains a character other than"},
+		{name: "acl_map_bad_read", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {read: ['or*ders']}\n", path: "auth.acls.a.read[0]", line: 5, msg: "'*' may appear only at the end"},
+		{name: "acl_unknown_key", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {reads: [x]}\n", path: "auth.acls.a.reads", line: 5, msg: "unknown key (known: read, write, groups, admin)"},
+		{name: "acl_scalar", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: orders\n", path: "auth.acls.a", line: 5, msg: "want a list of topics (read only) or a mapping of read, write, groups, admin, got a value"},
+		{name: "acl_read_scalar", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {read: orders}\n", path: "auth.acls.a.read", line: 5, msg: "want a list, got a value"},
+		{name: "acl_admin_type", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {admin: yes please}\n", path: "auth.acls.a.admin", line: 5, msg: `"yes please" is not true or false`},
+		{name: "acl_admin_list", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {admin: [x]}\n", path: "auth.acls.a.admin", line: 5, msg: "want true or false, got a list"},
+		{name: "acl_duplicate_key", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {read: [x], read: [y]}\n", path: "auth.acls.a.read", line: 5, msg: "duplicate key"},
+		{name: "acl_group_empty", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {groups: ['']}\n", path: "auth.acls.a.groups[0]", line: 5, msg: "a group ID must not be empty"},
+		{name: "acl_group_star", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {groups: ['billing-*', 'a*b']}\n", path: "auth.acls.a.groups[1]", line: 5, msg: "'*' may appear only at the end"},
+		{name: "acl_group_type", yaml: "auth:\n  tokens: [{principal: a, token: t}]\n  acls:\n    a: {groups: {x: y}}\n", path: "auth.acls.a.groups", line: 5, msg: "want a list, got a mapping"},
+		{name: "env_acl_unknown_key", env: []string{"TIERED_AUTH_TOKENS=[{principal: a, token: t}]", "TIERED_AUTH_ACLS={a: {produce: [x]}}"}, path: "auth.acls.a.produce", msg: "env TIERED_AUTH_ACLS: auth.acls.a.produce: unknown key"},
 		{name: "env_bad_value", env: []string{"TIERED_FETCH_CHUNK_BYTES=big"}, path: "fetch.chunk_bytes", msg: "env TIERED_FETCH_CHUNK_BYTES: fetch.chunk_bytes: \"big\" is not a size"},
 		{name: "env_negative", env: []string{"TIERED_FETCH_DISK_CACHE_BYTES=-1"}, path: "fetch.disk_cache_bytes", msg: "env TIERED_FETCH_DISK_CACHE_BYTES: fetch.disk_cache_bytes: must not be negative"},
 		{name: "env_unknown_in_section", env: []string{"TIERED_FETCH_CACHE_BYTE=1"}, path: "", msg: "env TIERED_FETCH_CACHE_BYTE: unknown configuration variable"},
@@ -698,6 +711,54 @@ auth:
 	c := mustLoad(t, LoadOptions{File: file})
 	if !c.HTTP.TLS.Enabled() || c.Kafka.TLS.ClientCAFile != cert {
 		t.Errorf("tls: %+v %+v", c.HTTP.TLS, c.Kafka.TLS)
+	}
+}
+
+// TestACLShapes loads DESIGN.md's auth.acls: the list form is read only, the mapping form
+// carries read, write, groups and admin; a later layer replaces a principal's entry whole, and
+// the printed configuration loads back to the same ACLs.
+func TestACLShapes(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, "data_dir: "+dir+`
+auth:
+  sasl_plain: [{username: reader, password: p}, {username: app, password: p}, {username: ingest, password: p}, {username: ops, password: p}]
+  acls:
+    reader: [orders, "logs-*"]
+    app:    {read: ["orders"], groups: ["billing-*"]}
+    ingest: {read: ["*"], write: ["orders"]}
+    ops:    {read: ["*"], write: ["*"], groups: ["*"], admin: true}
+`)
+	want := map[string]ACL{
+		"reader": {Read: []string{"orders", "logs-*"}},
+		"app":    {Read: []string{"orders"}, Groups: []string{"billing-*"}},
+		"ingest": {Read: []string{"*"}, Write: []string{"orders"}},
+		"ops":    {Read: []string{"*"}, Write: []string{"*"}, Groups: []string{"*"}, Admin: true},
+	}
+	c := mustLoad(t, LoadOptions{File: file})
+	if !reflect.DeepEqual(c.Auth.ACLs, want) {
+		t.Fatalf("acls = %+v, want %+v", c.Auth.ACLs, want)
+	}
+	// The environment replaces ingest's entry as a whole (no read left from the file) and
+	// turns ops into a list-form reader.
+	c = mustLoad(t, LoadOptions{File: file, Env: []string{"TIERED_AUTH_ACLS={ingest: {write: [orders]}, ops: [x]}"}})
+	want["ingest"], want["ops"] = ACL{Write: []string{"orders"}}, ACL{Read: []string{"x"}}
+	if !reflect.DeepEqual(c.Auth.ACLs, want) {
+		t.Fatalf("acls after env = %+v, want %+v", c.Auth.ACLs, want)
+	}
+	if c.Source("auth.acls.ingest") != SourceEnv || c.Source("auth.acls.app") != SourceFile {
+		t.Errorf("sources: %v", c.Sources())
+	}
+	var out bytes.Buffer
+	if err := c.WriteYAML(&out, true); err != nil {
+		t.Fatal(err)
+	}
+	// (Printed secrets are masked: every password reads "******".)
+	c2 := mustLoad(t, LoadOptions{File: writeFile(t, out.String())})
+	if !reflect.DeepEqual(c2.Auth.ACLs, want) {
+		t.Fatalf("printed and loaded back: %+v, want %+v\n%s", c2.Auth.ACLs, want, out.String())
+	}
+	if _, err := auth.NewAuthorizer(c2.Auth); err != nil {
+		t.Fatalf("authorizer of the loaded config: %v", err)
 	}
 }
 

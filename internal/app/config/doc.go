@@ -22,7 +22,24 @@
 //
 // Only flags the user actually gave count as a layer (LoadOptions.Flags); a flag's own default
 // never overrides the file or the environment. Mappings (broker, auth.acls) merge key by key
-// across layers; lists (auth.tokens, auth.sasl_plain) are replaced as a whole.
+// across layers; lists (auth.tokens, auth.sasl_plain) and each principal's auth.acls entry
+// are replaced as a whole.
+//
+// # ACLs
+//
+// auth.acls maps a principal to what it may do, in the list form (topics it may read, and
+// nothing else) or the mapping form (fetchcache/auth.ACL):
+//
+//	auth:
+//	  acls:
+//	    reader: [orders, "logs-*"]                         # list form = read only
+//	    app:    {read: ["orders"], groups: ["billing-*"]}  # groups it may join and commit for
+//	    ingest: {read: ["*"], write: ["orders"]}           # write = produce
+//	    ops:    {read: ["*"], write: ["*"], groups: ["*"], admin: true}
+//
+// A mapping key other than read, write, groups and admin, a value of the wrong type, and a bad
+// pattern (a '*' not at the end, a topic name Kafka refuses, an empty group) are refused with
+// their key path, e.g. auth.acls.ingest.write[1].
 //
 // # YAML file
 //

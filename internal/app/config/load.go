@@ -53,10 +53,13 @@ type meta struct {
 	// a section, or about a key it lacks, still gets a line.
 	sections map[string]origin
 	bad      map[string]bool // paths that failed to parse: Validate skips them
+	// aclLists are the auth.acls entries given in the list form (read only), whose patterns
+	// problems name auth.acls.<principal>[i].
+	aclLists map[string]bool
 }
 
 func newMeta() *meta {
-	return &meta{origins: map[string]origin{}, sections: map[string]origin{}, bad: map[string]bool{}}
+	return &meta{origins: map[string]origin{}, sections: map[string]origin{}, bad: map[string]bool{}, aclLists: map[string]bool{}}
 }
 
 // FlagPaths maps the daemons' command-line flags to key paths (DESIGN.md's serve, sidecar and
@@ -336,6 +339,7 @@ func yamlErrText(err error) string {
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	byteSizeType = reflect.TypeFor[ByteSize]()
+	aclType      = reflect.TypeFor[ACL]()
 )
 
 // fieldByTag returns the field of struct type t with yaml tag key.
@@ -413,6 +417,9 @@ func (l *loader) decode(n *yaml.Node, v reflect.Value, path string) {
 	switch {
 	case t == durationType, t == byteSizeType:
 		// handled as scalars below
+	case t == aclType:
+		l.decodeACL(n, v, path)
+		return
 	case t.Kind() == reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			l.fail(path, n.Line, "want a mapping of keys, got "+nodeKind(n))
@@ -480,6 +487,29 @@ func (l *loader) decode(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	l.set(path, n.Line)
+}
+
+// decodeACL applies one auth.acls entry, which replaces the principal's entry of earlier
+// layers as a whole: a list of topics (read only) or a mapping of read, write, groups, admin.
+func (l *loader) decodeACL(n *yaml.Node, v reflect.Value, path string) {
+	v.Set(reflect.Zero(aclType))
+	l.c.meta.aclLists[path] = n.Kind == yaml.SequenceNode
+	switch n.Kind {
+	case yaml.SequenceNode:
+		l.decode(n, v.FieldByName("Read"), path)
+	case yaml.MappingNode:
+		l.clearBelow(path)
+		l.eachKey(n, path, func(k, val *yaml.Node, kp string) {
+			fi, ok := fieldByTag(aclType, k.Value)
+			if !ok {
+				l.fail(kp, k.Line, "unknown key"+knownKeys(aclType))
+				return
+			}
+			l.decode(val, v.Field(fi), kp)
+		})
+	default:
+		l.fail(path, n.Line, "want a list of topics (read only) or a mapping of read, write, groups, admin, got "+nodeKind(n))
+	}
 }
 
 // setScalar parses s into v by v's type. Messages never quote a Secret.

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -371,30 +371,21 @@ func (v *validator) auth() {
 		} else if !mtls && !noAuth && !principals[principal] {
 			v.add(p, "no token or SASL/PLAIN user has this principal")
 		}
-		for i, pat := range a.ACLs[principal] {
-			if err := checkTopicPattern(pat); err != nil {
-				v.add(fmt.Sprintf("%s[%d]", p, i), "%v", err)
+		e := a.ACLs[principal]
+		for _, f := range []struct {
+			name  string
+			pats  []string
+			check func(string) error
+		}{{"read", e.Read, auth.CheckTopicPattern}, {"write", e.Write, auth.CheckTopicPattern}, {"groups", e.Groups, auth.CheckGroupPattern}} {
+			for i, pat := range f.pats {
+				if err := f.check(pat); err != nil {
+					at := fmt.Sprintf("%s.%s[%d]", p, f.name, i)
+					if v.c.meta != nil && v.c.meta.aclLists[p] {
+						at = fmt.Sprintf("%s[%d]", p, i) // the list form
+					}
+					v.add(at, "%v", err)
+				}
 			}
 		}
 	}
-}
-
-// checkTopicPattern accepts "*", a topic name, or a prefix followed by '*'.
-func checkTopicPattern(pat string) error {
-	if pat == "*" {
-		return nil
-	}
-	if strings.Contains(strings.TrimSuffix(pat, "*"), "*") {
-		return fmt.Errorf("%q: '*' may appear only at the end", pat)
-	}
-	if prefix, ok := strings.CutSuffix(pat, "*"); ok {
-		if topicconfig.ValidateTopicName(prefix+"x") != nil {
-			return fmt.Errorf("%q: a topic prefix may contain only ASCII letters, digits, '.', '_' and '-'", pat)
-		}
-		return nil
-	}
-	if err := topicconfig.ValidateTopicName(pat); err != nil {
-		return fmt.Errorf("%q: %v", pat, err)
-	}
-	return nil
 }

@@ -193,12 +193,12 @@ func AuthConfig() auth.Settings {
 			{Username: "alice", Password: PassAlice},
 			{Username: "bob", Password: PassBob},
 		},
-		ACLs: map[string][]string{
-			"ci":      {"orders"},
-			"ops":     {"*"},
-			"alice":   {"orders*"},
-			"bob":     {"secret"},
-			ClientACN: {"public.x"},
+		ACLs: map[string]auth.ACL{
+			"ci":      auth.ReadOnly("orders"),
+			"ops":     auth.ReadOnly("*"),
+			"alice":   auth.ReadOnly("orders*"),
+			"bob":     auth.ReadOnly("secret"),
+			ClientACN: auth.ReadOnly("public.x"),
 		},
 	}
 }
