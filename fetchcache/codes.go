@@ -19,10 +19,13 @@ const (
 	CodeInternal                = "INTERNAL"            // storage or other server-side failure
 
 	CodeUnauthorized             = "UNAUTHORIZED"               // HTTP 401: no or a bad bearer token
-	CodeTopicAuthorizationFailed = "TOPIC_AUTHORIZATION_FAILED" // HTTP 403 / Kafka: a topic the principal may not read
-	CodeSASLAuthenticationFailed = "SASL_AUTHENTICATION_FAILED" // Kafka: bad SASL/PLAIN credentials
-	CodeUnsupportedSASLMechanism = "UNSUPPORTED_SASL_MECHANISM" // Kafka: a mechanism other than PLAIN
-	CodeIllegalSASLState         = "ILLEGAL_SASL_STATE"         // Kafka: a request out of authentication order
+	CodeTopicAuthorizationFailed = "TOPIC_AUTHORIZATION_FAILED" // HTTP 403 / Kafka: a topic the principal may not read, produce to or describe
+	// CodeClusterAuthorizationFailed: HTTP 403 for a route needing admin
+	// (topic create and alter, reload, /metrics) to a principal without it.
+	CodeClusterAuthorizationFailed = "CLUSTER_AUTHORIZATION_FAILED"
+	CodeSASLAuthenticationFailed   = "SASL_AUTHENTICATION_FAILED" // Kafka: bad SASL/PLAIN credentials
+	CodeUnsupportedSASLMechanism   = "UNSUPPORTED_SASL_MECHANISM" // Kafka: a mechanism other than PLAIN
+	CodeIllegalSASLState           = "ILLEGAL_SASL_STATE"         // Kafka: a request out of authentication order
 )
 
 // CodeCorruptMessage is the result code of a read that found stored data

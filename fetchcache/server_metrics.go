@@ -15,7 +15,7 @@ const (
 var resultCodes = []string{
 	CodeOK, CodeInvalidRequest, CodeUnknownTopicOrPartition, CodeOffsetOutOfRange, CodeThrottled,
 	CodeUnsupportedVersion, CodePolicyViolation, CodeNotFound, CodeNotAcceptable, CodeInternal,
-	CodeUnauthorized, CodeTopicAuthorizationFailed, CodeSASLAuthenticationFailed,
+	CodeUnauthorized, CodeTopicAuthorizationFailed, CodeClusterAuthorizationFailed, CodeSASLAuthenticationFailed,
 	CodeUnsupportedSASLMechanism, CodeIllegalSASLState, CodeCorruptMessage,
 }
 

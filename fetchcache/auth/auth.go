@@ -407,14 +407,21 @@ func Audit(log *slog.Logger, p Principal, action, target, result string) {
 const denialLogInterval = 10 * time.Second
 
 // LogDenied logs a refused request, at most once per denialLogInterval per
-// interface, principal and topic; the line counts the ones left out.
-func (z *Authorizer) LogDenied(log *slog.Logger, iface string, p Principal, topic, remote string) {
+// interface, principal, permission and topic; the line counts the ones left
+// out: "topic access denied" for a topic's permission, "cluster access
+// denied" for admin.
+func (z *Authorizer) LogDenied(log *slog.Logger, iface string, p Principal, perm Permission, topic, remote string) {
 	if z == nil {
 		return
 	}
-	if n, ok := z.deny.allow(iface + "\x00" + p.Name + "\x00" + topic); ok {
+	if n, ok := z.deny.allow(iface + "\x00" + p.Name + "\x00" + perm.String() + "\x00" + topic); ok {
+		if perm == PermAdmin {
+			log.Warn("cluster access denied", "interface", iface, "principal", p.String(), "mechanism", p.Mechanism,
+				"permission", perm.String(), "remote", remote, "suppressed", n)
+			return
+		}
 		log.Warn("topic access denied", "interface", iface, "principal", p.String(), "mechanism", p.Mechanism,
-			"topic", topic, "remote", remote, "suppressed", n)
+			"permission", perm.String(), "topic", topic, "remote", remote, "suppressed", n)
 	}
 }
 

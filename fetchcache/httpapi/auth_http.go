@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/tiered/tiered/fetchcache"
@@ -13,15 +12,13 @@ import (
 // HTTP authentication failures answer 401 with this challenge (RFC 6750).
 const httpAuthRealm = `Bearer realm="tiered"`
 
-// guard authenticates every request except /healthz and /readyz, refuses
-// a request naming a topic its principal may not read (any route under
-// /v1/topics/{topic}/, serve's produce and config routes included) with
-// 403 TOPIC_AUTHORIZATION_FAILED, and passes the principal on in the
-// request context (auth.PrincipalFromContext). /metrics is authenticated like
-// the API, because metric labels carry topic names.
-func (a *httpAPI) guard(next http.Handler) http.Handler {
+// guard authenticates every request except those of the public paths
+// (/healthz, /readyz) and passes the principal on in the request context
+// (auth.PrincipalFromContext); authorize then checks the route's
+// permission.
+func (a *httpAPI) guard(public map[string]bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		if public[r.URL.Path] {
 			next.ServeHTTP(rw, r)
 			return
 		}
@@ -38,15 +35,55 @@ func (a *httpAPI) guard(next http.Handler) http.Handler {
 			}).ServeHTTP(rw, r)
 			return
 		}
-		if topic, ok := pathTopic(r); ok && !a.auth.Allowed(p, topic) {
-			a.counted(func(w *countingWriter, r *http.Request) {
-				a.auth.LogDenied(a.log, fetchcache.InterfaceHTTP, p, topic, r.RemoteAddr)
-				w.fail(http.StatusForbidden, fetchcache.CodeTopicAuthorizationFailed, fmt.Sprintf("%s may not read topic %q", p, topic))
-			}).ServeHTTP(rw, r)
-			return
-		}
 		next.ServeHTTP(rw, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
+}
+
+// verbs says what a principal denied a topic permission may not do.
+var verbs = map[auth.Permission]string{auth.PermDescribe: "describe", auth.PermRead: "read", auth.PermWrite: "produce to"}
+
+// authorize answers a request its principal may not make on rt with 403:
+// TOPIC_AUTHORIZATION_FAILED for the {topic} of a describe, read or write
+// route, CLUSTER_AUTHORIZATION_FAILED for an admin route (and an audit line
+// for a change refused). The check comes before the body is read.
+func (a *httpAPI) authorize(rt Route, next http.Handler) http.Handler {
+	if rt.Perm == auth.PermNone {
+		return next
+	}
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		p := auth.PrincipalFromContext(r.Context())
+		topic := r.PathValue("topic")
+		switch {
+		case rt.Perm == auth.PermAdmin && !a.auth.May(p, auth.PermAdmin, ""):
+			if rt.Audit != "" {
+				auth.Audit(a.log, p, rt.Audit, auditTarget(rt, r), auth.AuditDenied)
+			}
+			a.auth.LogDenied(a.log, fetchcache.InterfaceHTTP, p, auth.PermAdmin, "", r.RemoteAddr)
+			a.deny(rw, r, fetchcache.CodeClusterAuthorizationFailed, fmt.Sprintf("%s may not administer the cluster (%s needs admin)", p, rt.Pattern))
+		case rt.Perm != auth.PermAdmin && topic != "" && !a.auth.May(p, rt.Perm, topic):
+			a.auth.LogDenied(a.log, fetchcache.InterfaceHTTP, p, rt.Perm, topic, r.RemoteAddr)
+			a.deny(rw, r, fetchcache.CodeTopicAuthorizationFailed, fmt.Sprintf("%s may not %s topic %q", p, verbs[rt.Perm], topic))
+		default:
+			next.ServeHTTP(rw, r)
+		}
+	})
+}
+
+// deny answers 403 with code, counted as every API request is.
+func (a *httpAPI) deny(rw http.ResponseWriter, r *http.Request, code, msg string) {
+	a.counted(func(w *countingWriter, _ *http.Request) { w.fail(http.StatusForbidden, code, msg) }).ServeHTTP(rw, r)
+}
+
+// auditTarget is what a change route acts on before its body is read: the
+// {topic}, "config" for reload, else "topics".
+func auditTarget(rt Route, r *http.Request) string {
+	switch {
+	case r.PathValue("topic") != "":
+		return r.PathValue("topic")
+	case rt.Audit == AuditReload:
+		return "config"
+	}
+	return "topics"
 }
 
 // principal authenticates r: a bearer token when tokens are configured,
@@ -74,22 +111,4 @@ func (a *httpAPI) principal(r *http.Request) (auth.Principal, string) {
 		return auth.Principal{}, "invalid token"
 	}
 	return p, ""
-}
-
-// pathTopic returns the topic a /v1/topics/{topic}/... path names, split
-// and unescaped exactly as http.ServeMux fills {topic}.
-func pathTopic(r *http.Request) (string, bool) {
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/topics/")
-	if !ok {
-		return "", false
-	}
-	seg, _, _ := strings.Cut(rest, "/")
-	if seg == "" {
-		return "", false
-	}
-	topic, err := url.PathUnescape(seg)
-	if err != nil {
-		return seg, true
-	}
-	return topic, true
 }

@@ -114,6 +114,58 @@ type httpAPI struct {
 // 500 INTERNAL, or 500 CORRUPT_MESSAGE when stored data fails its checks
 // (counted in tiered_fetch_corrupt_objects_total; the bytes are not served).
 func NewHTTPHandler(o HTTPOptions) http.Handler {
+	a := newAPI(o)
+	mux := http.NewServeMux()
+	public := map[string]bool{}
+	for _, rt := range a.routes(o) {
+		mux.Handle(rt.Pattern, a.authorize(rt.Route, rt.h))
+		if rt.Public {
+			_, path, _ := strings.Cut(rt.Pattern, " ")
+			public[path] = true
+		}
+	}
+	return a.guard(public, mux)
+}
+
+// Route is one route of the HTTP API and the permission its principal
+// needs (see auth.Permission): of the {topic} the pattern names for
+// describe, read and write (without one, GET /v1/topics lists the topics
+// the principal may describe), cluster-wide for admin. With auth off
+// (auth.Authorizer.Enforced false) every route is open.
+type Route struct {
+	// Pattern is the http.ServeMux pattern, e.g. "PATCH /v1/topics/{topic}/config".
+	Pattern string
+	Perm    auth.Permission
+	// Public routes answer without authentication (/healthz, /readyz).
+	Public bool
+	// Audit is the action a change logs one audit line as ("" for a read).
+	Audit string
+}
+
+// Audit actions of the write routes.
+const (
+	AuditTopicCreate = "topic.create"
+	AuditTopicAlter  = "topic.alter"
+	AuditReload      = "reload"
+)
+
+type route struct {
+	Route
+	h http.Handler
+}
+
+// Routes lists the routes NewHTTPHandler(o) serves, in the order it
+// registers them, each with the permission it checks: the table the
+// authorization tests and the README's permission list are made from.
+func Routes(o HTTPOptions) []Route {
+	var out []Route
+	for _, rt := range newAPI(o).routes(o) {
+		out = append(out, rt.Route)
+	}
+	return out
+}
+
+func newAPI(o HTTPOptions) *httpAPI {
 	a := &httpAPI{cat: fetchcache.ValidatingCatalog{Catalog: o.Catalog}, auth: o.Auth, m: o.Metrics, ready: o.Ready, log: o.Logger,
 		defBytes: o.DefaultRecordsBytes, maxBytes: o.MaxRecordsBytes}
 	if a.m == nil {
@@ -134,29 +186,38 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 			return err
 		}
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/topics", a.counted(a.topics))
-	mux.Handle("GET /v1/topics/{topic}/partitions/{partition}", a.counted(a.partition))
-	mux.Handle("GET /v1/topics/{topic}/partitions/{partition}/records", a.counted(a.records))
+	return a
+}
+
+// routes is the route table of o: reads, /metrics, health, serve's write
+// routes with a Writer, and the catch-all answering 404 or 405.
+func (a *httpAPI) routes(o HTTPOptions) []route {
+	rts := []route{
+		{Route{Pattern: "GET /v1/topics", Perm: auth.PermDescribe}, a.counted(a.topics)},
+		{Route{Pattern: "GET /v1/topics/{topic}/partitions/{partition}", Perm: auth.PermRead}, a.counted(a.partition)},
+		{Route{Pattern: "GET /v1/topics/{topic}/partitions/{partition}/records", Perm: auth.PermRead}, a.counted(a.records)},
+	}
 	if o.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+		// Metric labels name every topic: administrators only.
+		rts = append(rts, route{Route{Pattern: "GET /metrics", Perm: auth.PermAdmin}, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})})
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", a.readyz)
+	rts = append(rts,
+		route{Route{Pattern: "GET /healthz", Public: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		})},
+		route{Route{Pattern: "GET /readyz", Public: true}, http.HandlerFunc(a.readyz)},
+	)
 	if o.Writer != nil {
-		a.writeRoutes(mux, o.Writer)
+		rts = append(rts, a.writeRoutes(o.Writer)...)
 	}
-	mux.Handle("/", a.counted(func(w *countingWriter, r *http.Request) {
+	return append(rts, route{Route{Pattern: "/"}, a.counted(func(w *countingWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			w.fail(http.StatusMethodNotAllowed, fetchcache.CodeInvalidRequest, fmt.Sprintf("method %s is not allowed: the fetch service is read-only", r.Method))
 			return
 		}
 		w.fail(http.StatusNotFound, fetchcache.CodeNotFound, fmt.Sprintf("no such path %q", r.URL.Path))
-	}))
-	return a.guard(mux)
+	})})
 }
 
 // countingWriter records the result code and body bytes of one API request.
@@ -306,7 +367,7 @@ func (a *httpAPI) topics(w *countingWriter, r *http.Request) {
 	}{Topics: make([]TopicJSON, 0, len(ts))}
 	p := auth.PrincipalFromContext(r.Context())
 	for _, t := range ts {
-		if !a.auth.Allowed(p, t.Name) {
+		if !a.auth.May(p, auth.PermDescribe, t.Name) {
 			continue
 		}
 		tj := TopicJSON{Topic: t.Name, Partitions: t.Partitions}

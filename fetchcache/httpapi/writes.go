@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
 )
 
 // MaxProduceBodyBytes bounds the body of one produce request.
@@ -65,36 +66,45 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// writeRoutes adds the write API of w to mux:
+// writeRoutes are the write API of w, each with its permission:
 //
-//	POST  /v1/topics                                        create (CreateTopicRequest)
-//	GET   /v1/topics/{topic}/config                         describe
-//	PATCH /v1/topics/{topic}/config                         alter (AlterConfigRequest)
-//	POST  /v1/topics/{topic}[/partitions/{partition}]/records  produce JSON lines (?auto_create=false)
-//	POST  /v1/admin/reload
-func (a *httpAPI) writeRoutes(mux *http.ServeMux, w Writer) {
-	mux.HandleFunc("POST /v1/topics", func(rw http.ResponseWriter, r *http.Request) {
+//	POST  /v1/topics                                        create (CreateTopicRequest)           admin
+//	GET   /v1/topics/{topic}/config                         describe                              describe
+//	PATCH /v1/topics/{topic}/config                         alter (AlterConfigRequest)            admin
+//	POST  /v1/topics/{topic}[/partitions/{partition}]/records  produce JSON lines (?auto_create=false)  write (auto-creation: admin too)
+//	POST  /v1/admin/reload                                  reload                                admin
+//
+// Create, alter and reload log one audit line each (auth.Audit) with the
+// principal and the result, refused ones included.
+func (a *httpAPI) writeRoutes(w Writer) []route {
+	create := func(rw http.ResponseWriter, r *http.Request) {
 		var req CreateTopicRequest
 		if !a.decodeBody(rw, r, &req) {
+			a.audit(r, AuditTopicCreate, "topics", fetchcache.CodeInvalidRequest)
 			return
 		}
-		a.answer(rw, r, http.StatusCreated)(w.CreateTopic(r.Context(), req))
-	})
-	mux.HandleFunc("GET /v1/topics/{topic}/config", func(rw http.ResponseWriter, r *http.Request) {
-		a.answer(rw, r, http.StatusOK)(w.DescribeTopic(r.Context(), r.PathValue("topic")))
-	})
-	mux.HandleFunc("PATCH /v1/topics/{topic}/config", func(rw http.ResponseWriter, r *http.Request) {
+		v, err := w.CreateTopic(r.Context(), req)
+		a.audit(r, AuditTopicCreate, req.Topic, resultOf(err))
+		a.answer(rw, r, http.StatusCreated)(v, err)
+	}
+	alter := func(rw http.ResponseWriter, r *http.Request) {
+		topic := r.PathValue("topic")
 		var req AlterConfigRequest
 		if !a.decodeBody(rw, r, &req) {
+			a.audit(r, AuditTopicAlter, topic, fetchcache.CodeInvalidRequest)
 			return
 		}
 		if len(req.Set) == 0 && len(req.Delete) == 0 {
+			a.audit(r, AuditTopicAlter, topic, fetchcache.CodeInvalidRequest)
 			Fail(rw, http.StatusBadRequest, fetchcache.CodeInvalidRequest, `nothing to alter: give "set" and/or "delete"`)
 			return
 		}
-		a.answer(rw, r, http.StatusOK)(w.AlterTopic(r.Context(), r.PathValue("topic"), req))
-	})
+		v, err := w.AlterTopic(r.Context(), topic, req)
+		a.audit(r, AuditTopicAlter, topic, resultOf(err))
+		a.answer(rw, r, http.StatusOK)(v, err)
+	}
 	produce := func(rw http.ResponseWriter, r *http.Request) {
+		topic := r.PathValue("topic")
 		partition := int32(-1)
 		if ps := r.PathValue("partition"); ps != "" {
 			p, err := strconv.ParseInt(ps, 10, 32)
@@ -103,7 +113,7 @@ func (a *httpAPI) writeRoutes(mux *http.ServeMux, w Writer) {
 				return
 			}
 			if p < 0 {
-				err := &fetchcache.UnknownTopicOrPartitionError{Topic: r.PathValue("topic"), Partition: int32(p)}
+				err := &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: int32(p)}
 				Fail(rw, http.StatusNotFound, fetchcache.CodeUnknownTopicOrPartition, err.Error())
 				return
 			}
@@ -118,18 +128,62 @@ func (a *httpAPI) writeRoutes(mux *http.ServeMux, w Writer) {
 			Fail(rw, http.StatusBadRequest, fetchcache.CodeInvalidRequest, fmt.Sprintf("unknown or bad query parameter %q (allowed: auto_create=true|false)", k))
 			return
 		}
+		// Creating a missing topic is administration, as Kafka's CREATE:
+		// without admin a missing topic is 404, as with auto_create=false.
+		autoCreate = autoCreate && a.auth.May(auth.PrincipalFromContext(r.Context()), auth.PermAdmin, "")
+		created := autoCreate && !a.exists(r.Context(), topic)
 		body := http.MaxBytesReader(rw, r.Body, MaxProduceBodyBytes)
-		a.answer(rw, r, http.StatusOK)(w.Produce(r.Context(), r.PathValue("topic"), partition, autoCreate, body))
+		v, err := w.Produce(r.Context(), topic, partition, autoCreate, body)
+		if created && a.exists(r.Context(), topic) {
+			a.audit(r, AuditTopicCreate, topic, auth.AuditOK)
+		}
+		a.answer(rw, r, http.StatusOK)(v, err)
 	}
-	mux.HandleFunc("POST /v1/topics/{topic}/records", produce)
-	mux.HandleFunc("POST /v1/topics/{topic}/partitions/{partition}/records", produce)
-	mux.HandleFunc("POST /v1/admin/reload", func(rw http.ResponseWriter, r *http.Request) {
-		if err := w.Reload(r.Context()); err != nil {
+	reload := func(rw http.ResponseWriter, r *http.Request) {
+		err := w.Reload(r.Context())
+		a.audit(r, AuditReload, "config", resultOf(err))
+		if err != nil {
 			a.failWrite(rw, r, err)
 			return
 		}
 		WriteJSON(rw, http.StatusOK, map[string]string{"status": "reloaded"})
-	})
+	}
+	return []route{
+		{Route{Pattern: "POST /v1/topics", Perm: auth.PermAdmin, Audit: AuditTopicCreate}, http.HandlerFunc(create)},
+		{Route{Pattern: "GET /v1/topics/{topic}/config", Perm: auth.PermDescribe}, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			a.answer(rw, r, http.StatusOK)(w.DescribeTopic(r.Context(), r.PathValue("topic")))
+		})},
+		{Route{Pattern: "PATCH /v1/topics/{topic}/config", Perm: auth.PermAdmin, Audit: AuditTopicAlter}, http.HandlerFunc(alter)},
+		{Route{Pattern: "POST /v1/topics/{topic}/records", Perm: auth.PermWrite}, http.HandlerFunc(produce)},
+		{Route{Pattern: "POST /v1/topics/{topic}/partitions/{partition}/records", Perm: auth.PermWrite}, http.HandlerFunc(produce)},
+		{Route{Pattern: "POST /v1/admin/reload", Perm: auth.PermAdmin, Audit: AuditReload}, http.HandlerFunc(reload)},
+	}
+}
+
+// exists reports whether the catalog has topic (a failed lookup counts as
+// not there).
+func (a *httpAPI) exists(ctx context.Context, topic string) bool {
+	_, err := a.cat.Partition(ctx, topic, 0)
+	return err == nil
+}
+
+// audit logs one change r made or tried, with r's principal.
+func (a *httpAPI) audit(r *http.Request, action, target, result string) {
+	auth.Audit(a.log, auth.PrincipalFromContext(r.Context()), action, target, result)
+}
+
+// resultOf is a change's audit result: auth.AuditOK, or the code of the
+// answer failWrite gives err.
+func resultOf(err error) string {
+	var we *Error
+	switch {
+	case err == nil:
+		return auth.AuditOK
+	case errors.As(err, &we):
+		return we.Code
+	}
+	_, code := ErrorStatus(err)
+	return code
 }
 
 // decodeBody decodes a small JSON body strictly, or answers 400.

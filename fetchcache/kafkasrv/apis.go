@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
 
@@ -23,7 +24,12 @@ type api struct {
 	min, max int16
 	// preAuth: the API may come before the connection authenticates.
 	preAuth bool
-	handle  handlerFunc
+	// perm is what the principal needs on each topic the request names
+	// (auth.PermNone: authentication only); the handler asks allowed for
+	// each and answers a denied one TOPIC_AUTHORIZATION_FAILED where Kafka
+	// does. An admin API would be refused here, before its handler.
+	perm   auth.Permission
+	handle handlerFunc
 }
 
 // handlerFunc answers req, a request of the API's kmsg type at a served
@@ -52,6 +58,30 @@ var (
 // once, beside its handler: produce.go, fetch.go, listoffsets.go,
 // metadata.go, apiversions.go.
 var KafkaAPIVersions = versionsOf(apis)
+
+// API describes one Kafka API of the registry: what the authorization tests
+// and the README's permission list are made from.
+type API struct {
+	Key      int16
+	Name     string // kmsg.NameForKey
+	Min, Max int16
+	// PreAuth APIs may come before the connection authenticates; SASL ones
+	// are served only when SASL/PLAIN is configured.
+	PreAuth, SASL bool
+	// Perm is what the principal needs on each topic the request names.
+	Perm auth.Permission
+}
+
+// APIs lists every API the listener may serve, in ApiVersions' order.
+func APIs() []API {
+	var out []API
+	for i, as := range [][]*api{apis, saslAPIs} {
+		for _, a := range as {
+			out = append(out, API{Key: a.key, Name: kmsg.NameForKey(a.key), Min: a.min, Max: a.max, PreAuth: a.preAuth, SASL: i == 1, Perm: a.perm})
+		}
+	}
+	return out
+}
 
 // versionsOf is the ApiVersions entries of as, in their order.
 func versionsOf(as []*api) []kmsg.ApiVersionsResponseApiKey {
@@ -116,7 +146,8 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, cod
 	if !s.supported(h.key, h.version) {
 		r, code = unsupportedResponse(req), fetchcache.CodeUnsupportedVersion
 	} else {
-		r, code, throttle = registered(h.key).handle(s, ctx, kc, req)
+		a := registered(h.key)
+		r, code, throttle = a.handle(s, withPerm(ctx, a.perm), kc, req)
 		if r == nil {
 			return nil, code, nil // no response is due (Produce with acks=0)
 		}

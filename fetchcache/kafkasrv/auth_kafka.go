@@ -80,14 +80,32 @@ func (kc *kafkaConn) principalOf() auth.Principal {
 	return kc.principal
 }
 
-// allowed reports whether the connection's principal may read topic and
-// logs a denial.
-func (s *KafkaServer) allowed(kc *kafkaConn, topic string) bool {
+type permKey struct{}
+
+// withPerm returns ctx carrying the permission of the API being served
+// (its registry entry's perm), which allowed checks.
+func withPerm(ctx context.Context, p auth.Permission) context.Context {
+	return context.WithValue(ctx, permKey{}, p)
+}
+
+// permOf is the permission of the API being served (withPerm); admin,
+// which no topic grants, when none was set.
+func permOf(ctx context.Context) auth.Permission {
+	if perm, ok := ctx.Value(permKey{}).(auth.Permission); ok {
+		return perm
+	}
+	return auth.PermAdmin
+}
+
+// allowed reports whether the connection's principal has the permission
+// of the API being served (permOf) on topic and logs a denial.
+func (s *KafkaServer) allowed(ctx context.Context, kc *kafkaConn, topic string) bool {
+	perm := permOf(ctx)
 	p := kc.principalOf()
-	if s.o.Auth.Allowed(p, topic) {
+	if s.o.Auth.May(p, perm, topic) {
 		return true
 	}
-	s.o.Auth.LogDenied(s.log, fetchcache.InterfaceKafka, p, topic, kc.remote())
+	s.o.Auth.LogDenied(s.log, fetchcache.InterfaceKafka, p, perm, topic, kc.remote())
 	return false
 }
 

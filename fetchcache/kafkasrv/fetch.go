@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/localtier/record"
 )
@@ -16,7 +17,7 @@ const fetchKey int16 = 1
 
 // fetchAPI serves Fetch v4-12: later versions name topics by id, and the
 // service reports the zero topic id.
-var fetchAPI = api{key: fetchKey, min: 4, max: 12, handle: handler((*KafkaServer).fetch)}
+var fetchAPI = api{key: fetchKey, min: 4, max: 12, perm: auth.PermRead, handle: handler((*KafkaServer).fetch)}
 
 // fetchPart is one requested partition's state during a Fetch.
 type fetchPart struct {
@@ -48,7 +49,7 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 	}
 	denied := fetchcache.CodeOK
 	for i, qt := range q.Topics {
-		allowed := s.allowed(kc, qt.Topic)
+		allowed := s.allowed(ctx, kc, qt.Topic)
 		for j, qp := range qt.Partitions {
 			rp := &r.Topics[i].Partitions[j]
 			*rp = kmsg.NewFetchResponseTopicPartition()

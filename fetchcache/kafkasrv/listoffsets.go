@@ -10,13 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/gate"
 )
 
 const listOffsetsKey int16 = 2
 
 // listOffsetsAPI serves ListOffsets v1-7 (v7: max timestamp).
-var listOffsetsAPI = api{key: listOffsetsKey, min: 1, max: 7, handle: handler((*KafkaServer).listOffsets)}
+var listOffsetsAPI = api{key: listOffsetsKey, min: 1, max: 7, perm: auth.PermRead, handle: handler((*KafkaServer).listOffsets)}
 
 // ListOffsets special timestamps.
 const (
@@ -33,7 +34,7 @@ func (s *KafkaServer) listOffsets(ctx context.Context, kc *kafkaConn, q *kmsg.Li
 	for _, qt := range q.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = qt.Topic
-		allowed := s.allowed(kc, qt.Topic)
+		allowed := s.allowed(ctx, kc, qt.Topic)
 		for _, qp := range qt.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = qp.Partition

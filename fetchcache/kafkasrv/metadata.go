@@ -9,13 +9,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
 )
 
 const metadataKey int16 = 3
 
 // metadataAPI serves Metadata v0-12: later versions name topics by id, and
-// the service reports the zero topic id.
-var metadataAPI = api{key: metadataKey, min: 0, max: 12, handle: handler((*KafkaServer).metadata)}
+// the service reports the zero topic id. A topic needs describe (read or
+// write on it, or admin), as Kafka's DESCRIBE, so a producer finds its
+// topic's leader.
+var metadataAPI = api{key: metadataKey, min: 0, max: 12, perm: auth.PermDescribe, handle: handler((*KafkaServer).metadata)}
 
 // broker is the host and port Metadata advertises on connection kc.
 func (s *KafkaServer) broker(kc *kafkaConn) (string, int32) {
@@ -73,7 +76,7 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 	}
 	if q.Topics == nil || (q.Version == 0 && len(q.Topics) == 0) {
 		for _, t := range topics {
-			if s.o.Auth.Allowed(p, t.Name) { // all topics: the denied ones are left out
+			if s.o.Auth.May(p, permOf(ctx), t.Name) { // all topics: the denied ones are left out
 				addTopic(t)
 			}
 		}
@@ -90,7 +93,7 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 			}
 			continue
 		}
-		if !s.allowed(kc, *qt.Topic) {
+		if !s.allowed(ctx, kc, *qt.Topic) {
 			rt := kmsg.NewMetadataResponseTopic()
 			name := *qt.Topic
 			rt.Topic = &name

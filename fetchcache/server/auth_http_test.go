@@ -91,7 +91,8 @@ func TestHTTPBearerAuth(t *testing.T) {
 		{"wrong_token", "/v1/topics", "Bearer " + fetchkit.WrongToken, 401, fetchcache.CodeUnauthorized, `Bearer realm="tiered", error="invalid_token"`},
 		{"basic_scheme", "/v1/topics", "Basic " + fetchkit.TokCI, 401, fetchcache.CodeUnauthorized, `Bearer realm="tiered"`},
 		{"metrics_needs_token", "/metrics", "", 401, fetchcache.CodeUnauthorized, `Bearer realm="tiered"`},
-		{"metrics", "/metrics", ci, 200, "", ""},
+		{"metrics_needs_admin", "/metrics", ci, 403, fetchcache.CodeClusterAuthorizationFailed, ""},
+		{"metrics_admin", "/metrics", "Bearer " + fetchkit.TokAdmin, 200, "", ""},
 		{"unknown_path_needs_token", "/nope", "", 401, fetchcache.CodeUnauthorized, `Bearer realm="tiered"`},
 		{"allowed_partition", "/v1/topics/orders/partitions/0", ci, 200, "", ""},
 		{"allowed_records", "/v1/topics/orders/partitions/0/records", ci, 200, "", ""},
@@ -99,7 +100,7 @@ func TestHTTPBearerAuth(t *testing.T) {
 		{"denied_partition", "/v1/topics/orders-eu/partitions/0", ci, 403, fetchcache.CodeTopicAuthorizationFailed, ""},
 		{"denied_unknown_topic", "/v1/topics/nope/partitions/0", ci, 403, fetchcache.CodeTopicAuthorizationFailed, ""},
 		{"denied_escaped", "/v1/topics/orders%2Fx/partitions/0/records", ci, 403, fetchcache.CodeTopicAuthorizationFailed, ""},
-		{"denied_serve_route", "/v1/topics/secret/config", ci, 403, fetchcache.CodeTopicAuthorizationFailed, ""},
+		{"no_serve_route", "/v1/topics/secret/config", ci, 404, fetchcache.CodeNotFound, ""}, // fetch has no write API
 		{"ops_reads_all", "/v1/topics/secret/partitions/0/records", ops, 200, "", ""},
 		{"ops_invalid_name", "/v1/topics/a%2Fb/partitions/0", ops, 400, fetchcache.CodeInvalidRequest, ""},
 	} {
@@ -126,8 +127,11 @@ func TestHTTPBearerAuth(t *testing.T) {
 	if n := fetchkit.CounterValue(t, m.Requests(fetchcache.InterfaceHTTP, fetchcache.CodeUnauthorized)); n != 5 {
 		t.Fatalf("%v unauthorized requests counted, want 5", n)
 	}
-	if n := fetchkit.CounterValue(t, m.Requests(fetchcache.InterfaceHTTP, fetchcache.CodeTopicAuthorizationFailed)); n != 5 {
-		t.Fatalf("%v denied requests counted, want 5", n)
+	if n := fetchkit.CounterValue(t, m.Requests(fetchcache.InterfaceHTTP, fetchcache.CodeTopicAuthorizationFailed)); n != 4 {
+		t.Fatalf("%v denied requests counted, want 4", n)
+	}
+	if n := fetchkit.CounterValue(t, m.Requests(fetchcache.InterfaceHTTP, fetchcache.CodeClusterAuthorizationFailed)); n != 1 {
+		t.Fatalf("%v denied admin requests counted, want 1", n)
 	}
 	denials := logs.Lines("topic access denied", "principal=User:ci", "topic=secret", "interface=http")
 	if len(denials) != 1 {

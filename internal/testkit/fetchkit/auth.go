@@ -176,6 +176,7 @@ func (c *LogCapture) Logger() *slog.Logger {
 const (
 	TokCI        = "tok-ci-7f3a9c1e5b2d4a6c8e0f"
 	TokOps       = "tok-ops-2b4d6f8a0c1e3a5c7e9b"
+	TokAdmin     = "tok-admin-5c6d7e8f9a0b1c2d3e4f"
 	PassAlice    = "pw-alice-9d8c7b6a5f4e3d2c"
 	PassBob      = "pw-bob-1a2b3c4d5e6f7a8b"
 	WrongToken   = "tok-wrong-0e1d2c3b4a5f6e7d"
@@ -184,11 +185,12 @@ const (
 	ClientNoACLs = "client-nobody"
 )
 
-// AuthConfig: ci reads "orders" only, ops reads everything, alice the
-// "orders" prefix, bob "secret", client-a (a certificate) "public.x".
+// AuthConfig: ci reads "orders" only, ops reads everything, admin
+// administers (and reads nothing), alice reads the "orders" prefix, bob
+// "secret", client-a (a certificate) "public.x".
 func AuthConfig() auth.Settings {
 	return auth.Settings{
-		Tokens: []auth.Token{{Principal: "ci", Token: TokCI}, {Principal: "ops", Token: TokOps}},
+		Tokens: []auth.Token{{Principal: "ci", Token: TokCI}, {Principal: "ops", Token: TokOps}, {Principal: "admin", Token: TokAdmin}},
 		SASLPlain: []auth.PlainUser{
 			{Username: "alice", Password: PassAlice},
 			{Username: "bob", Password: PassBob},
@@ -196,6 +198,7 @@ func AuthConfig() auth.Settings {
 		ACLs: map[string]auth.ACL{
 			"ci":      auth.ReadOnly("orders"),
 			"ops":     auth.ReadOnly("*"),
+			"admin":   {Admin: true},
 			"alice":   auth.ReadOnly("orders*"),
 			"bob":     auth.ReadOnly("secret"),
 			ClientACN: auth.ReadOnly("public.x"),

@@ -2,10 +2,13 @@ package fetchkit
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // RawConn speaks the wire protocol directly, for what clients never send.
@@ -58,4 +61,23 @@ func (r *RawConn) Recv(corr int32) ([]byte, error) {
 	body := make([]byte, n-4)
 	_, err := io.ReadFull(r.C, body)
 	return body, err
+}
+
+// Request sends req with correlation id corr and decodes the response into
+// resp (kmsg, the independent decoder). An error is a failed read (the
+// server closed the connection) or a response that does not decode.
+func (r *RawConn) Request(corr int32, req kmsg.Request, resp kmsg.Response) error {
+	r.Send(req.Key(), req.GetVersion(), corr, req.IsFlexible(), req.AppendTo(nil))
+	body, err := r.Recv(corr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	if req.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
+		body = body[1:] // the response header's tagged fields
+	}
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		return fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	return nil
 }
