@@ -18,6 +18,13 @@ import (
 // startServe runs serve in-process on free ports over a temp data dir.
 func startServe(t *testing.T, flags map[string]string) (*Serve, string) {
 	t.Helper()
+	return startServeWith(t, flags, ServeOptions{})
+}
+
+// startServeWith is startServe with o's options (its Config is made from
+// flags).
+func startServeWith(t *testing.T, flags map[string]string, o ServeOptions) (*Serve, string) {
+	t.Helper()
 	dir := t.TempDir()
 	all := map[string]string{"data-dir": filepath.Join(dir, "data"), "http": "127.0.0.1:0", "kafka": "127.0.0.1:0",
 		"broker.log.retention.ms": "3600000", "shutdown_timeout": "10s"}
@@ -28,7 +35,8 @@ func startServe(t *testing.T, flags map[string]string) (*Serve, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewServe(context.Background(), ServeOptions{Config: cfg})
+	o.Config = cfg
+	s, err := NewServe(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
