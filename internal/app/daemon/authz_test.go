@@ -3,8 +3,9 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
@@ -42,20 +44,11 @@ func authzFlags() map[string]string {
 // callAs is call with principal's bearer token ("" for none).
 func callAs(t *testing.T, principal, method, url, body string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := ""
 	if principal != "" {
-		req.Header.Set("Authorization", "Bearer "+authzToken(principal))
+		token = authzToken(principal)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, string(b)}
+	return callWith(t, token, method, url, body)
 }
 
 // startAuthzServe runs serve with auth and a topic alpha holding a record.
@@ -421,6 +414,35 @@ func TestAuthorizationMatrixKafka(t *testing.T) {
 	for k := range kafkaMatrix {
 		if !seen[k] {
 			t.Errorf("matrix row for API key %d names no registered API", k)
+		}
+	}
+}
+
+// TestREADMEPermissions checks the README's permission tables against the
+// route table and the Kafka registry: a route or API it leaves out, or
+// whose permission it misstates, fails.
+func TestREADMEPermissions(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, rt := range httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry()}) {
+		want := "| `" + rt.Pattern + "` | " + rt.Perm.String()
+		if rt.Public {
+			want += " (no authentication)"
+		}
+		if !strings.Contains(readme, want) {
+			t.Errorf("README has no row %q for HTTP route %s", want, rt.Pattern)
+		}
+	}
+	for _, api := range kafkasrv.APIs() {
+		want := "| " + api.Name + " | " + api.Perm.String()
+		if api.Perm != auth.PermNone {
+			want += " on each topic"
+		}
+		if !strings.Contains(readme, want) {
+			t.Errorf("README has no row %q for Kafka API %s", want, api.Name)
 		}
 	}
 }

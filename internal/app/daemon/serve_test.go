@@ -64,9 +64,18 @@ type answer struct {
 
 func call(t *testing.T, method, url, body string) answer {
 	t.Helper()
+	return callWith(t, "", method, url, body)
+}
+
+// callWith is call with "Authorization: Bearer <token>" unless token is "".
+func callWith(t *testing.T, token, method, url, body string) answer {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
