@@ -25,6 +25,7 @@ const (
 	MechanismToken     = "token"      // HTTP bearer token
 	MechanismSASLPlain = "sasl_plain" // Kafka SASL/PLAIN
 	MechanismMTLS      = "mtls"       // verified client certificate (HTTP or Kafka)
+	MechanismSignal    = "signal"     // a signal to the process (SIGHUP's reload), for audit lines
 )
 
 // Principal is who a request comes from. The zero Principal is the
@@ -42,12 +43,23 @@ type Principal struct {
 // Anonymous reports whether p is the unauthenticated principal.
 func (p Principal) Anonymous() bool { return p.Mechanism == "" }
 
-// String is Kafka's form: "User:<name>", or "User:ANONYMOUS".
+// String is Kafka's form: "User:<name>", or "User:ANONYMOUS"; a signal's
+// principal is "Signal:<name>".
 func (p Principal) String() string {
-	if p.Anonymous() {
+	switch {
+	case p.Anonymous():
 		return "User:ANONYMOUS"
+	case p.Mechanism == MechanismSignal:
+		return "Signal:" + p.Name
 	}
 	return "User:" + p.Name
+}
+
+// SignalPrincipal is the principal of a change a signal to the process
+// made (SignalPrincipal("SIGHUP") for serve's reload), for audit lines; it
+// is never authenticated and no ACL applies to it.
+func SignalPrincipal(signal string) Principal {
+	return Principal{Name: signal, Mechanism: MechanismSignal}
 }
 
 type principalKey struct{}

@@ -245,4 +245,7 @@ func TestAudit(t *testing.T) {
 	if l := logs.Lines("level=INFO", "msg=audit", "principal=User:ops", "action=topic.alter", "target=orders", "result=ok"); len(l) != 1 {
 		t.Fatalf("audit line missing:\n%s", logs.String())
 	}
+	if p := auth.SignalPrincipal("SIGHUP"); p.String() != "Signal:SIGHUP" || p.Anonymous() {
+		t.Fatalf("signal principal prints %s", p)
+	}
 }

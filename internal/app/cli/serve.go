@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/app/daemon"
 )
@@ -179,7 +182,9 @@ type serveProcess struct {
 
 func (p serveProcess) Run(ctx context.Context) error { return runServeProcess(ctx, p.s, p.logger) }
 
-// runServeProcess runs s until ctx ends, reloading on SIGHUP.
+// runServeProcess runs s until ctx ends, reloading on SIGHUP; each reload
+// logs its audit line, as POST /v1/admin/reload does, with the signal as
+// the principal.
 func runServeProcess(ctx context.Context, s *daemon.Serve, logger *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -192,9 +197,12 @@ func runServeProcess(ctx context.Context, s *daemon.Serve, logger *slog.Logger) 
 			case <-hctx.Done():
 				return
 			case <-hup:
+				result := auth.AuditOK
 				if err := s.Reload(); err != nil {
 					logger.Error("reload failed", "err", err)
+					result = fetchcache.CodeReloadFailed
 				}
+				auth.Audit(logger, auth.SignalPrincipal("SIGHUP"), httpapi.AuditReload, "config", result)
 			}
 		}
 	}()
