@@ -1,7 +1,8 @@
 // Package auth owns who may do what on the fetch service's listeners: principals
 // (bearer token, SASL/PLAIN, client certificate), the authorizer and its
-// per-principal topic allow-lists, the TLS settings of a listener, and the
-// settings types the process configuration embeds (Settings, TLS, Secret).
+// per-principal ACLs (read, write, groups, admin: Permission, May), the audit
+// line of a change (Audit), the TLS settings of a listener, and the settings
+// types the process configuration embeds (Settings, ACL, TLS, Secret).
 // The listeners (fetchcache/httpapi, fetchcache/kafkasrv) call it; it
 // knows nothing of them.
 package auth

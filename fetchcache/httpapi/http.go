@@ -2,7 +2,8 @@
 // fetchcache.Catalog — topics, a partition's offsets, and its records by
 // offset or timestamp as JSON lines or raw record batches — with its error
 // vocabulary (ErrorStatus: one table from Kafka's errors to status and code),
-// bearer-token authentication and topic authorization, and the Client that
+// bearer-token authentication, authorization by the permission each route's
+// table entry names (Routes), and the Client that
 // replay and `consume --fetch` use; and, with a Writer (serve's), the write
 // API: topics, produce, reload.
 package httpapi
@@ -108,7 +109,10 @@ type httpAPI struct {
 // catalog),
 // 401 UNAUTHORIZED (with WWW-Authenticate) when Auth requires a bearer
 // token, 403 TOPIC_AUTHORIZATION_FAILED for a topic the principal may not
-// read (the topic list leaves such topics out),
+// read, produce to or describe as the route needs (the topic list leaves
+// out those it may not describe), 403 CLUSTER_AUTHORIZATION_FAILED for an
+// admin route (/metrics, topic create and alter, reload) to a principal
+// without admin,
 // 404 UNKNOWN_TOPIC_OR_PARTITION (or NOT_FOUND for other paths), 406
 // NOT_ACCEPTABLE, 416 OFFSET_OUT_OF_RANGE, 429 THROTTLED with Retry-After,
 // 500 INTERNAL, or 500 CORRUPT_MESSAGE when stored data fails its checks
