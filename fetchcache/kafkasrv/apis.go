@@ -25,9 +25,10 @@ type api struct {
 	// preAuth: the API may come before the connection authenticates.
 	preAuth bool
 	// perm is what the principal needs on each topic the request names
-	// (auth.PermNone: authentication only); the handler asks allowed for
-	// each and answers a denied one TOPIC_AUTHORIZATION_FAILED where Kafka
-	// does. An admin API would be refused here, before its handler.
+	// (auth.PermNone: authentication only). handle passes it to the
+	// handler's context; the handler asks allowed for each topic and answers
+	// a denied one TOPIC_AUTHORIZATION_FAILED where Kafka does. No API
+	// needing admin (CreateTopics, AlterConfigs, …) is served.
 	perm   auth.Permission
 	handle handlerFunc
 }

@@ -21,7 +21,7 @@ import (
 
 // The principals of the authorization tests, each with a bearer token and a
 // SASL/PLAIN password: reader may read alpha (the list form), writer may
-// produce to it, admin may administer, nobody has no ACL entry.
+// produce to it and to new-*, admin may administer, nobody has no ACL entry.
 var authzPrincipals = []string{"reader", "writer", "admin", "nobody"}
 
 func authzToken(p string) string    { return "tok-authz-" + p + "-3f9c2a7e" }
@@ -37,7 +37,7 @@ func authzFlags() map[string]string {
 	return map[string]string{
 		"auth.tokens":     "[" + strings.Join(tokens, ", ") + "]",
 		"auth.sasl_plain": "[" + strings.Join(users, ", ") + "]",
-		"auth.acls":       "{reader: [alpha], writer: {write: [alpha]}, admin: {admin: true}}",
+		"auth.acls":       "{reader: [alpha], writer: {write: [alpha, new-*]}, admin: {admin: true}}",
 	}
 }
 
@@ -118,15 +118,33 @@ func TestPrincipalWithoutACLCannotAdminister(t *testing.T) {
 			t.Fatalf("audit line of %s's refused create: %q\n%s", p, l, logs)
 		}
 	}
-	// A writer's produce to a missing topic does not create it either.
-	if a := callAs(t, "writer", "POST", base+"/v1/topics/alpha2/records", "{\"value\":\"x\"}\n"); a.status != http.StatusForbidden {
-		t.Fatalf("writer produces to alpha2 (no write on it): %+v", a)
+	// A writer's produce to a missing topic it may write does not create
+	// it: creating is administration.
+	if a := callAs(t, "writer", "POST", base+"/v1/topics/new-1/records", "{\"value\":\"x\"}\n"); a.status != http.StatusNotFound {
+		t.Fatalf("writer produces to the missing new-1: %+v, want 404", a)
+	}
+	if _, ok := s.LogDir().Topic("new-1"); ok {
+		t.Fatal("a writer's produce created new-1")
 	}
 	if a := callAs(t, "admin", "POST", base+"/v1/admin/reload", ""); a.status != 200 {
 		t.Fatalf("admin reloads: %+v", a)
 	}
 	if l := logs.Lines("level=INFO", "msg=audit", "principal=User:admin", "action=reload", "target=config", "result=ok"); len(l) != 1 {
 		t.Fatalf("audit line of the reload: %q\n%s", l, logs)
+	}
+}
+
+// A topic made by produce's auto-creation is a create: audited once.
+func TestAutoCreateIsAudited(t *testing.T) {
+	logs := &fetchkit.LogCapture{}
+	_, base := startServeWith(t, nil, ServeOptions{Logger: logs.Logger()})
+	for i := 0; i < 2; i++ {
+		if a := call(t, "POST", base+"/v1/topics/fresh/records", "{\"value\":\"x\"}\n"); a.status != 200 {
+			t.Fatalf("produce %d: %+v", i, a)
+		}
+	}
+	if l := logs.Lines("level=INFO", "msg=audit", "principal=User:ANONYMOUS", "action=topic.create", "target=fresh", "result=ok"); len(l) != 1 {
+		t.Fatalf("audit lines of the auto-creation: %q\n%s", l, logs)
 	}
 }
 
