@@ -27,7 +27,8 @@ HTTP: GET /v1/topics, /v1/topics/T/partitions/P, /v1/topics/T/partitions/P/recor
 ?offset=N|timestamp=MS&max_bytes=N (JSON lines, or raw batches with Accept:
 application/octet-stream), /metrics, /healthz, /readyz. Kafka: ApiVersions, Metadata,
 ListOffsets and Fetch, enough for any consumer reading assigned partitions (kcat -C, a
-franz-go or Java consumer with assign()).
+franz-go or Java consumer with assign()). With auth.acls a principal reads the topics its
+entry allows, and /metrics needs admin (README, "Authorization").
 
 Configuration as for serve (defaults < --config FILE < TIERED_* < flags); an invalid
 configuration or a bucket that cannot be opened is refused with every problem listed

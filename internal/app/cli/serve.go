@@ -54,6 +54,10 @@ HTTP API, besides the fetch service's GET /v1/topics[/T/partitions/P[/records]]:
                                               (?auto_create=false: no topic auto-creation)
   POST  /v1/admin/reload                      like SIGHUP
   GET   /metrics, /healthz, /readyz
+With auth.acls each route needs its permission (README, "Authorization"): topic create
+and alter, reload and /metrics need admin, produce needs write (auto-creation: admin
+too), reads need read; a refusal is 403. Each change logs one "audit" line naming the
+principal (SIGHUP's: Signal:SIGHUP).
 Produce answers {"topic", "records", "batches", "partitions": [{"partition",
 "first_offset", "last_offset", ...}]} once the records are as durable as the topic's
 flush settings promise: with Kafka's defaults (flush.messages and flush.ms unset) an

@@ -31,7 +31,8 @@ offsets are reconciled with the manifest: no gap, no offset twice.
 
 With http.addr set (none by default), it serves /metrics (Prometheus), /healthz (200 while
 it runs) and /readyz (200 once an upload pass succeeded and while the latest one did, else
-503 with the pass's error) on that address, with http.tls and auth.tokens as serve's.
+503 with the pass's error) on that address, with http.tls and auth.tokens as serve's
+(with auth.acls, /metrics needs admin).
 
 Configuration as for serve and fetch: built-in defaults < --config FILE (YAML) < TIERED_*
 environment < flags; see 'tiered config print --process sidecar --sources'. The keys:
