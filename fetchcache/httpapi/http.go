@@ -124,7 +124,10 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 	for _, rt := range a.routes(o) {
 		mux.Handle(rt.Pattern, a.authorize(rt.Route, rt.h))
 		if rt.Public {
-			_, path, _ := strings.Cut(rt.Pattern, " ")
+			path := rt.Pattern
+			if _, p, ok := strings.Cut(path, " "); ok {
+				path = p // without the method
+			}
 			public[path] = true
 		}
 	}
