@@ -358,9 +358,6 @@ func (z *Authorizer) AuthenticatePlain(username, password string) (Principal, bo
 	return Principal{Name: username, Mechanism: MechanismSASLPlain}, true
 }
 
-// Allowed reports whether p may read topic.
-func (z *Authorizer) Allowed(p Principal, topic string) bool { return z.May(p, PermRead, topic) }
-
 // May reports whether p has permission perm on topic (ignored for PermNone
 // and PermAdmin). See Authorizer for who may do what.
 func (z *Authorizer) May(p Principal, perm Permission, topic string) bool {

@@ -74,7 +74,7 @@ func TestAuthorizerAllowed(t *testing.T) {
 		{open, user("ci"), "secret", true}, // no ACLs at all: authentication only
 		{nil, user("ci"), "secret", true},
 	} {
-		if got := tc.z.Allowed(tc.p, tc.topic); got != tc.want {
+		if got := tc.z.May(tc.p, auth.PermRead, tc.topic); got != tc.want {
 			t.Errorf("%v on %q: allowed %v, want %v", tc.p, tc.topic, got, tc.want)
 		}
 	}
