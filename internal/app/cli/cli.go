@@ -14,11 +14,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/x/kafkaerr"
 )
@@ -195,6 +197,9 @@ var errorHints = []struct {
 // parentheses, or "" when it matches none or the hint names the command
 // that failed (inspect segment on a corrupt file).
 func errorHint(command string, err error) string {
+	if ae := (*httpapi.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+		return " (" + tokenHint + ")"
+	}
 	for _, e := range errorHints {
 		if errors.Is(err, e.err) {
 			if strings.Contains(e.hint, "'tiered "+command) {

@@ -392,6 +392,7 @@ type fetchSource struct {
 	path      string // /v1/topics/T/partitions/P
 	start     int64
 	end       int64
+	hc        *http.Client
 }
 
 // fetchOutOfRange is a 416 OFFSET_OUT_OF_RANGE answer.
@@ -408,8 +409,9 @@ func openFetchSource(ctx context.Context, raw, topic string, partition int32) (*
 		return nil, usagef("--fetch %q is not an http:// or https:// URL", raw)
 	}
 	s := &fetchSource{base: u.String(), topic: topic, partition: partition,
-		path: fmt.Sprintf("/v1/topics/%s/partitions/%d", url.PathEscape(topic), partition)}
+		path: fmt.Sprintf("/v1/topics/%s/partitions/%d", url.PathEscape(topic), partition), hc: newHTTPClient()}
 	if err := s.refresh(ctx); err != nil {
+		s.hc.CloseIdleConnections()
 		return nil, err
 	}
 	return s, nil
@@ -428,7 +430,7 @@ func (s *fetchSource) get(ctx context.Context, pathQuery, accept string) (*http.
 		req.Header.Set("Accept", accept)
 	}
 	for attempt := 0; ; attempt++ {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.hc.Do(req)
 		if err != nil {
 			return nil, nil, fmt.Errorf("cannot reach fetch service %s: %w", s.base, err)
 		}
@@ -469,7 +471,7 @@ func (s *fetchSource) get(ctx context.Context, pathQuery, accept string) (*http.
 			}
 			return nil, nil, &fetchOutOfRange{msg: msg, start: start, end: end}
 		}
-		return nil, nil, fmt.Errorf("fetch service %s: %s (%s)", s.base, msg, e.Code)
+		return nil, nil, fmt.Errorf("fetch service %s: %s (%s)%s", s.base, msg, e.Code, statusHint(resp.StatusCode))
 	}
 }
 
@@ -543,7 +545,10 @@ func (s *fetchSource) wait(ctx context.Context, every time.Duration) (bool, erro
 	return true, s.refresh(ctx)
 }
 
-func (s *fetchSource) close() error { return nil }
+func (s *fetchSource) close() error {
+	s.hc.CloseIdleConnections()
+	return nil
+}
 
 func (s *fetchSource) String() string {
 	return fmt.Sprintf("%s-%d at %s", s.topic, s.partition, s.base)

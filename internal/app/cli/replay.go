@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"strconv"
 	"time"
@@ -177,7 +176,7 @@ func runReplay(r *Runner, ctx context.Context, args []string) error {
 	}
 	where := ""
 	if set["fetch"] {
-		hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		hc := newHTTPClient()
 		defer hc.CloseIdleConnections()
 		c, err := httpapi.NewClient(*fetchURL, hc)
 		if err != nil {

@@ -235,7 +235,9 @@ func serverCall(ctx context.Context, server, method, path, contentType string, b
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := newHTTPClient()
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("cannot reach server %s: %w", base.Redacted(), err)
 	}
@@ -247,9 +249,9 @@ func serverCall(ctx context.Context, server, method, path, contentType string, b
 	if resp.StatusCode/100 != 2 {
 		var e struct{ Code, Message string }
 		if json.Unmarshal(data, &e) == nil && e.Message != "" {
-			return fmt.Errorf("%s (%s)", e.Message, e.Code)
+			return fmt.Errorf("%s (%s)%s", e.Message, e.Code, statusHint(resp.StatusCode))
 		}
-		return fmt.Errorf("server %s answered %s", base.Redacted(), resp.Status)
+		return fmt.Errorf("server %s answered %s%s", base.Redacted(), resp.Status, statusHint(resp.StatusCode))
 	}
 	if out == nil {
 		return nil

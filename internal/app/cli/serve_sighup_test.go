@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -24,11 +25,13 @@ func waitLines(t *testing.T, logs *fetchkit.LogCapture, subs ...string) {
 	}
 }
 
-// SIGHUP reloads serve and logs the reload's audit line, as POST
-// /v1/admin/reload does, with the signal as the principal.
-func TestServeSIGHUPReloadIsAudited(t *testing.T) {
-	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessServe, Flags: map[string]string{
-		"data-dir": filepath.Join(t.TempDir(), "data"), "http": "127.0.0.1:0", "kafka": "127.0.0.1:0", "shutdown_timeout": "10s"}})
+// newTestServe is an in-process serve on a fresh data dir and loopback
+// listeners, with flags added to the defaults; the caller runs it.
+func newTestServe(t *testing.T, flags map[string]string) (*daemon.Serve, *fetchkit.LogCapture) {
+	t.Helper()
+	all := map[string]string{"data-dir": filepath.Join(t.TempDir(), "data"), "http": "127.0.0.1:0", "kafka": "127.0.0.1:0", "shutdown_timeout": "10s"}
+	maps.Copy(all, flags)
+	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessServe, Flags: all})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +40,13 @@ func TestServeSIGHUPReloadIsAudited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, logs
+}
+
+// SIGHUP reloads serve and logs the reload's audit line, as POST
+// /v1/admin/reload does, with the signal as the principal.
+func TestServeSIGHUPReloadIsAudited(t *testing.T) {
+	s, logs := newTestServe(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runServeProcess(ctx, s, logs.Logger()) }()
