@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -24,6 +25,21 @@ type RecoveryReport struct {
 	SegmentsDeleted   int
 	SwapsCompleted    int
 	TempFilesRemoved  int
+	// FlushedSegmentsRepaired counts segments below the recovery point that
+	// were truncated (damaged bytes or indexes); the segments after them
+	// stay, so the offsets they lost (OffsetsLost) are a gap in the log.
+	FlushedSegmentsRepaired int
+	OffsetsLost             int64
+}
+
+func (r *RecoveryReport) add(o RecoveryReport) {
+	r.SegmentsRecovered += o.SegmentsRecovered
+	r.BytesTruncated += o.BytesTruncated
+	r.SegmentsDeleted += o.SegmentsDeleted
+	r.SwapsCompleted += o.SwapsCompleted
+	r.TempFilesRemoved += o.TempFilesRemoved
+	r.FlushedSegmentsRepaired += o.FlushedSegmentsRepaired
+	r.OffsetsLost += o.OffsetsLost
 }
 
 // OpenLog opens (or creates) the partition directory dir and recovers it the
@@ -91,9 +107,15 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 		l.segments = append(l.segments, s)
 		needs = append(needs, need)
 	}
-	// Recover every segment at or past the recovery point, and any whose
-	// indexes are missing or corrupt. Corruption truncates the log there:
-	// every later segment is deleted, as Kafka does.
+	// Kafka's LogLoader rules. A segment below the recovery point was
+	// flushed: it is trusted unless its indexes are missing or corrupt (or
+	// the tail scan found bytes the indexes do not account for), and then
+	// it is recovered alone (loadSegmentFiles): it loses only its own bad
+	// tail, the flushed segments after it stay, and the offsets it lost
+	// become a gap that reads step over to the next segment. Segments from
+	// the one holding the recovery point on were not flushed: they are
+	// recovered in order, and the first that had to be truncated ends the
+	// log, every later segment being deleted (recoverLog).
 	for i := 0; i < len(l.segments); i++ {
 		s := l.segments[i]
 		// nextOffset comes from the tail scan openSegment did (when the
@@ -103,22 +125,38 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 		if !unflushed && !needs[i] {
 			continue
 		}
-		truncated, err := s.recover()
+		limit := int64(math.MaxInt64)
+		if i+1 < len(l.segments) {
+			limit = l.segments[i+1].base
+		}
+		truncated, err := s.recover(limit)
 		if err != nil {
 			return err
 		}
 		rep.SegmentsRecovered++
-		if truncated > 0 {
-			rep.BytesTruncated += truncated
-			l.logger.Warn("truncated corrupt or torn log tail", "segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size)
-			for _, later := range l.segments[i+1:] {
-				if err := later.delete(); err != nil {
-					return err
-				}
-				rep.SegmentsDeleted++
-			}
-			l.segments = l.segments[:i+1]
+		if truncated == 0 {
+			continue
 		}
+		rep.BytesTruncated += truncated
+		if !unflushed {
+			rep.FlushedSegmentsRepaired++
+			if i+1 < len(l.segments) && s.nextOffset < limit {
+				rep.OffsetsLost += limit - s.nextOffset
+			}
+			l.logger.Warn("truncated a damaged segment below the recovery point; later segments are kept",
+				"segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size,
+				"lost_from_offset", s.nextOffset, "next_segment_base", limit)
+			continue
+		}
+		l.logger.Warn("truncated corrupt or torn log tail", "segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size,
+			"later_segments_deleted", len(l.segments)-i-1)
+		for _, later := range l.segments[i+1:] {
+			if err := later.delete(); err != nil {
+				return err
+			}
+			rep.SegmentsDeleted++
+		}
+		l.segments = l.segments[:i+1]
 	}
 	// An empty segment past the recovery point is what a roll leaves when
 	// power fails before the data reached the disk: its base offset points

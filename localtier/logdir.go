@@ -180,11 +180,7 @@ func (d *LogDir) load(rep *LoadReport) error {
 			}
 			t.Partitions = append(t.Partitions, l)
 			rep.Partitions++
-			rep.Recovery.SegmentsRecovered += lr.SegmentsRecovered
-			rep.Recovery.BytesTruncated += lr.BytesTruncated
-			rep.Recovery.SegmentsDeleted += lr.SegmentsDeleted
-			rep.Recovery.SwapsCompleted += lr.SwapsCompleted
-			rep.Recovery.TempFilesRemoved += lr.TempFilesRemoved
+			rep.Recovery.add(lr)
 		}
 		d.topics[name] = t
 	}

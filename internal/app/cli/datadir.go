@@ -61,8 +61,12 @@ func (r *Runner) openDataDir(dir string, mustExist bool, wait time.Duration) (d 
 		return nil, fsys.locked, err
 	}
 	if rc := rep.Recovery; rc.SegmentsRecovered > 0 || rc.BytesTruncated > 0 || rc.SegmentsDeleted > 0 || rc.SwapsCompleted > 0 {
-		fmt.Fprintf(r.Stderr, "tiered: recovered data dir %s: %d segments recovered, %d bytes truncated, %d segments deleted, %d swaps completed\n",
+		fmt.Fprintf(r.Stderr, "tiered: recovered data dir %s: %d segments recovered, %d bytes truncated, %d segments deleted, %d swaps completed",
 			dir, rc.SegmentsRecovered, rc.BytesTruncated, rc.SegmentsDeleted, rc.SwapsCompleted)
+		if rc.FlushedSegmentsRepaired > 0 {
+			fmt.Fprintf(r.Stderr, "; %d flushed segments lost their damaged tail (%d offsets skipped, later segments kept)", rc.FlushedSegmentsRepaired, rc.OffsetsLost)
+		}
+		fmt.Fprintln(r.Stderr)
 	}
 	return d, false, nil
 }
