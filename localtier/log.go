@@ -63,8 +63,13 @@ type LogOptions struct {
 	LogStartOffset int64
 	// LeaderEpoch stamped on appended batches (0 for tiered's own engine).
 	LeaderEpoch int32
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// ReadOnly is set by LogDirOptions.ReadOnly: fsys is a vfs.Overlay, so
+	// recovery changes nothing on disk, and a truncated segment never ends
+	// the log: the segments after it are kept and a reader continues at the
+	// next good segment.
+	ReadOnly bool
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Log is one partition: its segments in offset order, the last one active.
@@ -76,6 +81,8 @@ type Log struct {
 	now    func() time.Time
 	logger *slog.Logger
 	epoch  int32
+	// readOnly: opened with LogOptions.ReadOnly.
+	readOnly bool
 
 	mu             sync.RWMutex
 	cfg            topicconfig.Config
@@ -210,6 +217,9 @@ func (l *Log) Append(data []byte) (AppendInfo, error) {
 	defer l.mu.Unlock()
 	if l.closed {
 		return AppendInfo{}, errors.New("append: log is closed")
+	}
+	if l.readOnly {
+		return AppendInfo{}, fmt.Errorf("append to %s: the log is open read-only", l.dir)
 	}
 	data, info, err := l.validateAndAssign(data)
 	if err != nil {

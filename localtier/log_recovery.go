@@ -25,11 +25,12 @@ type RecoveryReport struct {
 	SegmentsDeleted   int
 	SwapsCompleted    int
 	TempFilesRemoved  int
-	// FlushedSegmentsRepaired counts segments below the recovery point that
-	// were truncated (damaged bytes or indexes); the segments after them
-	// stay, so the offsets they lost (OffsetsLost) are a gap in the log.
-	FlushedSegmentsRepaired int
-	OffsetsLost             int64
+	// SegmentsRepairedAlone counts segments that were truncated while the
+	// segments after them stayed (below the recovery point, or any segment
+	// of a log opened read-only): the offsets they lost (OffsetsLost) are a
+	// gap in the log that reads step over.
+	SegmentsRepairedAlone int
+	OffsetsLost           int64
 }
 
 func (r *RecoveryReport) add(o RecoveryReport) {
@@ -38,7 +39,7 @@ func (r *RecoveryReport) add(o RecoveryReport) {
 	r.SegmentsDeleted += o.SegmentsDeleted
 	r.SwapsCompleted += o.SwapsCompleted
 	r.TempFilesRemoved += o.TempFilesRemoved
-	r.FlushedSegmentsRepaired += o.FlushedSegmentsRepaired
+	r.SegmentsRepairedAlone += o.SegmentsRepairedAlone
 	r.OffsetsLost += o.OffsetsLost
 }
 
@@ -52,7 +53,7 @@ func OpenLog(fsys vfs.FS, dir string, opts LogOptions) (*Log, RecoveryReport, er
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Log{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, epoch: opts.LeaderEpoch, cfg: opts.Config,
+	l := &Log{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, epoch: opts.LeaderEpoch, cfg: opts.Config, readOnly: opts.ReadOnly,
 		logStart: opts.LogStartOffset, ongoingTxns: map[int64]int64{}, producers: map[int64]*ProducerEntry{}, lastFlush: opts.Now()}
 	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, rep, fmt.Errorf("open log %s: %w", dir, err)
@@ -138,13 +139,18 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 			continue
 		}
 		rep.BytesTruncated += truncated
-		if !unflushed {
-			rep.FlushedSegmentsRepaired++
+		if !unflushed || l.readOnly {
+			// A read-only open deletes nothing, even in memory: the reader
+			// continues at the next good segment.
+			rep.SegmentsRepairedAlone++
 			if i+1 < len(l.segments) && s.nextOffset < limit {
 				rep.OffsetsLost += limit - s.nextOffset
 			}
-			l.logger.Warn("truncated a damaged segment below the recovery point; later segments are kept",
-				"segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size,
+			msg := "truncated a damaged segment below the recovery point; later segments are kept"
+			if l.readOnly {
+				msg = "skipping the damaged tail of a segment (read-only: nothing is changed on disk)"
+			}
+			l.logger.Warn(msg, "segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size,
 				"lost_from_offset", s.nextOffset, "next_segment_base", limit)
 			continue
 		}

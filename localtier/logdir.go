@@ -68,6 +68,12 @@ type LogDirOptions struct {
 	// broker configs mapped to topic config names), layered between Kafka's
 	// defaults and each topic's overrides. Nil means Kafka's defaults.
 	TopicDefaults map[string]string
+	// ReadOnly opens the dir for commands that only read (consume, topic
+	// describe): the dir must exist, recovery runs the same rules but in
+	// memory (a vfs.Overlay), so no file is truncated, deleted, renamed or
+	// written (the lock file aside), and Close writes no checkpoint. Topic
+	// create and alter are refused.
+	ReadOnly bool
 }
 
 // Topic is one topic of a log dir.
@@ -89,7 +95,13 @@ type LogDir struct {
 	mu       sync.RWMutex
 	topics   map[string]*Topic
 	defaults map[string]string // broker-wide topic defaults under the overrides
+	readOnly bool              // opened with LogDirOptions.ReadOnly: fs is an overlay
 	closed   bool
+}
+
+// errReadOnly refuses a change to a data dir opened read-only.
+func (d *LogDir) errReadOnly(op string) error {
+	return fmt.Errorf("%s: data dir %s is open read-only", op, d.dir)
 }
 
 // LoadReport says what OpenLogDir found and repaired.
@@ -108,7 +120,16 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
+	if opts.ReadOnly {
+		st, err := fsys.Stat(dir)
+		if err != nil {
+			return nil, rep, fmt.Errorf("open data dir: %w", err)
+		}
+		if !st.IsDir() {
+			return nil, rep, fmt.Errorf("open data dir: %s is not a directory", dir)
+		}
+		fsys = vfs.NewOverlay(fsys)
+	} else if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, rep, fmt.Errorf("open data dir: %w", err)
 	}
 	lk, err := fsys.Lock(filepath.Join(dir, lockFile))
@@ -118,7 +139,8 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 		}
 		return nil, rep, fmt.Errorf("lock data dir: %w", err)
 	}
-	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}, defaults: maps.Clone(opts.TopicDefaults)}
+	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}, defaults: maps.Clone(opts.TopicDefaults),
+		readOnly: opts.ReadOnly}
 	if err := d.load(&rep); err != nil {
 		_ = d.closeLogs()
 		_ = lk.Close()
@@ -173,7 +195,7 @@ func (d *LogDir) load(rep *LoadReport) error {
 				rp = -1 // unknown: recover everything
 			}
 			l, lr, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, p)), LogOptions{
-				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], Now: d.now, Logger: d.logger,
+				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], ReadOnly: d.readOnly, Now: d.now, Logger: d.logger,
 			})
 			if err != nil {
 				return err
@@ -298,6 +320,9 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.readOnly {
+		return nil, d.errReadOnly("create topic")
+	}
 	cfg, err := d.parseLocked(overrides)
 	if err != nil {
 		return nil, err
@@ -341,6 +366,9 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 func (d *LogDir) AlterTopic(name string, set map[string]string, del []string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.readOnly {
+		return d.errReadOnly("alter topic")
+	}
 	t, ok := d.topics[name]
 	if !ok {
 		return &UnknownTopicOrPartitionError{Topic: name, Partition: -1}
@@ -491,6 +519,9 @@ func (d *LogDir) Checkpoint() error {
 }
 
 func (d *LogDir) checkpointLocked() error {
+	if d.readOnly {
+		return nil // nothing of a read-only dir is written
+	}
 	rps := map[checkpoint.TopicPartition]int64{}
 	starts := map[checkpoint.TopicPartition]int64{}
 	for name, t := range d.topics {
@@ -543,7 +574,7 @@ func (d *LogDir) Close() error {
 	}
 	d.closed = true
 	err := d.closeLogs()
-	if err == nil {
+	if err == nil && !d.readOnly {
 		err = d.checkpointLocked()
 	}
 	return errors.Join(err, d.lock.Close())

@@ -1,10 +1,16 @@
 package localtier
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/vfs"
@@ -200,6 +206,183 @@ func TestRecoveryBelowRecoveryPointKeepsLaterSegments(t *testing.T) {
 			}
 			if got := offsetsOf(t, l2); len(got) != len(want)+1 {
 				t.Fatalf("reopen read %d records, want %d", len(got), len(want)+1)
+			}
+		})
+	}
+}
+
+// fourSegmentDataDir makes a data dir with topic "t" whose partition 0 has
+// 4 segments of 50 records each (offsets 0..199), closed cleanly.
+func fourSegmentDataDir(t *testing.T, clock *fakeClock) (string, []SegmentInfo) {
+	t.Helper()
+	dir := t.TempDir()
+	d, _, err := OpenLogDir(vfs.Default, dir, LogDirOptions{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateTopic("t", 1, map[string]string{"segment.bytes": "1048576", "index.interval.bytes": "1000"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.Partition("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		if i > 0 && i%10 == 0 {
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustAppend(t, l, batchOf(t, 5, 100, clock.t.UnixMilli()+int64(i), codec.None))
+	}
+	segs := l.Segments()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, segs
+}
+
+// treeSums maps every file under dir but the lock file to its SHA-256.
+func treeSums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() || e.Name() == lockFile {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		out[path] = hex.EncodeToString(sum[:])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestReadOnlyOpenRecoversInMemory: a data dir opened read-only recovers by
+// the same rules in memory, deletes nothing (so it continues at the next
+// good segment, above the recovery point too), and leaves every file byte
+// for byte as it was.
+func TestReadOnlyOpenRecoversInMemory(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	batchBytes := int64(len(batchOf(t, 5, 100, 0, codec.None)))
+	tests := []struct {
+		name     string
+		damage   func(t *testing.T, dir string, segs []SegmentInfo)
+		wantLost [][2]int64
+	}{
+		{
+			name: "flushed_segment_0_truncated",
+			damage: func(t *testing.T, dir string, segs []SegmentInfo) {
+				if err := os.Truncate(segs[0].Path, 3*batchBytes+50); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantLost: [][2]int64{{15, 50}},
+		},
+		{
+			name: "index_missing_and_bad_checksum",
+			damage: func(t *testing.T, dir string, segs []SegmentInfo) {
+				f, err := os.OpenFile(segs[2].Path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if _, err := f.WriteAt([]byte{0xee}, 2*batchBytes+100); err != nil {
+					t.Fatal(err)
+				}
+				for _, suf := range []string{IndexSuffix, TimeIndexSuffix} {
+					if err := os.Remove(SegmentPath(filepath.Dir(segs[2].Path), segs[2].BaseOffset, suf)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			wantLost: [][2]int64{{110, 150}},
+		},
+		{
+			name: "unflushed_torn_segments_and_leftovers",
+			damage: func(t *testing.T, dir string, segs []SegmentInfo) {
+				// Nothing flushed: a writer would delete everything after
+				// segment 1's tear. The reader keeps segments 2 and 3.
+				rp := map[checkpoint.TopicPartition]int64{{Topic: "t", Partition: 0}: 0}
+				if err := checkpoint.WriteOffsets(vfs.Default, filepath.Join(dir, RecoveryPointCheckpoint), rp); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(segs[1].Path, 4*batchBytes+9); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(segs[3].Path, segs[3].Size-3); err != nil {
+					t.Fatal(err)
+				}
+				pdir := filepath.Dir(segs[0].Path)
+				for _, name := range []string{FilenamePrefix(7) + LogSuffix + DeletedSuffix, FilenamePrefix(999) + IndexSuffix,
+					FilenamePrefix(0) + LogSuffix + CleanedSuffix, FilenamePrefix(123) + SnapshotSuffix} {
+					if err := os.WriteFile(filepath.Join(pdir, name), []byte("leftover"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			wantLost: [][2]int64{{70, 100}, {195, 200}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, segs := fourSegmentDataDir(t, clock)
+			tc.damage(t, dir, segs)
+			before := treeSums(t, dir)
+			d, rep, err := OpenLogDir(vfs.Default, dir, LogDirOptions{Now: clock.Now, ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := d.Partition("t", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []int64
+			lost := int64(0)
+			for o := int64(0); o < 200; o++ {
+				in := false
+				for _, r := range tc.wantLost {
+					in = in || (o >= r[0] && o < r[1])
+				}
+				if in {
+					lost++
+				} else {
+					want = append(want, o)
+				}
+			}
+			got := offsetsOf(t, l)
+			if !slices.Equal(got, want) {
+				t.Fatalf("read-only open reads %d records (%v…), want %d (report %+v)", len(got), got[:min(len(got), 5)], len(want), rep.Recovery)
+			}
+			if rep.Recovery.SegmentsDeleted != 0 || rep.Recovery.BytesTruncated == 0 {
+				t.Fatalf("report %+v: want truncation in memory, nothing deleted", rep.Recovery)
+			}
+			if _, err := l.Append(batchOf(t, 1, 1, clock.t.UnixMilli(), codec.None)); err == nil {
+				t.Fatal("append to a read-only log succeeded")
+			}
+			if _, err := d.CreateTopic("other", 1, nil); err == nil {
+				t.Fatal("create topic in a read-only data dir succeeded")
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if after := treeSums(t, dir); !maps.Equal(before, after) {
+				t.Fatalf("a read-only open changed the data dir:\nbefore %v\nafter  %v", before, after)
+			}
+			// A second read-only open finds the same damage and reads the same.
+			d2, rep2, err := OpenLogDir(vfs.Default, dir, LogDirOptions{Now: clock.Now, ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d2.Close()
+			if rep2.Recovery.BytesTruncated != rep.Recovery.BytesTruncated {
+				t.Fatalf("second read-only open truncated %d bytes, first %d", rep2.Recovery.BytesTruncated, rep.Recovery.BytesTruncated)
 			}
 		})
 	}

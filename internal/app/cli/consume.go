@@ -121,7 +121,7 @@ type localSource struct {
 }
 
 func (r *Runner) openLocalSource(dataDir, topic string, partition int32) (*localSource, error) {
-	d, _, err := r.openDataDir(dataDir, true, r.lockWait())
+	d, _, err := r.openDataDirReadOnly(dataDir, r.lockWait())
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (s *localSource) wait(ctx context.Context, every time.Duration) (bool, erro
 			return false, nil
 		case <-time.After(every):
 		}
-		nd, locked, err := s.r.openDataDir(s.dataDir, true, 0)
+		nd, locked, err := s.r.openDataDirReadOnly(s.dataDir, 0)
 		if locked {
 			continue // another process is writing; look again later
 		}
