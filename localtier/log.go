@@ -59,8 +59,11 @@ type LogOptions struct {
 	// last checkpoint; segments from there on are scanned and repaired.
 	// Use -1 (or any value below the first segment) to recover everything.
 	RecoveryPoint int64
-	// LogStartOffset from the log-start-offset checkpoint (0 if unknown).
-	LogStartOffset int64
+	// LogStartOffset from the log-start-offset checkpoint (0 if unknown),
+	// and the file it was read from (named in the warning when it lies
+	// beyond the log end).
+	LogStartOffset     int64
+	LogStartOffsetFile string
 	// LeaderEpoch stamped on appended batches (0 for tiered's own engine).
 	LeaderEpoch int32
 	// ReadOnly is set by LogDirOptions.ReadOnly: fsys is a vfs.Overlay, so

@@ -31,6 +31,9 @@ type RecoveryReport struct {
 	// gap in the log that reads step over.
 	SegmentsRepairedAlone int
 	OffsetsLost           int64
+	// LogStartOffsetsClamped counts logs whose log start offset checkpoint
+	// lay beyond the log end (logged as a warning naming both offsets).
+	LogStartOffsetsClamped int
 }
 
 func (r *RecoveryReport) add(o RecoveryReport) {
@@ -41,6 +44,7 @@ func (r *RecoveryReport) add(o RecoveryReport) {
 	r.TempFilesRemoved += o.TempFilesRemoved
 	r.SegmentsRepairedAlone += o.SegmentsRepairedAlone
 	r.OffsetsLost += o.OffsetsLost
+	r.LogStartOffsetsClamped += o.LogStartOffsetsClamped
 }
 
 // OpenLog opens (or creates) the partition directory dir and recovers it the
@@ -58,7 +62,7 @@ func OpenLog(fsys vfs.FS, dir string, opts LogOptions) (*Log, RecoveryReport, er
 	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, rep, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	if err := l.load(opts.RecoveryPoint, &rep); err != nil {
+	if err := l.load(opts, &rep); err != nil {
 		for _, s := range l.segments {
 			_ = s.close()
 		}
@@ -67,7 +71,8 @@ func OpenLog(fsys vfs.FS, dir string, opts LogOptions) (*Log, RecoveryReport, er
 	return l, rep, nil
 }
 
-func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
+func (l *Log) load(opts LogOptions, rep *RecoveryReport) error {
+	recoveryPoint := opts.RecoveryPoint
 	swapBases, err := l.removeTempFiles(rep)
 	if err != nil {
 		return err
@@ -198,6 +203,13 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 		l.logStart = first
 	}
 	if end := l.logEndLocked(); l.logStart > end {
+		// Segments were lost (a truncated tail, files removed by hand) or
+		// the checkpoint is wrong. As Kafka's loader, the log continues at
+		// its start, but nothing is deleted: the segments stay on disk, and
+		// the warning keeps both offsets for an operator to decide.
+		l.logger.Warn("log start offset checkpoint is beyond the log end: clamping the log start offset to the log end, which hides every record of the partition",
+			"checkpoint", opts.LogStartOffsetFile, "dir", l.dir, "checkpoint_log_start_offset", l.logStart, "log_end_offset", end)
+		rep.LogStartOffsetsClamped++
 		l.logStart = end
 	}
 	// As Kafka's LogLoader: what recovery read back from the page cache was

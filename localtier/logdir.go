@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,20 @@ func (e *TopicExistsError) Error() string { return fmt.Sprintf("topic %q already
 
 // Is makes errors.Is(err, kafkaerr.ErrTopicAlreadyExists) true.
 func (e *TopicExistsError) Is(target error) bool { return target == kafkaerr.ErrTopicAlreadyExists }
+
+// MissingTopicConfigError refuses a topic whose partition directories exist
+// but whose config file (.tiered/topics/<topic>.json) does not.
+type MissingTopicConfigError struct {
+	Topic string
+	Path  string
+}
+
+func (e *MissingTopicConfigError) Error() string {
+	return fmt.Sprintf("topic %s has partition directories but its config file %s is missing; "+
+		"tiered will not fall back to the defaults (remote.storage.enable and every other override would change): "+
+		"restore the file, or write %s there if the topic had no overrides",
+		e.Topic, e.Path, strings.TrimSpace(string(topicconfig.EncodeOverrides(nil))))
+}
 
 // LogDirOptions configure OpenLogDir.
 type LogDirOptions struct {
@@ -195,7 +210,8 @@ func (d *LogDir) load(rep *LoadReport) error {
 				rp = -1 // unknown: recover everything
 			}
 			l, lr, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, p)), LogOptions{
-				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], ReadOnly: d.readOnly, Now: d.now, Logger: d.logger,
+				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], LogStartOffsetFile: filepath.Join(d.dir, LogStartOffsetCheckpoint),
+				ReadOnly: d.readOnly, Now: d.now, Logger: d.logger,
 			})
 			if err != nil {
 				return err
@@ -216,7 +232,9 @@ func (d *LogDir) overridesPath(topic string) string {
 func (d *LogDir) readOverrides(topic string) (map[string]string, error) {
 	f, err := d.fs.Open(d.overridesPath(topic))
 	if errors.Is(err, os.ErrNotExist) {
-		return map[string]string{}, nil
+		// Falling back to the defaults would silently change the topic
+		// (remote.storage.enable=false stops uploads, retention changes).
+		return nil, &MissingTopicConfigError{Topic: topic, Path: d.overridesPath(topic)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read topic %s config: %w", topic, err)

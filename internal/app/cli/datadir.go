@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/tiered/tiered/internal/app/daemon"
@@ -82,6 +83,10 @@ func (r *Runner) openDataDirMode(dir string, mustExist, readOnly bool, wait time
 			fmt.Fprintf(r.Stderr, "; %d segments lost their damaged tail alone (%d offsets skipped, later segments kept)", rc.SegmentsRepairedAlone, rc.OffsetsLost)
 		}
 		fmt.Fprintln(r.Stderr)
+	}
+	if n := rep.Recovery.LogStartOffsetsClamped; n > 0 {
+		fmt.Fprintf(r.Stderr, "tiered: warning: data dir %s: the log start offset checkpoint of %d partitions lies beyond their log end; "+
+			"their log start offset was clamped to the log end (see %s)\n", dir, n, filepath.Join(dir, localtier.LogStartOffsetCheckpoint))
 	}
 	return d, false, nil
 }
