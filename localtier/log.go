@@ -38,7 +38,7 @@ func (e *OffsetOutOfRangeError) Is(target error) bool { return target == kafkaer
 // InvalidRecordError is Kafka's INVALID_RECORD / CORRUPT_MESSAGE /
 // MESSAGE_TOO_LARGE family: an append refused whole.
 type InvalidRecordError struct {
-	Code   string // Kafka error name: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION
+	Code   string // Kafka error name: CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION
 	Reason string
 	Err    error
 }
@@ -51,6 +51,16 @@ func (e *InvalidRecordError) Error() string {
 }
 
 func (e *InvalidRecordError) Unwrap() error { return e.Err }
+
+// CodeInvalidTimestamp is the InvalidRecordError code of Kafka's
+// INVALID_TIMESTAMP.
+const CodeInvalidTimestamp = "INVALID_TIMESTAMP"
+
+// Is makes errors.Is(err, kafkaerr.ErrInvalidTimestamp) true for an
+// INVALID_TIMESTAMP refusal.
+func (e *InvalidRecordError) Is(target error) bool {
+	return target == kafkaerr.ErrInvalidTimestamp && e.Code == CodeInvalidTimestamp
+}
 
 // LogOptions configure OpenLog.
 type LogOptions struct {
@@ -309,6 +319,9 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 			if cfg.CleanupPolicy.Compact && r.Key == nil {
 				return nil, info, &InvalidRecordError{Code: "INVALID_RECORD", Reason: "compacted topic cannot accept message without key"}
 			}
+			if err := validateTimestamp(cfg, b, r, now); err != nil {
+				return nil, info, err
+			}
 		}
 		info.Batches++
 		info.Records += len(recs)
@@ -358,6 +371,28 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 	info.LastOffset = next - 1
 	info.Bytes = len(data)
 	return data, info, nil
+}
+
+// validateTimestamp is Kafka's LogValidator.validateTimestamp: on a
+// CreateTime topic a record timestamp (other than -1, "none") must lie
+// within [now - message.timestamp.before.max.ms, now +
+// message.timestamp.after.max.ms]; otherwise a batch must not claim
+// LogAppendTime, which only the broker sets. The arithmetic wraps as Java's
+// does, so the bounds and the message are Kafka's.
+func validateTimestamp(cfg topicconfig.Config, b record.Batch, r record.Record, now int64) error {
+	if cfg.MessageTimestampType == topicconfig.CreateTime && r.Timestamp != record.NoTimestamp {
+		diff := now - r.Timestamp
+		if diff > cfg.MessageTimestampBeforeMaxMs || -diff > cfg.MessageTimestampAfterMaxMs {
+			return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
+				"Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d] (%s, %s)",
+				r.Timestamp, r.Offset, now-cfg.MessageTimestampBeforeMaxMs, now+cfg.MessageTimestampAfterMaxMs,
+				topicconfig.MessageTimestampBeforeMaxMsConfig, topicconfig.MessageTimestampAfterMaxMsConfig)}
+		}
+	} else if b.LogAppendTime() {
+		return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
+			"Invalid timestamp type in message with offset %d. Producer should not set timestamp type to LogAppendTime.", r.Offset)}
+	}
+	return nil
 }
 
 // appendLocked rolls if needed and writes validated, offset-assigned data.

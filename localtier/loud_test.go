@@ -3,15 +3,19 @@ package localtier
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/vfs"
 )
 
@@ -106,5 +110,68 @@ func TestLogStartBeyondLogEndWarns(t *testing.T) {
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestAppendTimestampBounds: Kafka 4's message.timestamp.before.max.ms /
+// after.max.ms on CreateTime topics (defaults: any past, at most 1 h
+// ahead), INVALID_TIMESTAMP refusing the whole append; LogAppendTime topics
+// and the "no timestamp" -1 are not checked; a producer may not claim
+// LogAppendTime.
+func TestAppendTimestampBounds(t *testing.T) {
+	const now = int64(1_700_000_000_000)
+	clock := &fakeClock{t: time.UnixMilli(now)}
+	one := func(ts int64, logAppend bool) []byte {
+		var e record.Encoder
+		spec := record.NewBatchSpec(0, codec.None)
+		b, err := e.AppendBatch(nil, spec, []record.Record{{Offset: 0, Timestamp: now, Value: []byte("ok")}, {Offset: 1, Timestamp: ts, Value: []byte("x")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if logAppend {
+			record.Batch(b).SetMaxTimestampLogAppend(ts)
+		}
+		return b
+	}
+	tests := []struct {
+		name      string
+		cfg       map[string]string
+		ts        int64
+		logAppend bool
+		wantErr   bool
+	}{
+		{"max_int64_refused_by_default", nil, math.MaxInt64, false, true},
+		{"an_hour_ahead_accepted", nil, now + 3_600_000, false, false},
+		{"an_hour_and_1ms_ahead_refused", nil, now + 3_600_001, false, true},
+		{"epoch_accepted_by_default", nil, 0, false, false},
+		{"no_timestamp_not_checked", map[string]string{"message.timestamp.after.max.ms": "0", "message.timestamp.before.max.ms": "0"}, -1, false, false},
+		{"before_max_refuses_old", map[string]string{"message.timestamp.before.max.ms": "86400000"}, now - 86_400_001, false, true},
+		{"before_max_edge_accepted", map[string]string{"message.timestamp.before.max.ms": "86400000"}, now - 86_400_000, false, false},
+		{"after_max_raised", map[string]string{"message.timestamp.after.max.ms": "9223372036854775807"}, math.MaxInt64, false, false},
+		{"log_append_time_topic_not_checked", map[string]string{"message.timestamp.type": "LogAppendTime"}, math.MaxInt64, false, false},
+		{"producer_claims_log_append_time", map[string]string{"message.timestamp.type": "LogAppendTime"}, now, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := openTestLog(t, vfs.Default, t.TempDir(), testConfig(t, tc.cfg), clock, 0)
+			defer l.Close()
+			_, err := l.Append(one(tc.ts, tc.logAppend))
+			if !tc.wantErr {
+				if err != nil {
+					t.Fatalf("append refused: %v", err)
+				}
+				return
+			}
+			var ie *InvalidRecordError
+			if !errors.As(err, &ie) || ie.Code != "INVALID_TIMESTAMP" || !errors.Is(err, kafkaerr.ErrInvalidTimestamp) {
+				t.Fatalf("got %v, want INVALID_TIMESTAMP", err)
+			}
+			if !tc.logAppend && !strings.Contains(err.Error(), fmt.Sprintf("Timestamp %d of message with offset 1 is out of range", tc.ts)) {
+				t.Fatalf("message %q does not name the timestamp and offset as Kafka's does", err)
+			}
+			if l.LogEndOffset() != 0 || l.Size() != 0 {
+				t.Fatalf("refused append wrote data: end %d, size %d", l.LogEndOffset(), l.Size())
+			}
+		})
 	}
 }
