@@ -3,6 +3,7 @@ package localtier
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -46,16 +47,24 @@ func buildFourSegments(t *testing.T, clock *fakeClock) (string, []SegmentInfo) {
 // segment's first batch, as Kafka's does).
 func offsetsOf(t *testing.T, l *Log) []int64 {
 	t.Helper()
+	out, err := readOffsets(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func readOffsets(l *Log) ([]int64, error) {
 	var out []int64
 	var d record.Decoder
 	off := l.LogStartOffset()
 	for off < l.LogEndOffset() {
 		res, err := l.Read(off, 1<<20, true)
 		if err != nil {
-			t.Fatalf("read at %d: %v", off, err)
+			return out, fmt.Errorf("read at %d: %w", off, err)
 		}
 		if len(res.Data) == 0 {
-			t.Fatalf("read at %d returned nothing before the log end %d", off, l.LogEndOffset())
+			return out, fmt.Errorf("read at %d returned nothing before the log end %d", off, l.LogEndOffset())
 		}
 		it := record.NewIter(res.Data)
 		it.Verify = true
@@ -66,7 +75,7 @@ func offsetsOf(t *testing.T, l *Log) []int64 {
 			}
 			recs, err := d.Records(b)
 			if err != nil {
-				t.Fatal(err)
+				return out, err
 			}
 			for _, r := range recs {
 				if r.Offset >= off {
@@ -76,10 +85,10 @@ func offsetsOf(t *testing.T, l *Log) []int64 {
 			off = max(off, b.NextOffset())
 		}
 		if err := it.Err(); err != nil {
-			t.Fatal(err)
+			return out, err
 		}
 	}
-	return out
+	return out, nil
 }
 
 // TestRecoveryBelowRecoveryPointKeepsLaterSegments is the case: a
