@@ -29,15 +29,7 @@ func rfImage(t *testing.T) (*vfs.MemFS, []int64) {
 	}
 	l, _ := d.Partition("t", 0)
 	b := batchOf(t, 5, 100, dfClock.t.UnixMilli(), codec.None)
-	for i := 0; i < 40; i++ {
-		if i > 0 && i%10 == 0 {
-			if err := l.Roll(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		mustAppend(t, l, append([]byte(nil), b...))
-	}
-	seg0 := l.Segments()[0].Path
+	seg0 := appendFourSegments(t, l, dfClock)[0].Path
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,20 @@ func buildFourSegments(t *testing.T, clock *fakeClock) (string, []SegmentInfo) {
 	cfg := testConfig(t, map[string]string{"internal.segment.bytes": "60000", "index.interval.bytes": "1000"})
 	dir := t.TempDir()
 	l, _ := openTestLog(t, vfs.Default, dir, cfg, clock, 0)
+	segs := appendFourSegments(t, l, clock)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) != 4 {
+		t.Fatalf("built %d segments, want 4", len(segs))
+	}
+	return dir, segs
+}
+
+// appendFourSegments appends 40 batches of 5 records to l, rolling every
+// 10 batches, and returns the 4 segments.
+func appendFourSegments(t *testing.T, l *Log, clock *fakeClock) []SegmentInfo {
+	t.Helper()
 	for i := 0; i < 40; i++ {
 		if i > 0 && i%10 == 0 {
 			if err := l.Roll(); err != nil {
@@ -32,14 +46,7 @@ func buildFourSegments(t *testing.T, clock *fakeClock) (string, []SegmentInfo) {
 		}
 		mustAppend(t, l, batchOf(t, 5, 100, clock.t.UnixMilli()+int64(i), codec.None))
 	}
-	segs := l.Segments()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if len(segs) != 4 {
-		t.Fatalf("built %d segments, want 4", len(segs))
-	}
-	return dir, segs
+	return l.Segments()
 }
 
 // offsetsOf reads every record with Read from the log start, stepping over
@@ -236,15 +243,7 @@ func fourSegmentDataDir(t *testing.T, clock *fakeClock) (string, []SegmentInfo) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 40; i++ {
-		if i > 0 && i%10 == 0 {
-			if err := l.Roll(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		mustAppend(t, l, batchOf(t, 5, 100, clock.t.UnixMilli()+int64(i), codec.None))
-	}
-	segs := l.Segments()
+	segs := appendFourSegments(t, l, clock)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
