@@ -280,9 +280,10 @@ func TestReadOnlyOpenRecoversInMemory(t *testing.T) {
 	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
 	batchBytes := int64(len(batchOf(t, 5, 100, 0, codec.None)))
 	tests := []struct {
-		name     string
-		damage   func(t *testing.T, dir string, segs []SegmentInfo)
-		wantLost [][2]int64
+		name      string
+		damage    func(t *testing.T, dir string, segs []SegmentInfo)
+		wantLost  [][2]int64
+		wantSwaps int
 	}{
 		{
 			name: "flushed_segment_0_truncated",
@@ -337,6 +338,20 @@ func TestReadOnlyOpenRecoversInMemory(t *testing.T) {
 			},
 			wantLost: [][2]int64{{70, 100}, {195, 200}},
 		},
+		{
+			name: "interrupted_compaction_swap",
+			damage: func(t *testing.T, dir string, segs []SegmentInfo) {
+				// A compaction merged segments 0 and 1 into a .swap and
+				// stopped before replacing them: completed in memory.
+				a, _ := os.ReadFile(segs[0].Path)
+				b, _ := os.ReadFile(segs[1].Path)
+				swap := SegmentPath(filepath.Dir(segs[0].Path), segs[0].BaseOffset, LogSuffix+SwapSuffix)
+				if err := os.WriteFile(swap, append(a, b...), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantSwaps: 1,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -368,8 +383,11 @@ func TestReadOnlyOpenRecoversInMemory(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("read-only open reads %d records (%v…), want %d (report %+v)", len(got), got[:min(len(got), 5)], len(want), rep.Recovery)
 			}
-			if rep.Recovery.SegmentsDeleted != 0 || rep.Recovery.BytesTruncated == 0 {
-				t.Fatalf("report %+v: want truncation in memory, nothing deleted", rep.Recovery)
+			if rep.Recovery.SegmentsDeleted != 0 || (rep.Recovery.BytesTruncated > 0) != (len(tc.wantLost) > 0) {
+				t.Fatalf("report %+v: want truncation in memory (%v), nothing deleted", rep.Recovery, len(tc.wantLost) > 0)
+			}
+			if rep.Recovery.SwapsCompleted != tc.wantSwaps {
+				t.Fatalf("report %+v: want %d swaps completed in memory", rep.Recovery, tc.wantSwaps)
 			}
 			if _, err := l.Append(batchOf(t, 1, 1, clock.t.UnixMilli(), codec.None)); err == nil {
 				t.Fatal("append to a read-only log succeeded")
