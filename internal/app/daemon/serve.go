@@ -395,6 +395,7 @@ func (s *Serve) start(ctx context.Context, loops *sync.WaitGroup) error {
 	rc := rep.Recovery
 	s.log.Info("data dir recovered", "dir", s.cfg.DataDir, "partitions", rep.Partitions, "segments_recovered", rc.SegmentsRecovered,
 		"bytes_truncated", rc.BytesTruncated, "segments_deleted", rc.SegmentsDeleted, "swaps_completed", rc.SwapsCompleted,
+		"segments_repaired_alone", rc.SegmentsRepairedAlone, "offsets_lost", rc.OffsetsLost, "log_start_offsets_clamped", rc.LogStartOffsetsClamped,
 		"duration", time.Since(began).Round(time.Millisecond))
 	s.mu.Lock()
 	s.dir = d
