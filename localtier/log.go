@@ -376,21 +376,41 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 // validateTimestamp is Kafka's LogValidator.validateTimestamp: on a
 // CreateTime topic a record timestamp (other than -1, "none") must lie
 // within [now - message.timestamp.before.max.ms, now +
-// message.timestamp.after.max.ms]; otherwise a batch must not claim
-// LogAppendTime, which only the broker sets. The arithmetic wraps as Java's
-// does, so the bounds and the message are Kafka's.
+// message.timestamp.after.max.ms] (CheckTimestamp); otherwise a batch must
+// not claim LogAppendTime, which only the broker sets.
 func validateTimestamp(cfg topicconfig.Config, b record.Batch, r record.Record, now int64) error {
 	if cfg.MessageTimestampType == topicconfig.CreateTime && r.Timestamp != record.NoTimestamp {
-		diff := now - r.Timestamp
-		if diff > cfg.MessageTimestampBeforeMaxMs || -diff > cfg.MessageTimestampAfterMaxMs {
-			return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
-				"Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d] (%s, %s)",
-				r.Timestamp, r.Offset, now-cfg.MessageTimestampBeforeMaxMs, now+cfg.MessageTimestampAfterMaxMs,
-				topicconfig.MessageTimestampBeforeMaxMsConfig, topicconfig.MessageTimestampAfterMaxMsConfig)}
-		}
-	} else if b.LogAppendTime() {
+		return checkTimestamp(cfg, r.Timestamp, now, fmt.Sprintf(" of message with offset %d", r.Offset))
+	}
+	if b.LogAppendTime() {
 		return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
 			"Invalid timestamp type in message with offset %d. Producer should not set timestamp type to LogAppendTime.", r.Offset)}
+	}
+	return nil
+}
+
+// CheckTimestamp is the timestamp rule Append applies to each record of a
+// CreateTime topic, for callers that validate records before encoding them
+// (tiered produce's all-or-nothing check): nil for a LogAppendTime topic, a
+// timestamp of -1, or one within the topic's message.timestamp.before.max.ms
+// / after.max.ms of now (milliseconds); else an INVALID_TIMESTAMP
+// *InvalidRecordError.
+func CheckTimestamp(cfg topicconfig.Config, ts, now int64) error {
+	if cfg.MessageTimestampType != topicconfig.CreateTime || ts == record.NoTimestamp {
+		return nil
+	}
+	return checkTimestamp(cfg, ts, now, "")
+}
+
+// checkTimestamp applies the bounds with Java's wrapping arithmetic, so the
+// bounds and the message are Kafka's.
+func checkTimestamp(cfg topicconfig.Config, ts, now int64, of string) error {
+	diff := now - ts
+	if diff > cfg.MessageTimestampBeforeMaxMs || -diff > cfg.MessageTimestampAfterMaxMs {
+		return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
+			"Timestamp %d%s is out of range. The timestamp should be within [%d, %d] (%s, %s)",
+			ts, of, now-cfg.MessageTimestampBeforeMaxMs, now+cfg.MessageTimestampAfterMaxMs,
+			topicconfig.MessageTimestampBeforeMaxMsConfig, topicconfig.MessageTimestampAfterMaxMsConfig)}
 	}
 	return nil
 }

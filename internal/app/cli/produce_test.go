@@ -115,7 +115,7 @@ func TestProduceTimestampOutOfRange(t *testing.T) {
 	mustRun(t, "", "topic", "create", "--data-dir", dir, "--topic", "ts")
 	in := "{\"value\":\"ok\"}\n{\"value\":\"late\",\"timestamp\":9223372036854775807}\n"
 	res := run(t, in, "produce", "--data-dir", dir, "--topic", "ts", "--partition", "0")
-	if res.code != ExitError || !strings.Contains(res.stderr, "INVALID_TIMESTAMP") || !strings.Contains(res.stderr, "Timestamp 9223372036854775807") ||
+	if res.code != ExitError || !strings.Contains(res.stderr, "line 2: INVALID_TIMESTAMP") || !strings.Contains(res.stderr, "Timestamp 9223372036854775807") ||
 		!strings.Contains(res.stderr, "message.timestamp.after.max.ms") {
 		t.Fatalf("exit %d stderr %q", res.code, res.stderr)
 	}

@@ -600,6 +600,9 @@ func (s *Serve) Produce(ctx context.Context, topic string, in []producer.Input, 
 	if o.AutoCreatePartitions == 0 {
 		o.AutoCreatePartitions = int(max(1, s.settings.NumPartitions))
 	}
+	if o.Now == nil {
+		o.Now = s.o.Now
+	}
 	res, err := producer.Produce(d, topic, in, o)
 	for _, p := range res.Partitions {
 		s.local.appendedRecords.Add(float64(p.Records))
