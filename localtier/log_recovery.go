@@ -144,13 +144,16 @@ func (l *Log) load(opts LogOptions, rep *RecoveryReport) error {
 			continue
 		}
 		rep.BytesTruncated += truncated
+		if i+1 == len(l.segments) {
+			l.logger.Warn("truncated corrupt or torn log tail", "segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size,
+				"read_only", l.readOnly)
+			break
+		}
 		if !unflushed || l.readOnly {
 			// A read-only open deletes nothing, even in memory: the reader
 			// continues at the next good segment.
 			rep.SegmentsRepairedAlone++
-			if i+1 < len(l.segments) && s.nextOffset < limit {
-				rep.OffsetsLost += limit - s.nextOffset
-			}
+			rep.OffsetsLost += max(limit-s.nextOffset, 0)
 			msg := "truncated a damaged segment below the recovery point; later segments are kept"
 			if l.readOnly {
 				msg = "skipping the damaged tail of a segment (read-only: nothing is changed on disk)"
