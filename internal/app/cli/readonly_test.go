@@ -116,3 +116,36 @@ func TestReadOnlyCommandsLeaveDamagedDirUntouched(t *testing.T) {
 		t.Fatalf("after on-disk recovery consume printed %s", got)
 	}
 }
+
+// TestDataDirSilentCasesAreLoud: a topic config file gone makes every
+// command refuse the data dir naming the file; a log start checkpoint past
+// the log end is clamped with a warning naming the checkpoint.
+func TestDataDirSilentCasesAreLoud(t *testing.T) {
+	dir := t.TempDir()
+	mustRun(t, "", "topic", "create", "--data-dir", dir, "--topic", "r", "--config", "remote.storage.enable=true")
+	produceN(t, dir, "r", 0, 3)
+
+	cp := filepath.Join(dir, localtier.LogStartOffsetCheckpoint)
+	if err := os.WriteFile(cp, []byte("0\n1\nr 0 99\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := mustRun(t, "", "topic", "describe", "--data-dir", dir, "--topic", "r", "--json")
+	if !strings.Contains(res.stderr, "warning") || !strings.Contains(res.stderr, cp) || !strings.Contains(res.stdout, `"log_start_offset": 3`) {
+		t.Fatalf("clamped log start: stdout %s stderr %q", res.stdout, res.stderr)
+	}
+
+	cfg := filepath.Join(dir, ".tiered", "topics", "r.json")
+	if err := os.Remove(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"consume", "--data-dir", dir, "--topic", "r", "--partition", "0"},
+		{"topic", "describe", "--data-dir", dir},
+		{"retention", "--data-dir", dir},
+	} {
+		res := run(t, "", args...)
+		if res.code != ExitError || !strings.Contains(res.stderr, cfg) || !strings.Contains(res.stderr, "missing") {
+			t.Fatalf("tiered %s with the topic config gone: exit %d, stderr %q", strings.Join(args, " "), res.code, res.stderr)
+		}
+	}
+}
