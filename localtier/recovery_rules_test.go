@@ -2,6 +2,7 @@ package localtier
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -147,6 +148,29 @@ func TestRecoveryBelowRecoveryPointKeepsLaterSegments(t *testing.T) {
 			},
 			rp:       func(segs []SegmentInfo) int64 { return segs[3].NextOffset },
 			wantLost: [2]int64{80, 100}, wantEnd: 200, wantGap: 20,
+		},
+		{
+			name: "base_offset_reaching_the_next_segment",
+			damage: func(t *testing.T, dir string, segs []SegmentInfo) {
+				// Batch 3 of segment 1 claims offsets of segment 2 (its
+				// baseOffset is outside the CRC) and the index is gone, so
+				// the segment is rebuilt: it ends before that batch.
+				f, err := os.OpenFile(segs[1].Path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				var off [8]byte
+				binary.BigEndian.PutUint64(off[:], uint64(segs[2].BaseOffset+10))
+				if _, err := f.WriteAt(off[:], 3*batchBytes); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Remove(SegmentPath(dir, segs[1].BaseOffset, IndexSuffix)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			rp:       func(segs []SegmentInfo) int64 { return segs[3].NextOffset },
+			wantLost: [2]int64{65, 100}, wantEnd: 200, wantGap: 35,
 		},
 		{
 			name: "last_flushed_segment_torn",
