@@ -45,7 +45,9 @@ printed: consume reads like a READ_UNCOMMITTED consumer.
 Reads the local data dir (the default), or with --bucket the segments committed to the
 remote tier, through the partition's manifest (no LIST), or with --fetch through the HTTP
 API of a fetch service ('tiered fetch', or 'tiered serve', which serves the local and the
-remote tier together); the output is the same.
+remote tier together); the output is the same. The data dir is opened read-only: recovery
+runs in memory and no file changes (the .lock aside); a damaged segment's bad tail is
+skipped and reading continues at the next segment, with a line on stderr saying so.
 
 Flags:
   --data-dir DIR     data directory (default ./data; must exist)
