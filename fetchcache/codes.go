@@ -42,6 +42,7 @@ const (
 	CodeInvalidTopic       = "INVALID_TOPIC_EXCEPTION"
 	CodeInvalidPartitions  = "INVALID_PARTITIONS"
 	CodeInvalidRecord      = "INVALID_RECORD"
+	CodeInvalidTimestamp   = "INVALID_TIMESTAMP" // a record timestamp outside message.timestamp.before/after.max.ms
 	CodeRecordListTooLarge = "RECORD_LIST_TOO_LARGE"
 	CodeLeaderNotAvailable = "LEADER_NOT_AVAILABLE" // still recovering
 	CodeStorageError       = "KAFKA_STORAGE_ERROR"

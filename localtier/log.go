@@ -38,7 +38,7 @@ func (e *OffsetOutOfRangeError) Is(target error) bool { return target == kafkaer
 // InvalidRecordError is Kafka's INVALID_RECORD / CORRUPT_MESSAGE /
 // MESSAGE_TOO_LARGE family: an append refused whole.
 type InvalidRecordError struct {
-	Code   string // Kafka error name: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION
+	Code   string // Kafka error name: CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION
 	Reason string
 	Err    error
 }
@@ -52,6 +52,16 @@ func (e *InvalidRecordError) Error() string {
 
 func (e *InvalidRecordError) Unwrap() error { return e.Err }
 
+// CodeInvalidTimestamp is the InvalidRecordError code of Kafka's
+// INVALID_TIMESTAMP.
+const CodeInvalidTimestamp = "INVALID_TIMESTAMP"
+
+// Is makes errors.Is(err, kafkaerr.ErrInvalidTimestamp) true for an
+// INVALID_TIMESTAMP refusal.
+func (e *InvalidRecordError) Is(target error) bool {
+	return target == kafkaerr.ErrInvalidTimestamp && e.Code == CodeInvalidTimestamp
+}
+
 // LogOptions configure OpenLog.
 type LogOptions struct {
 	Config topicconfig.Config
@@ -59,12 +69,20 @@ type LogOptions struct {
 	// last checkpoint; segments from there on are scanned and repaired.
 	// Use -1 (or any value below the first segment) to recover everything.
 	RecoveryPoint int64
-	// LogStartOffset from the log-start-offset checkpoint (0 if unknown).
-	LogStartOffset int64
+	// LogStartOffset from the log-start-offset checkpoint (0 if unknown),
+	// and the file it was read from (named in the warning when it lies
+	// beyond the log end).
+	LogStartOffset     int64
+	LogStartOffsetFile string
 	// LeaderEpoch stamped on appended batches (0 for tiered's own engine).
 	LeaderEpoch int32
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// ReadOnly is set by LogDirOptions.ReadOnly: fsys is a vfs.Overlay, so
+	// recovery changes nothing on disk, and a truncated segment never ends
+	// the log: the segments after it are kept and a reader continues at the
+	// next good segment.
+	ReadOnly bool
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Log is one partition: its segments in offset order, the last one active.
@@ -76,6 +94,8 @@ type Log struct {
 	now    func() time.Time
 	logger *slog.Logger
 	epoch  int32
+	// readOnly: opened with LogOptions.ReadOnly.
+	readOnly bool
 
 	mu             sync.RWMutex
 	cfg            topicconfig.Config
@@ -211,6 +231,9 @@ func (l *Log) Append(data []byte) (AppendInfo, error) {
 	if l.closed {
 		return AppendInfo{}, errors.New("append: log is closed")
 	}
+	if l.readOnly {
+		return AppendInfo{}, fmt.Errorf("append to %s: the log is open read-only", l.dir)
+	}
 	data, info, err := l.validateAndAssign(data)
 	if err != nil {
 		return info, err
@@ -296,6 +319,9 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 			if cfg.CleanupPolicy.Compact && r.Key == nil {
 				return nil, info, &InvalidRecordError{Code: "INVALID_RECORD", Reason: "compacted topic cannot accept message without key"}
 			}
+			if err := validateTimestamp(cfg, b, r, now); err != nil {
+				return nil, info, err
+			}
 		}
 		info.Batches++
 		info.Records += len(recs)
@@ -345,6 +371,48 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 	info.LastOffset = next - 1
 	info.Bytes = len(data)
 	return data, info, nil
+}
+
+// validateTimestamp is Kafka's LogValidator.validateTimestamp: on a
+// CreateTime topic a record timestamp (other than -1, "none") must lie
+// within [now - message.timestamp.before.max.ms, now +
+// message.timestamp.after.max.ms] (CheckTimestamp); otherwise a batch must
+// not claim LogAppendTime, which only the broker sets.
+func validateTimestamp(cfg topicconfig.Config, b record.Batch, r record.Record, now int64) error {
+	if cfg.MessageTimestampType == topicconfig.CreateTime && r.Timestamp != record.NoTimestamp {
+		return checkTimestamp(cfg, r.Timestamp, now, fmt.Sprintf(" of message with offset %d", r.Offset))
+	}
+	if b.LogAppendTime() {
+		return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
+			"Invalid timestamp type in message with offset %d. Producer should not set timestamp type to LogAppendTime.", r.Offset)}
+	}
+	return nil
+}
+
+// CheckTimestamp is the timestamp rule Append applies to each record of a
+// CreateTime topic, for callers that validate records before encoding them
+// (tiered produce's all-or-nothing check): nil for a LogAppendTime topic, a
+// timestamp of -1, or one within the topic's message.timestamp.before.max.ms
+// / after.max.ms of now (milliseconds); else an INVALID_TIMESTAMP
+// *InvalidRecordError.
+func CheckTimestamp(cfg topicconfig.Config, ts, now int64) error {
+	if cfg.MessageTimestampType != topicconfig.CreateTime || ts == record.NoTimestamp {
+		return nil
+	}
+	return checkTimestamp(cfg, ts, now, "")
+}
+
+// checkTimestamp applies the bounds with Java's wrapping arithmetic, so the
+// bounds and the message are Kafka's.
+func checkTimestamp(cfg topicconfig.Config, ts, now int64, of string) error {
+	diff := now - ts
+	if diff > cfg.MessageTimestampBeforeMaxMs || -diff > cfg.MessageTimestampAfterMaxMs {
+		return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
+			"Timestamp %d%s is out of range. The timestamp should be within [%d, %d] (%s, %s)",
+			ts, of, now-cfg.MessageTimestampBeforeMaxMs, now+cfg.MessageTimestampAfterMaxMs,
+			topicconfig.MessageTimestampBeforeMaxMsConfig, topicconfig.MessageTimestampAfterMaxMsConfig)}
+	}
+	return nil
 }
 
 // appendLocked rolls if needed and writes validated, offset-assigned data.

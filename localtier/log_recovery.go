@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -24,6 +25,26 @@ type RecoveryReport struct {
 	SegmentsDeleted   int
 	SwapsCompleted    int
 	TempFilesRemoved  int
+	// SegmentsRepairedAlone counts segments that were truncated while the
+	// segments after them stayed (below the recovery point, or any segment
+	// of a log opened read-only): the offsets they lost (OffsetsLost) are a
+	// gap in the log that reads step over.
+	SegmentsRepairedAlone int
+	OffsetsLost           int64
+	// LogStartOffsetsClamped counts logs whose log start offset checkpoint
+	// lay beyond the log end (logged as a warning naming both offsets).
+	LogStartOffsetsClamped int
+}
+
+func (r *RecoveryReport) add(o RecoveryReport) {
+	r.SegmentsRecovered += o.SegmentsRecovered
+	r.BytesTruncated += o.BytesTruncated
+	r.SegmentsDeleted += o.SegmentsDeleted
+	r.SwapsCompleted += o.SwapsCompleted
+	r.TempFilesRemoved += o.TempFilesRemoved
+	r.SegmentsRepairedAlone += o.SegmentsRepairedAlone
+	r.OffsetsLost += o.OffsetsLost
+	r.LogStartOffsetsClamped += o.LogStartOffsetsClamped
 }
 
 // OpenLog opens (or creates) the partition directory dir and recovers it the
@@ -36,12 +57,12 @@ func OpenLog(fsys vfs.FS, dir string, opts LogOptions) (*Log, RecoveryReport, er
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Log{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, epoch: opts.LeaderEpoch, cfg: opts.Config,
+	l := &Log{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, epoch: opts.LeaderEpoch, cfg: opts.Config, readOnly: opts.ReadOnly,
 		logStart: opts.LogStartOffset, ongoingTxns: map[int64]int64{}, producers: map[int64]*ProducerEntry{}, lastFlush: opts.Now()}
 	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, rep, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	if err := l.load(opts.RecoveryPoint, &rep); err != nil {
+	if err := l.load(opts, &rep); err != nil {
 		for _, s := range l.segments {
 			_ = s.close()
 		}
@@ -50,7 +71,8 @@ func OpenLog(fsys vfs.FS, dir string, opts LogOptions) (*Log, RecoveryReport, er
 	return l, rep, nil
 }
 
-func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
+func (l *Log) load(opts LogOptions, rep *RecoveryReport) error {
+	recoveryPoint := opts.RecoveryPoint
 	swapBases, err := l.removeTempFiles(rep)
 	if err != nil {
 		return err
@@ -91,9 +113,15 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 		l.segments = append(l.segments, s)
 		needs = append(needs, need)
 	}
-	// Recover every segment at or past the recovery point, and any whose
-	// indexes are missing or corrupt. Corruption truncates the log there:
-	// every later segment is deleted, as Kafka does.
+	// Kafka's LogLoader rules. A segment below the recovery point was
+	// flushed: it is trusted unless its indexes are missing or corrupt (or
+	// the tail scan found bytes the indexes do not account for), and then
+	// it is recovered alone (loadSegmentFiles): it loses only its own bad
+	// tail, the flushed segments after it stay, and the offsets it lost
+	// become a gap that reads step over to the next segment. Segments from
+	// the one holding the recovery point on were not flushed: they are
+	// recovered in order, and the first that had to be truncated ends the
+	// log, every later segment being deleted (recoverLog).
 	for i := 0; i < len(l.segments); i++ {
 		s := l.segments[i]
 		// nextOffset comes from the tail scan openSegment did (when the
@@ -103,22 +131,46 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 		if !unflushed && !needs[i] {
 			continue
 		}
-		truncated, err := s.recover()
+		limit := int64(math.MaxInt64)
+		if i+1 < len(l.segments) {
+			limit = l.segments[i+1].base
+		}
+		truncated, err := s.recover(limit)
 		if err != nil {
 			return err
 		}
 		rep.SegmentsRecovered++
-		if truncated > 0 {
-			rep.BytesTruncated += truncated
-			l.logger.Warn("truncated corrupt or torn log tail", "segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size)
-			for _, later := range l.segments[i+1:] {
-				if err := later.delete(); err != nil {
-					return err
-				}
-				rep.SegmentsDeleted++
-			}
-			l.segments = l.segments[:i+1]
+		if truncated == 0 {
+			continue
 		}
+		rep.BytesTruncated += truncated
+		if i+1 == len(l.segments) {
+			l.logger.Warn("truncated corrupt or torn log tail", "segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size,
+				"read_only", l.readOnly)
+			break
+		}
+		if !unflushed || l.readOnly {
+			// A read-only open deletes nothing, even in memory: the reader
+			// continues at the next good segment.
+			rep.SegmentsRepairedAlone++
+			rep.OffsetsLost += max(limit-s.nextOffset, 0)
+			msg := "truncated a damaged segment below the recovery point; later segments are kept"
+			if l.readOnly {
+				msg = "skipping the damaged tail of a segment (read-only: nothing is changed on disk)"
+			}
+			l.logger.Warn(msg, "segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size,
+				"lost_from_offset", s.nextOffset, "next_segment_base", limit)
+			continue
+		}
+		l.logger.Warn("truncated corrupt or torn log tail", "segment", s.LogPath(), "bytes", truncated, "valid_bytes", s.size,
+			"later_segments_deleted", len(l.segments)-i-1)
+		for _, later := range l.segments[i+1:] {
+			if err := later.delete(); err != nil {
+				return err
+			}
+			rep.SegmentsDeleted++
+		}
+		l.segments = l.segments[:i+1]
 	}
 	// An empty segment past the recovery point is what a roll leaves when
 	// power fails before the data reached the disk: its base offset points
@@ -154,6 +206,13 @@ func (l *Log) load(recoveryPoint int64, rep *RecoveryReport) error {
 		l.logStart = first
 	}
 	if end := l.logEndLocked(); l.logStart > end {
+		// Segments were lost (a truncated tail, files removed by hand) or
+		// the checkpoint is wrong. As Kafka's loader, the log continues at
+		// its start, but nothing is deleted: the segments stay on disk, and
+		// the warning keeps both offsets for an operator to decide.
+		l.logger.Warn("log start offset checkpoint is beyond the log end: clamping the log start offset to the log end, which hides every record of the partition",
+			"checkpoint", opts.LogStartOffsetFile, "dir", l.dir, "checkpoint_log_start_offset", l.logStart, "log_end_offset", end)
+		rep.LogStartOffsetsClamped++
 		l.logStart = end
 	}
 	// As Kafka's LogLoader: what recovery read back from the page cache was

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +61,20 @@ func (e *TopicExistsError) Error() string { return fmt.Sprintf("topic %q already
 // Is makes errors.Is(err, kafkaerr.ErrTopicAlreadyExists) true.
 func (e *TopicExistsError) Is(target error) bool { return target == kafkaerr.ErrTopicAlreadyExists }
 
+// MissingTopicConfigError refuses a topic whose partition directories exist
+// but whose config file (.tiered/topics/<topic>.json) does not.
+type MissingTopicConfigError struct {
+	Topic string
+	Path  string
+}
+
+func (e *MissingTopicConfigError) Error() string {
+	return fmt.Sprintf("topic %s has partition directories but its config file %s is missing; "+
+		"tiered will not fall back to the defaults (remote.storage.enable and every other override would change): "+
+		"restore the file, or write %s there if the topic had no overrides",
+		e.Topic, e.Path, strings.TrimSpace(string(topicconfig.EncodeOverrides(nil))))
+}
+
 // LogDirOptions configure OpenLogDir.
 type LogDirOptions struct {
 	Now    func() time.Time
@@ -68,6 +83,12 @@ type LogDirOptions struct {
 	// broker configs mapped to topic config names), layered between Kafka's
 	// defaults and each topic's overrides. Nil means Kafka's defaults.
 	TopicDefaults map[string]string
+	// ReadOnly opens the dir for commands that only read (consume, topic
+	// describe): the dir must exist, recovery runs the same rules but in
+	// memory (a vfs.Overlay), so no file is truncated, deleted, renamed or
+	// written (the lock file aside), and Close writes no checkpoint. Topic
+	// create and alter are refused.
+	ReadOnly bool
 }
 
 // Topic is one topic of a log dir.
@@ -89,7 +110,13 @@ type LogDir struct {
 	mu       sync.RWMutex
 	topics   map[string]*Topic
 	defaults map[string]string // broker-wide topic defaults under the overrides
+	readOnly bool              // opened with LogDirOptions.ReadOnly: fs is an overlay
 	closed   bool
+}
+
+// errReadOnly refuses a change to a data dir opened read-only.
+func (d *LogDir) errReadOnly(op string) error {
+	return fmt.Errorf("%s: data dir %s is open read-only", op, d.dir)
 }
 
 // LoadReport says what OpenLogDir found and repaired.
@@ -108,7 +135,16 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
+	if opts.ReadOnly {
+		st, err := fsys.Stat(dir)
+		if err != nil {
+			return nil, rep, fmt.Errorf("open data dir: %w", err)
+		}
+		if !st.IsDir() {
+			return nil, rep, fmt.Errorf("open data dir: %s is not a directory", dir)
+		}
+		fsys = vfs.NewOverlay(fsys)
+	} else if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, rep, fmt.Errorf("open data dir: %w", err)
 	}
 	lk, err := fsys.Lock(filepath.Join(dir, lockFile))
@@ -118,7 +154,8 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 		}
 		return nil, rep, fmt.Errorf("lock data dir: %w", err)
 	}
-	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}, defaults: maps.Clone(opts.TopicDefaults)}
+	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}, defaults: maps.Clone(opts.TopicDefaults),
+		readOnly: opts.ReadOnly}
 	if err := d.load(&rep); err != nil {
 		_ = d.closeLogs()
 		_ = lk.Close()
@@ -173,18 +210,15 @@ func (d *LogDir) load(rep *LoadReport) error {
 				rp = -1 // unknown: recover everything
 			}
 			l, lr, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, p)), LogOptions{
-				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], Now: d.now, Logger: d.logger,
+				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], LogStartOffsetFile: filepath.Join(d.dir, LogStartOffsetCheckpoint),
+				ReadOnly: d.readOnly, Now: d.now, Logger: d.logger,
 			})
 			if err != nil {
 				return err
 			}
 			t.Partitions = append(t.Partitions, l)
 			rep.Partitions++
-			rep.Recovery.SegmentsRecovered += lr.SegmentsRecovered
-			rep.Recovery.BytesTruncated += lr.BytesTruncated
-			rep.Recovery.SegmentsDeleted += lr.SegmentsDeleted
-			rep.Recovery.SwapsCompleted += lr.SwapsCompleted
-			rep.Recovery.TempFilesRemoved += lr.TempFilesRemoved
+			rep.Recovery.add(lr)
 		}
 		d.topics[name] = t
 	}
@@ -198,7 +232,9 @@ func (d *LogDir) overridesPath(topic string) string {
 func (d *LogDir) readOverrides(topic string) (map[string]string, error) {
 	f, err := d.fs.Open(d.overridesPath(topic))
 	if errors.Is(err, os.ErrNotExist) {
-		return map[string]string{}, nil
+		// Falling back to the defaults would silently change the topic
+		// (remote.storage.enable=false stops uploads, retention changes).
+		return nil, &MissingTopicConfigError{Topic: topic, Path: d.overridesPath(topic)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read topic %s config: %w", topic, err)
@@ -302,6 +338,9 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.readOnly {
+		return nil, d.errReadOnly("create topic")
+	}
 	cfg, err := d.parseLocked(overrides)
 	if err != nil {
 		return nil, err
@@ -345,6 +384,9 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 func (d *LogDir) AlterTopic(name string, set map[string]string, del []string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.readOnly {
+		return d.errReadOnly("alter topic")
+	}
 	t, ok := d.topics[name]
 	if !ok {
 		return &UnknownTopicOrPartitionError{Topic: name, Partition: -1}
@@ -495,6 +537,9 @@ func (d *LogDir) Checkpoint() error {
 }
 
 func (d *LogDir) checkpointLocked() error {
+	if d.readOnly {
+		return nil // nothing of a read-only dir is written
+	}
 	rps := map[checkpoint.TopicPartition]int64{}
 	starts := map[checkpoint.TopicPartition]int64{}
 	for name, t := range d.topics {
@@ -547,7 +592,7 @@ func (d *LogDir) Close() error {
 	}
 	d.closed = true
 	err := d.closeLogs()
-	if err == nil {
+	if err == nil && !d.readOnly {
 		err = d.checkpointLocked()
 	}
 	return errors.Join(err, d.lock.Close())

@@ -248,8 +248,9 @@ func (s *Segment) loadTail() error {
 
 // recover rebuilds the indexes by scanning every batch, verifying CRCs, and
 // truncates the log after the last valid batch. It returns the number of
-// bytes truncated. maxBatch bounds a believable batch size.
-func (s *Segment) recover() (truncated int64, err error) {
+// bytes truncated. A batch whose offsets reach limit (the next segment's
+// base offset) is corrupt: it would overlap the next segment.
+func (s *Segment) recover(limit int64) (truncated int64, err error) {
 	if err := s.offIdx.Reset(); err != nil {
 		return 0, err
 	}
@@ -260,7 +261,7 @@ func (s *Segment) recover() (truncated int64, err error) {
 	s.firstBatchTimestamp = record.NoTimestamp
 	var lastIndexed int64
 	valid, _, scanErr := scanBatches(s.log, s.LogPath(), 0, s.size, true, func(pos int64, b record.Batch) error {
-		if b.BaseOffset() < s.nextOffset || b.LastOffset()-s.base > 1<<31-1 {
+		if b.BaseOffset() < s.nextOffset || b.LastOffset()-s.base > 1<<31-1 || b.LastOffset() >= limit {
 			return &record.CorruptError{File: s.LogPath(), Pos: pos, Offset: b.BaseOffset(),
 				Reason: fmt.Sprintf("batch offsets [%d, %d] out of order or out of range for segment %d", b.BaseOffset(), b.LastOffset(), s.base)}
 		}

@@ -28,6 +28,11 @@ const (
 	MaxMessageBytesConfig        = "max.message.bytes"
 	CompressionTypeConfig        = "compression.type"
 	MessageTimestampTypeConfig   = "message.timestamp.type"
+	// MessageTimestampBeforeMaxMsConfig and MessageTimestampAfterMaxMsConfig bound how
+	// far a CreateTime record's timestamp may lie before or after the broker's clock
+	// (KIP-937; they replace message.timestamp.difference.max.ms, removed in Kafka 4).
+	MessageTimestampBeforeMaxMsConfig = "message.timestamp.before.max.ms"
+	MessageTimestampAfterMaxMsConfig  = "message.timestamp.after.max.ms"
 
 	// InternalSegmentBytesConfig is Kafka's test-only "internal.segment.bytes": when set it
 	// replaces segment.bytes and escapes segment.bytes' 1 MiB minimum, so tests can roll tiny
@@ -57,6 +62,10 @@ const (
 	DefaultMaxMessageBytes        = 1<<20 + 12 // 1 MiB + Records.LOG_OVERHEAD = 1048588
 	DefaultCompressionType        = CompressionProducer
 	DefaultMessageTimestampType   = CreateTime
+	// Kafka 4.0's defaults: any past timestamp, at most one hour in the future
+	// (KIP-1030 lowered after.max.ms from Long.MAX_VALUE).
+	DefaultMessageTimestampBeforeMaxMs = math.MaxInt64
+	DefaultMessageTimestampAfterMaxMs  = 60 * 60 * 1000
 )
 
 // Kafka's lower bounds for the topic configs that have one.
@@ -182,6 +191,14 @@ type Config struct {
 	// MessageTimestampType (message.timestamp.type, default CreateTime): whether record
 	// timestamps are the producer's (CreateTime) or the broker's append time (LogAppendTime).
 	MessageTimestampType string
+	// MessageTimestampBeforeMaxMs (message.timestamp.before.max.ms, default Long.MAX_VALUE,
+	// at least 0): a CreateTime topic refuses a batch holding a record timestamp more than
+	// this far before the broker's clock (Kafka's INVALID_TIMESTAMP).
+	MessageTimestampBeforeMaxMs int64
+	// MessageTimestampAfterMaxMs (message.timestamp.after.max.ms, default 3600000 = 1 hour,
+	// at least 0): a CreateTime topic refuses a batch holding a record timestamp more than
+	// this far after the broker's clock.
+	MessageTimestampAfterMaxMs int64
 	// InternalSegmentBytes (internal.segment.bytes, Kafka's test-only config, 0 = unset,
 	// otherwise at least 14): when set, the roll size instead of SegmentBytes. See
 	// EffectiveSegmentBytes.
@@ -212,6 +229,9 @@ func Defaults() Config {
 		MaxMessageBytes:        DefaultMaxMessageBytes,
 		CompressionType:        DefaultCompressionType,
 		MessageTimestampType:   DefaultMessageTimestampType,
+
+		MessageTimestampBeforeMaxMs: DefaultMessageTimestampBeforeMaxMs,
+		MessageTimestampAfterMaxMs:  DefaultMessageTimestampAfterMaxMs,
 	}
 }
 

@@ -83,6 +83,8 @@ var defs = []def{
 	{name: LocalRetentionMsConfig, kind: kindLong, hasMin: true, min: -2, i64: func(c *Config) *int64 { return &c.LocalRetentionMs }},
 	{name: MaxCompactionLagMsConfig, kind: kindLong, hasMin: true, min: 1, i64: func(c *Config) *int64 { return &c.MaxCompactionLagMs }},
 	{name: MaxMessageBytesConfig, kind: kindInt, hasMin: true, min: 0, i64: func(c *Config) *int64 { return &c.MaxMessageBytes }},
+	{name: MessageTimestampAfterMaxMsConfig, kind: kindLong, hasMin: true, min: 0, i64: func(c *Config) *int64 { return &c.MessageTimestampAfterMaxMs }},
+	{name: MessageTimestampBeforeMaxMsConfig, kind: kindLong, hasMin: true, min: 0, i64: func(c *Config) *int64 { return &c.MessageTimestampBeforeMaxMs }},
 	{name: MessageTimestampTypeConfig, kind: kindString, allowed: []string{CreateTime, LogAppendTime},
 		str: func(c *Config) *string { return &c.MessageTimestampType }},
 	{name: MinCleanableDirtyRatioConfig, kind: kindDouble, dmin: 0, dmax: 1, f64: func(c *Config) *float64 { return &c.MinCleanableDirtyRatio }},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,42 @@ func forEachFS(t *testing.T, fn func(t *testing.T, fs FS, dir string)) {
 		}
 		fn(t, fs, dir)
 	})
+	// An Overlay over an OS directory (overlay_test.go covers base files
+	// taken over).
+	t.Run("overlay", func(t *testing.T) {
+		dir := t.TempDir()
+		before := snapshotTree(t, dir)
+		fn(t, NewOverlay(Default), dir)
+		if after := snapshotTree(t, dir); !maps.Equal(before, after) {
+			t.Fatalf("the overlay changed its base: before %v, after %v", before, after)
+		}
+	})
+}
+
+// snapshotTree maps every file under dir (except lock files, the one thing
+// an Overlay writes to its base) to its contents.
+func snapshotTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.Contains(d.Name(), "lock") {
+			return nil
+		}
+		if d.IsDir() {
+			out[path] = "<dir>"
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		out[path] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func mustCreate(t *testing.T, fs FS, name, content string) {

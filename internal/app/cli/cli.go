@@ -191,6 +191,7 @@ var errorHints = []struct {
 	{kafkaerr.ErrCorrupt, "stored data failed its checks: see 'tiered inspect segment FILE' or 'tiered bucket verify'"},
 	{kafkaerr.ErrTopicAlreadyExists, "change its configs with 'tiered topic alter'"},
 	{kafkaerr.ErrInvalidConfig, "topic configs use Kafka's names and ranges; 'tiered topic describe' lists them"},
+	{kafkaerr.ErrInvalidTimestamp, "omit \"timestamp\" to stamp records now, or widen message.timestamp.before.max.ms / message.timestamp.after.max.ms with 'tiered topic alter'"},
 }
 
 // errorHint is the hint of the Kafka error err matches (errorHints), in

@@ -45,7 +45,9 @@ printed: consume reads like a READ_UNCOMMITTED consumer.
 Reads the local data dir (the default), or with --bucket the segments committed to the
 remote tier, through the partition's manifest (no LIST), or with --fetch through the HTTP
 API of a fetch service ('tiered fetch', or 'tiered serve', which serves the local and the
-remote tier together); the output is the same.
+remote tier together); the output is the same. The data dir is opened read-only: recovery
+runs in memory and no file changes (the .lock aside); a damaged segment's bad tail is
+skipped and reading continues at the next segment, with a line on stderr saying so.
 
 Flags:
   --data-dir DIR     data directory (default ./data; must exist)
@@ -121,7 +123,7 @@ type localSource struct {
 }
 
 func (r *Runner) openLocalSource(dataDir, topic string, partition int32) (*localSource, error) {
-	d, _, err := r.openDataDir(dataDir, true, r.lockWait())
+	d, _, err := r.openDataDirReadOnly(dataDir, r.lockWait())
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +166,7 @@ func (s *localSource) wait(ctx context.Context, every time.Duration) (bool, erro
 			return false, nil
 		case <-time.After(every):
 		}
-		nd, locked, err := s.r.openDataDir(s.dataDir, true, 0)
+		nd, locked, err := s.r.openDataDirReadOnly(s.dataDir, 0)
 		if locked {
 			continue // another process is writing; look again later
 		}

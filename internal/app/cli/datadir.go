@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/tiered/tiered/internal/app/daemon"
@@ -43,6 +44,17 @@ func (r *Runner) lockWait() time.Duration {
 // mustExist so that a mistyped --data-dir is an error, not a new empty dir.
 // locked reports that the failure was another process holding the dir.
 func (r *Runner) openDataDir(dir string, mustExist bool, wait time.Duration) (d *localtier.LogDir, locked bool, err error) {
+	return r.openDataDirMode(dir, mustExist, false, wait)
+}
+
+// openDataDirReadOnly is openDataDir for commands that only read (consume,
+// topic describe): recovery happens in memory and no file of the dir
+// changes, the lock file aside.
+func (r *Runner) openDataDirReadOnly(dir string, wait time.Duration) (d *localtier.LogDir, locked bool, err error) {
+	return r.openDataDirMode(dir, true, true, wait)
+}
+
+func (r *Runner) openDataDirMode(dir string, mustExist, readOnly bool, wait time.Duration) (d *localtier.LogDir, locked bool, err error) {
 	if mustExist {
 		st, err := os.Stat(dir)
 		if errors.Is(err, os.ErrNotExist) {
@@ -56,13 +68,25 @@ func (r *Runner) openDataDir(dir string, mustExist bool, wait time.Duration) (d 
 		}
 	}
 	fsys := &lockWaitFS{FS: vfs.Default, wait: wait}
-	d, rep, err := localtier.OpenLogDir(fsys, dir, localtier.LogDirOptions{Now: r.Now})
+	d, rep, err := localtier.OpenLogDir(fsys, dir, localtier.LogDirOptions{Now: r.Now, ReadOnly: readOnly})
 	if err != nil {
 		return nil, fsys.locked, err
 	}
 	if rc := rep.Recovery; rc.SegmentsRecovered > 0 || rc.BytesTruncated > 0 || rc.SegmentsDeleted > 0 || rc.SwapsCompleted > 0 {
-		fmt.Fprintf(r.Stderr, "tiered: recovered data dir %s: %d segments recovered, %d bytes truncated, %d segments deleted, %d swaps completed\n",
-			dir, rc.SegmentsRecovered, rc.BytesTruncated, rc.SegmentsDeleted, rc.SwapsCompleted)
+		how := "recovered data dir"
+		if readOnly {
+			how = "recovered data dir in memory (files left as they are)"
+		}
+		fmt.Fprintf(r.Stderr, "tiered: %s %s: %d segments recovered, %d bytes truncated, %d segments deleted, %d swaps completed",
+			how, dir, rc.SegmentsRecovered, rc.BytesTruncated, rc.SegmentsDeleted, rc.SwapsCompleted)
+		if rc.SegmentsRepairedAlone > 0 {
+			fmt.Fprintf(r.Stderr, "; %d segments lost their damaged tail alone (%d offsets skipped, later segments kept)", rc.SegmentsRepairedAlone, rc.OffsetsLost)
+		}
+		fmt.Fprintln(r.Stderr)
+	}
+	if n := rep.Recovery.LogStartOffsetsClamped; n > 0 {
+		fmt.Fprintf(r.Stderr, "tiered: warning: data dir %s: the log start offset checkpoint of %d partitions lies beyond their log end; "+
+			"their log start offset was clamped to the log end (see %s)\n", dir, n, filepath.Join(dir, localtier.LogStartOffsetCheckpoint))
 	}
 	return d, false, nil
 }
@@ -83,11 +107,23 @@ func dataDirOrServer(set map[string]bool, server string) error {
 // it, and points at --server.
 func (r *Runner) openDataDirForWrite(dir string, mustExist bool) (*localtier.LogDir, error) {
 	d, locked, err := r.openDataDir(dir, mustExist, r.lockWait())
+	return d, withHolderHint(dir, locked, err)
+}
+
+// openDataDirForRead is openDataDirReadOnly with openDataDirForWrite's hint
+// at the holder.
+func (r *Runner) openDataDirForRead(dir string) (*localtier.LogDir, error) {
+	d, locked, err := r.openDataDirReadOnly(dir, r.lockWait())
+	return d, withHolderHint(dir, locked, err)
+}
+
+// withHolderHint adds who holds the data dir to err when locked.
+func withHolderHint(dir string, locked bool, err error) error {
 	if err != nil && locked {
 		holder := daemon.ReadHolder(dir)
-		return nil, fmt.Errorf("%w; %s", err, holderHint(holder))
+		return fmt.Errorf("%w; %s", err, holderHint(holder))
 	}
-	return d, err
+	return err
 }
 
 // holderHint says who holds a data dir and how to reach it.

@@ -32,8 +32,9 @@ missing timestamp means now (CreateTime). "offset" and "partition" fields, as co
 prints them, are accepted and ignored. Blank lines are skipped.
 
 All of stdin is read and every line validated before anything is written: a bad line
-anywhere (invalid JSON, unknown field, a keyless record for a compacted topic, a batch
-over max.message.bytes) fails the command naming the line, and nothing is appended.
+anywhere (invalid JSON, unknown field, a keyless record for a compacted topic, a timestamp
+outside the topic's message.timestamp.before.max.ms / after.max.ms of now, a batch over
+max.message.bytes) fails the command naming the line, and nothing is appended.
 
 Partitioning, as Kafka's Java producer does it: with --partition every record goes there;
 otherwise a keyed record goes to murmur2(key) & 0x7fffffff % partitions (the default
@@ -108,7 +109,7 @@ func runProduce(r *Runner, ctx context.Context, args []string) error {
 		return err
 	}
 	defer d.Close()
-	res, err := producer.Produce(d, *topic, recs, producer.Options{Partition: *partition, AutoCreate: !*noAuto})
+	res, err := producer.Produce(d, *topic, recs, producer.Options{Partition: *partition, AutoCreate: !*noAuto, Now: r.now})
 	if err != nil {
 		return err
 	}

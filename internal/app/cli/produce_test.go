@@ -107,6 +107,26 @@ func TestProduceTooLargeForMaxMessageBytes(t *testing.T) {
 	}
 }
 
+// TestProduceTimestampOutOfRange: a timestamp of 2^63-1 (or more than
+// message.timestamp.after.max.ms ahead) is Kafka's INVALID_TIMESTAMP; the
+// whole input is refused.
+func TestProduceTimestampOutOfRange(t *testing.T) {
+	dir := t.TempDir()
+	mustRun(t, "", "topic", "create", "--data-dir", dir, "--topic", "ts")
+	in := "{\"value\":\"ok\"}\n{\"value\":\"late\",\"timestamp\":9223372036854775807}\n"
+	res := run(t, in, "produce", "--data-dir", dir, "--topic", "ts", "--partition", "0")
+	if res.code != ExitError || !strings.Contains(res.stderr, "line 2: INVALID_TIMESTAMP") || !strings.Contains(res.stderr, "Timestamp 9223372036854775807") ||
+		!strings.Contains(res.stderr, "message.timestamp.after.max.ms") {
+		t.Fatalf("exit %d stderr %q", res.code, res.stderr)
+	}
+	if got := mustRun(t, "", "consume", "--data-dir", dir, "--topic", "ts", "--partition", "0").stdout; got != "" {
+		t.Fatalf("records were appended: %s", got)
+	}
+	// The bound is a topic config: raised, the same input is accepted.
+	mustRun(t, "", "topic", "alter", "--data-dir", dir, "--topic", "ts", "--config", "message.timestamp.after.max.ms=9223372036854775807")
+	mustRun(t, in, "produce", "--data-dir", dir, "--topic", "ts", "--partition", "0")
+}
+
 // TestProduceKeyPlacement: keyed records land where Kafka's default
 // partitioner (franz-go's Kafka-compatible hasher as oracle) puts them.
 func TestProduceKeyPlacement(t *testing.T) {

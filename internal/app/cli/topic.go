@@ -196,7 +196,7 @@ func changeTopic(r *Runner, dataDir, topic string, existing, asJSON bool, change
 // describeAfterClose reopens the data dir to describe a topic (create and
 // alter close first so their changes are durable before they report).
 func describeAfterClose(r *Runner, dir, topic string) (topicJSON, error) {
-	d, _, err := r.openDataDir(dir, true, r.lockWait())
+	d, _, err := r.openDataDirReadOnly(dir, r.lockWait())
 	if err != nil {
 		return topicJSON{}, err
 	}
@@ -337,7 +337,7 @@ func runTopicDescribe(r *Runner, ctx context.Context, args []string) error {
 			return err
 		}
 	} else {
-		d, err := r.openDataDirForWrite(*dataDir, true)
+		d, err := r.openDataDirForRead(*dataDir)
 		if err != nil {
 			return err
 		}

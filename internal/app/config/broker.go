@@ -86,6 +86,8 @@ var brokerDefs = []brokerDef{
 	{name: "log.cleaner.max.compaction.lag.ms", kind: bkLong, def: maxLong, topic: topicconfig.MaxCompactionLagMsConfig},
 	{name: "message.max.bytes", kind: bkInt, def: "1048588", topic: topicconfig.MaxMessageBytesConfig},
 	{name: "log.message.timestamp.type", kind: bkString, def: topicconfig.CreateTime, topic: topicconfig.MessageTimestampTypeConfig},
+	{name: "log.message.timestamp.before.max.ms", kind: bkLong, def: maxLong, topic: topicconfig.MessageTimestampBeforeMaxMsConfig, hasMin: true, min: 0},
+	{name: "log.message.timestamp.after.max.ms", kind: bkLong, def: "3600000", topic: topicconfig.MessageTimestampAfterMaxMsConfig, hasMin: true, min: 0},
 	{name: "log.cleaner.min.cleanable.ratio", kind: bkDouble, def: "0.5", topic: topicconfig.MinCleanableDirtyRatioConfig},
 	{name: "log.cleaner.min.compaction.lag.ms", kind: bkLong, def: "0", topic: topicconfig.MinCompactionLagMsConfig},
 	{name: "log.retention.bytes", kind: bkLong, def: "-1", topic: topicconfig.RetentionBytesConfig},

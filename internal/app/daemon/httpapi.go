@@ -156,10 +156,10 @@ func writeError(err error) error {
 		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: fetchcache.CodeLeaderNotAvailable, Message: err.Error(), RetryAfter: time.Second}
 	case errors.As(err, &mbe):
 		return err
+	case errors.As(err, &re): // before InputError, which may carry one (a line's timestamp)
+		return &httpapi.Error{Status: http.StatusBadRequest, Code: re.Code, Message: err.Error()}
 	case errors.As(err, &ie):
 		return &httpapi.Error{Status: http.StatusBadRequest, Code: fetchcache.CodeInvalidRecord, Message: err.Error()}
-	case errors.As(err, &re):
-		return &httpapi.Error{Status: http.StatusBadRequest, Code: re.Code, Message: err.Error()}
 	}
 	return err
 }

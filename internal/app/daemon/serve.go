@@ -395,6 +395,7 @@ func (s *Serve) start(ctx context.Context, loops *sync.WaitGroup) error {
 	rc := rep.Recovery
 	s.log.Info("data dir recovered", "dir", s.cfg.DataDir, "partitions", rep.Partitions, "segments_recovered", rc.SegmentsRecovered,
 		"bytes_truncated", rc.BytesTruncated, "segments_deleted", rc.SegmentsDeleted, "swaps_completed", rc.SwapsCompleted,
+		"segments_repaired_alone", rc.SegmentsRepairedAlone, "offsets_lost", rc.OffsetsLost, "log_start_offsets_clamped", rc.LogStartOffsetsClamped,
 		"duration", time.Since(began).Round(time.Millisecond))
 	s.mu.Lock()
 	s.dir = d
@@ -598,6 +599,9 @@ func (s *Serve) Produce(ctx context.Context, topic string, in []producer.Input, 
 	}
 	if o.AutoCreatePartitions == 0 {
 		o.AutoCreatePartitions = int(max(1, s.settings.NumPartitions))
+	}
+	if o.Now == nil {
+		o.Now = s.o.Now
 	}
 	res, err := producer.Produce(d, topic, in, o)
 	for _, p := range res.Partitions {

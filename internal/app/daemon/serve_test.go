@@ -129,6 +129,7 @@ func TestServeHTTPAPI(t *testing.T) {
 		{"produce_unknown_partition", "POST", "/v1/topics/orders/partitions/7/records", "{\"value\":\"x\"}\n", 404, `UNKNOWN_TOPIC_OR_PARTITION`},
 		{"produce_no_auto_create", "POST", "/v1/topics/fresh/records?auto_create=false", "{\"value\":\"x\"}\n", 404, `unknown topic`},
 		{"produce_auto_create", "POST", "/v1/topics/fresh/records", "{\"value\":\"x\"}\n", 200, `"created":true`},
+		{"produce_timestamp_max_int64", "POST", "/v1/topics/orders/partitions/0/records", "{\"value\":\"x\",\"timestamp\":9223372036854775807}\n", 400, `"code":"INVALID_TIMESTAMP"`},
 		{"produce_bad_query", "POST", "/v1/topics/fresh/records?sync=1", "{\"value\":\"x\"}\n", 400, `unknown or bad query parameter`},
 		{"reload", "POST", "/v1/admin/reload", ``, 200, `reloaded`},
 	}

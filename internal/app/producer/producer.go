@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/internal/x/recordjson"
@@ -95,6 +96,10 @@ type Options struct {
 	// default config.
 	AutoCreate           bool
 	AutoCreatePartitions int
+	// Now is the clock record timestamps are checked against (the topic's
+	// message.timestamp.before.max.ms / after.max.ms) before anything is
+	// written; nil means time.Now. The log checks again on append.
+	Now func() time.Time
 }
 
 // PartitionResult is what was appended to one partition.
@@ -189,6 +194,16 @@ func Produce(d *localtier.LogDir, topic string, in []Input, o Options) (Result, 
 			if r.Record.Key == nil {
 				return res, &InputError{Line: r.Line, Err: fmt.Errorf("topic %s is compacted (cleanup.policy=%s) and cannot accept a record without a key", topic, cfg.CleanupPolicy)}
 			}
+		}
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	nowMs := now().UnixMilli()
+	for _, r := range in {
+		if err := localtier.CheckTimestamp(cfg, r.Record.Timestamp, nowMs); err != nil {
+			return res, &InputError{Line: r.Line, Err: err}
 		}
 	}
 	sticky := 0

@@ -27,6 +27,11 @@ var (
 	// ErrInvalidConfig is Kafka's INVALID_CONFIG: an unknown topic config
 	// name, a bad value, or an invalid combination.
 	ErrInvalidConfig = errors.New("invalid config")
+	// ErrInvalidTimestamp is Kafka's INVALID_TIMESTAMP: an append refused
+	// because a record timestamp lies outside the topic's
+	// message.timestamp.before.max.ms / after.max.ms window, or a producer
+	// set LogAppendTime.
+	ErrInvalidTimestamp = errors.New("invalid timestamp")
 	// ErrStorage is Kafka's KAFKA_STORAGE_ERROR: the log could not be
 	// written (or read) for a reason of the disk, not of the request.
 	ErrStorage = errors.New("storage error")
