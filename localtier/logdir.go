@@ -68,6 +68,9 @@ type LogDirOptions struct {
 	// broker configs mapped to topic config names), layered between Kafka's
 	// defaults and each topic's overrides. Nil means Kafka's defaults.
 	TopicDefaults map[string]string
+	// MaxOpenFiles bounds the file descriptors the dir's partitions hold
+	// (see FileTable): 0 means DefaultMaxOpenFiles, -1 no bound.
+	MaxOpenFiles int
 }
 
 // Topic is one topic of a log dir.
@@ -85,6 +88,8 @@ type LogDir struct {
 	now    func() time.Time
 	logger *slog.Logger
 	lock   io.Closer
+	files  *FileTable // nil without a bound
+	logFS  vfs.FS     // what partitions are opened through: fs, or fs through files
 
 	mu       sync.RWMutex
 	topics   map[string]*Topic
@@ -119,6 +124,11 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 		return nil, rep, fmt.Errorf("lock data dir: %w", err)
 	}
 	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}, defaults: maps.Clone(opts.TopicDefaults)}
+	d.logFS = fsys
+	if opts.MaxOpenFiles >= 0 {
+		d.files = NewFileTable(opts.MaxOpenFiles)
+		d.logFS = d.files.FS(fsys)
+	}
 	if err := d.load(&rep); err != nil {
 		_ = d.closeLogs()
 		_ = lk.Close()
@@ -172,7 +182,7 @@ func (d *LogDir) load(rep *LoadReport) error {
 			if !ok {
 				rp = -1 // unknown: recover everything
 			}
-			l, lr, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, p)), LogOptions{
+			l, lr, err := OpenLog(d.logFS, filepath.Join(d.dir, topicconfig.DirName(name, p)), LogOptions{
 				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], Now: d.now, Logger: d.logger,
 			})
 			if err != nil {
@@ -225,6 +235,15 @@ func (d *LogDir) writeOverrides(topic string, m map[string]string) error {
 
 // Dir is the data directory path.
 func (d *LogDir) Dir() string { return d.dir }
+
+// OpenFiles reports the open-file table of the dir's partitions, and false
+// when the dir holds its files without a bound.
+func (d *LogDir) OpenFiles() (FileTableStats, int, bool) {
+	if d.files == nil {
+		return FileTableStats{}, 0, false
+	}
+	return d.files.Stats(), d.files.Max(), true
+}
 
 // parseLocked is the effective config of a topic with overrides: Kafka's
 // defaults, then the broker-wide defaults, then the overrides.
@@ -322,7 +341,7 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 	}
 	t := &Topic{Name: name, Overrides: overrides}
 	for p := 0; p < partitions; p++ {
-		l, _, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, int32(p))), LogOptions{
+		l, _, err := OpenLog(d.logFS, filepath.Join(d.dir, topicconfig.DirName(name, int32(p))), LogOptions{
 			Config: cfg, RecoveryPoint: 0, Now: d.now, Logger: d.logger,
 		})
 		if err != nil {
