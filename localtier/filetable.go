@@ -134,7 +134,9 @@ func (t *FileTable) evict(v *tableFile) {
 			err = fmt.Errorf("sync %s before closing it: %w", v.name, err)
 		}
 	}
-	if cerr := f.Close(); cerr != nil && err == nil {
+	// The close of a descriptor with nothing unsynced loses nothing; its
+	// error is dropped, as readers drop it.
+	if cerr := f.Close(); cerr != nil && err == nil && dirty {
 		err = fmt.Errorf("close %s: %w", v.name, cerr)
 	}
 	t.mu.Lock()

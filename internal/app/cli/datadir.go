@@ -64,6 +64,9 @@ func (r *Runner) openDataDir(dir string, mustExist bool, wait time.Duration) (d 
 		fmt.Fprintf(r.Stderr, "tiered: recovered data dir %s: %d segments recovered, %d bytes truncated, %d segments deleted, %d swaps completed\n",
 			dir, rc.SegmentsRecovered, rc.BytesTruncated, rc.SegmentsDeleted, rc.SwapsCompleted)
 	}
+	for _, topic := range rep.CreatesRolledBack {
+		fmt.Fprintf(r.Stderr, "tiered: data dir %s: removed the partitions of topic %s, whose create did not finish\n", dir, topic)
+	}
 	return d, false, nil
 }
 
