@@ -121,7 +121,7 @@ type localSource struct {
 }
 
 func (r *Runner) openLocalSource(dataDir, topic string, partition int32) (*localSource, error) {
-	d, _, err := r.openDataDir(dataDir, true, r.lockWait())
+	d, err := r.openDataDirAs(dataDir, true, viaFetch)
 	if err != nil {
 		return nil, err
 	}
