@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -70,23 +69,12 @@ func TestREADMEExitCodes(t *testing.T) {
 					}
 					args[i] = a
 				}
-				cmd := exec.Command(bin, args...)
-				cmd.Dir, cmd.Env = cwd, env
-				var out, errb bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &errb
-				err := cmd.Run()
-				code := 0
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					code = ee.ExitCode()
-				} else if err != nil {
-					t.Fatal(err)
-				}
+				code, _, errs := runTieredIn(t, bin, cwd, env, args...)
 				if code != row.code {
-					t.Fatalf("%s: exit %d, the README says %d\nstderr: %s", example, code, row.code, errb.String())
+					t.Fatalf("%s: exit %d, the README says %d\nstderr: %s", example, code, row.code, errs)
 				}
-				if msg := strings.TrimSpace(errb.String()); code != 0 && (msg == "" || strings.Contains(msg, "\n")) {
-					t.Fatalf("%s: a failure must be one line on stderr, got %q", example, errb.String())
+				if msg := strings.TrimSpace(errs); code != 0 && (msg == "" || strings.Contains(msg, "\n")) {
+					t.Fatalf("%s: a failure must be one line on stderr, got %q", example, errs)
 				}
 			})
 		}

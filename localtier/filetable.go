@@ -353,87 +353,71 @@ func (f *tableFile) release(wrote bool) {
 	}
 }
 
-func (f *tableFile) ReadAt(p []byte, off int64) (int, error) {
+// with runs op on the descriptor, holding it open; wrote marks the file as
+// needing a sync.
+func with[T any](f *tableFile, wrote bool, op func(vfs.File) (T, error)) (T, error) {
 	d, err := f.acquire()
 	if err != nil {
-		return 0, err
+		var zero T
+		return zero, err
 	}
-	defer f.release(false)
-	return d.ReadAt(p, off)
+	defer f.release(wrote)
+	return op(d)
+}
+
+func (f *tableFile) ReadAt(p []byte, off int64) (int, error) {
+	return with(f, false, func(d vfs.File) (int, error) { return d.ReadAt(p, off) })
 }
 
 func (f *tableFile) WriteAt(p []byte, off int64) (int, error) {
-	d, err := f.acquire()
-	if err != nil {
-		return 0, err
-	}
-	defer f.release(true)
-	return d.WriteAt(p, off)
+	return with(f, true, func(d vfs.File) (int, error) { return d.WriteAt(p, off) })
 }
 
 func (f *tableFile) Read(p []byte) (int, error) {
-	d, err := f.acquire()
-	if err != nil {
-		return 0, err
-	}
-	defer f.release(false)
-	f.posMu.Lock()
-	defer f.posMu.Unlock()
-	n, err := d.Read(p)
-	f.pos += int64(n)
-	return n, err
+	return with(f, false, func(d vfs.File) (int, error) {
+		f.posMu.Lock()
+		defer f.posMu.Unlock()
+		n, err := d.Read(p)
+		f.pos += int64(n)
+		return n, err
+	})
 }
 
 func (f *tableFile) Write(p []byte) (int, error) {
-	d, err := f.acquire()
-	if err != nil {
-		return 0, err
-	}
-	defer f.release(true)
-	f.posMu.Lock()
-	defer f.posMu.Unlock()
-	n, err := d.Write(p)
-	if f.flag&os.O_APPEND != 0 {
-		if pos, serr := d.Seek(0, io.SeekCurrent); serr == nil {
-			f.pos = pos
+	return with(f, true, func(d vfs.File) (int, error) {
+		f.posMu.Lock()
+		defer f.posMu.Unlock()
+		n, err := d.Write(p)
+		if f.flag&os.O_APPEND != 0 {
+			if pos, serr := d.Seek(0, io.SeekCurrent); serr == nil {
+				f.pos = pos
+			}
+		} else {
+			f.pos += int64(n)
 		}
-	} else {
-		f.pos += int64(n)
-	}
-	return n, err
+		return n, err
+	})
 }
 
 func (f *tableFile) Seek(offset int64, whence int) (int64, error) {
-	d, err := f.acquire()
-	if err != nil {
-		return 0, err
-	}
-	defer f.release(false)
-	f.posMu.Lock()
-	defer f.posMu.Unlock()
-	pos, err := d.Seek(offset, whence)
-	if err == nil {
-		f.pos = pos
-	}
-	return pos, err
+	return with(f, false, func(d vfs.File) (int64, error) {
+		f.posMu.Lock()
+		defer f.posMu.Unlock()
+		pos, err := d.Seek(offset, whence)
+		if err == nil {
+			f.pos = pos
+		}
+		return pos, err
+	})
 }
 
 func (f *tableFile) Stat() (os.FileInfo, error) {
-	d, err := f.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer f.release(false)
-	return d.Stat()
+	return with(f, false, func(d vfs.File) (os.FileInfo, error) { return d.Stat() })
 }
 
 func (f *tableFile) Truncate(size int64) error {
-	d, err := f.acquire()
-	if err != nil {
-		return err
-	}
-	defer f.release(true)
-	return d.Truncate(size)
+	_, err := with(f, true, func(d vfs.File) (struct{}, error) { return struct{}{}, d.Truncate(size) })
+	return err
 }
 
 // Sync syncs the descriptor and reports, once, an error an eviction met.
