@@ -126,18 +126,18 @@ func (t *FileTable) reserveLocked() []*tableFile {
 // written since its last sync; an error is kept for the file's next Sync.
 func (t *FileTable) evict(v *tableFile) {
 	t.mu.Lock()
-	f, dirty := v.evicting, v.dirty
+	f, dirty, name := v.evicting, v.dirty, v.name
 	t.mu.Unlock()
 	var err error
 	if dirty {
 		if err = f.Sync(); err != nil {
-			err = fmt.Errorf("sync %s before closing it: %w", v.name, err)
+			err = fmt.Errorf("sync %s before closing it: %w", name, err)
 		}
 	}
 	// The close of a descriptor with nothing unsynced loses nothing; its
 	// error is dropped, as readers drop it.
 	if cerr := f.Close(); cerr != nil && err == nil && dirty {
-		err = fmt.Errorf("close %s: %w", v.name, cerr)
+		err = fmt.Errorf("close %s: %w", name, cerr)
 	}
 	t.mu.Lock()
 	v.evicting = nil

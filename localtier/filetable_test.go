@@ -134,7 +134,8 @@ func TestFileTableBoundsDescriptors(t *testing.T) {
 }
 
 // TestFileTableConcurrentReads reads partitions from many goroutines through
-// a table of 2 while one appends: every read sees whole records.
+// a table of 2 while every partition takes appends: every read finds its
+// records, and every partition ends with all of them.
 func TestFileTableConcurrentReads(t *testing.T) {
 	clock := &fakeClock{t: dfClock.t}
 	d, _, err := OpenLogDir(vfs.NewMem(), "/data", LogDirOptions{Now: clock.Now, MaxOpenFiles: 2})
@@ -153,7 +154,20 @@ func TestFileTableConcurrentReads(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, parts*2)
+	errs := make(chan error, parts*3)
+	for p := 0; p < parts; p++ { // appenders, one per partition, all through the table
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, _ := d.Partition("t", int32(p))
+			for i := 0; i < 10; i++ {
+				if _, err := l.Append(batchOf(t, 2, 200, clock.t.UnixMilli(), codec.None)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
 	for g := 0; g < parts*2; g++ {
 		wg.Add(1)
 		go func() {
@@ -178,6 +192,12 @@ func TestFileTableConcurrentReads(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	for p := 0; p < parts; p++ {
+		l, _ := d.Partition("t", int32(p))
+		if n := len(readAll(t, l)); n != 2*15 {
+			t.Fatalf("partition %d: %d records, want %d", p, n, 2*15)
+		}
 	}
 }
 
