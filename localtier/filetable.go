@@ -31,10 +31,10 @@ import (
 // so when every open file is in use a new one is opened beyond the limit
 // (by at most the operations running at once).
 
-// DefaultMaxOpenFilesFraction: with no configured limit, a LogDir may hold
-// this fraction of the process's RLIMIT_NOFILE soft limit open, leaving the
-// rest to sockets, the bucket and the runtime.
-const DefaultMaxOpenFilesFraction = 2 // 1/2
+// DefaultMaxOpenFilesDivisor: with no configured limit, a LogDir may hold
+// RLIMIT_NOFILE's soft limit divided by this open, leaving the rest to
+// sockets, the bucket and the runtime.
+const DefaultMaxOpenFilesDivisor = 2
 
 // MinMaxOpenFiles is the smallest limit a derived default takes.
 const MinMaxOpenFiles = 16
@@ -50,7 +50,7 @@ func DefaultMaxOpenFiles() int {
 	if rl.Cur > 1<<30 {
 		return 1 << 29
 	}
-	return max(MinMaxOpenFiles, int(rl.Cur)/DefaultMaxOpenFilesFraction)
+	return max(MinMaxOpenFiles, int(rl.Cur)/DefaultMaxOpenFilesDivisor)
 }
 
 // FileTable bounds the descriptors held by the files opened through its
