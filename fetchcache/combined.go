@@ -132,23 +132,24 @@ func (p *CombinedPartition) read(ctx context.Context, offset int64, maxBytes int
 	if offset >= lo.LogStart {
 		v, err := from(p.local, offset)
 		var oe *OffsetOutOfRangeError
-		if err == nil || !errors.As(err, &oe) || offset >= oe.LogStart {
+		if err == nil || !errors.As(err, &oe) {
 			return v, err
+		}
+		if offset >= oe.LogStart {
+			// Past the end: the answer names the whole readable range,
+			// the bucket's offsets below the local ones included.
+			return View{}, p.outOfRange(ctx, offset, oe.LogStart, oe.LogEnd)
 		}
 		// Local retention moved the log start past offset meanwhile: the
 		// remote tier has it now.
-		lo.LogStart = oe.LogStart
+		lo.LogStart, lo.LogEnd = oe.LogStart, oe.LogEnd
 	}
 	rp, ro, ok, err := p.remoteOffsets(ctx, lo.LogStart)
 	if err != nil {
 		return View{}, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
 	}
 	if !ok || offset < ro.LogStart {
-		start := lo.LogStart
-		if ok {
-			start = ro.LogStart
-		}
-		return View{}, &OffsetOutOfRangeError{Offset: offset, LogStart: start, LogEnd: lo.LogEnd}
+		return View{}, outOfRange(offset, lo, ro, ok)
 	}
 	v, err := from(rp, offset)
 	if err != nil {
@@ -160,6 +161,25 @@ func (p *CombinedPartition) read(ctx context.Context, offset int64, maxBytes int
 		return from(p.local, lo.LogStart)
 	}
 	return v, nil
+}
+
+// outOfRange is the OFFSET_OUT_OF_RANGE of a read at offset past the local
+// log [localStart, localEnd), naming the remote offsets below it when the
+// remote tier holds them (a remote tier that cannot say leaves the local
+// range).
+func (p *CombinedPartition) outOfRange(ctx context.Context, offset, localStart, localEnd int64) error {
+	lo := Offsets{LogStart: localStart, LogEnd: localEnd}
+	_, ro, ok, err := p.remoteOffsets(ctx, localStart)
+	return outOfRange(offset, lo, ro, ok && err == nil)
+}
+
+// outOfRange is the error of a read at offset outside the local offsets lo
+// and, when remote, the remote offsets ro below them.
+func outOfRange(offset int64, lo, ro Offsets, remote bool) *OffsetOutOfRangeError {
+	if !remote {
+		return &OffsetOutOfRangeError{Offset: offset, LogStart: lo.LogStart, LogEnd: lo.LogEnd, Where: WhereLocal}
+	}
+	return &OffsetOutOfRangeError{Offset: offset, LogStart: ro.LogStart, LogEnd: lo.LogEnd, Where: WhereBoth, LocalStart: lo.LogStart}
 }
 
 // ReadView is Read as a View: remote batches stay the cache's shared

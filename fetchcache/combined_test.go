@@ -3,6 +3,8 @@ package fetchcache_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tiered/tiered/fetchcache"
@@ -114,10 +116,26 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 		t.Fatalf("segments %+v, %v", segs, err)
 	}
 
-	// Below the remote start: out of range with the combined start.
+	// Past the end: out of range naming the whole readable range, the
+	// bucket's offsets included, and where each part is read from (the
+	// local log alone knows only its own).
 	var oe *fetchcache.OffsetOutOfRangeError
-	if _, err := p.Read(ctx, o.LogEnd+1, 100); !errors.As(err, &oe) {
-		t.Fatalf("read past the end: %v", err)
+	for _, read := range []struct {
+		name string
+		f    func(off int64) error
+	}{
+		{"Read", func(off int64) error { _, err := p.Read(ctx, off, 100); return err }},
+		{"ReadView", func(off int64) error { _, err := p.(fetchcache.SharedReader).ReadView(ctx, off, 100); return err }},
+	} {
+		err := read.f(o.LogEnd + 1)
+		if !errors.As(err, &oe) || oe.LogStart != 0 || oe.LogEnd != o.LogEnd || oe.Where != fetchcache.WhereBoth || oe.LocalStart != localStart {
+			t.Fatalf("%s past the end: %#v (%v), want range [0, %d) with the local part from %d", read.name, oe, err, o.LogEnd, localStart)
+		}
+		want := fmt.Sprintf("offset %d is out of range [0, %d]: offsets 0 to %d are readable, 0 to %d from the bucket and %d to %d from local disk",
+			o.LogEnd+1, o.LogEnd, o.LogEnd-1, localStart-1, localStart, o.LogEnd-1)
+		if err.Error() != want {
+			t.Fatalf("%s past the end says %q, want %q", read.name, err, want)
+		}
 	}
 
 	// A topic without remote storage is its local log only.
@@ -128,7 +146,8 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 	if po, _ := pp.Offsets(ctx); po.LogStart != plainRecs[len(plainRecs)-1].Offset+1 {
 		t.Fatalf("plain offsets %+v", po)
 	}
-	if _, err := pp.Read(ctx, 0, 100); !errors.As(err, &oe) || oe.LogStart != pl.LogStartOffset() {
+	if _, err := pp.Read(ctx, 0, 100); !errors.As(err, &oe) || oe.LogStart != pl.LogStartOffset() || oe.Where != fetchcache.WhereLocal ||
+		!strings.HasSuffix(err.Error(), "are readable, from local disk") {
 		t.Fatalf("read below a plain topic's start: %v", err)
 	}
 	if _, err := cat.Partition(ctx, "cold", 1); !errors.As(err, new(*fetchcache.UnknownTopicOrPartitionError)) {

@@ -106,15 +106,52 @@ func (e *UnknownTopicOrPartitionError) Is(target error) bool {
 }
 
 // OffsetOutOfRangeError is Kafka's OFFSET_OUT_OF_RANGE: a read below the log
-// start offset or past the log end offset.
+// start offset or past the log end offset. LogStart and LogEnd are the whole
+// readable range, every tier included; Where says where it is read from.
 type OffsetOutOfRangeError struct {
 	Offset   int64
 	LogStart int64
 	LogEnd   int64
+	Where    Where
+	// LocalStart, for WhereBoth, is the local log start offset: offsets
+	// [LogStart, LocalStart) are read from the bucket, the rest from disk.
+	LocalStart int64
 }
 
+// Where says which tier serves a readable range.
+type Where uint8
+
+// The tiers of a readable range.
+const (
+	WhereUnknown Where = iota // not said (e.g. an HTTP client's error)
+	WhereLocal                // the local log dir
+	WhereBucket               // the bucket
+	WhereBoth                 // the bucket below LocalStart, the local log dir from it
+)
+
 func (e *OffsetOutOfRangeError) Error() string {
-	return fmt.Sprintf("offset %d is out of range [%d, %d]", e.Offset, e.LogStart, e.LogEnd)
+	msg := fmt.Sprintf("offset %d is out of range [%d, %d]", e.Offset, e.LogStart, e.LogEnd)
+	switch e.Where {
+	case WhereLocal:
+		msg += fmt.Sprintf(": offsets %s are readable, from local disk", span(e.LogStart, e.LogEnd))
+	case WhereBucket:
+		msg += fmt.Sprintf(": offsets %s are readable, from the bucket", span(e.LogStart, e.LogEnd))
+	case WhereBoth:
+		msg += fmt.Sprintf(": offsets %s are readable, %s from the bucket and %s from local disk",
+			span(e.LogStart, e.LogEnd), span(e.LogStart, e.LocalStart), span(e.LocalStart, e.LogEnd))
+	}
+	return msg
+}
+
+// span names the offsets [from, to): "10 to 19", "none".
+func span(from, to int64) string {
+	switch {
+	case to <= from:
+		return "none"
+	case to == from+1:
+		return fmt.Sprintf("%d", from)
+	}
+	return fmt.Sprintf("%d to %d", from, to-1)
 }
 
 // Is makes errors.Is(err, kafkaerr.ErrOffsetOutOfRange) true.

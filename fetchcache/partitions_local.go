@@ -92,7 +92,7 @@ func (p *LocalPartition) Read(ctx context.Context, offset int64, maxBytes int) (
 	if err != nil {
 		var oe *localtier.OffsetOutOfRangeError
 		if errors.As(err, &oe) {
-			return nil, &OffsetOutOfRangeError{Offset: oe.Offset, LogStart: oe.LogStartOffset, LogEnd: oe.LogEndOffset}
+			return nil, &OffsetOutOfRangeError{Offset: oe.Offset, LogStart: oe.LogStartOffset, LogEnd: oe.LogEndOffset, Where: WhereLocal}
 		}
 		return nil, fmt.Errorf("read %s at offset %d: %w", p.log.Dir(), offset, err)
 	}

@@ -248,7 +248,7 @@ func (p *remotePartition) mapErr(err error) error {
 	}
 	var oe *manifest.OffsetOutOfRangeError
 	if errors.As(err, &oe) {
-		return &OffsetOutOfRangeError{Offset: oe.Offset, LogStart: oe.Start, LogEnd: oe.Next}
+		return &OffsetOutOfRangeError{Offset: oe.Offset, LogStart: oe.Start, LogEnd: oe.Next, Where: WhereBucket}
 	}
 	return err
 }

@@ -155,7 +155,15 @@ func (p *tieredProc) stop() {
 // stderr.
 func runTiered(t testing.TB, bin string, args ...string) (int, []byte, string) {
 	t.Helper()
+	return runTieredIn(t, bin, "", nil, args...)
+}
+
+// runTieredIn is runTiered in the working directory dir ("" for this one)
+// with the environment env (nil for this process's).
+func runTieredIn(t testing.TB, bin, dir string, env []string, args ...string) (int, []byte, string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = dir, env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

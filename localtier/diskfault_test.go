@@ -265,75 +265,120 @@ func dfCheck(t testing.TB, what string, fsys vfs.FS, base [][]string, st *dfStat
 // cut (CrashClone): the acknowledged records survive. After the workload,
 // the process restarts on the files as they are: every appended record
 // survives. Both recovered dirs accept and keep new appends.
+//
+// The "open-file table" variants run the workload through a FileTable of
+// dfTableFiles descriptors, so that files are closed and reopened between
+// operations: the sweep then fails every reopen and every sync and close of
+// an eviction too.
 func TestDiskInjectedErrorsLogDir(t *testing.T) {
 	for _, mode := range dfModes {
-		t.Run(mode.name, func(t *testing.T) {
-			img, base := dfImage(t, mode.overrides)
-			flushByCount := mode.overrides != nil
-			runs, checked, lost, readsAbsorbed := 0, 0, 0, 0
-			for i := int64(0); ; i++ {
-				mem := img.CrashClone()
-				st := newDFState()
-				var crash *vfs.MemFS
-				var ackedAtCrash []int
-				var firedOp vfs.Op
-				var n int64
-				written := map[string]bool{}
-				efs := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
-					switch op.Kind {
-					case vfs.OpFileWrite, vfs.OpFileWriteAt, vfs.OpFileTruncate, vfs.OpCreate:
-						written[op.Path] = true
-					case vfs.OpFileClose:
-						if !written[op.Path] {
-							// Closing a descriptor only read from: its
-							// error carries nothing to lose, and readers
-							// rightly ignore it. Not a fault point.
-							return nil
-						}
-					}
-					n++
-					if n-1 == i {
-						crash, ackedAtCrash, firedOp = mem.CrashClone(), st.ackedCopy(), op
-						return fmt.Errorf("%w at op %d (%s)", vfs.ErrInjected, i, op)
-					}
+		for _, tableFiles := range []int{0, dfTableFiles} {
+			name := mode.name
+			if tableFiles > 0 {
+				name += fmt.Sprintf(", open-file table of %d", tableFiles)
+			}
+			t.Run(name, func(t *testing.T) { diskInjectedErrorsLogDir(t, mode.overrides, tableFiles, name) })
+		}
+	}
+}
+
+// dfTableFiles is the open-file table of the sweep's table variants.
+const dfTableFiles = 3
+
+func diskInjectedErrorsLogDir(t *testing.T, overrides map[string]string, tableFiles int, name string) {
+	img, base := dfImage(t, overrides)
+	flushByCount := overrides != nil
+	runs, checked, lost, readsAbsorbed, reopensFailed := 0, 0, 0, 0, int64(0)
+	for i := int64(0); ; i++ {
+		mem := img.CrashClone()
+		st := newDFState()
+		var crash *vfs.MemFS
+		var ackedAtCrash []int
+		var firedOp vfs.Op
+		var n int64
+		written := map[string]bool{}
+		efs := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
+			switch op.Kind {
+			case vfs.OpFileWrite, vfs.OpFileWriteAt, vfs.OpFileTruncate:
+				written[op.Path] = true
+			case vfs.OpCreate:
+				// Through the table, what a close can lose is what was
+				// written and not synced; an open with O_CREATE writes
+				// no data (its directory entry is the SyncDir's).
+				if tableFiles == 0 {
+					written[op.Path] = true
+				}
+			case vfs.OpFileClose:
+				if !written[op.Path] {
+					// Closing a descriptor only read from: its
+					// error carries nothing to lose, and readers
+					// rightly ignore it. Not a fault point.
 					return nil
-				}))
-				err := dfWorkload(t, efs, flushByCount, st, nil)
-				if err != nil && !errors.Is(err, vfs.ErrInjected) {
-					t.Fatalf("op %d: failure is not the injected one: %v", i, err)
-				}
-				runs++
-				if crash != nil {
-					c, l := dfCheck(t, fmt.Sprintf("op %d, power cut", i), crash, base, st, ackedAtCrash, true)
-					checked, lost = checked+c, lost+l
-				}
-				c, l := dfCheck(t, fmt.Sprintf("op %d, power cut after the workload", i), mem.CrashClone(), base, st, st.acked, false)
-				checked, lost = checked+c, lost+l
-				c, l = dfCheck(t, fmt.Sprintf("op %d, restart", i), mem, base, st, st.appended, true)
-				checked, lost = checked+c, lost+l
-				if t.Failed() {
-					break
-				}
-				if err == nil && crash != nil {
-					// A failed read that the engine answers by recovering
-					// the segment from scratch (openSegment's tail scan
-					// falls back to a full, CRC-checked recovery) changes
-					// nothing and loses nothing, as the checks above show.
-					// Any other swallowed error is a bug.
-					if firedOp.Kind != vfs.OpFileReadAt && firedOp.Kind != vfs.OpFileRead {
-						t.Fatalf("op %d (%s) was injected but the workload reported success: an error was swallowed", i, firedOp)
-					}
-					readsAbsorbed++
-					continue
-				}
-				if err == nil {
-					t.Logf("workload succeeded once op %d was past its %d operations (%d failed reads absorbed by a full recovery)", i, n, readsAbsorbed)
-					break
 				}
 			}
-			reliability.Record(t, "disk: fail each fs operation (recovery, append, roll, flush, checkpoint), "+mode.name, runs, checked, lost)
-		})
+			n++
+			if tableFiles > 0 && op.Kind == vfs.OpFileSync && n-1 != i {
+				// Through the table, a descriptor closed with nothing
+				// unsynced loses nothing either (the table drops that
+				// close's error): a sync that succeeded clears written.
+				defer delete(written, op.Path)
+			}
+			if n-1 == i {
+				crash, ackedAtCrash, firedOp = mem.CrashClone(), st.ackedCopy(), op
+				return fmt.Errorf("%w at op %d (%s)", vfs.ErrInjected, i, op)
+			}
+			return nil
+		}))
+		var fsys vfs.FS = efs
+		var table *FileTable
+		if tableFiles > 0 {
+			table = NewFileTable(tableFiles)
+			fsys = table.FS(efs)
+		}
+		err := dfWorkload(t, fsys, flushByCount, st, nil)
+		if table != nil {
+			reopensFailed += table.Stats().Failed
+		}
+		if err != nil && !errors.Is(err, vfs.ErrInjected) {
+			t.Fatalf("op %d: failure is not the injected one: %v", i, err)
+		}
+		runs++
+		if crash != nil {
+			c, l := dfCheck(t, fmt.Sprintf("op %d, power cut", i), crash, base, st, ackedAtCrash, true)
+			checked, lost = checked+c, lost+l
+		}
+		c, l := dfCheck(t, fmt.Sprintf("op %d, power cut after the workload", i), mem.CrashClone(), base, st, st.acked, false)
+		checked, lost = checked+c, lost+l
+		c, l = dfCheck(t, fmt.Sprintf("op %d, restart", i), mem, base, st, st.appended, true)
+		checked, lost = checked+c, lost+l
+		if t.Failed() {
+			break
+		}
+		if err == nil && crash != nil {
+			// A failed read that the engine answers by recovering
+			// the segment from scratch (openSegment's tail scan
+			// falls back to a full, CRC-checked recovery) changes
+			// nothing and loses nothing, as the checks above show.
+			// Any other swallowed error is a bug.
+			// Through the table, a failed reopen for such a read is
+			// the same failed read.
+			absorbable := firedOp.Kind == vfs.OpFileReadAt || firedOp.Kind == vfs.OpFileRead ||
+				(table != nil && firedOp.Kind == vfs.OpOpen && table.Stats().Failed > 0)
+			if !absorbable {
+				t.Fatalf("op %d (%s) was injected but the workload reported success: an error was swallowed", i, firedOp)
+			}
+			readsAbsorbed++
+			continue
+		}
+		if err == nil {
+			t.Logf("workload succeeded once op %d was past its %d operations (%d failed reads absorbed by a full recovery, %d failed reopens)", i, n, readsAbsorbed, reopensFailed)
+			break
+		}
 	}
+	if tableFiles > 0 && reopensFailed == 0 {
+		t.Fatal("no injected failure reached a reopen of the open-file table")
+	}
+	reliability.Record(t, "disk: fail each fs operation (recovery, append, roll, flush, checkpoint), "+name, runs, checked, lost)
 }
 
 // TestDiskFullAppend runs the workload with the disk full after N bytes,

@@ -18,4 +18,12 @@
 // fsyncs and advances the recovery point, which the log dir checkpoints.
 // On open, segments past the recovery point are scanned, CRC-checked and
 // their indexes rebuilt; a torn or corrupt tail is truncated.
+//
+// Open files are bounded: a LogDir opens its partitions' files through a
+// FileTable (filetable.go), which closes the descriptors of the least
+// recently used files beyond LogDirOptions.MaxOpenFiles (default half of
+// RLIMIT_NOFILE) and reopens them on demand, so 10,000 partitions run under
+// ulimit -n 4096. Topic create is all or nothing: an intent file is its
+// commit point, and the loader rolls back a create a crash interrupted
+// (docs/format/topic-metadata.md).
 package localtier

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -89,6 +90,9 @@ type LogDirOptions struct {
 	// written (the lock file aside), and Close writes no checkpoint. Topic
 	// create and alter are refused.
 	ReadOnly bool
+	// MaxOpenFiles bounds the file descriptors the dir's partitions hold
+	// (see FileTable): 0 means DefaultMaxOpenFiles, -1 no bound.
+	MaxOpenFiles int
 }
 
 // Topic is one topic of a log dir.
@@ -106,6 +110,8 @@ type LogDir struct {
 	now    func() time.Time
 	logger *slog.Logger
 	lock   io.Closer
+	files  *FileTable // nil without a bound
+	logFS  vfs.FS     // what partitions are opened through: fs, or fs through files
 
 	mu       sync.RWMutex
 	topics   map[string]*Topic
@@ -123,7 +129,10 @@ func (d *LogDir) errReadOnly(op string) error {
 type LoadReport struct {
 	Partitions int
 	Skipped    []string // directory entries that are not partitions
-	Recovery   RecoveryReport
+	// CreatesRolledBack are topics whose create a crash interrupted; their
+	// leftovers were removed before loading.
+	CreatesRolledBack []string
+	Recovery          RecoveryReport
 }
 
 // OpenLogDir locks and loads the data directory dir, creating it if needed.
@@ -156,6 +165,11 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 	}
 	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}, defaults: maps.Clone(opts.TopicDefaults),
 		readOnly: opts.ReadOnly}
+	d.logFS = fsys
+	if opts.MaxOpenFiles >= 0 {
+		d.files = NewFileTable(opts.MaxOpenFiles)
+		d.logFS = d.files.FS(fsys)
+	}
 	if err := d.load(&rep); err != nil {
 		_ = d.closeLogs()
 		_ = lk.Close()
@@ -165,6 +179,9 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 }
 
 func (d *LogDir) load(rep *LoadReport) error {
+	if err := d.rollBackCreates(rep); err != nil {
+		return err
+	}
 	recovery, err := checkpoint.ReadOffsets(d.fs, filepath.Join(d.dir, RecoveryPointCheckpoint))
 	if err != nil {
 		return fmt.Errorf("load data dir: %w", err)
@@ -209,7 +226,7 @@ func (d *LogDir) load(rep *LoadReport) error {
 			if !ok {
 				rp = -1 // unknown: recover everything
 			}
-			l, lr, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, p)), LogOptions{
+			l, lr, err := OpenLog(d.logFS, filepath.Join(d.dir, topicconfig.DirName(name, p)), LogOptions{
 				Config: cfg, RecoveryPoint: rp, LogStartOffset: starts[tp], LogStartOffsetFile: filepath.Join(d.dir, LogStartOffsetCheckpoint),
 				ReadOnly: d.readOnly, Now: d.now, Logger: d.logger,
 			})
@@ -261,6 +278,15 @@ func (d *LogDir) writeOverrides(topic string, m map[string]string) error {
 
 // Dir is the data directory path.
 func (d *LogDir) Dir() string { return d.dir }
+
+// OpenFiles reports the open-file table of the dir's partitions, and false
+// when the dir holds its files without a bound.
+func (d *LogDir) OpenFiles() (FileTableStats, int, bool) {
+	if d.files == nil {
+		return FileTableStats{}, 0, false
+	}
+	return d.files.Stats(), d.files.Max(), true
+}
 
 // parseLocked is the effective config of a topic with overrides: Kafka's
 // defaults, then the broker-wide defaults, then the overrides.
@@ -356,28 +382,134 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 			return nil, fmt.Errorf("topic %q collides with existing topic %q: '.' and '_' are treated as the same character in metric names", name, other)
 		}
 	}
-	if err := d.writeOverrides(name, overrides); err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
-	}
-	t := &Topic{Name: name, Overrides: overrides}
-	for p := 0; p < partitions; p++ {
-		l, _, err := OpenLog(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, int32(p))), LogOptions{
-			Config: cfg, RecoveryPoint: 0, Now: d.now, Logger: d.logger,
-		})
-		if err != nil {
-			for _, l := range t.Partitions {
-				_ = l.Close()
-			}
-			return nil, fmt.Errorf("create topic %s: %w", name, err)
-		}
-		t.Partitions = append(t.Partitions, l)
-	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
+	t, err := d.createTopicLocked(name, partitions, overrides, cfg)
+	if err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	d.topics[name] = t
 	d.logger.Info("created topic", "topic", name, "partitions", partitions)
 	return t, nil
+}
+
+// createTopicLocked makes the topic's files all or nothing. The commit point
+// is the removal of an intent file, .tiered/creating/<topic>.json, written (and
+// synced) before anything else: while it exists the topic's partition dirs
+// and config file are a create in progress. Any failure removes what was
+// made, the intent last; a crash leaves the intent, and the next
+// OpenLogDir removes the topic's leftovers before it loads anything
+// (rollBackCreates), as Kafka's loader deletes "-delete" dirs.
+func (d *LogDir) createTopicLocked(name string, partitions int, overrides map[string]string, cfg topicconfig.Config) (_ *Topic, err error) {
+	intent := d.createIntentPath(name)
+	if err := vfs.MkdirAllSync(d.fs, filepath.Dir(intent), 0o755); err != nil {
+		return nil, err
+	}
+	t := &Topic{Name: name, Overrides: overrides}
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, l := range t.Partitions {
+			_ = l.Close()
+		}
+		if rerr := d.removeTopicFiles(name); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("roll back: %w (the next start removes the rest)", rerr))
+		}
+	}()
+	if err := vfs.WriteFileAtomic(d.fs, intent, []byte(strconv.Itoa(partitions)+"\n")); err != nil {
+		return nil, err
+	}
+	if err := d.writeOverrides(name, overrides); err != nil {
+		return nil, err
+	}
+	for p := 0; p < partitions; p++ {
+		l, _, err := OpenLog(d.logFS, filepath.Join(d.dir, topicconfig.DirName(name, int32(p))), LogOptions{
+			Config: cfg, RecoveryPoint: 0, Now: d.now, Logger: d.logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("partition %d of %d: %w", p, partitions, err)
+		}
+		t.Partitions = append(t.Partitions, l)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return nil, err
+	}
+	if err := d.fs.Remove(intent); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	if err := d.fs.SyncDir(filepath.Dir(intent)); err != nil {
+		// The intent may come back after a crash, which would undo the
+		// create: refuse it now rather than acknowledge it.
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return t, nil
+}
+
+func (d *LogDir) createIntentPath(topic string) string {
+	return filepath.Join(d.dir, metaDir, "creating", topic+".json")
+}
+
+// removeTopicFiles removes every partition dir of topic (whatever their
+// number), its config file and last its create intent, syncing the dirs.
+func (d *LogDir) removeTopicFiles(topic string) error {
+	entries, err := d.fs.ReadDir(d.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if info, err := topicconfig.ParseDir(e.Name()); err == nil && e.IsDir() && info.Topic == topic {
+			if err := d.fs.RemoveAll(filepath.Join(d.dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return err
+	}
+	if err := d.fs.Remove(d.overridesPath(topic)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := d.fs.SyncDir(filepath.Dir(d.overridesPath(topic))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := d.fs.Remove(d.createIntentPath(topic)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := d.fs.SyncDir(filepath.Dir(d.createIntentPath(topic))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// rollBackCreates removes the leftovers of topic creates a crash
+// interrupted: every topic with a create intent.
+func (d *LogDir) rollBackCreates(rep *LoadReport) error {
+	intents := filepath.Dir(d.createIntentPath("x"))
+	entries, err := d.fs.ReadDir(intents)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load data dir: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".json.tmp") {
+			// An intent whose write never completed: nothing else was made.
+			if err := d.fs.Remove(filepath.Join(intents, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("load data dir: %w", err)
+			}
+			continue
+		}
+		topic, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || topicconfig.ValidateTopicName(topic) != nil {
+			continue
+		}
+		if err := d.removeTopicFiles(topic); err != nil {
+			return fmt.Errorf("load data dir: roll back the interrupted create of topic %s: %w", topic, err)
+		}
+		d.logger.Warn("rolled back a topic create that did not finish", "topic", topic, "dir", d.dir)
+		rep.CreatesRolledBack = append(rep.CreatesRolledBack, topic)
+	}
+	return nil
 }
 
 // AlterTopic sets and deletes config overrides, validating the result.

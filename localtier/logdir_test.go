@@ -2,6 +2,7 @@ package localtier
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,4 +169,116 @@ func TestLogDirUncleanShutdownRecovers(t *testing.T) {
 		_ = l.Close()
 	}
 	_ = topicconfig.Defaults()
+}
+
+// TestCreateTopicAllOrNothing fails each filesystem operation of a topic
+// create in turn (pebble's errorfs sweep). After every failure the topic
+// does not exist — not in the dir, not on disk: no partition dir, no config
+// file, no intent — the same create then succeeds, and a power cut at the
+// failure (CrashClone) leaves a data dir that opens with either no topic or
+// the whole topic. Before the create was all or nothing, a failure at
+// partition k left k partition dirs behind.
+func TestCreateTopicAllOrNothing(t *testing.T) {
+	const parts = 4
+	cfg := map[string]string{"segment.ms": "60000"}
+	checkDisk := func(t *testing.T, what string, mem *vfs.MemFS, wantTopic bool) {
+		t.Helper()
+		d, rep, err := OpenLogDir(mem, "/data", LogDirOptions{Now: dfClock.Now})
+		if err != nil {
+			t.Fatalf("%s: the data dir does not open: %v", what, err)
+		}
+		defer d.Close()
+		tp, ok := d.Topic("t")
+		switch {
+		case ok && len(tp.Partitions) != parts:
+			t.Fatalf("%s: topic loaded with %d of %d partitions", what, len(tp.Partitions), parts)
+		case ok && tp.Overrides["segment.ms"] != "60000":
+			t.Fatalf("%s: topic loaded without its config: %v", what, tp.Overrides)
+		case !ok && wantTopic:
+			t.Fatalf("%s: the acknowledged topic is gone (rolled back: %v)", what, rep.CreatesRolledBack)
+		}
+		ents, err := mem.ReadDir("/data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "t-") && !ok {
+				t.Fatalf("%s: %s left behind without a topic", what, e.Name())
+			}
+		}
+		if _, err := mem.Stat("/data/.tiered/creating/t.json"); err == nil {
+			t.Fatalf("%s: the create intent survived a load", what)
+		}
+	}
+	failures := 0
+	for i := int64(0); ; i++ {
+		mem := vfs.NewMem()
+		var n int64
+		var crash *vfs.MemFS
+		var firedOp vfs.Op
+		armed := false
+		written := map[string]bool{}
+		efs := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
+			if !armed {
+				return nil
+			}
+			switch op.Kind {
+			case vfs.OpFileWrite, vfs.OpFileWriteAt, vfs.OpFileTruncate:
+				written[op.Path] = true
+			case vfs.OpFileClose:
+				if !written[op.Path] {
+					return nil // as in TestDiskInjectedErrorsLogDir: nothing to lose
+				}
+			}
+			n++
+			if n-1 == i {
+				crash, firedOp = mem.CrashClone(), op
+				return fmt.Errorf("%w at op %d (%s)", vfs.ErrInjected, i, op)
+			}
+			return nil
+		}))
+		d, _, err := OpenLogDir(efs, "/data", LogDirOptions{Now: dfClock.Now, MaxOpenFiles: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		armed = true
+		_, err = d.CreateTopic("t", parts, cfg)
+		armed = false
+		if err == nil {
+			if crash != nil {
+				t.Fatalf("op %d (%s) was injected but the create succeeded", i, firedOp)
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			checkDisk(t, fmt.Sprintf("op %d, after success", i), mem, true)
+			t.Logf("create succeeded once op %d was past its %d operations (%d failures rolled back)", i, n, failures)
+			break
+		}
+		failures++
+		if !errors.Is(err, vfs.ErrInjected) {
+			t.Fatalf("op %d: failure is not the injected one: %v", i, err)
+		}
+		if _, ok := d.Topic("t"); ok {
+			t.Fatalf("op %d: create failed (%v) but the topic exists", i, err)
+		}
+		ents, _ := mem.ReadDir("/data")
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "t-") {
+				t.Fatalf("op %d: create failed (%v) and left %s behind", i, err, e.Name())
+			}
+		}
+		for _, f := range []string{"/data/.tiered/topics/t.json", "/data/.tiered/creating/t.json"} {
+			if _, err := mem.Stat(f); err == nil {
+				t.Fatalf("op %d: create failed and left %s behind", i, f)
+			}
+		}
+		if _, err := d.CreateTopic("t", parts, cfg); err != nil {
+			t.Fatalf("op %d: the create, tried again, fails: %v", i, err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkDisk(t, fmt.Sprintf("op %d, power cut at the failure", i), crash, false)
+	}
 }

@@ -437,3 +437,56 @@ func TestReadOnlyOpenRecoversInMemory(t *testing.T) {
 		})
 	}
 }
+
+// A create a crash interrupted is skipped by a read-only open, which leaves
+// its files as they are; the next writing open removes them.
+func TestReadOnlyOpenSkipsInterruptedCreate(t *testing.T) {
+	dir := t.TempDir()
+	d, _, err := OpenLogDir(vfs.Default, dir, LogDirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateTopic("half", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What a crash before the commit point leaves: the intent beside the dirs.
+	intent := filepath.Join(dir, metaDir, "creating", "half.json")
+	if err := os.MkdirAll(filepath.Dir(intent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(intent, []byte("2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeSums(t, dir)
+
+	ro, rep, err := OpenLogDir(vfs.Default, dir, LogDirOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ro.Topic("half"); ok || len(rep.CreatesRolledBack) != 1 {
+		t.Fatalf("read-only open: topic loaded %v, rolled back %v; want it skipped", ok, rep.CreatesRolledBack)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := treeSums(t, dir); !maps.Equal(before, after) {
+		t.Fatalf("read-only open changed the files:\nbefore %v\nafter  %v", before, after)
+	}
+
+	rw, _, err := OpenLogDir(vfs.Default, dir, LogDirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	if _, ok := rw.Topic("half"); ok {
+		t.Fatal("writing open loaded the interrupted create")
+	}
+	for _, p := range []string{"half-0", "half-1", filepath.Join(metaDir, "creating", "half.json")} {
+		if _, err := os.Stat(filepath.Join(dir, p)); !os.IsNotExist(err) {
+			t.Fatalf("%s survived the writing open: %v", p, err)
+		}
+	}
+}

@@ -269,3 +269,43 @@ func TestKafkaFetchErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaFetchOutOfRangeNamesWholeRange: in serve, a Fetch past the end of
+// a partition whose older offsets are in the bucket answers
+// OFFSET_OUT_OF_RANGE with the whole readable range — log_start_offset the
+// bucket's start, not the local log's — since the Fetch response carries no
+// error message to say more.
+func TestKafkaFetchOutOfRangeNamesWholeRange(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
+	l := e.Log("cold", 0)
+	e.Produce(l, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(60, ts0, "a"))
+	mem := fetchkit.Offload(t, e, l)
+	e.Produce(l, fetchkit.ProduceOpts{}, fetchkit.GenRecs(5, ts0+5000, "b"))
+	if l.LogStartOffset() == 0 {
+		t.Fatal("nothing was deleted locally")
+	}
+	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startKafka(t, fetchcache.NewCombinedCatalog(e.Dir, remote), KafkaOptions{})
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes, req.SessionEpoch = 1<<20, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "cold"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.FetchOffset, rp.PartitionMaxBytes = l.LogEndOffset()+10, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != 0 || p.HighWatermark != l.LogEndOffset() {
+		t.Fatalf("past the end: error %d, log start %d, high watermark %d; want OFFSET_OUT_OF_RANGE with [0, %d) (local start %d)",
+			p.ErrorCode, p.LogStartOffset, p.HighWatermark, l.LogEndOffset(), l.LogStartOffset())
+	}
+}

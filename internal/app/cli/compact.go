@@ -44,7 +44,7 @@ func runCompact(r *Runner, ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())
+	d, err := r.openDataDirAs(*dataDir, true, viaNone)
 	if err != nil {
 		return err
 	}

@@ -20,8 +20,9 @@ Prints the configuration a daemon would run with: built-in defaults, then the YA
 no HTTP listener unless http.addr is set, and no Kafka listener) and its requirements
 (sidecar: sidecar.kafka_log_dir, an existing directory, and bucket; fetch: bucket), so
 'tiered config print --process sidecar --config FILE' checks a sidecar's configuration
-before it starts. Tokens and passwords print as ******. Exits 1, listing every problem, if
-the configuration is invalid for that process.
+before it starts. Tokens and passwords print as ******. If the configuration is invalid for
+that process, lists every problem and exits as that process would: 1, or 2 when the only
+problems are flag values or required settings nothing gave (--kafka-log-dir, --bucket).
 
 Environment variables: TIERED_ + the key path in upper case with '_' for '.',
 e.g. TIERED_DATA_DIR, TIERED_SIDECAR_KAFKA_LOG_DIR, TIERED_FETCH_CACHE_BYTES,
@@ -69,7 +70,7 @@ func runConfigPrint(r *Runner, _ context.Context, args []string) error {
 	}
 	c, err := config.Load(config.LoadOptions{File: *file, Env: os.Environ(), Flags: config.SetFlags(fs), Process: p})
 	if err != nil {
-		return err
+		return configRefusal(err, true, err.Error())
 	}
 	if *asJSON {
 		return c.WriteJSON(r.Stdout)

@@ -123,7 +123,7 @@ type localSource struct {
 }
 
 func (r *Runner) openLocalSource(dataDir, topic string, partition int32) (*localSource, error) {
-	d, _, err := r.openDataDirReadOnly(dataDir, r.lockWait())
+	d, err := r.openDataDirForRead(dataDir, viaFetch)
 	if err != nil {
 		return nil, err
 	}

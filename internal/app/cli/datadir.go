@@ -88,6 +88,13 @@ func (r *Runner) openDataDirMode(dir string, mustExist, readOnly bool, wait time
 		fmt.Fprintf(r.Stderr, "tiered: warning: data dir %s: the log start offset checkpoint of %d partitions lies beyond their log end; "+
 			"their log start offset was clamped to the log end (see %s)\n", dir, n, filepath.Join(dir, localtier.LogStartOffsetCheckpoint))
 	}
+	for _, topic := range rep.CreatesRolledBack {
+		if readOnly {
+			fmt.Fprintf(r.Stderr, "tiered: data dir %s: skipped topic %s, whose create did not finish (the next writing open removes it)\n", dir, topic)
+			continue
+		}
+		fmt.Fprintf(r.Stderr, "tiered: data dir %s: removed the partitions of topic %s, whose create did not finish\n", dir, topic)
+	}
 	return d, false, nil
 }
 
@@ -106,33 +113,58 @@ func dataDirOrServer(set map[string]bool, server string) error {
 // alternative: when a serve process holds the dir, the error says so, names
 // it, and points at --server.
 func (r *Runner) openDataDirForWrite(dir string, mustExist bool) (*localtier.LogDir, error) {
+	return r.openDataDirAs(dir, mustExist, viaServer)
+}
+
+// How a command can do its work while serve holds the data dir: the flag
+// that reaches serve's HTTP API instead, or, for the commands serve runs
+// itself (compaction, retention, uploads), nothing but stopping it.
+const (
+	viaServer = "--server"
+	viaFetch  = "--fetch"
+	viaNone   = ""
+)
+
+// openDataDirAs is openDataDir waiting the usual time; when another process
+// holds the dir, the error names the holder (pid, HTTP address, since when)
+// and says what to do instead: via is how the command reaches a serve
+// (viaServer, viaFetch) or viaNone.
+func (r *Runner) openDataDirAs(dir string, mustExist bool, via string) (*localtier.LogDir, error) {
 	d, locked, err := r.openDataDir(dir, mustExist, r.lockWait())
-	return d, withHolderHint(dir, locked, err)
+	return d, withHolderHint(dir, locked, err, via)
 }
 
-// openDataDirForRead is openDataDirReadOnly with openDataDirForWrite's hint
-// at the holder.
-func (r *Runner) openDataDirForRead(dir string) (*localtier.LogDir, error) {
+// openDataDirForRead is openDataDirReadOnly with openDataDirAs's hint at
+// the holder.
+func (r *Runner) openDataDirForRead(dir string, via string) (*localtier.LogDir, error) {
 	d, locked, err := r.openDataDirReadOnly(dir, r.lockWait())
-	return d, withHolderHint(dir, locked, err)
+	return d, withHolderHint(dir, locked, err, via)
 }
 
-// withHolderHint adds who holds the data dir to err when locked.
-func withHolderHint(dir string, locked bool, err error) error {
+// withHolderHint adds who holds the data dir and what to do instead to err
+// when locked.
+func withHolderHint(dir string, locked bool, err error, via string) error {
 	if err != nil && locked {
-		holder := daemon.ReadHolder(dir)
-		return fmt.Errorf("%w; %s", err, holderHint(holder))
+		return fmt.Errorf("%w; %s", err, holderHint(daemon.ReadHolder(dir), via))
 	}
 	return err
 }
 
-// holderHint says who holds a data dir and how to reach it.
-func holderHint(h daemon.Holder) string {
-	if h.PID == 0 {
-		return "if it is 'tiered serve', use --server URL to reach it over HTTP"
+// holderHint says who holds a data dir and how to reach it: via is the flag
+// that takes serve's URL instead of --data-dir, or viaNone.
+func holderHint(h daemon.Holder, via string) string {
+	switch {
+	case via != viaNone && h.HTTP != "":
+		return fmt.Sprintf("it is held by %s; use %s %s instead of --data-dir", h, via, h.URL())
+	case via != viaNone && h.PID == 0:
+		return fmt.Sprintf("if it is 'tiered serve', use %s URL to reach it over HTTP", via)
+	case via != viaNone:
+		return fmt.Sprintf("it is held by %s; if that is 'tiered serve', use %s URL to reach it over HTTP", h, via)
+	case h.HTTP != "":
+		return fmt.Sprintf("it is held by %s, which does this work itself (its HTTP API: %s); stop it to run this command on the dir", h, h.URL())
+	case h.PID == 0:
+		return "'tiered serve' does this work itself; stop the process holding the dir to run this command on it"
+	default:
+		return fmt.Sprintf("it is held by %s; stop it to run this command on the dir", h)
 	}
-	if h.HTTP != "" {
-		return fmt.Sprintf("it is held by %s; use --server %s instead of --data-dir", h, h.URL())
-	}
-	return fmt.Sprintf("it is held by %s; if that is 'tiered serve', use --server URL to reach it over HTTP", h)
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -63,8 +65,11 @@ hit ratio. At start it prints commands to copy into another terminal to read col
 offsets (uploaded, deleted locally) with 'tiered consume --fetch', 'tiered consume
 --bucket' and kcat.
 
-HTTP and Kafka listen on 127.0.0.1:8080 and 127.0.0.1:9092, or free ports when those are
-taken. Ctrl-C stops the producer and serve cleanly (flush, checkpoint) and exits 0.
+It prints a line at once saying it is starting, then the addresses, and a line naming
+the new port when 127.0.0.1:8080 (HTTP) or 127.0.0.1:9092 (Kafka) is taken and a free one
+is used instead. The kcat command needs kcat installed; the demo says whether it found it
+on PATH. Ctrl-C stops the producer and serve cleanly (flush, checkpoint) and exits 0; the
+data dir is kept, and the last line is the command that removes it.
 
 Flags:
   --data-dir DIR     data directory (default: a new temporary directory)
@@ -75,11 +80,17 @@ Flags:
 	run: runDemo,
 }
 
+// The demo's default listeners (variables so that tests can take them).
+var (
+	demoHTTPAddr  = config.DefaultHTTPAddr
+	demoKafkaAddr = config.DefaultKafkaAddr
+)
+
 func runDemo(r *Runner, ctx context.Context, args []string) error {
 	fs := newFlags("demo")
 	dataDir := fs.String("data-dir", "", "")
-	httpAddr := fs.String("http", config.DefaultHTTPAddr, "")
-	kafkaAddr := fs.String("kafka", config.DefaultKafkaAddr, "")
+	httpAddr := fs.String("http", demoHTTPAddr, "")
+	kafkaAddr := fs.String("kafka", demoKafkaAddr, "")
 	logLevel := fs.String("log-level", "warn", "")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -96,6 +107,20 @@ func runDemo(r *Runner, ctx context.Context, args []string) error {
 	}
 	if abs, err := filepath.Abs(*dataDir); err == nil {
 		*dataDir = abs
+	}
+	// Say at once what is happening: recovery of a given data dir can take
+	// a while, and nothing else is printed until serve is ready.
+	fmt.Fprintf(r.Stdout, "tiered demo: starting serve on data dir %s ...\n", *dataDir)
+	// A default port another process has: take a free one, and say so.
+	var moved []string
+	for _, l := range []struct {
+		flag, what string
+		addr       *string
+	}{{"http", "HTTP", httpAddr}, {"kafka", "Kafka", kafkaAddr}} {
+		if !set[l.flag] && addrTaken(*l.addr) {
+			moved = append(moved, l.what)
+			*l.addr = "127.0.0.1:0"
+		}
 	}
 	flags := map[string]string{
 		"data-dir": *dataDir, "http": *httpAddr, "kafka": *kafkaAddr, "log-level": *logLevel,
@@ -114,12 +139,15 @@ func runDemo(r *Runner, ctx context.Context, args []string) error {
 	logger := daemon.NewLogger(cfg.Log, r.Stderr)
 	s, err := daemon.NewServe(ctx, daemon.ServeOptions{Config: cfg, Reload: load, Logger: logger, Now: r.Now, Command: "tiered demo"})
 	if err != nil && errors.Is(err, syscall.EADDRINUSE) && (!set["http"] || !set["kafka"]) {
-		// The default ports are taken (another serve?): use free ones.
+		// A default port was taken after the check above: use free ones.
+		moved = moved[:0]
 		if !set["http"] {
 			flags["http"] = "127.0.0.1:0"
+			moved = append(moved, "HTTP")
 		}
 		if !set["kafka"] {
 			flags["kafka"] = "127.0.0.1:0"
+			moved = append(moved, "Kafka")
 		}
 		if cfg, err = load(); err == nil {
 			s, err = daemon.NewServe(ctx, daemon.ServeOptions{Config: cfg, Reload: load, Logger: logger, Now: r.Now, Command: "tiered demo"})
@@ -142,6 +170,14 @@ func runDemo(r *Runner, ctx context.Context, args []string) error {
 		stop()
 		<-runErr
 		return err
+	}
+	for _, what := range moved {
+		want, got := demoHTTPAddr, s.HTTPAddr()
+		if what == "Kafka" {
+			want, got = demoKafkaAddr, s.KafkaAddr()
+		}
+		fmt.Fprintf(r.Stdout, "tiered demo: %s is in use, so %s listens on %s instead (--%s ADDR picks one)\n",
+			want, what, got, strings.ToLower(what))
 	}
 	printDemoIntro(r.Stdout, s, cfg.Bucket, *dataDir)
 
@@ -178,7 +214,35 @@ loop:
 	wg.Wait()
 	err = <-runErr
 	fmt.Fprintf(r.Stdout, "demo stopped after producing %d records; the data dir (with its bucket) is kept: %s\n", produced.load(), *dataDir)
+	fmt.Fprintf(r.Stdout, "remove it with: rm -rf %s\n", shellQuote(*dataDir))
 	return err
+}
+
+// addrTaken reports whether another process listens on addr (a bind fails
+// with EADDRINUSE).
+func addrTaken(addr string) bool {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	_ = l.Close()
+	return false
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:=@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// kcatNote says whether the kcat of the demo's kcat command is installed.
+func kcatNote(lookPath func(string) (string, error)) string {
+	if p, err := lookPath("kcat"); err == nil {
+		return "needs kcat: found at " + p
+	}
+	return "needs kcat, which is not on your PATH: install it first, e.g. apt install kcat or brew install kcat"
 }
 
 // createDemoTopics creates the demo topics unless a previous run did.
@@ -208,11 +272,13 @@ Read cold offsets (in the bucket only) from another terminal while this runs:
   %s consume --fetch %s --topic %s --partition 0 --from-offset 0 --max-records 5
   %s consume --bucket %s --topic %s --partition 0 --max-records 5
   kcat -C -b %s -t %s -p 0 -o beginning -c 5 -e -f 'offset %%o key %%k: %%s\n'
+    (%s)
   curl -s '%s/v1/topics/%s/partitions/0' | head -c 600
-Stop with Ctrl-C.
+Stop with Ctrl-C. The data dir is kept afterwards (rm -rf %s removes it).
 
 `, dataDir, httpURL, s.KafkaAddr(), daemon.ShownURL(bucket), demoEvents, demoUsers,
-		self, httpURL, demoEvents, self, bucket, demoUsers, s.KafkaAddr(), demoEvents, httpURL, demoEvents)
+		self, httpURL, demoEvents, self, bucket, demoUsers, s.KafkaAddr(), demoEvents, kcatNote(exec.LookPath),
+		httpURL, demoEvents, shellQuote(dataDir))
 }
 
 // inPath reports whether exe is what "tiered" finds in $PATH.

@@ -32,7 +32,7 @@ entry allows, and /metrics needs admin (README, "Authorization").
 
 Configuration as for serve (defaults < --config FILE < TIERED_* < flags); an invalid
 configuration or a bucket that cannot be opened is refused with every problem listed
-(exit 2). SIGTERM finishes in-flight requests within shutdown_timeout and exits 0.
+(exit 1; 2 when the only problems are flag values or a required flag not given). SIGTERM finishes in-flight requests within shutdown_timeout and exits 0.
 
 Flags:
   --bucket URL             file:///dir, mem://name or s3://bucket/prefix?endpoint=...&region=... (required)

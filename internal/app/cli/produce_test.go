@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tiered/tiered/internal/app/daemon"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -276,5 +278,52 @@ func TestDataDirLocked(t *testing.T) {
 	res := run(t, "{\"value\":\"a\"}\n", "produce", "--data-dir", dir, "--topic", "t")
 	if res.code != ExitError || !strings.Contains(res.stderr, "in use by another tiered process") || len(lines(res.stderr)) != 1 {
 		t.Fatalf("exit %d stderr %q", res.code, res.stderr)
+	}
+}
+
+// TestDataDirHeldNamesHolder: every command that opens a data dir serve
+// holds names the holder (pid, HTTP address) and says what to do: the URL
+// to give --server (produce, topic) or --fetch (consume), or, for the work
+// serve does itself (compact, retention, upload), its HTTP API and that it
+// must be stopped first. One helper (holderHint) says it for all.
+func TestDataDirHeldNamesHolder(t *testing.T) {
+	dir := t.TempDir()
+	d, _, err := localtier.OpenLogDir(vfs.Default, dir, localtier.LogDirOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateTopic("t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h := daemon.Holder{PID: os.Getpid(), Command: "tiered serve", HTTP: "127.0.0.1:18080", Started: time.Unix(1_700_000_000, 0)}
+	data, _ := json.Marshal(h)
+	if err := os.WriteFile(filepath.Join(dir, daemon.LockFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	holder := fmt.Sprintf("tiered serve (pid %d, http 127.0.0.1:18080", os.Getpid())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"produce", "--data-dir", dir, "--topic", "t"}, "use --server http://127.0.0.1:18080 instead of --data-dir"},
+		{[]string{"topic", "create", "--data-dir", dir, "--topic", "u"}, "use --server http://127.0.0.1:18080 instead of --data-dir"},
+		{[]string{"topic", "alter", "--data-dir", dir, "--topic", "t", "--config", "retention.ms=1000"}, "use --server http://127.0.0.1:18080"},
+		{[]string{"consume", "--data-dir", dir, "--topic", "t", "--partition", "0"}, "use --fetch http://127.0.0.1:18080 instead of --data-dir"},
+		{[]string{"compact", "--data-dir", dir}, "its HTTP API: http://127.0.0.1:18080); stop it"},
+		{[]string{"retention", "--data-dir", dir}, "its HTTP API: http://127.0.0.1:18080); stop it"},
+		{[]string{"upload", "--data-dir", dir, "--bucket", "file://" + t.TempDir()}, "its HTTP API: http://127.0.0.1:18080); stop it"},
+	} {
+		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+			res := run(t, "{\"value\":\"a\"}\n", tc.args...)
+			if res.code != ExitError || len(lines(res.stderr)) != 1 {
+				t.Fatalf("exit %d stderr %q", res.code, res.stderr)
+			}
+			for _, want := range []string{"in use by another tiered process", holder, tc.want} {
+				if !strings.Contains(res.stderr, want) {
+					t.Fatalf("stderr %q does not say %q", res.stderr, want)
+				}
+			}
+		})
 	}
 }

@@ -66,7 +66,7 @@ func runRetention(r *Runner, ctx context.Context, args []string) error {
 	if _, set := setFlags(fs)["gc-grace"]; set && *bucketURL == "" {
 		return usagef("--gc-grace needs --bucket")
 	}
-	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())
+	d, err := r.openDataDirAs(*dataDir, true, viaNone)
 	if err != nil {
 		return err
 	}

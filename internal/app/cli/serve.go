@@ -73,8 +73,9 @@ Configuration: built-in defaults < --config FILE (YAML) < TIERED_* environment <
 log.retention.hours, log.segment.bytes, log.cleaner.enable, num.partitions) and are
 broker-wide topic defaults under each topic's overrides. An invalid configuration, or a
 bucket that cannot be opened, is refused before anything is written: every problem is
-listed and the exit status is 2. Failures after that (data dir held, address in use,
-recovery failure) exit 1.
+listed and the exit status is 1 (2 when the only problems are flag values, like any
+malformed flag). Failures after that (data dir held, address in use, recovery failure)
+exit 1 too.
 
 Signals: SIGTERM/SIGINT stop accepting, finish in-flight requests, stop the loops (an
 upload in flight is abandoned and garbage-collected later), flush and checkpoint the
@@ -108,8 +109,9 @@ func daemonFlags(fs *flag.FlagSet, names ...string) *string {
 }
 
 // loadDaemonConfig loads the configuration for process p. An invalid
-// configuration, or an explicit bucket that cannot be opened, is a usage
-// error (exit 2) listing every problem.
+// configuration, or an explicit bucket that cannot be opened, is refused
+// listing every problem: exit 1, or 2 when only flag values are wrong
+// (configRefusal).
 func loadDaemonConfig(ctx context.Context, fs *flag.FlagSet, file string, p config.Process) (*config.Config, func() (*config.Config, error), error) {
 	opts := config.LoadOptions{File: file, Env: os.Environ(), Flags: config.SetFlags(fs), Process: p}
 	reload := func() (*config.Config, error) { return config.Load(opts) }
@@ -126,13 +128,44 @@ func loadDaemonConfig(ctx context.Context, fs *flag.FlagSet, file string, p conf
 	defer cancel()
 	// The derived default bucket is serve's to create (and fetch's missing
 	// --bucket is a problem already).
-	if berr := daemon.CheckBucket(bctx, c.Bucket, c.DataDir); berr != nil {
+	berr := daemon.CheckBucket(bctx, c.Bucket, c.DataDir)
+	if berr != nil {
 		problems = append(problems, berr.Error())
 	}
 	if len(problems) > 0 {
-		return nil, nil, usagef("refusing to start: %d configuration problem(s): %s", len(problems), strings.Join(problems, "; "))
+		return nil, nil, configRefusal(err, berr == nil, fmt.Sprintf("refusing to start: %d configuration problem(s): %s", len(problems), strings.Join(problems, "; ")))
 	}
 	return c, reload, nil
+}
+
+// configRefusal is the error of a configuration a command refuses, with
+// message msg. It is a usage error (exit 2) when every problem is on the
+// command line (onlyLoad: loadErr holds them all, and each is a
+// *config.FieldError about a flag's value or a required setting no layer
+// gave, which a flag supplies), like any missing or malformed flag value;
+// otherwise (the YAML file, a TIERED_* variable, a bucket that cannot be
+// opened) it exits 1, a refused configuration (README's exit codes).
+// serve, fetch, sidecar and config print decide it here alike.
+func configRefusal(loadErr error, onlyLoad bool, msg string) error {
+	if onlyLoad && loadErr != nil && allFlagProblems(loadErr) {
+		return usagef("%s", msg)
+	}
+	return errors.New(msg)
+}
+
+// allFlagProblems reports whether every problem joined in err is a flag's
+// value or a required setting not given.
+func allFlagProblems(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !allFlagProblems(e) {
+				return false
+			}
+		}
+		return true
+	}
+	var fe *config.FieldError
+	return errors.As(err, &fe) && (fe.Source == config.SourceFlag || fe.Source == config.SourceDefault)
 }
 
 // daemonRunner is a daemon built from its configuration.
@@ -143,7 +176,7 @@ type daemonRunner interface {
 // runDaemon is every daemon command: it parses the flags (names from config.FlagPaths, plus
 // --config), loads process p's configuration (defaults < file < TIERED_* < flags), builds the
 // daemon and runs it until ctx ends. A configuration problem or a bucket that cannot be
-// opened is a usage error (exit 2) listing every problem.
+// opened is refused listing every problem (configRefusal decides the exit code).
 func runDaemon(r *Runner, ctx context.Context, args []string, p config.Process, flags []string,
 	build func(cfg *config.Config, reload func() (*config.Config, error), logger *slog.Logger) (daemonRunner, error)) error {
 	fs := newFlags(string(p))
@@ -160,7 +193,7 @@ func runDaemon(r *Runner, ctx context.Context, args []string, p config.Process, 
 	if err != nil {
 		var be *daemon.BucketError
 		if errors.As(err, &be) {
-			return usagef("refusing to start: %v", err)
+			return fmt.Errorf("refusing to start: %w", err) // exit 1, as a refused configuration
 		}
 		return err
 	}

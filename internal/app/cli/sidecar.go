@@ -48,8 +48,9 @@ environment < flags; see 'tiered config print --process sidecar --sources'. The 
   log.level, log.format      --log-level, --log-format
 The sidecar ignores data_dir, broker, fetch and the kafka listener, so one file can serve
 the sidecar and fetch. An invalid configuration, or a bucket that cannot be opened, is
-refused with every problem listed (exit 2); a log dir that is not a Kafka log dir or a
-bootstrap server that does not answer exits 1. SIGTERM stops within shutdown_timeout (an
+refused with every problem listed (exit 1; 2 when the only problems are flag values or
+required flags not given); a log dir that is not a Kafka log dir or a bootstrap server that
+does not answer exits 1 too. SIGTERM stops within shutdown_timeout (an
 upload in flight is abandoned and garbage-collected later) and exits 0.
 
 Flags:

@@ -142,8 +142,10 @@ func TestSidecarCommand(t *testing.T) {
 		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--concurrency", "300"}, 2, "flag --concurrency: uploader.concurrency: must be from 1 to 256"},
 		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--rate", "fast"}, 2, "flag --rate"},
 		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(bucket), "--manifest-version", "3"}, 2, "uploader.manifest_version: must be from 1 to 2"},
-		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(filepath.Join(bucket, "missing"))}, 2, "refusing to start"},
-		{[]string{"sidecar", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, 2, "read config file"},
+		// A bucket that cannot be opened and a config file that cannot be
+		// read are refused configurations, not usage errors.
+		{[]string{"sidecar", "--kafka-log-dir", logDir, "--bucket", fileURL(filepath.Join(bucket, "missing"))}, 1, "refusing to start"},
+		{[]string{"sidecar", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, 1, "read config file"},
 	} {
 		res := run(t, "", tc.args...)
 		if res.code != tc.code || !strings.Contains(res.stderr, tc.want) {
@@ -190,7 +192,7 @@ func TestSidecarEnvironment(t *testing.T) {
 
 	t.Setenv("TIERED_SIDECAR_KAFKA_LOG_DIR", filepath.Join(logDir, "missing"))
 	res := run(t, "", "sidecar")
-	if res.code != ExitUsage || !strings.Contains(res.stderr, "env TIERED_SIDECAR_KAFKA_LOG_DIR: sidecar.kafka_log_dir:") {
+	if res.code != ExitError || !strings.Contains(res.stderr, "env TIERED_SIDECAR_KAFKA_LOG_DIR: sidecar.kafka_log_dir:") {
 		t.Errorf("a missing log dir from the environment: exit %d %q", res.code, res.stderr)
 	}
 }
@@ -226,8 +228,10 @@ func TestConfigPrintSidecar(t *testing.T) {
 	if res := mustRun(t, "", "config", "print", "--config", file, "--sources"); !strings.Contains(res.stdout, "addr: 127.0.0.1:8080 # default") {
 		t.Errorf("config print without --process is not serve's:\n%s", res.stdout)
 	}
+	// As `tiered sidecar` with nothing set: the missing settings are flags
+	// not given, a usage error.
 	res = run(t, "", "config", "print", "--process", "sidecar")
-	if res.code != ExitError || !strings.Contains(res.stderr, "sidecar.kafka_log_dir: required for tiered sidecar") || !strings.Contains(res.stderr, "bucket: required for tiered sidecar") {
+	if res.code != ExitUsage || !strings.Contains(res.stderr, "sidecar.kafka_log_dir: required for tiered sidecar") || !strings.Contains(res.stderr, "bucket: required for tiered sidecar") {
 		t.Errorf("config print --process sidecar with nothing set: exit %d %q", res.code, res.stderr)
 	}
 	if res := run(t, "", "config", "print", "--process", "broker"); res.code != ExitUsage || !strings.Contains(res.stderr, "want serve, sidecar or fetch") {

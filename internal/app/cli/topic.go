@@ -337,7 +337,7 @@ func runTopicDescribe(r *Runner, ctx context.Context, args []string) error {
 			return err
 		}
 	} else {
-		d, err := r.openDataDirForRead(*dataDir)
+		d, err := r.openDataDirForRead(*dataDir, viaServer)
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,7 @@ func runUpload(r *Runner, ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	d, _, err := r.openDataDir(*dataDir, true, r.lockWait())
+	d, err := r.openDataDirAs(*dataDir, true, viaNone)
 	if err != nil {
 		return err
 	}

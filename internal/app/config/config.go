@@ -65,6 +65,8 @@ type Config struct {
 	Sidecar Sidecar `yaml:"sidecar"`
 	// Log configures the process's structured logs.
 	Log Log `yaml:"log"`
+	// LocalTier configures serve's log engine over data_dir.
+	LocalTier LocalTier `yaml:"localtier"`
 	// Broker holds Kafka broker configs by their Kafka names: broker-wide topic defaults
 	// (log.retention.hours, log.segment.bytes, ...), the log cleaner (log.cleaner.*), the
 	// retention loop (log.retention.check.interval.ms), auto.create.topics.enable and
@@ -120,6 +122,15 @@ type Sidecar struct {
 	// partitions its broker (node.id or broker.id in the log dir's meta.properties) leads,
 	// and uploads only those.
 	BootstrapServer string `yaml:"bootstrap_server"`
+}
+
+// LocalTier configures serve's log engine.
+type LocalTier struct {
+	// MaxOpenFiles bounds the file descriptors the data dir's partitions hold: the files
+	// of idle segments are closed, least recently used first, and reopened on demand
+	// (localtier.FileTable). 0 (the default) is half of the process's RLIMIT_NOFILE soft
+	// limit, leaving the rest to sockets; -1 is no bound.
+	MaxOpenFiles int `yaml:"max_open_files"`
 }
 
 // Log configures log/slog output.

@@ -327,6 +327,7 @@ func TestValidationErrors(t *testing.T) {
 		{name: "max_gets", yaml: "fetch:\n  max_concurrent_gets: 0\n", path: "fetch.max_concurrent_gets", line: 3, msg: "must be at least 1"},
 		{name: "max_wait", yaml: "fetch:\n  max_wait: 0s\n", path: "fetch.max_wait", line: 3, msg: "must be a positive duration"},
 		{name: "readahead", yaml: "fetch:\n  readahead_chunks: -1\n", path: "fetch.readahead_chunks", line: 3, msg: "must not be negative"},
+		{name: "max_open_files", yaml: "localtier:\n  max_open_files: -2\n", path: "localtier.max_open_files", line: 3, msg: "must be -1 (no bound), 0 (half of RLIMIT_NOFILE) or a positive count (got -2)"},
 		{name: "shutdown_timeout", yaml: "shutdown_timeout: 0s\n", path: "shutdown_timeout", line: 2, msg: "must be a positive duration"},
 		{name: "token_empty", yaml: "auth:\n  tokens:\n    - principal: a\n", path: "auth.tokens[0].token", line: 4, msg: "must not be empty"},
 		{name: "token_principal_empty", yaml: "auth:\n  tokens:\n    - token: abc\n", path: "auth.tokens[0].principal", line: 4, msg: "must not be empty"},

@@ -114,6 +114,9 @@ func (v *validator) general() {
 	}
 	v.uploader()
 	v.fetch()
+	if n := v.c.LocalTier.MaxOpenFiles; n < -1 {
+		v.add("localtier.max_open_files", "must be -1 (no bound), 0 (half of RLIMIT_NOFILE) or a positive count (got %d)", n)
+	}
 	v.auth()
 	v.positiveDuration("shutdown_timeout", int64(c.ShutdownTimeout))
 }

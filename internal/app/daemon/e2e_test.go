@@ -369,8 +369,9 @@ func TestServeEndToEnd(t *testing.T) {
 	f.stop()
 }
 
-// TestServeRefusesBadConfig: every problem is listed, the exit status is 2
-// and the data dir is not created.
+// TestServeRefusesBadConfig: every problem is listed, the exit status is 1
+// (a refused configuration, as README's exit codes say; 2 is for the
+// command line) and the data dir is not created.
 func TestServeRefusesBadConfig(t *testing.T) {
 	bin := tieredBin(t)
 	dir := t.TempDir()
@@ -380,8 +381,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := runCmd(t, bin, "", "serve", "--config", cfgFile, "--bucket", "file://"+filepath.ToSlash(filepath.Join(dir, "missing")))
-	if code != 2 {
-		t.Fatalf("exit %d, want 2: %s", code, errs)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, errs)
 	}
 	for _, want := range []string{"no_such_key: unknown key", "uploader.concurrency", "fetch.cache_bytes: must not be negative", "bucket file://", "4 configuration problem(s)"} {
 		if !strings.Contains(errs, want) {
@@ -399,7 +400,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "e2e-secret")
 	s3 := "s3://b/p?" + url.Values{"endpoint": {"http://" + testnet.LoopbackAddr(t)}, "region": {"us-east-1"}, "path_style": {"true"}}.Encode()
 	code, _, errs = runCmd(t, bin, "", "serve", "--data-dir", data, "--bucket", s3)
-	if code != 2 || !strings.Contains(errs, "bucket s3://b/p") {
+	if code != 1 || !strings.Contains(errs, "bucket s3://b/p") {
 		t.Fatalf("unreachable bucket: exit %d: %s", code, errs)
 	}
 	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {

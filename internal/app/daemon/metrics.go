@@ -48,6 +48,10 @@ type localMetrics struct {
 	segments       *prometheus.Desc
 	sizeBytes      *prometheus.Desc
 	recoveringDesc *prometheus.Desc
+	openFiles      *prometheus.Desc
+	fileReopens    *prometheus.Desc
+	fileEvictions  *prometheus.Desc
+	reopenErrors   *prometheus.Desc
 
 	appendedRecords prometheus.Counter
 	appendedBytes   prometheus.Counter
@@ -64,6 +68,14 @@ func newLocalMetrics(reg prometheus.Registerer) (*localMetrics, error) {
 		segments:       prometheus.NewDesc(name("segments"), "Segments on local disk, active ones included.", nil, nil),
 		sizeBytes:      prometheus.NewDesc(name("size_bytes"), "Bytes of segment logs on local disk.", nil, nil),
 		recoveringDesc: prometheus.NewDesc(name("recovering"), "1 while the log dir is being recovered at start-up.", nil, nil),
+		openFiles: prometheus.NewDesc(name("open_files"),
+			"File descriptors the log dir's partitions hold (bounded by localtier.max_open_files).", nil, nil),
+		fileReopens: prometheus.NewDesc(name("file_reopens_total"),
+			"Segment and index files reopened on demand after the open-file table closed them.", nil, nil),
+		fileEvictions: prometheus.NewDesc(name("file_evictions_total"),
+			"Descriptors the open-file table closed to stay under localtier.max_open_files.", nil, nil),
+		reopenErrors: prometheus.NewDesc(name("file_reopen_errors_total"),
+			"Reopens of closed segment and index files that failed (the operation failed with them).", nil, nil),
 		appendedRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: name("appended_records_total"),
 			Help: "Records appended through the HTTP API."}),
 		appendedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: name("appended_bytes_total"),
@@ -99,6 +111,10 @@ func (m *localMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.segments
 	ch <- m.sizeBytes
 	ch <- m.recoveringDesc
+	ch <- m.openFiles
+	ch <- m.fileReopens
+	ch <- m.fileEvictions
+	ch <- m.reopenErrors
 }
 
 // Collect implements prometheus.Collector.
@@ -108,8 +124,10 @@ func (m *localMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Unlock()
 	var parts, segs int
 	var size int64
+	var files localtier.FileTableStats
 	if d != nil {
 		parts, segs, size = localUsage(d)
+		files, _, _ = d.OpenFiles()
 	}
 	rec := 0.0
 	if m.recovering.Load() {
@@ -119,6 +137,10 @@ func (m *localMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.segments, prometheus.GaugeValue, float64(segs))
 	ch <- prometheus.MustNewConstMetric(m.sizeBytes, prometheus.GaugeValue, float64(size))
 	ch <- prometheus.MustNewConstMetric(m.recoveringDesc, prometheus.GaugeValue, rec)
+	ch <- prometheus.MustNewConstMetric(m.openFiles, prometheus.GaugeValue, float64(files.Open))
+	ch <- prometheus.MustNewConstMetric(m.fileReopens, prometheus.CounterValue, float64(files.Reopens))
+	ch <- prometheus.MustNewConstMetric(m.fileEvictions, prometheus.CounterValue, float64(files.Evictions))
+	ch <- prometheus.MustNewConstMetric(m.reopenErrors, prometheus.CounterValue, float64(files.Failed))
 }
 
 // localUsage counts the partitions, segments and bytes of d.

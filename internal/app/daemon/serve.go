@@ -386,12 +386,15 @@ func (s *Serve) start(ctx context.Context, loops *sync.WaitGroup) error {
 	began := time.Now()
 	fsys := heldLockFS{FS: vfs.Default, held: s.lock.path}
 	d, rep, err := localtier.OpenLogDir(fsys, s.cfg.DataDir, localtier.LogDirOptions{
-		Now: s.o.Now, Logger: s.log, TopicDefaults: s.cfg.TopicDefaults()})
+		Now: s.o.Now, Logger: s.log, TopicDefaults: s.cfg.TopicDefaults(), MaxOpenFiles: s.cfg.LocalTier.MaxOpenFiles})
 	if err != nil {
 		s.state.Store("recovery failed: " + err.Error())
 		return fmt.Errorf("open data dir: %w", err)
 	}
 	s.local.recoverySeconds.Set(time.Since(began).Seconds())
+	if st, limit, bounded := d.OpenFiles(); bounded {
+		s.log.Info("open-file table", "max_open_files", limit, "open", st.Open, "files", st.Files)
+	}
 	rc := rep.Recovery
 	s.log.Info("data dir recovered", "dir", s.cfg.DataDir, "partitions", rep.Partitions, "segments_recovered", rc.SegmentsRecovered,
 		"bytes_truncated", rc.BytesTruncated, "segments_deleted", rc.SegmentsDeleted, "swaps_completed", rc.SwapsCompleted,
