@@ -45,6 +45,16 @@ var (
 	// does not match ErrNotFound, so a missing bucket is never mistaken for
 	// a missing object.
 	ErrBucketNotFound = errors.New("bucket does not exist")
+	// ErrSymlink: the filesystem backend found a symbolic link where the
+	// key's path should be (the object or a directory above it) and
+	// refused to follow it: no key resolves outside the bucket directory.
+	ErrSymlink = errors.New("symbolic link refused (the filesystem backend follows no links: objects are regular files inside the bucket directory)")
+	// ErrNotRegular: the filesystem backend found a FIFO, device or socket
+	// at the key; only regular files are objects.
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrReadOnly: a Put or Delete on a bucket opened read-only
+	// (OpenReadOnly); nothing was sent to the store.
+	ErrReadOnly = errors.New("bucket opened read-only")
 )
 
 // Attrs describes one stored version of an object.
