@@ -315,7 +315,8 @@ func (b *Filesystem) Attributes(ctx context.Context, key string) (Attrs, error) 
 
 // List implements BucketReader. It walks only the directory the prefix
 // names, collects the matching keys and sorts them by byte order (a plain
-// directory walk would put "a/b" before "a-c").
+// directory walk would put "a/b" before "a-c"). It follows no link: a link
+// (or FIFO, device, socket) is listed as a key whose reads fail.
 func (b *Filesystem) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
 	if err := validatePrefix(prefix); err != nil {
 		return err
@@ -372,7 +373,11 @@ func (b *Filesystem) List(ctx context.Context, prefix string, fn func(ObjectInfo
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || key == fsLockFile || !strings.HasPrefix(key, prefix) {
+		// Links and special files are listed like objects (with the
+		// link's own size), so that whoever reads them learns at once
+		// that they are refused (ErrSymlink, ErrNotRegular) instead of
+		// finding a key silently missing.
+		if key == fsLockFile || !strings.HasPrefix(key, prefix) {
 			return nil
 		}
 		info, err := d.Info()

@@ -119,7 +119,7 @@ func loadDaemonConfig(ctx context.Context, fs *flag.FlagSet, file string, p conf
 	defer cancel()
 	// The derived default bucket is serve's to create (and fetch's missing
 	// --bucket is a problem already).
-	if berr := daemon.CheckBucket(bctx, c.Bucket, c.DataDir); berr != nil {
+	if berr := daemon.CheckBucket(bctx, c.Bucket, c.DataDir, p == config.ProcessFetch); berr != nil {
 		problems = append(problems, berr.Error())
 	}
 	if len(problems) > 0 {

@@ -1,0 +1,158 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// nobody runs a process as uid/gid 65534.
+var nobody = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+
+// traversable makes dir and its parent (t.TempDir's per-test directory,
+// 0700) reachable by other users, and returns dir.
+func traversable(t *testing.T, dir string) string {
+	t.Helper()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// treeOf lists every path under dir with its mode.
+func treeOf(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, fmt.Sprintf("%s %v %d", rel, info.Mode(), info.Size()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// fileBucketFixture produces 240 records in 6 batches to topic "ro" of a
+// data dir with tiny segments, uploads the rolled ones to a file:// bucket
+// (200 records), makes every file of the bucket read-only and every
+// directory read-and-search-only, and returns the bucket URL and what
+// consume --bucket reads from it.
+func fileBucketFixture(t *testing.T, bin string) (bucketDir string, want []e2eRec) {
+	t.Helper()
+	dir := traversable(t, t.TempDir())
+	data := filepath.Join(dir, "data")
+	bucketDir = filepath.Join(dir, "bucket")
+	if err := os.Mkdir(bucketDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustCmd(t, bin, "", "topic", "create", "--data-dir", data, "--topic", "ro",
+		"--config", "remote.storage.enable=true", "--config", "internal.segment.bytes=2048")
+	var all []e2eRec
+	for batch := range 6 {
+		var in strings.Builder
+		for i := range 40 {
+			n := batch*40 + i
+			r := e2eRec{Offset: int64(n), Key: fmt.Sprintf("k%d", n%7), Value: fmt.Sprintf("value %d %s", n, strings.Repeat("v", n%40))}
+			fmt.Fprintf(&in, "{\"key\":%q,\"value\":%q}\n", r.Key, r.Value)
+			all = append(all, r)
+		}
+		mustCmd(t, bin, in.String(), "produce", "--data-dir", data, "--topic", "ro", "--partition", "0")
+	}
+	mustCmd(t, bin, "", "upload", "--data-dir", data, "--bucket", "file://"+bucketDir)
+	want = parseLines(t, mustCmd(t, bin, "", "consume", "--bucket", "file://"+bucketDir, "--topic", "ro", "--partition", "0"))
+	if len(want) < 100 || len(want) >= len(all) {
+		t.Fatalf("fixture: the bucket holds %d of %d records, want the rolled segments only", len(want), len(all))
+	}
+	sameE2E(t, "fixture", want, all[:len(want)])
+	// What a read-write open leaves behind goes: readers must not need it.
+	for _, p := range []string{".tiered-tmp", ".tiered-lock"} {
+		if err := os.RemoveAll(filepath.Join(bucketDir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := filepath.Walk(bucketDir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if info.IsDir() {
+			return os.Chmod(p, 0o555)
+		}
+		return os.Chmod(p, 0o444)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(bucketDir, 0o755) })
+	return bucketDir, want
+}
+
+// TestReadOnlyFileBucketAsUnprivilegedUser runs fetch (HTTP and Kafka
+// reads), consume --bucket, bucket verify and inspect manifest as uid
+// 65534 on a file:// bucket that user may only read. The test runs as root,
+// for whom permissions mean nothing, hence the other user. Nothing in the
+// bucket changes.
+func TestReadOnlyFileBucketAsUnprivilegedUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run tiered as uid 65534 (as a normal user the other tests' buckets are writable by their reader)")
+	}
+	bin := tieredBin(t)
+	traversable(t, filepath.Dir(bin))
+	bucketDir, want := fileBucketFixture(t, bin)
+	url := "file://" + bucketDir
+	before := treeOf(t, bucketDir)
+
+	// The user really cannot write there.
+	if code, _, _ := runCmdAs(t, nobody, "/bin/sh", "", "-c", `: > "$1"`, "sh", filepath.Join(bucketDir, "probe")); code == 0 {
+		t.Fatal("uid 65534 could create a file in the bucket: the test would prove nothing")
+	}
+
+	t.Run("consume", func(t *testing.T) {
+		code, out, errs := runCmdAs(t, nobody, bin, "", "consume", "--bucket", url, "--topic", "ro", "--partition", "0")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		sameE2E(t, "consume --bucket as uid 65534", parseLines(t, out), want)
+	})
+	t.Run("bucket_verify", func(t *testing.T) {
+		code, out, errs := runCmdAs(t, nobody, bin, "", "bucket", "verify", "--bucket", url)
+		if code != 0 || !strings.Contains(out, "ok: 1 partition") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+	})
+	t.Run("inspect_manifest", func(t *testing.T) {
+		code, out, errs := runCmdAs(t, nobody, bin, "", "inspect", "manifest", "--bucket", url, "--topic", "ro", "--partition", "0", "--all")
+		if code != 0 || !strings.Contains(out, "manifest ") || !strings.Contains(out, fmt.Sprintf("nextOffset %d", len(want))) {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+	})
+	t.Run("fetch", func(t *testing.T) {
+		f := startProcAs(t, nobody, bin, nil, "fetch", "--bucket", url)
+		sameE2E(t, "fetch kafka as uid 65534", kafkaRecords(t, f.kafka, "ro", len(want)), want)
+		resp, err := http.Get(f.url() + "/v1/topics/ro/partitions/0/records?offset=7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := parseLines(t, string(body)); resp.StatusCode != 200 || len(got) == 0 || got[0] != want[7] {
+			t.Fatalf("HTTP records: %d %s", resp.StatusCode, body)
+		}
+		f.stop()
+	})
+	if after := treeOf(t, bucketDir); !slices.Equal(before, after) {
+		t.Errorf("the readers changed the bucket:\nbefore %q\nafter  %q", before, after)
+	}
+}
