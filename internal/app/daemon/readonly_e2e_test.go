@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/minio/minio-go/v7"
+	miniocreds "github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/tiered/tiered/internal/testkit/testminio"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // nobody runs a process as uid/gid 65534.
@@ -45,19 +52,12 @@ func treeOf(t *testing.T, dir string) []string {
 	return out
 }
 
-// fileBucketFixture produces 240 records in 6 batches to topic "ro" of a
-// data dir with tiny segments, uploads the rolled ones to a file:// bucket
-// (200 records), makes every file of the bucket read-only and every
-// directory read-and-search-only, and returns the bucket URL and what
-// consume --bucket reads from it.
-func fileBucketFixture(t *testing.T, bin string) (bucketDir string, want []e2eRec) {
+// uploadFixture produces 240 records in 6 batches to topic "ro" of a data
+// dir with tiny segments, uploads the rolled ones (200 records) to the
+// bucket at url, and returns what consume --bucket reads from it.
+func uploadFixture(t *testing.T, bin, url string) []e2eRec {
 	t.Helper()
-	dir := traversable(t, t.TempDir())
-	data := filepath.Join(dir, "data")
-	bucketDir = filepath.Join(dir, "bucket")
-	if err := os.Mkdir(bucketDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	data := filepath.Join(t.TempDir(), "data")
 	mustCmd(t, bin, "", "topic", "create", "--data-dir", data, "--topic", "ro",
 		"--config", "remote.storage.enable=true", "--config", "internal.segment.bytes=2048")
 	var all []e2eRec
@@ -71,13 +71,26 @@ func fileBucketFixture(t *testing.T, bin string) (bucketDir string, want []e2eRe
 		}
 		mustCmd(t, bin, in.String(), "produce", "--data-dir", data, "--topic", "ro", "--partition", "0")
 	}
-	mustCmd(t, bin, "", "upload", "--data-dir", data, "--bucket", "file://"+bucketDir)
-	want = parseLines(t, mustCmd(t, bin, "", "consume", "--bucket", "file://"+bucketDir, "--topic", "ro", "--partition", "0"))
+	mustCmd(t, bin, "", "upload", "--data-dir", data, "--bucket", url)
+	want := parseLines(t, mustCmd(t, bin, "", "consume", "--bucket", url, "--topic", "ro", "--partition", "0"))
 	if len(want) < 100 || len(want) >= len(all) {
 		t.Fatalf("fixture: the bucket holds %d of %d records, want the rolled segments only", len(want), len(all))
 	}
 	sameE2E(t, "fixture", want, all[:len(want)])
-	// What a read-write open leaves behind goes: readers must not need it.
+	return want
+}
+
+// fileBucketFixture is uploadFixture on a file:// bucket that it then makes
+// read-only: every file 0444, every directory 0555, and no lock file or
+// temporary directory (what a read-write open leaves behind: readers must
+// not need them).
+func fileBucketFixture(t *testing.T, bin string) (bucketDir string, want []e2eRec) {
+	t.Helper()
+	bucketDir = filepath.Join(traversable(t, t.TempDir()), "bucket")
+	if err := os.Mkdir(bucketDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want = uploadFixture(t, bin, "file://"+bucketDir)
 	for _, p := range []string{".tiered-tmp", ".tiered-lock"} {
 		if err := os.RemoveAll(filepath.Join(bucketDir, p)); err != nil {
 			t.Fatal(err)
@@ -97,6 +110,46 @@ func fileBucketFixture(t *testing.T, bin string) (bucketDir string, want []e2eRe
 	}
 	t.Cleanup(func() { os.Chmod(bucketDir, 0o755) })
 	return bucketDir, want
+}
+
+// readersWork runs consume --bucket, bucket verify, inspect manifest and
+// fetch (Kafka and HTTP reads) on url with the process attributes attr
+// and requires each to read want.
+func readersWork(t *testing.T, bin string, attr *syscall.SysProcAttr, url string, want []e2eRec) {
+	t.Helper()
+	t.Run("consume", func(t *testing.T) {
+		code, out, errs := runCmdAs(t, attr, bin, "", "consume", "--bucket", url, "--topic", "ro", "--partition", "0")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		sameE2E(t, "consume --bucket", parseLines(t, out), want)
+	})
+	t.Run("bucket_verify", func(t *testing.T) {
+		code, out, errs := runCmdAs(t, attr, bin, "", "bucket", "verify", "--bucket", url)
+		if code != 0 || !strings.Contains(out, "ok: 1 partition") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+	})
+	t.Run("inspect_manifest", func(t *testing.T) {
+		code, out, errs := runCmdAs(t, attr, bin, "", "inspect", "manifest", "--bucket", url, "--topic", "ro", "--partition", "0", "--all")
+		if code != 0 || !strings.Contains(out, "manifest ") || !strings.Contains(out, fmt.Sprintf("nextOffset %d", len(want))) {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+	})
+	t.Run("fetch", func(t *testing.T) {
+		f := startProcAs(t, attr, bin, nil, "fetch", "--bucket", url)
+		sameE2E(t, "fetch kafka", kafkaRecords(t, f.kafka, "ro", len(want)), want)
+		resp, err := http.Get(f.url() + "/v1/topics/ro/partitions/0/records?offset=7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := parseLines(t, string(body)); resp.StatusCode != 200 || len(got) == 0 || got[0] != want[7] {
+			t.Fatalf("HTTP records: %d %s", resp.StatusCode, body)
+		}
+		f.stop()
+	})
 }
 
 // TestReadOnlyFileBucketAsUnprivilegedUser runs fetch (HTTP and Kafka
@@ -119,40 +172,67 @@ func TestReadOnlyFileBucketAsUnprivilegedUser(t *testing.T) {
 		t.Fatal("uid 65534 could create a file in the bucket: the test would prove nothing")
 	}
 
-	t.Run("consume", func(t *testing.T) {
-		code, out, errs := runCmdAs(t, nobody, bin, "", "consume", "--bucket", url, "--topic", "ro", "--partition", "0")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errs)
-		}
-		sameE2E(t, "consume --bucket as uid 65534", parseLines(t, out), want)
-	})
-	t.Run("bucket_verify", func(t *testing.T) {
-		code, out, errs := runCmdAs(t, nobody, bin, "", "bucket", "verify", "--bucket", url)
-		if code != 0 || !strings.Contains(out, "ok: 1 partition") {
-			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
-		}
-	})
-	t.Run("inspect_manifest", func(t *testing.T) {
-		code, out, errs := runCmdAs(t, nobody, bin, "", "inspect", "manifest", "--bucket", url, "--topic", "ro", "--partition", "0", "--all")
-		if code != 0 || !strings.Contains(out, "manifest ") || !strings.Contains(out, fmt.Sprintf("nextOffset %d", len(want))) {
-			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
-		}
-	})
-	t.Run("fetch", func(t *testing.T) {
-		f := startProcAs(t, nobody, bin, nil, "fetch", "--bucket", url)
-		sameE2E(t, "fetch kafka as uid 65534", kafkaRecords(t, f.kafka, "ro", len(want)), want)
-		resp, err := http.Get(f.url() + "/v1/topics/ro/partitions/0/records?offset=7")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if got := parseLines(t, string(body)); resp.StatusCode != 200 || len(got) == 0 || got[0] != want[7] {
-			t.Fatalf("HTTP records: %d %s", resp.StatusCode, body)
-		}
-		f.stop()
-	})
+	readersWork(t, bin, nobody, url, want)
 	if after := treeOf(t, bucketDir); !slices.Equal(before, after) {
 		t.Errorf("the readers changed the bucket:\nbefore %q\nafter  %q", before, after)
 	}
+}
+
+// TestReadOnlyS3Credentials reads a MinIO bucket with temporary credentials
+// from STS AssumeRole whose inline session policy allows only reading:
+// every write with them is refused, and fetch (Kafka and HTTP),
+// consume --bucket, bucket verify and inspect manifest all work.
+func TestReadOnlyS3Credentials(t *testing.T) {
+	bin := tieredBin(t)
+	srv := testminio.Shared(t)
+	bucket := srv.NewBucket(t)
+	url := srv.URL(bucket, "ro-creds")
+	testminio.SetCredentialsEnv(t)
+	want := uploadFixture(t, bin, url)
+
+	access, secret, token := srv.ReadOnlyCredentials(t, bucket)
+	t.Setenv("AWS_ACCESS_KEY_ID", access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_SESSION_TOKEN", token)
+
+	// The credentials really cannot write: tiered's own S3 client (opened
+	// read-write) and minio-go both get AccessDenied, and upload fails.
+	ctx := context.Background()
+	b, err := objstore.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("open with read-only credentials: %v", err)
+	}
+	defer b.Close()
+	if _, err := b.Put(ctx, "probe", strings.NewReader("x"), 1, objstore.Condition{}); err == nil || !strings.Contains(err.Error(), "AccessDenied") {
+		t.Fatalf("Put with read-only credentials = %v, want AccessDenied", err)
+	}
+	mc, err := minio.New(strings.TrimPrefix(srv.Endpoint, "http://"), &minio.Options{
+		Creds: miniocreds.NewStaticV4(access, secret, token), Region: testminio.Region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mc.PutObject(ctx, bucket, "probe", strings.NewReader("x"), 1, minio.PutObjectOptions{})
+	if minio.ToErrorResponse(err).Code != "AccessDenied" {
+		t.Fatalf("minio-go PutObject with read-only credentials = %v, want AccessDenied", err)
+	}
+	if err := mc.RemoveObject(ctx, bucket, "ro-creds/"+anyKey(t, srv, bucket), minio.RemoveObjectOptions{}); minio.ToErrorResponse(err).Code != "AccessDenied" {
+		t.Fatalf("minio-go RemoveObject with read-only credentials = %v, want AccessDenied", err)
+	}
+	readersWork(t, bin, nil, url, want)
+}
+
+// anyKey is the key (below the URL's prefix) of some object in bucket.
+func anyKey(t *testing.T, srv *testminio.Server, bucket string) string {
+	t.Helper()
+	var keys []string
+	for o := range srv.Client().ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: "ro-creds/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		keys = append(keys, strings.TrimPrefix(o.Key, "ro-creds/"))
+	}
+	if len(keys) == 0 {
+		t.Fatal("empty bucket")
+	}
+	return keys[0]
 }
