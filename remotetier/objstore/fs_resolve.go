@@ -127,7 +127,7 @@ func openObjectFile(dirfd int, rel, name string) (*os.File, os.FileInfo, error) 
 		return nil, nil, unix.ENOENT
 	default:
 		unix.Close(fd)
-		return nil, nil, errNotRegular(st.Mode)
+		return nil, nil, errNotRegular(uint32(st.Mode))
 	}
 	// Reads of a regular file never block; give os.File a plain
 	// descriptor rather than one it would try to put in the poller.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -487,3 +488,30 @@ func TestBucketCommandsRefuseSymlinks(t *testing.T) {
 }
 
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// TestConsumeBucketFIFOFailsAtOnce replaces a committed .log of a file://
+// bucket by a FIFO with no writer: consume --bucket fails at once naming
+// the key, instead of blocking forever in open(2).
+func TestConsumeBucketFIFOFailsAtOnce(t *testing.T) {
+	_, bucketURL, u := remoteFixture(t)
+	p := filepath.Join(strings.TrimPrefix(bucketURL, "file://"), filepath.FromSlash(u.keys[0]))
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan result, 1)
+	go func() { done <- run(t, "", "consume", "--bucket", bucketURL, "--topic", "c", "--partition", "0") }()
+	select {
+	case res := <-done:
+		if res.code != ExitError || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, "not a regular file: it is a FIFO") || !strings.Contains(res.stderr, u.keys[0]) {
+			t.Fatalf("exit %d, stderr %q; want exit 1 and one line naming the FIFO %s", res.code, res.stderr, u.keys[0])
+		}
+	case <-time.After(20 * time.Second):
+		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close() // let the blocked open return so the test binary can end
+		}
+		t.Fatal("consume --bucket still blocked on the FIFO after 20s")
+	}
+}

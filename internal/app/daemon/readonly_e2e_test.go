@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	miniocreds "github.com/minio/minio-go/v7/pkg/credentials"
@@ -235,4 +236,54 @@ func anyKey(t *testing.T, srv *testminio.Server, bucket string) string {
 		t.Fatal("empty bucket")
 	}
 	return keys[0]
+}
+
+// TestFetchFIFOInFileBucket replaces a committed segment's .log in a
+// file:// bucket by a FIFO with no writer (opening it to read would block
+// forever): fetch answers a read of it at once with an error, keeps
+// serving, and exits 0 on SIGTERM.
+func TestFetchFIFOInFileBucket(t *testing.T) {
+	bin := tieredBin(t)
+	bucketDir := filepath.Join(t.TempDir(), "bucket")
+	if err := os.Mkdir(bucketDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url := "file://" + bucketDir
+	want := uploadFixture(t, bin, url)
+	logs, err := filepath.Glob(filepath.Join(bucketDir, "data", "*", "ro-0", "*.log"))
+	if err != nil || len(logs) < 2 {
+		t.Fatalf("segment objects %q, %v", logs, err)
+	}
+	slices.Sort(logs)
+	if err := os.Remove(logs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(logs[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := filepath.Rel(bucketDir, logs[0])
+	f := startProc(t, bin, nil, "fetch", "--bucket", url)
+	client := &http.Client{Timeout: 15 * time.Second}
+	get := func(offset int64) (int, string) {
+		t.Helper()
+		resp, err := client.Get(fmt.Sprintf("%s/v1/topics/ro/partitions/0/records?offset=%d", f.url(), offset))
+		if err != nil {
+			// Unblock a hung open so the process can be stopped.
+			if w, err := os.OpenFile(logs[0], os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				w.Close()
+			}
+			t.Fatalf("GET offset %d: %v", offset, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get(0); code == http.StatusOK || !strings.Contains(body, "not a regular file") || !strings.Contains(body, filepath.ToSlash(key)) {
+		t.Errorf("read of the FIFO segment: %d %s; want an error naming %s", code, body, key)
+	}
+	last := want[len(want)-1]
+	if code, body := get(last.Offset); code != http.StatusOK || !strings.Contains(body, last.Value) {
+		t.Errorf("read of a later segment after the FIFO: %d %s", code, body)
+	}
+	f.stop()
 }
