@@ -22,7 +22,14 @@ import (
 // RESOLVE_NO_SYMLINKS; elsewhere, and where openat2 is unavailable (ENOSYS:
 // older kernels, some sandboxes), the key is walked one component at a time
 // with openat(2) and O_NOFOLLOW, which refuses the same links. Keys cannot
-// hold "..", so the walk cannot climb out either.
+// hold "..", so the walk cannot climb out either. (The walk opens each
+// directory for reading, so it needs read permission where openat2 needs
+// only search permission.)
+//
+// List walks the tree with filepath.WalkDir, which follows no link either;
+// only the directory it starts from (the prefix's) is checked here first,
+// so a link swapped in between the check and the walk could be followed
+// for that one List. Reads never are.
 //
 // Objects are opened with O_NONBLOCK and checked with fstat before any read,
 // so a FIFO, device or socket in the bucket is ErrNotRegular at once instead
@@ -56,10 +63,16 @@ func openRoot(root string) (int, error) {
 func openBeneath(dirfd int, rel string, flags int) (int, error) {
 	if openat2Usable.Load() {
 		fd, err := openat2Beneath(dirfd, rel, flags)
-		if err != unix.ENOSYS {
+		switch err {
+		case unix.ENOSYS: // kernel before 5.6
+			openat2Usable.Store(false)
+		case unix.EPERM:
+			// Some seccomp profiles refuse unknown system calls with
+			// EPERM; opening for reading is otherwise never EPERM, and
+			// if it really is, the walk says so too.
+		default:
 			return fd, err
 		}
-		openat2Usable.Store(false)
 	}
 	return walkBeneath(dirfd, rel, flags)
 }
