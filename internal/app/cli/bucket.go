@@ -146,7 +146,8 @@ Exit status 0 when everything matches; 1 when a referenced object is missing or 
 manifest is unreadable, or an orphan is older than the grace period.
 
 This is one of the two commands that LIST the bucket (with garbage collection); reads
-never do.
+never do. It opens the bucket read-only: S3 credentials that may only read are enough, and
+a file:// directory is not modified (no lock file, no temporary directory).
 
 Flags:
   --bucket URL       file:///dir, mem://name[/prefix] or
