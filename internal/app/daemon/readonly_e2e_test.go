@@ -197,7 +197,8 @@ func TestReadOnlyS3Credentials(t *testing.T) {
 	t.Setenv("AWS_SESSION_TOKEN", token)
 
 	// The credentials really cannot write: tiered's own S3 client (opened
-	// read-write) and minio-go both get AccessDenied, and upload fails.
+	// read-write) gets AccessDenied for a Put, minio-go for a PutObject and a
+	// RemoveObject.
 	ctx := context.Background()
 	b, err := objstore.Open(ctx, url)
 	if err != nil {
@@ -219,23 +220,35 @@ func TestReadOnlyS3Credentials(t *testing.T) {
 	if err := mc.RemoveObject(ctx, bucket, "ro-creds/"+anyKey(t, srv, bucket), minio.RemoveObjectOptions{}); minio.ToErrorResponse(err).Code != "AccessDenied" {
 		t.Fatalf("minio-go RemoveObject with read-only credentials = %v, want AccessDenied", err)
 	}
+	before := objectsOf(t, srv, bucket)
 	readersWork(t, bin, nil, url, want)
+	if after := objectsOf(t, srv, bucket); !slices.Equal(before, after) {
+		t.Errorf("the readers changed the bucket:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// objectsOf lists bucket's objects with their ETags and sizes.
+func objectsOf(t *testing.T, srv *testminio.Server, bucket string) []string {
+	t.Helper()
+	var out []string
+	for o := range srv.Client().ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		out = append(out, fmt.Sprintf("%s %s %d", o.Key, o.ETag, o.Size))
+	}
+	return out
 }
 
 // anyKey is the key (below the URL's prefix) of some object in bucket.
 func anyKey(t *testing.T, srv *testminio.Server, bucket string) string {
 	t.Helper()
-	var keys []string
-	for o := range srv.Client().ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: "ro-creds/", Recursive: true}) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-		keys = append(keys, strings.TrimPrefix(o.Key, "ro-creds/"))
-	}
-	if len(keys) == 0 {
+	objs := objectsOf(t, srv, bucket)
+	if len(objs) == 0 {
 		t.Fatal("empty bucket")
 	}
-	return keys[0]
+	key, _, _ := strings.Cut(objs[0], " ")
+	return strings.TrimPrefix(key, "ro-creds/")
 }
 
 // TestFetchFIFOInFileBucket replaces a committed segment's .log in a
