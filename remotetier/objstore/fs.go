@@ -464,7 +464,15 @@ func (b *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 	defer unlock()
 	dir, base := splitKey(key)
 	err = b.withRoot("put", key, func(rootfd int) error {
-		dirfd, err := mkdirBeneath(rootfd, dir)
+		// The condition is checked before any directory is created, so a
+		// lost precondition leaves nothing behind.
+		dirfd, err := openDir(rootfd, dir)
+		if err == unix.ENOENT {
+			if failed := checkCondition(cond, false, nil); failed != nil {
+				return &opError{op: "put", key: key, kind: ErrPreconditionFailed, err: failed}
+			}
+			dirfd, err = mkdirBeneath(rootfd, dir)
+		}
 		if err != nil {
 			if classify(err) == ErrSymlink {
 				return &opError{op: "put", key: key, kind: ErrSymlink}

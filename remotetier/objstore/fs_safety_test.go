@@ -395,3 +395,20 @@ func chmodTree(root string, fileMode, dirMode os.FileMode) error {
 		return os.Chmod(p, fileMode)
 	})
 }
+
+// TestFilesystemLostPreconditionLeavesNoDirectories: an IfMatch Put of a
+// key in directories that do not exist fails without creating them.
+func TestFilesystemLostPreconditionLeavesNoDirectories(t *testing.T) {
+	resolvers(t, func(t *testing.T) {
+		dir := t.TempDir()
+		b := newFS(t, dir)
+		before := tree(t, dir)
+		_, err := b.Put(context.Background(), "new/dirs/k", strings.NewReader("x"), 1, objstore.IfMatch(`"0123456789abcdef0123456789abcdef"`))
+		if !errors.Is(err, objstore.ErrPreconditionFailed) {
+			t.Fatalf("Put = %v, want ErrPreconditionFailed", err)
+		}
+		if after := tree(t, dir); !slices.Equal(before, after) {
+			t.Errorf("a lost precondition changed the directory:\nbefore %q\nafter  %q", before, after)
+		}
+	})
+}
