@@ -10,10 +10,17 @@
 //	mem://name[/prefix]
 //	s3://bucket[/prefix]?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true
 //
+// A URL is opened read-write (Open) by the processes that write (serve,
+// sidecar, upload, retention) and read-only (OpenReadOnly) by those that
+// only read (fetch, consume --bucket, bucket verify, inspect manifest,
+// replay): their Put and Delete fail with ErrReadOnly, and a file://
+// directory needs only read permission.
+//
 // The contract every backend meets is written on the interface methods and
 // checked by objtesting.AcceptanceTest. Callers recognise outcomes with
 // errors.Is against ErrNotFound, ErrPreconditionFailed, ErrInvalidRange,
-// ErrInvalidKey and ErrSizeMismatch; they never need backend types.
+// ErrInvalidKey, ErrSizeMismatch and ErrReadOnly (and, from the file
+// backend, ErrSymlink and ErrNotRegular); they never need backend types.
 package objstore
 
 import (
