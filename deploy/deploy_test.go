@@ -41,6 +41,9 @@ import (
 // TestMain removes the binaries the tests built, then checks for leaked goroutines as
 // goleak.VerifyTestMain does.
 func TestMain(m *testing.M) {
+	// The daemons these tests start must not look for AWS credentials in
+	// the EC2 instance metadata (169.254.169.254): tests stay on loopback.
+	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	code := m.Run()
 	if binDir != "" {
 		if err := os.RemoveAll(binDir); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +16,7 @@ import (
 )
 
 // workload is a small read-modify-write sequence: write two objects, swap
-// one with IfMatch, list, read back, delete.
+// one with IfMatch, list and read back (readBack), delete.
 func workload(ctx context.Context, b objstore.Bucket) error {
 	a, err := b.Put(ctx, "w/one", bytes.NewReader([]byte("1")), 1, objstore.IfAbsent())
 	if err != nil && !objstore.IsPreconditionFailed(err) {
@@ -32,6 +33,84 @@ func workload(ctx context.Context, b objstore.Bucket) error {
 	if _, err := b.Put(ctx, "w/one", bytes.NewReader([]byte("111")), 3, objstore.IfMatch(a.ETag)); err != nil {
 		return err
 	}
+	if err := readBack(ctx, b); err != nil {
+		return err
+	}
+	return b.Delete(ctx, "w/two")
+}
+
+// TestFaultsEveryCall fails call i for i = 0, 1, 2, ... until the
+// workload succeeds, and requires every failure to be the injected one: on
+// the memory backend and on the filesystem backend with each way it
+// resolves keys (openat2, the openat walk).
+func TestFaultsEveryCall(t *testing.T) {
+	backends := []struct {
+		name string
+		new  func(t *testing.T) objstore.Bucket
+	}{
+		{"memory", func(*testing.T) objstore.Bucket { return objstore.NewMemory() }},
+		{"filesystem", func(t *testing.T) objstore.Bucket { return newFS(t, t.TempDir()) }},
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			if be.name == "memory" {
+				sweep(t, be.new, workload, 6)
+				return
+			}
+			resolvers(t, func(t *testing.T) { sweep(t, be.new, workload, 6) })
+		})
+	}
+}
+
+// TestFaultsEveryCallReadOnly is the sweep of TestFaultsEveryCall over a
+// reading workload on buckets opened read-only (the file:// bucket with
+// NewFilesystemReadOnly under each resolver, and a mem:// bucket through
+// OpenReadOnly), whose writes fail with ErrReadOnly when the injector lets
+// them through.
+func TestFaultsEveryCallReadOnly(t *testing.T) {
+	ctx := context.Background()
+	seed := func(t *testing.T, b objstore.Bucket) {
+		objtesting.MustPut(t, b, "w/one", []byte("111"))
+		objtesting.MustPut(t, b, "w/two", []byte("22"))
+	}
+	fsOpen := func(t *testing.T) objstore.Bucket {
+		dir := t.TempDir()
+		seed(t, newFS(t, dir))
+		b, err := objstore.NewFilesystemReadOnly(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	memOpen := func(t *testing.T) objstore.Bucket {
+		name := "faults-ro-" + strings.ReplaceAll(t.Name(), "/", "-")
+		seed(t, objstore.OpenMemory(name))
+		b, err := objstore.OpenReadOnly(ctx, "mem://"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	readWorkload := func(ctx context.Context, b objstore.Bucket) error {
+		if _, err := b.Put(ctx, "w/three", bytes.NewReader([]byte("3")), 1, objstore.Condition{}); !errors.Is(err, objstore.ErrReadOnly) {
+			return fmt.Errorf("put on a read-only bucket: %w", errors.Join(err, errors.New("want ErrReadOnly")))
+		}
+		if err := b.Delete(ctx, "w/two"); !errors.Is(err, objstore.ErrReadOnly) {
+			return fmt.Errorf("delete on a read-only bucket: %w", errors.Join(err, errors.New("want ErrReadOnly")))
+		}
+		return readBack(ctx, b)
+	}
+	t.Run("filesystem", func(t *testing.T) {
+		resolvers(t, func(t *testing.T) { sweep(t, fsOpen, readWorkload, 6) })
+	})
+	t.Run("memory", func(t *testing.T) { sweep(t, memOpen, readWorkload, 6) })
+}
+
+// readBack lists w/, reads both objects in full and in part, and checks
+// what it read.
+func readBack(ctx context.Context, b objstore.BucketReader) error {
 	n := 0
 	if err := b.List(ctx, "w/", func(objstore.ObjectInfo) error { n++; return nil }); err != nil {
 		return err
@@ -40,32 +119,47 @@ func workload(ctx context.Context, b objstore.Bucket) error {
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(rc)
+	part, err := io.ReadAll(rc)
 	rc.Close()
 	if err != nil {
 		return err
 	}
-	if string(data) != "11" || n != 2 {
-		return fmt.Errorf("workload read %q and listed %d", data, n)
+	rc, err = b.Get(ctx, "w/two")
+	if err != nil {
+		return err
 	}
-	return b.Delete(ctx, "w/two")
+	whole, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return err
+	}
+	a, err := b.Attributes(ctx, "w/one")
+	if err != nil {
+		return err
+	}
+	if string(part) != "11" || string(whole) != "22" || a.Size != 3 || n != 2 {
+		return fmt.Errorf("read %q and %q, size %d, listed %d", part, whole, a.Size, n)
+	}
+	return nil
 }
 
-// TestFaultsEveryCall fails call i for i = 0, 1, 2, ... until the
-// workload succeeds, and requires every failure to be the injected one.
-func TestFaultsEveryCall(t *testing.T) {
+// sweep runs work on a fresh bucket from open, behind an injector failing
+// call i, for i = 0, 1, 2, ... until it succeeds (after at least minCalls
+// calls), and requires every failure to be the injected one.
+func sweep(t *testing.T, open func(t *testing.T) objstore.Bucket, work func(context.Context, objstore.Bucket) error, minCalls int64) {
+	t.Helper()
 	ctx := context.Background()
 	for i := int64(0); ; i++ {
 		if i > 100 {
 			t.Fatal("workload never succeeded")
 		}
-		f := objstore.WithFaults(objstore.NewMemory(), objstore.FailNth(i))
-		err := workload(ctx, f)
+		f := objstore.WithFaults(open(t), objstore.FailNth(i))
+		err := work(ctx, f)
 		if err == nil {
 			if f.Injected() != 0 {
 				t.Fatalf("fault %d injected but the workload succeeded", i)
 			}
-			if i < 6 {
+			if i < minCalls {
 				t.Fatalf("workload succeeded after only %d calls", i)
 			}
 			return

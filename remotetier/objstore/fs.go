@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Filesystem layout and guarantees
@@ -31,7 +33,14 @@ import (
 // the condition, renames the file into place and fsyncs the directory. A
 // crash or a failing reader therefore leaves either the old object or the
 // new one, never a partial file; stale temporary files are removed by a
-// later Open after an hour.
+// later read-write open after an hour.
+//
+// Readers need no lock (they only ever see renamed, complete files), so a
+// bucket opened with NewFilesystemReadOnly creates, locks and removes
+// nothing: read permission on the tree is enough.
+//
+// No key resolves outside the root and no symbolic link is followed, on
+// reads and writes alike; only regular files are objects (fs_resolve.go).
 //
 // The ETag is a function of the content (SHA-256 prefix, the same as the
 // memory backend's), so it cannot disagree with the data it describes. Put
@@ -53,10 +62,11 @@ const (
 
 // Filesystem is the local-directory backend (file:///dir).
 type Filesystem struct {
-	root   string
-	tmp    string
-	mu     *sync.Mutex // shared by every Filesystem on the same root in this process
-	lockFd *os.File    // this bucket's handle on .tiered-lock
+	root     string
+	tmp      string
+	readOnly bool
+	mu       *sync.Mutex // shared by every Filesystem on the same root in this process
+	lockFd   *os.File    // this bucket's handle on .tiered-lock; nil when read-only
 }
 
 var fsRootLocks = struct {
@@ -64,29 +74,24 @@ var fsRootLocks = struct {
 	m map[string]*sync.Mutex
 }{m: map[string]*sync.Mutex{}}
 
-// NewFilesystem opens the directory dir as a bucket. The directory must
-// exist: like a missing S3 bucket, a missing directory is an error rather
-// than silently created (callers that own a default directory create it).
+// NewFilesystem opens the directory dir as a bucket for reading and
+// writing: it creates .tiered-tmp and .tiered-lock if missing and removes
+// temporary files older than an hour. The directory must exist: like a
+// missing S3 bucket, a missing directory is an error rather than silently
+// created (callers that own a default directory create it).
 func NewFilesystem(dir string) (*Filesystem, error) {
-	root, err := filepath.Abs(dir)
+	root, err := fsRoot(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open filesystem bucket %s: %w", dir, err)
-	}
-	st, err := os.Stat(root)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("open filesystem bucket: directory %s does not exist: %w", root, ErrBucketNotFound)
-		}
-		return nil, fmt.Errorf("open filesystem bucket: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("open filesystem bucket: %s is not a directory", root)
+		return nil, err
 	}
 	tmp := filepath.Join(root, fsTmpDir)
 	if err := os.Mkdir(tmp, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("open filesystem bucket: create %s: %w", tmp, err)
 	}
-	lockFd, err := os.OpenFile(filepath.Join(root, fsLockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if st, err := os.Lstat(tmp); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("open filesystem bucket: %s is not a directory (a symbolic link?)", tmp)
+	}
+	lockFd, err := os.OpenFile(filepath.Join(root, fsLockFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open filesystem bucket: %w", err)
 	}
@@ -102,8 +107,43 @@ func NewFilesystem(dir string) (*Filesystem, error) {
 	return b, nil
 }
 
+// NewFilesystemReadOnly opens the directory dir as a bucket for reading
+// only: it creates, locks and removes nothing, so read permission on the
+// directory tree is all a reader needs (a read-only mount, another user's
+// bucket). Put and Delete fail with ErrReadOnly. Readers see only renamed,
+// complete objects, so they need no lock.
+func NewFilesystemReadOnly(dir string) (*Filesystem, error) {
+	root, err := fsRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Filesystem{root: root, readOnly: true}, nil
+}
+
+// fsRoot resolves and checks the bucket directory.
+func fsRoot(dir string) (string, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("open filesystem bucket %s: %w", dir, err)
+	}
+	st, err := os.Stat(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("open filesystem bucket: directory %s does not exist: %w", root, ErrBucketNotFound)
+		}
+		return "", fmt.Errorf("open filesystem bucket: %w", err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("open filesystem bucket: %s is not a directory", root)
+	}
+	return root, nil
+}
+
 // Root returns the bucket's directory.
 func (b *Filesystem) Root() string { return b.root }
+
+// ReadOnly reports whether the bucket was opened with NewFilesystemReadOnly.
+func (b *Filesystem) ReadOnly() bool { return b.readOnly }
 
 func (b *Filesystem) removeStaleTemps() {
 	entries, err := os.ReadDir(b.tmp)
@@ -117,8 +157,9 @@ func (b *Filesystem) removeStaleTemps() {
 	}
 }
 
-// path validates key and maps it to its file.
-func (b *Filesystem) path(op, key string) (string, error) {
+// checkKey validates key for this backend (the file name it maps to is
+// key itself, resolved below the root by openBeneath).
+func (b *Filesystem) checkKey(op, key string) error {
 	err := validateKey(key)
 	if err == nil {
 		first, _, _ := strings.Cut(key, "/")
@@ -135,9 +176,27 @@ func (b *Filesystem) path(op, key string) (string, error) {
 		}
 	}
 	if err != nil {
-		return "", &opError{op: op, key: key, kind: ErrInvalidKey, err: err}
+		return &opError{op: op, key: key, kind: ErrInvalidKey, err: err}
 	}
-	return filepath.Join(b.root, filepath.FromSlash(key)), nil
+	return nil
+}
+
+// withRoot runs fn with a descriptor of the bucket directory, opened for
+// this call so that a directory replaced under the same name is seen.
+func (b *Filesystem) withRoot(op, key string, fn func(rootfd int) error) error {
+	rootfd, err := openRoot(b.root)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return &opError{op: op, key: key, err: fmt.Errorf("bucket directory %s vanished: %w", b.root, ErrBucketNotFound)}
+		}
+		return &opError{op: op, key: key, err: fmt.Errorf("open bucket directory: %w", err)}
+	}
+	defer syscall.Close(rootfd)
+	return fn(rootfd)
+}
+
+func (b *Filesystem) readOnlyErr(op, key string) error {
+	return &opError{op: op, key: key, kind: ErrReadOnly, err: fmt.Errorf("filesystem bucket %s", b.root)}
 }
 
 // lock takes the commit lock: the in-process mutex, then flock.
@@ -153,30 +212,25 @@ func (b *Filesystem) lock() (unlock func(), err error) {
 	}, nil
 }
 
-// openObject opens the object's file; a missing file or a directory is
-// ErrNotFound.
+// openObject opens the object's file, resolved below the root without
+// following links: a missing file or a directory is ErrNotFound, a link
+// ErrSymlink, a FIFO, device or socket ErrNotRegular (at once: the open
+// does not block).
 func (b *Filesystem) openObject(op, key string) (*os.File, os.FileInfo, error) {
-	p, err := b.path(op, key)
-	if err != nil {
+	if err := b.checkKey(op, key); err != nil {
 		return nil, nil, err
 	}
-	f, err := os.Open(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, nil, &opError{op: op, key: key, kind: ErrNotFound}
+	var f *os.File
+	var st os.FileInfo
+	err := b.withRoot(op, key, func(rootfd int) error {
+		var err error
+		f, st, err = openObjectFile(rootfd, key, filepath.Join(b.root, filepath.FromSlash(key)))
+		if err != nil {
+			return fsOpError(op, key, err)
 		}
-		return nil, nil, &opError{op: op, key: key, err: err}
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, &opError{op: op, key: key, err: err}
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, &opError{op: op, key: key, kind: ErrNotFound}
-	}
-	return f, st, nil
+		return nil
+	})
+	return f, st, err
 }
 
 // fileETag returns the ETag of an open object file: from its xattr when
@@ -261,7 +315,8 @@ func (b *Filesystem) Attributes(ctx context.Context, key string) (Attrs, error) 
 
 // List implements BucketReader. It walks only the directory the prefix
 // names, collects the matching keys and sorts them by byte order (a plain
-// directory walk would put "a/b" before "a-c").
+// directory walk would put "a/b" before "a-c"). It follows no link: a link
+// (or FIFO, device, socket) is listed as a key whose reads fail.
 func (b *Filesystem) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
 	if err := validatePrefix(prefix); err != nil {
 		return err
@@ -271,6 +326,24 @@ func (b *Filesystem) List(ctx context.Context, prefix string, fn func(ObjectInfo
 		dir := prefix[:i]
 		if validateKey(dir) != nil {
 			return nil // no valid key can start with this prefix
+		}
+		// The walk below does not follow links, but the directory it
+		// starts from is reached through the prefix's components.
+		err := b.withRoot("list", prefix, func(rootfd int) error {
+			fd, err := openBeneath(rootfd, dir, dirOpenFlags)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		})
+		switch kind := classify(err); {
+		case err == nil:
+		case kind == ErrNotFound:
+			return nil // prefix directory absent
+		case kind == ErrSymlink:
+			return &opError{op: "list", key: prefix, kind: ErrSymlink}
+		default:
+			return fsOpError("list", prefix, err)
 		}
 		start = filepath.Join(b.root, filepath.FromSlash(dir))
 	}
@@ -300,7 +373,11 @@ func (b *Filesystem) List(ctx context.Context, prefix string, fn func(ObjectInfo
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || key == fsLockFile || !strings.HasPrefix(key, prefix) {
+		// Links and special files are listed like objects (with the
+		// link's own size), so that whoever reads them learns at once
+		// that they are refused (ErrSymlink, ErrNotRegular) instead of
+		// finding a key silently missing.
+		if key == fsLockFile || !strings.HasPrefix(key, prefix) {
 			return nil
 		}
 		info, err := d.Info()
@@ -330,9 +407,11 @@ func (b *Filesystem) List(ctx context.Context, prefix string, fn func(ObjectInfo
 
 // Put implements Bucket; see the layout comment above for the protocol.
 func (b *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int64, cond Condition) (_ Attrs, err error) {
-	final, err := b.path("put", key)
-	if err != nil {
+	if err := b.checkKey("put", key); err != nil {
 		return Attrs{}, err
+	}
+	if b.readOnly {
+		return Attrs{}, b.readOnlyErr("put", key)
 	}
 	tmp, err := os.CreateTemp(b.tmp, "put-*")
 	if err != nil {
@@ -383,123 +462,137 @@ func (b *Filesystem) Put(ctx context.Context, key string, r io.Reader, size int6
 		return Attrs{}, &opError{op: "put", key: key, err: err}
 	}
 	defer unlock()
-	if err := b.checkFileCondition(final, cond); err != nil {
-		return Attrs{}, &opError{op: "put", key: key, kind: ErrPreconditionFailed, err: err}
-	}
-	dir := filepath.Dir(final)
-	if err := mkdirAllSync(b.root, dir); err != nil {
-		return Attrs{}, &opError{op: "put", key: key, err: fmt.Errorf("key conflicts with an existing object on the filesystem backend: %w", err)}
-	}
-	if err := os.Rename(tmpName, final); err != nil {
-		if st, serr := os.Stat(final); serr == nil && st.IsDir() {
-			err = fmt.Errorf("key names a directory holding other objects (filesystem backend): %w", err)
+	dir, base := splitKey(key)
+	err = b.withRoot("put", key, func(rootfd int) error {
+		// The condition is checked before any directory is created, so a
+		// lost precondition leaves nothing behind.
+		dirfd, err := openDir(rootfd, dir)
+		if err == unix.ENOENT {
+			if failed := checkCondition(cond, false, nil); failed != nil {
+				return &opError{op: "put", key: key, kind: ErrPreconditionFailed, err: failed}
+			}
+			dirfd, err = mkdirBeneath(rootfd, dir)
 		}
-		return Attrs{}, &opError{op: "put", key: key, err: err}
-	}
-	if err := syncDir(dir); err != nil {
-		return Attrs{}, &opError{op: "put", key: key, err: err}
+		if err != nil {
+			if classify(err) == ErrSymlink {
+				return &opError{op: "put", key: key, kind: ErrSymlink}
+			}
+			return &opError{op: "put", key: key, err: fmt.Errorf("key conflicts with an existing object on the filesystem backend: %w", err)}
+		}
+		defer unix.Close(dirfd)
+		failed, err := checkFileCondition(dirfd, base, key, cond)
+		if err != nil {
+			return fsOpError("put", key, err)
+		}
+		if failed != nil {
+			return &opError{op: "put", key: key, kind: ErrPreconditionFailed, err: failed}
+		}
+		if err := unix.Renameat(unix.AT_FDCWD, tmpName, dirfd, base); err != nil {
+			var st unix.Stat_t
+			if unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				return &opError{op: "put", key: key, err: fmt.Errorf("key names a directory holding other objects (filesystem backend): %w", err)}
+			}
+			return &opError{op: "put", key: key, err: fmt.Errorf("rename into place: %w", err)}
+		}
+		if err := unix.Fsync(dirfd); err != nil {
+			return &opError{op: "put", key: key, err: fmt.Errorf("fsync directory: %w", err)}
+		}
+		return nil
+	})
+	if err != nil {
+		return Attrs{}, err
 	}
 	return Attrs{Size: n, ETag: etag, LastModified: st.ModTime()}, nil
 }
 
-// checkFileCondition runs under the commit lock.
-func (b *Filesystem) checkFileCondition(final string, cond Condition) error {
-	if cond.IsNone() {
-		return nil
+// splitKey splits a key into its directory ("" at the root) and name.
+func splitKey(key string) (dir, base string) {
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		return key[:i], key[i+1:]
 	}
-	f, err := os.Open(final)
+	return "", key
+}
+
+// checkFileCondition runs under the commit lock on the object base in the
+// directory dirfd. failed says why the condition does not hold; err is a
+// problem reading the current object (a link or FIFO at the key included).
+func checkFileCondition(dirfd int, base, key string, cond Condition) (failed, err error) {
+	if cond.IsNone() {
+		return nil, nil
+	}
+	f, st, err := openObjectFile(dirfd, base, key)
 	exists := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-		return err
+	if err != nil && classify(err) != ErrNotFound {
+		return nil, err
 	}
 	if exists {
 		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		exists = st.Mode().IsRegular()
-		if cond.kind == condIfMatch && exists {
+		if cond.kind == condIfMatch {
 			etag, err := fileETag(f, st.Size())
 			if err != nil {
-				return err
+				return nil, err
 			}
-			return checkCondition(cond, true, func() string { return etag })
+			return checkCondition(cond, true, func() string { return etag }), nil
 		}
 	}
-	return checkCondition(cond, exists, nil)
+	return checkCondition(cond, exists, nil), nil
 }
 
 // Delete implements Bucket. It also removes directories left empty, up to
-// (not including) the root.
+// (not including) the root. A link at the key is removed itself (never
+// what it points to).
 func (b *Filesystem) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	final, err := b.path("delete", key)
-	if err != nil {
+	if err := b.checkKey("delete", key); err != nil {
 		return err
+	}
+	if b.readOnly {
+		return b.readOnlyErr("delete", key)
 	}
 	unlock, err := b.lock()
 	if err != nil {
 		return &opError{op: "delete", key: key, err: err}
 	}
 	defer unlock()
-	st, err := os.Lstat(final)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil
+	dir, base := splitKey(key)
+	return b.withRoot("delete", key, func(rootfd int) error {
+		dirfd, err := openDir(rootfd, dir)
+		if err != nil {
+			if classify(err) == ErrNotFound {
+				return nil
+			}
+			return fsOpError("delete", key, err)
 		}
-		return &opError{op: "delete", key: key, err: err}
-	}
-	if st.IsDir() {
-		return nil // not an object
-	}
-	if err := os.Remove(final); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return &opError{op: "delete", key: key, err: err}
-	}
-	dir := filepath.Dir(final)
-	if err := syncDir(dir); err != nil {
-		return &opError{op: "delete", key: key, err: err}
-	}
-	for dir != b.root && os.Remove(dir) == nil {
-		dir = filepath.Dir(dir)
-	}
-	return nil
+		defer unix.Close(dirfd)
+		var st unix.Stat_t
+		if err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if classify(err) == ErrNotFound {
+				return nil
+			}
+			return &opError{op: "delete", key: key, err: err}
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return nil // not an object
+		}
+		if err := unix.Unlinkat(dirfd, base, 0); err != nil && err != unix.ENOENT {
+			return &opError{op: "delete", key: key, err: err}
+		}
+		if err := unix.Fsync(dirfd); err != nil {
+			return &opError{op: "delete", key: key, err: fmt.Errorf("fsync directory: %w", err)}
+		}
+		removeEmptyDirs(rootfd, dir)
+		return nil
+	})
 }
 
 // Close implements Bucket.
-func (b *Filesystem) Close() error { return b.lockFd.Close() }
-
-// mkdirAllSync creates dir and any missing parents below root, fsyncing
-// each new directory's parent so the new entries survive a crash.
-func mkdirAllSync(root, dir string) error {
-	if st, err := os.Stat(dir); err == nil {
-		if !st.IsDir() {
-			return fmt.Errorf("%s is not a directory", dir)
-		}
+func (b *Filesystem) Close() error {
+	if b.lockFd == nil {
 		return nil
 	}
-	if dir == root {
-		return fmt.Errorf("bucket directory %s vanished", root)
-	}
-	parent := filepath.Dir(dir)
-	if err := mkdirAllSync(root, parent); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return syncDir(parent)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
+	return b.lockFd.Close()
 }
 
 type fsReader struct {

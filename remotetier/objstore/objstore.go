@@ -10,10 +10,17 @@
 //	mem://name[/prefix]
 //	s3://bucket[/prefix]?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true
 //
+// A URL is opened read-write (Open) by the processes that write (serve,
+// sidecar, upload, retention) and read-only (OpenReadOnly) by those that
+// only read (fetch, consume --bucket, bucket verify, inspect manifest,
+// replay): their Put and Delete fail with ErrReadOnly, and a file://
+// directory needs only read permission.
+//
 // The contract every backend meets is written on the interface methods and
 // checked by objtesting.AcceptanceTest. Callers recognise outcomes with
 // errors.Is against ErrNotFound, ErrPreconditionFailed, ErrInvalidRange,
-// ErrInvalidKey and ErrSizeMismatch; they never need backend types.
+// ErrInvalidKey, ErrSizeMismatch and ErrReadOnly (and, from the file
+// backend, ErrSymlink and ErrNotRegular); they never need backend types.
 package objstore
 
 import (
@@ -45,6 +52,16 @@ var (
 	// does not match ErrNotFound, so a missing bucket is never mistaken for
 	// a missing object.
 	ErrBucketNotFound = errors.New("bucket does not exist")
+	// ErrSymlink: the filesystem backend found a symbolic link where the
+	// key's path should be (the object or a directory above it) and
+	// refused to follow it: no key resolves outside the bucket directory.
+	ErrSymlink = errors.New("symbolic link refused (the filesystem backend follows no links: objects are regular files inside the bucket directory)")
+	// ErrNotRegular: the filesystem backend found a FIFO, device or socket
+	// at the key; only regular files are objects.
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrReadOnly: a Put or Delete on a bucket opened read-only
+	// (OpenReadOnly); nothing was sent to the store.
+	ErrReadOnly = errors.New("bucket opened read-only")
 )
 
 // Attrs describes one stored version of an object.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"path"
 	"slices"
@@ -158,12 +159,35 @@ func Open(ctx context.Context, raw string) (Bucket, error) {
 	return loc.Open(ctx)
 }
 
-// Open opens the bucket the location names.
-func (loc Location) Open(ctx context.Context) (Bucket, error) {
+// OpenReadOnly is Open for a process that only reads the bucket (fetch,
+// consume --bucket, bucket verify, inspect manifest, replay): Put and Delete
+// fail with ErrReadOnly before anything is sent, and a file:// bucket is
+// opened with NewFilesystemReadOnly, so read permission is all it needs (no
+// lock file, no temporary directory, no clean-up).
+func OpenReadOnly(ctx context.Context, raw string) (Bucket, error) {
+	loc, err := ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	return loc.OpenReadOnly(ctx)
+}
+
+// Open opens the bucket the location names for reading and writing.
+func (loc Location) Open(ctx context.Context) (Bucket, error) { return loc.open(ctx, false) }
+
+// OpenReadOnly opens the bucket the location names for reading only (see
+// the package function OpenReadOnly).
+func (loc Location) OpenReadOnly(ctx context.Context) (Bucket, error) { return loc.open(ctx, true) }
+
+func (loc Location) open(ctx context.Context, readOnly bool) (Bucket, error) {
 	var b Bucket
 	switch loc.Scheme {
 	case "file":
-		fb, err := NewFilesystem(loc.Dir)
+		open := NewFilesystem
+		if readOnly {
+			open = NewFilesystemReadOnly
+		}
+		fb, err := open(loc.Dir)
 		if err != nil {
 			return nil, err
 		}
@@ -179,9 +203,23 @@ func (loc Location) Open(ctx context.Context) (Bucket, error) {
 	default:
 		return nil, fmt.Errorf("open bucket: unknown scheme %q", loc.Scheme)
 	}
+	if readOnly {
+		b = readOnlyBucket{b}
+	}
 	pb, err := WithPrefix(b, loc.Prefix)
 	if err != nil {
 		return nil, errors.Join(err, b.Close())
 	}
 	return pb, nil
+}
+
+// readOnlyBucket refuses the writes of a bucket opened read-only.
+type readOnlyBucket struct{ Bucket }
+
+func (readOnlyBucket) Put(_ context.Context, key string, _ io.Reader, _ int64, _ Condition) (Attrs, error) {
+	return Attrs{}, &opError{op: "put", key: key, kind: ErrReadOnly}
+}
+
+func (readOnlyBucket) Delete(_ context.Context, key string) error {
+	return &opError{op: "delete", key: key, kind: ErrReadOnly}
 }

@@ -6,17 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
@@ -111,18 +116,35 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 	if c.OpenTimeout <= 0 {
 		c.OpenTimeout = DefaultOpenTimeout
 	}
+	hc := awshttp.NewBuildableClient()
+	if check := dialCheck.Load(); check != nil {
+		hc = hc.WithDialerOptions(func(d *net.Dialer) {
+			d.Control = func(network, address string, _ syscall.RawConn) error { return (*check)(network, address) }
+		})
+	}
 	opts := []func(*awsconfig.LoadOptions) error{
 		// A buildable client lets the config apply AWS_CA_BUNDLE; its
 		// transport is taken out below so Close can drop idle connections.
-		awsconfig.WithHTTPClient(awshttp.NewBuildableClient()),
+		// The credential chain's own clients (instance metadata, STS, SSO)
+		// are built from it too.
+		awsconfig.WithHTTPClient(hc),
 		awsconfig.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		awsconfig.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
+		// The SDK's default logger writes lines such as "SDK <time> WARN
+		// falling back to IMDSv1: ..." to stderr, ahead of the one-line
+		// error NewS3 returns for the same cause; they go to the default
+		// slog logger at debug level instead (which tiered's commands do
+		// not print).
+		awsconfig.WithLogger(sdkLogger{}),
 	}
 	if c.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(c.Region))
 	}
 	if c.Credentials != nil {
-		opts = append(opts, awsconfig.WithCredentialsProvider(c.Credentials))
+		// Explicit credentials: nothing may ask the EC2 instance
+		// metadata service (169.254.169.254), for credentials or region.
+		opts = append(opts, awsconfig.WithCredentialsProvider(c.Credentials),
+			awsconfig.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
@@ -169,6 +191,32 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 		return nil, b.openError(err, c.OpenTimeout)
 	}
 	return b, nil
+}
+
+var dialCheck atomic.Pointer[func(network, address string) error]
+
+// SetDialCheck makes every S3 client opened afterwards ask check before
+// each connection it or its credential chain (instance metadata, STS, SSO)
+// opens, with the resolved address ("169.254.169.254:80"); an error refuses
+// the dial before anything is sent. nil removes the check. It returns the
+// previous check. Tests use it to keep all traffic on loopback
+// (testminio.Main installs one); tiered itself never sets it.
+func SetDialCheck(check func(network, address string) error) (previous func(network, address string) error) {
+	var p *func(string, string) error
+	if check != nil {
+		p = &check
+	}
+	if old := dialCheck.Swap(p); old != nil {
+		return *old
+	}
+	return nil
+}
+
+// sdkLogger sends the SDK's log lines to slog at debug level.
+type sdkLogger struct{}
+
+func (sdkLogger) Logf(class logging.Classification, format string, v ...any) {
+	slog.Debug("aws sdk: "+fmt.Sprintf(format, v...), "sdk_level", string(class))
 }
 
 func (b *S3) openError(err error, timeout time.Duration) error {

@@ -15,18 +15,39 @@ import (
 	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
-// openReadBucket opens the bucket URL of a command that reads the remote
-// tier. A malformed URL is a usage error; an unreachable store, missing
-// credentials or a missing bucket fail with objstore's one-line message.
+// openReadBucket opens the bucket URL of a command that only reads the
+// remote tier (consume --bucket, bucket verify, inspect manifest, replay):
+// read-only, so a file:// bucket needs only read permission and nothing is
+// created, locked or removed in it. A malformed URL is a usage error; an
+// unreachable store, missing credentials or a missing bucket fail with
+// objstore's one-line message.
 func openReadBucket(ctx context.Context, raw string) (objstore.Bucket, error) {
+	loc, err := parseBucketFlag(raw)
+	if err != nil {
+		return nil, err
+	}
+	return loc.OpenReadOnly(ctx)
+}
+
+// openWriteBucket is openReadBucket for the commands that write to the
+// bucket (upload, retention).
+func openWriteBucket(ctx context.Context, raw string) (objstore.Bucket, error) {
+	loc, err := parseBucketFlag(raw)
+	if err != nil {
+		return nil, err
+	}
+	return loc.Open(ctx)
+}
+
+func parseBucketFlag(raw string) (objstore.Location, error) {
 	if raw == "" {
-		return nil, usagef("missing required flag --bucket")
+		return objstore.Location{}, usagef("missing required flag --bucket")
 	}
 	loc, err := objstore.ParseURL(raw)
 	if err != nil {
-		return nil, usagef("--bucket: %v", err)
+		return objstore.Location{}, usagef("--bucket: %v", err)
 	}
-	return loc.Open(ctx)
+	return loc, nil
 }
 
 // shownURL is a bucket URL without its query (endpoint and options), for
@@ -125,7 +146,8 @@ Exit status 0 when everything matches; 1 when a referenced object is missing or 
 manifest is unreadable, or an orphan is older than the grace period.
 
 This is one of the two commands that LIST the bucket (with garbage collection); reads
-never do.
+never do. It opens the bucket read-only: S3 credentials that may only read are enough, and
+a file:// directory is not modified (no lock file, no temporary directory).
 
 Flags:
   --bucket URL       file:///dir, mem://name[/prefix] or

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -426,5 +427,91 @@ func TestBucketCommandsMinIO(t *testing.T) {
 	res = run(t, "", "bucket", "verify", "--bucket", srv.URL("no-such-bucket", ""))
 	if res.code != ExitError || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, "does not exist") {
 		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+// TestBucketCommandsRefuseSymlinks replaces the root manifest, then a
+// segment's .log, of a file:// bucket by a link to a copy outside the
+// bucket: the reading commands refuse it, naming the key, instead of
+// serving what the link points to.
+func TestBucketCommandsRefuseSymlinks(t *testing.T) {
+	_, bucketURL, u := remoteFixture(t)
+	root := strings.TrimPrefix(bucketURL, "file://")
+	outside := t.TempDir()
+	link := func(t *testing.T, key string) {
+		t.Helper()
+		p := filepath.Join(root, filepath.FromSlash(key))
+		moved := filepath.Join(outside, filepath.Base(p))
+		if err := os.Rename(p, moved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(moved, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			os.Remove(p)
+			os.Rename(moved, p)
+		})
+	}
+	// verify compares the listed size first: a linked .log is a FAIL
+	// size_mismatch (the link's own size), never the linked bytes.
+	for _, tt := range []struct {
+		name, key string
+		args      [][]string
+	}{
+		{"manifest", u.m.Key(), [][]string{
+			{"inspect", "manifest", "--bucket", bucketURL, "--topic", "c", "--partition", "0"},
+			{"consume", "--bucket", bucketURL, "--topic", "c", "--partition", "0"},
+			{"bucket", "verify", "--bucket", bucketURL},
+		}},
+		{"segment_log", u.keys[0], [][]string{
+			{"consume", "--bucket", bucketURL, "--topic", "c", "--partition", "0"},
+			{"bucket", "verify", "--bucket", bucketURL},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			link(t, tt.key)
+			for _, args := range tt.args {
+				res := run(t, "", args...)
+				out := res.stdout + res.stderr
+				refused := strings.Contains(out, "symbolic link refused") && strings.Contains(out, tt.key)
+				if args[0] == "bucket" && tt.name == "segment_log" {
+					refused = strings.Contains(res.stdout, "FAIL size_mismatch "+tt.key)
+				}
+				if res.code != ExitError || !refused {
+					t.Errorf("tiered %s: exit %d, stderr %q, stdout ends %q; want exit 1 refusing the link at %s",
+						strings.Join(args[:2], " "), res.code, res.stderr, tail(res.stdout, 300), tt.key)
+				}
+			}
+		})
+	}
+}
+
+func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// TestConsumeBucketFIFOFailsAtOnce replaces a committed .log of a file://
+// bucket by a FIFO with no writer: consume --bucket fails at once naming
+// the key, instead of blocking forever in open(2).
+func TestConsumeBucketFIFOFailsAtOnce(t *testing.T) {
+	_, bucketURL, u := remoteFixture(t)
+	p := filepath.Join(strings.TrimPrefix(bucketURL, "file://"), filepath.FromSlash(u.keys[0]))
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan result, 1)
+	go func() { done <- run(t, "", "consume", "--bucket", bucketURL, "--topic", "c", "--partition", "0") }()
+	select {
+	case res := <-done:
+		if res.code != ExitError || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, "not a regular file: it is a FIFO") || !strings.Contains(res.stderr, u.keys[0]) {
+			t.Fatalf("exit %d, stderr %q; want exit 1 and one line naming the FIFO %s", res.code, res.stderr, u.keys[0])
+		}
+	case <-time.After(20 * time.Second):
+		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close() // let the blocked open return so the test binary can end
+		}
+		t.Fatal("consume --bucket still blocked on the FIFO after 20s")
 	}
 }

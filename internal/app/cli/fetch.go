@@ -20,8 +20,9 @@ until SIGINT or SIGTERM: reads follow the partitions' manifests (never LIST; top
 discovery lists the manifests prefix, cached), and data comes through a byte-bounded
 chunk cache in memory (and optionally on disk) with read-ahead, gates on concurrent GETs
 and in-flight bytes, and an overload answer (HTTP 429 THROTTLED / Kafka throttle) instead
-of unbounded memory. It never writes to the bucket, so several can run behind a load
-balancer.
+of unbounded memory. It never writes to the bucket (it opens it read-only: S3 credentials
+that may only read are enough, a file:// directory needs only read permission), so several
+can run behind a load balancer.
 
 HTTP: GET /v1/topics, /v1/topics/T/partitions/P, /v1/topics/T/partitions/P/records
 ?offset=N|timestamp=MS&max_bytes=N (JSON lines, or raw batches with Accept:

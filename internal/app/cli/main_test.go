@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/localtier/record"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines and keeps the tests on loopback
+// (testminio.Main: no instance-metadata lookups, S3 dials off loopback
+// refused and failing the run).
+func TestMain(m *testing.M) { testminio.Main(m) }
 
 const fixtures = "../../../testdata/fixtures"
 

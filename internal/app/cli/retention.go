@@ -76,7 +76,7 @@ func runRetention(r *Runner, ctx context.Context, args []string) error {
 	var gc *remotetier.GCReport
 	var errs []error
 	if *bucketURL != "" {
-		b, err := openReadBucket(ctx, *bucketURL)
+		b, err := openWriteBucket(ctx, *bucketURL)
 		if err != nil {
 			return err
 		}

@@ -128,7 +128,7 @@ func loadDaemonConfig(ctx context.Context, fs *flag.FlagSet, file string, p conf
 	defer cancel()
 	// The derived default bucket is serve's to create (and fetch's missing
 	// --bucket is a problem already).
-	berr := daemon.CheckBucket(bctx, c.Bucket, c.DataDir)
+	berr := daemon.CheckBucket(bctx, c.Bucket, c.DataDir, p == config.ProcessFetch)
 	if berr != nil {
 		problems = append(problems, berr.Error())
 	}

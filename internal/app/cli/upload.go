@@ -94,7 +94,7 @@ func runUpload(r *Runner, ctx context.Context, args []string) error {
 		return err
 	}
 	defer d.Close()
-	b, err := openReadBucket(ctx, *bucketURL)
+	b, err := openWriteBucket(ctx, *bucketURL)
 	if err != nil {
 		return err
 	}

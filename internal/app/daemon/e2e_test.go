@@ -85,11 +85,19 @@ func (s *syncBuffer) String() string {
 // Kafka addresses, and waits until /readyz answers 200.
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
+	return startProcAs(t, nil, bin, env, args...)
+}
+
+// startProcAs is startProc with the process attributes attr (nil: none),
+// e.g. another user's credentials.
+func startProcAs(t *testing.T, attr *syscall.SysProcAttr, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	addrs := testnet.LoopbackAddrs(t, 2)
 	p := &proc{t: t, stderr: &syncBuffer{}, done: make(chan error, 1), http: addrs[0], kafka: addrs[1]}
 	args = append(args, "--http", p.http, "--kafka", p.kafka)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.SysProcAttr = attr
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -144,7 +152,14 @@ func (p *proc) stop() {
 // stderr.
 func runCmd(t *testing.T, bin, stdin string, args ...string) (int, string, string) {
 	t.Helper()
+	return runCmdAs(t, nil, bin, stdin, args...)
+}
+
+// runCmdAs is runCmd with the process attributes attr (nil: none).
+func runCmdAs(t *testing.T, attr *syscall.SysProcAttr, bin, stdin string, args ...string) (int, string, string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = attr
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

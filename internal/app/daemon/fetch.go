@@ -33,8 +33,9 @@ type Fetch struct {
 	server *server.Server
 }
 
-// NewFetch opens and checks the bucket, opens the cache (the disk tier's
-// directory is locked) and binds the listeners.
+// NewFetch opens and checks the bucket (read-only: Put and Delete are
+// refused, and a file:// bucket needs only read permission), opens the
+// cache (the disk tier's directory is locked) and binds the listeners.
 func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	b, err := newBase("fetch", o.Config, o.Logger, o.Registry, true)
 	if err != nil {
@@ -47,7 +48,7 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 			f.close()
 		}
 	}()
-	if f.bucket, err = openBucket(ctx, cfg.Bucket); err != nil {
+	if f.bucket, err = openReadOnlyBucket(ctx, cfg.Bucket); err != nil {
 		return nil, err
 	}
 	metered := objstore.WithMetrics(f.bucket, f.reg)

@@ -3,7 +3,10 @@ package daemon
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/tiered/tiered/internal/testkit/testminio"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines and keeps the tests on loopback
+// (testminio.Main: no instance-metadata lookups, S3 dials off loopback
+// refused and failing the run).
+func TestMain(m *testing.M) { testminio.Main(m) }

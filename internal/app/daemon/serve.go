@@ -199,10 +199,25 @@ func (e *BucketError) Error() string { return fmt.Sprintf("bucket %s: %v", e.URL
 
 func (e *BucketError) Unwrap() error { return e.Err }
 
-// openBucket opens and checks a bucket URL; the error shows the URL without
-// its query (which may carry an endpoint's credentials).
+// openBucket opens and checks a bucket URL for reading and writing; the
+// error shows the URL without its query (which may carry an endpoint's
+// credentials).
 func openBucket(ctx context.Context, raw string) (objstore.Bucket, error) {
-	b, err := objstore.Open(ctx, raw)
+	return openBucketMode(ctx, raw, false)
+}
+
+// openReadOnlyBucket is openBucket for a daemon that never writes (fetch):
+// a file:// bucket needs only read permission.
+func openReadOnlyBucket(ctx context.Context, raw string) (objstore.Bucket, error) {
+	return openBucketMode(ctx, raw, true)
+}
+
+func openBucketMode(ctx context.Context, raw string, readOnly bool) (objstore.Bucket, error) {
+	open := objstore.Open
+	if readOnly {
+		open = objstore.OpenReadOnly
+	}
+	b, err := open(ctx, raw)
 	if err != nil {
 		return nil, &BucketError{URL: ShownURL(raw), Err: err}
 	}
@@ -210,16 +225,17 @@ func openBucket(ctx context.Context, raw string) (objstore.Bucket, error) {
 }
 
 // CheckBucket opens and closes the bucket at raw, to report an unreachable
-// bucket together with configuration problems. The default bucket of
-// dataDir, which serve creates, is not checked.
-func CheckBucket(ctx context.Context, raw, dataDir string) error {
+// bucket together with configuration problems; readOnly opens it as a
+// process that only reads does (fetch). The default bucket of dataDir,
+// which serve creates, is not checked.
+func CheckBucket(ctx context.Context, raw, dataDir string, readOnly bool) error {
 	if raw == "" || (dataDir != "" && raw == config.DefaultBucket(dataDir)) {
 		return nil
 	}
 	if _, err := objstore.ParseURL(raw); err != nil {
 		return nil // a configuration problem already
 	}
-	b, err := openBucket(ctx, raw)
+	b, err := openBucketMode(ctx, raw, readOnly)
 	if err != nil {
 		return err
 	}

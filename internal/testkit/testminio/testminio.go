@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,6 +37,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/tiered/tiered/internal/testkit/testnet"
+	"github.com/tiered/tiered/remotetier/objstore"
 	"go.uber.org/goleak"
 )
 
@@ -119,8 +121,20 @@ func Shared(t testing.TB) *Server {
 
 // Main runs the tests, stops the shared MinIO (if one was started), then
 // checks for leaked goroutines like goleak.VerifyTestMain, and exits.
+//
+// The tests are kept on loopback: AWS_EC2_METADATA_DISABLED=true is set for
+// the process and the commands it starts (the AWS credential chain would
+// otherwise end at the instance metadata service, 169.254.169.254), and
+// every S3 client the tests open refuses a connection to an address off
+// loopback (objstore.SetDialCheck); any such attempt fails the run.
 func Main(m *testing.M, opts ...goleak.Option) {
+	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	objstore.SetDialCheck(LoopbackOnly)
 	code := m.Run()
+	if n := offLoopback.Load(); n > 0 {
+		fmt.Fprintf(os.Stderr, "testminio: the tests tried %d connections off loopback (refused)\n", n)
+		code = 1
+	}
 	if err := StopShared(); err != nil {
 		fmt.Fprintf(os.Stderr, "testminio: stop shared MinIO: %v\n", err)
 		code = 1
@@ -132,6 +146,20 @@ func Main(m *testing.M, opts ...goleak.Option) {
 		}
 	}
 	os.Exit(code)
+}
+
+var offLoopback atomic.Int64
+
+// LoopbackOnly is the dial check Main installs: it refuses (and counts) a
+// connection to any address that is not a loopback IP.
+func LoopbackOnly(network, address string) error {
+	host, _, err := net.SplitHostPort(address)
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	offLoopback.Add(1)
+	fmt.Fprintf(os.Stderr, "testminio: refused a %s connection to %s: tests talk to loopback only\n", network, address)
+	return fmt.Errorf("connection to %s refused by the test's loopback-only check", address)
 }
 
 // StopShared stops the shared MinIO, if running.
@@ -366,6 +394,32 @@ func (s *Server) URL(bucket, prefix string) string {
 	q := url.Values{"endpoint": {s.Endpoint}, "region": {Region}, "path_style": {"true"}}
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// ReadOnlyCredentials asks the server's STS (AssumeRole as the root user,
+// through minio-go's credentials package) for temporary credentials whose
+// inline session policy allows only reading bucket: GetObject, ListBucket
+// and GetBucketLocation. Any write with them is refused (AccessDenied).
+func (s *Server) ReadOnlyCredentials(t testing.TB, bucket string) (accessKey, secretKey, sessionToken string) {
+	t.Helper()
+	policy := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow",`+
+		`"Action":["s3:GetObject","s3:ListBucket","s3:GetBucketLocation"],`+
+		`"Resource":["arn:aws:s3:::%s","arn:aws:s3:::%s/*"]}]}`, bucket, bucket)
+	creds, err := credentials.NewSTSAssumeRole(s.Endpoint, credentials.STSAssumeRoleOptions{
+		AccessKey: AccessKey, SecretKey: SecretKey, Policy: policy, Location: Region, DurationSeconds: 3600})
+	if err != nil {
+		t.Fatalf("testminio: assume role: %v", err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	v, err := creds.GetWithContext(&credentials.CredContext{Client: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatalf("testminio: assume role with a read-only session policy: %v", err)
+	}
+	if v.SessionToken == "" {
+		t.Fatal("testminio: assume role returned no session token")
+	}
+	return v.AccessKeyID, v.SecretAccessKey, v.SessionToken
 }
 
 // SetCredentialsEnv points the standard AWS credential chain of this test
