@@ -47,6 +47,21 @@ const (
 	// DefaultKafkaMaxConnections bounds open client connections; more are
 	// closed on accept.
 	DefaultKafkaMaxConnections = 4096
+	// DefaultKafkaMaxConnectionsPerIP bounds the open connections of one
+	// client address (Kafka's max.connections.per.ip, unbounded there): a
+	// quarter of DefaultKafkaMaxConnections, so one host cannot lock the
+	// others out.
+	DefaultKafkaMaxConnectionsPerIP = 1024
+	// DefaultKafkaIdleTimeout closes a connection on which no request
+	// begins for this long (Kafka's connections.max.idle.ms, 10 minutes).
+	DefaultKafkaIdleTimeout = 10 * time.Minute
+	// DefaultKafkaRequestReadTimeout bounds the arrival of one request
+	// frame, from its first byte to its last, so a half-sent frame cannot
+	// hold its buffer indefinitely.
+	DefaultKafkaRequestReadTimeout = 30 * time.Second
+	// DefaultKafkaSASLTimeout bounds the time from accepting a connection
+	// (after TLS) to finishing SASL authentication when SASL is required.
+	DefaultKafkaSASLTimeout = 30 * time.Second
 	// DefaultKafkaWriteTimeout bounds writing one response.
 	DefaultKafkaWriteTimeout = 30 * time.Second
 	// DefaultKafkaShutdownTimeout bounds the wait for in-flight requests
@@ -77,9 +92,19 @@ type KafkaOptions struct {
 	MaxFetchWait      time.Duration
 	FetchPollInterval time.Duration
 	MaxConnections    int
-	WriteTimeout      time.Duration
-	ShutdownTimeout   time.Duration
-	HandshakeTimeout  time.Duration
+	// MaxConnectionsPerIP bounds the connections of one client IP; more
+	// are closed on accept.
+	MaxConnectionsPerIP int
+	// IdleTimeout closes a connection on which no request begins for this
+	// long; RequestReadTimeout one whose started request does not arrive
+	// whole in time; SASLTimeout one that has not authenticated this long
+	// after it was accepted (when SASL is required).
+	IdleTimeout        time.Duration
+	RequestReadTimeout time.Duration
+	SASLTimeout        time.Duration
+	WriteTimeout       time.Duration
+	ShutdownTimeout    time.Duration
+	HandshakeTimeout   time.Duration
 
 	// TLS, when set, serves the listener over TLS (auth.NewServerTLSConfig);
 	// with RequireAndVerifyClientCert the certificate's common name is the
@@ -139,6 +164,10 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 	def(&s.o.MaxRequestBytes, DefaultKafkaMaxRequestBytes)
 	def(&s.o.FetchMaxBytes, DefaultKafkaFetchMaxBytes)
 	def(&s.o.MaxConnections, DefaultKafkaMaxConnections)
+	def(&s.o.MaxConnectionsPerIP, DefaultKafkaMaxConnectionsPerIP)
+	defDur(&s.o.IdleTimeout, DefaultKafkaIdleTimeout)
+	defDur(&s.o.RequestReadTimeout, DefaultKafkaRequestReadTimeout)
+	defDur(&s.o.SASLTimeout, DefaultKafkaSASLTimeout)
 	defDur(&s.o.MaxFetchWait, DefaultKafkaMaxFetchWait)
 	defDur(&s.o.FetchPollInterval, DefaultKafkaFetchPoll)
 	defDur(&s.o.WriteTimeout, DefaultKafkaWriteTimeout)
@@ -194,6 +223,7 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 	var (
 		mu    sync.Mutex
 		conns = map[*kafkaConn]struct{}{}
+		perIP = map[string]int{} // open connections by client IP
 		wg    sync.WaitGroup
 	)
 	acceptDone := make(chan error, 1)
@@ -214,16 +244,27 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 				return
 			}
 			kc := &kafkaConn{s: s, c: c, ctx: reqCtx, stopping: stopping}
+			ip := remoteIP(c)
 			mu.Lock()
-			full := len(conns) >= s.o.MaxConnections
-			if !full {
+			refused := ""
+			switch {
+			case len(conns) >= s.o.MaxConnections:
+				refused = fetchcache.RefusedMaxConnections
+			case perIP[ip] >= s.o.MaxConnectionsPerIP:
+				refused = fetchcache.RefusedMaxConnectionsPerIP
+			default:
 				conns[kc] = struct{}{}
+				perIP[ip]++
 				wg.Add(1)
 			}
 			mu.Unlock()
-			if full {
-				s.log.Warn("kafka connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.o.MaxConnections)
+			if refused != "" {
+				// Closed at once, before any read: a refused client costs
+				// a file descriptor for no longer than this.
+				s.m.Refused(fetchcache.InterfaceKafka, refused).Inc()
 				_ = c.Close()
+				s.log.Debug("kafka connection refused: too many connections", "remote", c.RemoteAddr().String(), "cap", refused,
+					"max_connections", s.o.MaxConnections, "max_connections_per_ip", s.o.MaxConnectionsPerIP)
 				continue
 			}
 			go func() {
@@ -231,6 +272,9 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 				kc.serve()
 				mu.Lock()
 				delete(conns, kc)
+				if perIP[ip]--; perIP[ip] <= 0 {
+					delete(perIP, ip)
+				}
 				mu.Unlock()
 			}()
 		}
@@ -277,6 +321,11 @@ type kafkaConn struct {
 	stopping <-chan struct{} // closed when a graceful shutdown begins
 	mu       sync.Mutex
 	busy     bool // handling a request; do not interrupt its read deadline
+	// waiting is what the read deadline set last bounds (a Closed* reason
+	// of fetchcache), for the metric when it passes.
+	waiting string
+	// authBy is when SASL authentication must be done (zero: not required).
+	authBy time.Time
 
 	// Authentication state, used by the connection's goroutine only.
 	principal  auth.Principal // anonymous until a certificate or SASL says otherwise
@@ -304,6 +353,63 @@ func (kc *kafkaConn) setBusy(b bool) bool {
 	}
 }
 
+// awaitRequest marks the connection idle and bounds the wait for the next
+// request's first byte by IdleTimeout (and the SASL deadline). It reports
+// false when the server is stopping.
+func (kc *kafkaConn) awaitRequest() bool {
+	if !kc.setBusy(false) {
+		return false
+	}
+	return kc.armRead(kc.s.o.IdleTimeout, fetchcache.ClosedIdleTimeout)
+}
+
+// armRead sets the read deadline d from now, or the SASL deadline when
+// that comes first and the connection has not authenticated; reason names
+// the deadline for the metric. Once the server is stopping it sets a past
+// deadline (wakeRead's) instead and reports false.
+func (kc *kafkaConn) armRead(d time.Duration, reason string) bool {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	select {
+	case <-kc.stopping:
+		_ = kc.c.SetReadDeadline(time.Now())
+		return false
+	default:
+	}
+	at := time.Now().Add(d)
+	if !kc.authBy.IsZero() && !kc.authenticated() && kc.authBy.Before(at) {
+		at, reason = kc.authBy, fetchcache.ClosedSASLTimeout
+	}
+	kc.waiting = reason
+	_ = kc.c.SetReadDeadline(at)
+	return true
+}
+
+// readTimedOut counts and logs a connection closed because the deadline
+// armRead set last passed.
+func (kc *kafkaConn) readTimedOut() {
+	kc.mu.Lock()
+	reason := kc.waiting
+	kc.mu.Unlock()
+	select {
+	case <-kc.stopping:
+		return // wakeRead's deadline, not the client's fault
+	default:
+	}
+	kc.s.m.Closed(fetchcache.InterfaceKafka, reason).Inc()
+	kc.s.log.Debug("kafka connection closed", "remote", kc.remote(), "reason", reason)
+}
+
+// remoteIP is the IP of c's peer, the key of the per-IP connection cap
+// (the whole address when it has no port).
+func remoteIP(c net.Conn) string {
+	addr := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
 // sleep waits d or until the server stops.
 func (kc *kafkaConn) sleep(d time.Duration) {
 	t := time.NewTimer(d)
@@ -319,14 +425,20 @@ func (kc *kafkaConn) serve() {
 	if tc, ok := kc.c.(*tls.Conn); ok && !kc.handshake(tc) {
 		return
 	}
+	if kc.s.o.Auth.SASLRequired() && !kc.authenticated() {
+		kc.authBy = time.Now().Add(kc.s.o.SASLTimeout)
+	}
 	br := bufio.NewReaderSize(kc.c, 16<<10)
 	var buf []byte
 	for {
-		if !kc.setBusy(false) {
+		if !kc.awaitRequest() {
 			return
 		}
-		frame, err := readFrame(br, buf[:0], kc.s.o.MaxRequestBytes)
+		frame, err := kc.readRequest(br, buf[:0])
 		if err != nil {
+			if isTimeout(err) {
+				kc.readTimedOut()
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errFrameTooLarge) && !isTimeout(err) {
 				kc.s.log.Debug("kafka connection read failed", "remote", kc.c.RemoteAddr().String(), "err", err)
 			}
@@ -379,6 +491,20 @@ func (kc *kafkaConn) serve() {
 			return
 		}
 	}
+}
+
+// readRequest reads the next request frame. The idle deadline (awaitRequest)
+// holds until a request begins; from its first byte the whole frame must
+// arrive within RequestReadTimeout. It returns net.ErrClosed when the server
+// stops in between.
+func (kc *kafkaConn) readRequest(br *bufio.Reader, buf []byte) ([]byte, error) {
+	if _, err := br.Peek(1); err != nil {
+		return nil, err
+	}
+	if !kc.armRead(kc.s.o.RequestReadTimeout, fetchcache.ClosedRequestReadTimeout) {
+		return nil, net.ErrClosed
+	}
+	return readFrame(br, buf, kc.s.o.MaxRequestBytes)
 }
 
 // handshake completes a TLS connection's handshake within HandshakeTimeout

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/remotetier"
 )
 
@@ -43,6 +44,13 @@ const (
 	DefaultFetchMaxInFlightBytes  = chunkcache.DefaultInFlightChunks * DefaultFetchChunkBytes
 	DefaultFetchMaxWait           = chunkcache.DefaultMaxWait
 	DefaultFetchReadAheadChunks   = chunkcache.DefaultReadAheadChunks
+
+	// The kafka listener's defaults are the listener's own (fetchcache/kafkasrv).
+	DefaultKafkaIdleTimeout         = kafkasrv.DefaultKafkaIdleTimeout
+	DefaultKafkaRequestReadTimeout  = kafkasrv.DefaultKafkaRequestReadTimeout
+	DefaultKafkaSASLTimeout         = kafkasrv.DefaultKafkaSASLTimeout
+	DefaultKafkaMaxConnections      = kafkasrv.DefaultKafkaMaxConnections
+	DefaultKafkaMaxConnectionsPerIP = kafkasrv.DefaultKafkaMaxConnectionsPerIP
 )
 
 // Config is the configuration of a long-running tiered process. Not every process reads every
@@ -97,6 +105,21 @@ type KafkaListener struct {
 	// --advertised-addr); empty means Addr. Required when Addr binds all interfaces.
 	AdvertisedAddr string `yaml:"advertised_addr"`
 	TLS            TLS    `yaml:"tls"`
+	// IdleTimeout closes a connection on which no request begins for this long (Kafka's
+	// connections.max.idle.ms; default 10m).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// RequestReadTimeout bounds the arrival of one request, from its first byte to its last
+	// (default 30s): a half-sent request cannot hold its buffer longer.
+	RequestReadTimeout time.Duration `yaml:"request_read_timeout"`
+	// SASLTimeout bounds the time from accepting a connection to finishing SASL/PLAIN, when
+	// auth.sasl_plain requires it (default 30s).
+	SASLTimeout time.Duration `yaml:"sasl_timeout"`
+	// MaxConnections bounds open client connections (default 4096); more are closed at once
+	// and counted in tiered_fetch_connections_refused_total.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP bounds the open connections of one client IP (Kafka's
+	// max.connections.per.ip; default 1024), so one host cannot lock the others out.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
 }
 
 // The listener security settings are the fetch service's own types
@@ -177,9 +200,16 @@ func Defaults() Config {
 	c := Config{
 		DataDir: DefaultDataDir,
 		HTTP:    HTTPListener{Addr: DefaultHTTPAddr},
-		Kafka:   KafkaListener{Addr: DefaultKafkaAddr},
-		Log:     Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
-		Broker:  map[string]string{},
+		Kafka: KafkaListener{
+			Addr:                DefaultKafkaAddr,
+			IdleTimeout:         DefaultKafkaIdleTimeout,
+			RequestReadTimeout:  DefaultKafkaRequestReadTimeout,
+			SASLTimeout:         DefaultKafkaSASLTimeout,
+			MaxConnections:      DefaultKafkaMaxConnections,
+			MaxConnectionsPerIP: DefaultKafkaMaxConnectionsPerIP,
+		},
+		Log:    Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
+		Broker: map[string]string{},
 		Uploader: Uploader{
 			Concurrency:     DefaultUploaderConcurrency,
 			Interval:        DefaultUploaderInterval,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier"
 )
@@ -32,6 +33,11 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"fetch.max_wait", d.Fetch.MaxWait, cache.MaxWait},
 		{"fetch.readahead_chunks", d.Fetch.ReadAheadChunks, cache.ReadAheadChunks},
 		{"fetch.disk_cache_bytes", int64(d.Fetch.DiskCacheBytes), cache.DiskBytes},
+		{"kafka.idle_timeout", d.Kafka.IdleTimeout, kafkasrv.DefaultKafkaIdleTimeout},
+		{"kafka.request_read_timeout", d.Kafka.RequestReadTimeout, kafkasrv.DefaultKafkaRequestReadTimeout},
+		{"kafka.sasl_timeout", d.Kafka.SASLTimeout, kafkasrv.DefaultKafkaSASLTimeout},
+		{"kafka.max_connections", d.Kafka.MaxConnections, kafkasrv.DefaultKafkaMaxConnections},
+		{"kafka.max_connections_per_ip", d.Kafka.MaxConnectionsPerIP, kafkasrv.DefaultKafkaMaxConnectionsPerIP},
 		// The constants config exports are the ones Defaults uses.
 		{"DefaultFetchCacheBytes", int64(config.DefaultFetchCacheBytes), int64(chunkcache.DefaultMemoryBytes)},
 		{"DefaultFetchChunkBytes", int64(config.DefaultFetchChunkBytes), int64(chunkcache.DefaultChunkBytes)},

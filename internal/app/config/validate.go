@@ -173,6 +173,11 @@ func (v *validator) listeners() {
 		v.add("kafka.addr", "%v", err)
 		return
 	}
+	v.positiveDuration("kafka.idle_timeout", int64(c.Kafka.IdleTimeout))
+	v.positiveDuration("kafka.request_read_timeout", int64(c.Kafka.RequestReadTimeout))
+	v.positiveDuration("kafka.sasl_timeout", int64(c.Kafka.SASLTimeout))
+	v.positive("kafka.max_connections", int64(c.Kafka.MaxConnections))
+	v.positive("kafka.max_connections_per_ip", int64(c.Kafka.MaxConnectionsPerIP))
 	if c.Kafka.Addr == c.HTTP.Addr && !strings.HasSuffix(c.Kafka.Addr, ":0") {
 		v.add("kafka.addr", "same address as http.addr (%s)", c.HTTP.Addr)
 	}
@@ -261,6 +266,12 @@ func (v *validator) nonNegative(path string, n int64) bool {
 		return false
 	}
 	return true
+}
+
+func (v *validator) positive(path string, n int64) {
+	if n <= 0 {
+		v.add(path, "must be positive (got %d)", n)
+	}
 }
 
 func (v *validator) positiveDuration(path string, d int64) {

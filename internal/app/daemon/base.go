@@ -11,6 +11,7 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier"
@@ -78,6 +79,14 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 	}
 	if b.fetch {
 		so.KafkaAddr, so.AdvertisedAddr = b.cfg.Kafka.Addr, b.cfg.Kafka.AdvertisedAddr
+		k := b.cfg.Kafka
+		so.Kafka = kafkasrv.KafkaOptions{
+			IdleTimeout:         k.IdleTimeout,
+			RequestReadTimeout:  k.RequestReadTimeout,
+			SASLTimeout:         k.SASLTimeout,
+			MaxConnections:      k.MaxConnections,
+			MaxConnectionsPerIP: k.MaxConnectionsPerIP,
+		}
 		so.Registerer = b.reg
 	}
 	return server.Listen(so)

@@ -1,0 +1,172 @@
+package kafkasrv
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/internal/testkit/fetchkit"
+)
+
+// closedWithin fails unless the server closes c within d: a read that
+// times out means the connection is still held open.
+func closedWithin(t *testing.T, c net.Conn, d time.Duration) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	var b [1]byte
+	for {
+		_, err := c.Read(b[:])
+		switch {
+		case err == nil:
+			continue // a response still on its way
+		case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+			return
+		default:
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("connection still open %v later", d)
+			}
+			t.Fatalf("read: %v", err)
+		}
+	}
+}
+
+// apiVersionsRoundTrip sends ApiVersions v0 on rc and fails unless it is
+// answered: the connection is served.
+func apiVersionsRoundTrip(t *testing.T, rc *fetchkit.RawConn, corr int32) {
+	t.Helper()
+	rc.Send(apiVersionsKey, 0, corr, false, nil)
+	if _, err := rc.Recv(corr); err != nil {
+		t.Fatalf("ApiVersions not answered: %v", err)
+	}
+}
+
+// counterIs fails unless c is want. The server counts a closed or refused
+// connection before closing it, so a client that saw the close sees the
+// count.
+func counterIs(t *testing.T, c prometheus.Counter, want float64) {
+	t.Helper()
+	if got := fetchkit.CounterValue(t, c); got != want {
+		t.Fatalf("counter %v, want %v", got, want)
+	}
+}
+
+func TestKafkaConnectionTimeouts(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("t", 1, nil)
+	z, err := auth.NewAuthorizer(fetchkit.AuthConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := time.Hour
+	tests := []struct {
+		name   string
+		o      KafkaOptions
+		send   func(t *testing.T, rc *fetchkit.RawConn)
+		reason string
+	}{
+		{
+			name: "idle_before_any_request",
+			o:    KafkaOptions{IdleTimeout: 50 * time.Millisecond},
+			send: func(*testing.T, *fetchkit.RawConn) {},
+			// Kafka's connections.max.idle.ms
+			reason: fetchcache.ClosedIdleTimeout,
+		},
+		{
+			name:   "idle_after_a_request",
+			o:      KafkaOptions{IdleTimeout: 50 * time.Millisecond},
+			send:   func(t *testing.T, rc *fetchkit.RawConn) { apiVersionsRoundTrip(t, rc, 1) },
+			reason: fetchcache.ClosedIdleTimeout,
+		},
+		{
+			name: "half_sent_frame",
+			o:    KafkaOptions{IdleTimeout: long, RequestReadTimeout: 50 * time.Millisecond},
+			send: func(t *testing.T, rc *fetchkit.RawConn) {
+				// A frame declaring 900 KB of which 10 bytes arrive.
+				b := binary.BigEndian.AppendUint32(nil, 900<<10)
+				if _, err := rc.C.Write(append(b, make([]byte, 10)...)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			reason: fetchcache.ClosedRequestReadTimeout,
+		},
+		{
+			name: "half_sent_header",
+			o:    KafkaOptions{IdleTimeout: long, RequestReadTimeout: 50 * time.Millisecond},
+			send: func(t *testing.T, rc *fetchkit.RawConn) {
+				if _, err := rc.C.Write([]byte{0, 0}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			reason: fetchcache.ClosedRequestReadTimeout,
+		},
+		{
+			name: "sasl_never_finished",
+			o:    KafkaOptions{IdleTimeout: long, RequestReadTimeout: long, SASLTimeout: 50 * time.Millisecond, Auth: z},
+			// ApiVersions is allowed before SASL, and answered; the
+			// connection still has to authenticate in time.
+			send:   func(t *testing.T, rc *fetchkit.RawConn) { apiVersionsRoundTrip(t, rc, 1) },
+			reason: fetchcache.ClosedSASLTimeout,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := fetchcache.NewServeMetrics(nil)
+			tt.o.Metrics = m
+			addr := startKafka(t, e.Cat, tt.o)
+			rc := fetchkit.DialRaw(t, addr)
+			tt.send(t, rc)
+			closedWithin(t, rc.C, 5*time.Second)
+			counterIs(t, m.Closed(fetchcache.InterfaceKafka, tt.reason), 1)
+		})
+	}
+}
+
+func TestKafkaConnectionCaps(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("t", 1, nil)
+	tests := []struct {
+		name   string
+		o      KafkaOptions
+		reason string
+	}{
+		{"max_connections", KafkaOptions{MaxConnections: 2, MaxConnectionsPerIP: 10}, fetchcache.RefusedMaxConnections},
+		{"max_connections_per_ip", KafkaOptions{MaxConnections: 10, MaxConnectionsPerIP: 2}, fetchcache.RefusedMaxConnectionsPerIP},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := fetchcache.NewServeMetrics(nil)
+			tt.o.Metrics = m
+			addr := startKafka(t, e.Cat, tt.o)
+			a, b := fetchkit.DialRaw(t, addr), fetchkit.DialRaw(t, addr)
+			apiVersionsRoundTrip(t, a, 1)
+			apiVersionsRoundTrip(t, b, 1)
+			// The third is closed at once, before it sends anything.
+			closedWithin(t, fetchkit.DialRaw(t, addr).C, 5*time.Second)
+			counterIs(t, m.Refused(fetchcache.InterfaceKafka, tt.reason), 1)
+
+			// A closed connection frees its place: a new one is served once
+			// the server has seen the close.
+			a.C.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				c := fetchkit.DialRaw(t, addr)
+				c.Send(apiVersionsKey, 0, 2, false, nil)
+				if _, err := c.Recv(2); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no connection served after one of the capped ones closed")
+				}
+			}
+		})
+	}
+}
