@@ -118,9 +118,11 @@ type KafkaOptions struct {
 }
 
 // KafkaServer answers the Kafka protocol subset consumers need to read
-// assigned partitions (ApiVersions, Metadata, ListOffsets, Fetch), refuses
-// Produce per partition, and answers every other API with
-// UNSUPPORTED_VERSION. It is the only broker and the leader of every
+// assigned partitions (ApiVersions, Metadata, ListOffsets, Fetch) and
+// refuses Produce per partition. Like a Kafka 4 broker it closes the
+// connection on any other API and on a version outside the served range
+// (whose floors are Kafka 4.0's, KIP-896); ApiVersions alone answers an
+// unknown version, the KIP-511 way. It is the only broker and the leader of every
 // partition of its catalog. Requests on one connection are answered in
 // order, one at a time, as a Kafka broker does.
 type KafkaServer struct {

@@ -1,6 +1,7 @@
 package kafkasrv
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
@@ -168,5 +172,65 @@ func TestKafkaConnectionCaps(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKafkaUnservedVersionsClose: every request below Kafka 4.0's version
+// floors (KIP-896), above what is served, or of an API not served closes
+// the connection without an answer, as a Kafka 4 broker does; none gets an
+// empty body a client would take for success.
+func TestKafkaUnservedVersionsClose(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("t", 1, nil)
+	m := fetchcache.NewServeMetrics(nil)
+	addr := startKafka(t, e.Cat, KafkaOptions{Metrics: m})
+	fetchReq := func(v int16) kmsg.Request {
+		r := kmsg.NewPtrFetchRequest()
+		r.Version, r.MaxWaitMillis, r.MaxBytes = v, 0, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes = 1 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		return r
+	}
+	at := func(r kmsg.Request, v int16) kmsg.Request { r.SetVersion(v); return r }
+	tests := []struct {
+		name string
+		req  kmsg.Request
+	}{
+		{"fetch_v0", fetchReq(0)},
+		{"fetch_v1", fetchReq(1)},
+		{"fetch_v2", fetchReq(2)},
+		{"fetch_v3", fetchReq(3)},
+		{"fetch_v13_topic_ids", fetchReq(13)},
+		{"list_offsets_v0", at(kmsg.NewPtrListOffsetsRequest(), 0)},
+		{"list_offsets_v8", at(kmsg.NewPtrListOffsetsRequest(), 8)},
+		{"produce_v0", at(kmsg.NewPtrProduceRequest(), 0)},
+		{"produce_v2", at(kmsg.NewPtrProduceRequest(), 2)},
+		{"metadata_v13", at(kmsg.NewPtrMetadataRequest(), 13)},
+		{"find_coordinator", at(kmsg.NewPtrFindCoordinatorRequest(), 2)},
+		{"offset_fetch", at(kmsg.NewPtrOffsetFetchRequest(), 1)},
+		{"join_group", at(kmsg.NewPtrJoinGroupRequest(), 0)},
+		{"create_topics", at(kmsg.NewPtrCreateTopicsRequest(), 2)},
+		{"sasl_handshake_without_sasl", at(kmsg.NewPtrSASLHandshakeRequest(), 1)},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := fetchkit.DialRaw(t, addr)
+			corr := int32(100 + i)
+			rc.Send(tt.req.Key(), tt.req.GetVersion(), corr, tt.req.IsFlexible(), tt.req.AppendTo(nil))
+			if body, err := rc.Recv(corr); err == nil {
+				t.Fatalf("%s v%d answered with %d bytes; want the connection closed", kmsg.NameForKey(tt.req.Key()), tt.req.GetVersion(), len(body))
+			}
+			closedWithin(t, rc.C, 5*time.Second)
+		})
+	}
+	counterIs(t, m.Requests(fetchcache.InterfaceKafka, fetchcache.CodeUnsupportedVersion), float64(len(tests)))
+	// The served versions next to them still work.
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), kgo.MaxVersions(kversion.V2_1_0()))
+	if _, err := fetchReq(4).(*kmsg.FetchRequest).RequestWith(context.Background(), cl); err != nil {
+		t.Fatalf("Fetch v4: %v", err)
 	}
 }
