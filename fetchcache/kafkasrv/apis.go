@@ -137,7 +137,15 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, cod
 		}
 	}
 	if sf, ok := r.(*splicedFetch); ok {
-		return sf.encode(h.correlationID), code, nil
+		out := sf.encode(h.correlationID)
+		if sf.release != nil {
+			if kc != nil {
+				kc.afterWrite = sf.release
+			} else {
+				sf.release()
+			}
+		}
+		return out, code, nil
 	}
 	return net.Buffers{appendResponse(nil, h.correlationID, r)}, code, nil
 }

@@ -23,8 +23,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -62,6 +64,13 @@ const (
 	// DefaultKafkaSASLTimeout bounds the time from accepting a connection
 	// (after TLS) to finishing SASL authentication when SASL is required.
 	DefaultKafkaSASLTimeout = 30 * time.Second
+	// DefaultKafkaMaxInFlightResponseBytes is the budget, across all
+	// connections, for the record batches of Fetch responses being built
+	// or written.
+	DefaultKafkaMaxInFlightResponseBytes = 256 << 20
+	// DefaultKafkaMaxFetchPartitions bounds the distinct partitions one
+	// Fetch may name; a larger one is refused whole.
+	DefaultKafkaMaxFetchPartitions = 10000
 	// DefaultKafkaWriteTimeout bounds writing one response.
 	DefaultKafkaWriteTimeout = 30 * time.Second
 	// DefaultKafkaShutdownTimeout bounds the wait for in-flight requests
@@ -72,6 +81,10 @@ const (
 	// DefaultKafkaClusterID is the cluster id Metadata reports.
 	DefaultKafkaClusterID = "tiered"
 )
+
+// ResponseBudgetGate is the {gate} label of the Kafka listener's response
+// budget (KafkaOptions.MaxInFlightResponseBytes).
+const ResponseBudgetGate = "kafka_response_bytes"
 
 // KafkaOptions configures NewKafkaServer. Zero fields take the defaults.
 type KafkaOptions struct {
@@ -99,6 +112,20 @@ type KafkaOptions struct {
 	// long; RequestReadTimeout one whose started request does not arrive
 	// whole in time; SASLTimeout one that has not authenticated this long
 	// after it was accepted (when SASL is required).
+	// MaxInFlightResponseBytes is the one budget, across all
+	// connections, for the record batches of Fetch responses from their
+	// read until their response is written. A Fetch that cannot get any of
+	// it within its max wait is throttled; one that got some answers what
+	// it has.
+	MaxInFlightResponseBytes int64
+	// MaxFetchPartitions bounds the distinct partitions of one Fetch
+	// (repeats collapse, as in Kafka); a larger one is refused with
+	// INVALID_REQUEST and the connection closed.
+	MaxFetchPartitions int
+	// Registerer receives the response budget's tiered_fetch_gate_* series
+	// ({gate="kafka_response_bytes"}); nil keeps them unregistered.
+	Registerer prometheus.Registerer
+
 	IdleTimeout        time.Duration
 	RequestReadTimeout time.Duration
 	SASLTimeout        time.Duration
@@ -130,7 +157,10 @@ type KafkaServer struct {
 	m       *fetchcache.ServeMetrics
 	log     *slog.Logger
 	apiKeys []kmsg.ApiVersionsResponseApiKey // KafkaAPIVersions, plus SASL when configured
-	advert  struct {
+	// respBudget admits the bytes of Fetch responses in flight
+	// (MaxInFlightResponseBytes), shared by all connections.
+	respBudget *gate.Gate
+	advert     struct {
 		host string
 		port int32
 		set  bool
@@ -167,6 +197,10 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 	def(&s.o.FetchMaxBytes, DefaultKafkaFetchMaxBytes)
 	def(&s.o.MaxConnections, DefaultKafkaMaxConnections)
 	def(&s.o.MaxConnectionsPerIP, DefaultKafkaMaxConnectionsPerIP)
+	def(&s.o.MaxFetchPartitions, DefaultKafkaMaxFetchPartitions)
+	if s.o.MaxInFlightResponseBytes <= 0 {
+		s.o.MaxInFlightResponseBytes = DefaultKafkaMaxInFlightResponseBytes
+	}
 	defDur(&s.o.IdleTimeout, DefaultKafkaIdleTimeout)
 	defDur(&s.o.RequestReadTimeout, DefaultKafkaRequestReadTimeout)
 	defDur(&s.o.SASLTimeout, DefaultKafkaSASLTimeout)
@@ -175,6 +209,10 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 	defDur(&s.o.WriteTimeout, DefaultKafkaWriteTimeout)
 	defDur(&s.o.ShutdownTimeout, DefaultKafkaShutdownTimeout)
 	defDur(&s.o.HandshakeTimeout, DefaultKafkaHandshakeTimeout)
+	s.respBudget = gate.New(gate.Options{
+		Name: ResponseBudgetGate, Capacity: s.o.MaxInFlightResponseBytes,
+		MaxWait: s.o.MaxFetchWait, RetryAfter: responseBudgetRetry, Registerer: s.o.Registerer,
+	})
 	if s.o.ClusterID == "" {
 		s.o.ClusterID = DefaultKafkaClusterID
 	}
@@ -333,6 +371,9 @@ type kafkaConn struct {
 	principal  auth.Principal // anonymous until a certificate or SASL says otherwise
 	sasl       saslState
 	closeAfter bool // close once the current response is written
+	// afterWrite runs once the current response is written or its write
+	// failed: it returns the response budget a Fetch's batches hold.
+	afterWrite func()
 }
 
 func (kc *kafkaConn) wakeRead() {
@@ -424,6 +465,7 @@ func (kc *kafkaConn) sleep(d time.Duration) {
 
 func (kc *kafkaConn) serve() {
 	defer kc.c.Close()
+	defer kc.written() // a response never written still returns its budget
 	if tc, ok := kc.c.(*tls.Conn); ok && !kc.handshake(tc) {
 		return
 	}
@@ -483,7 +525,9 @@ func (kc *kafkaConn) serve() {
 		}
 		if resp != nil {
 			_ = kc.c.SetWriteDeadline(time.Now().Add(kc.s.o.WriteTimeout))
-			if _, err := resp.WriteTo(kc.c); err != nil {
+			_, err := resp.WriteTo(kc.c)
+			kc.written()
+			if err != nil {
 				kc.s.m.Observe(fetchcache.InterfaceKafka, code, 0, time.Since(start).Seconds())
 				return
 			}
@@ -492,6 +536,14 @@ func (kc *kafkaConn) serve() {
 		if kc.closeAfter {
 			return
 		}
+	}
+}
+
+// written runs afterWrite, once.
+func (kc *kafkaConn) written() {
+	if f := kc.afterWrite; f != nil {
+		kc.afterWrite = nil
+		f()
 	}
 }
 

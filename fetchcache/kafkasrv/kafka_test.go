@@ -157,6 +157,13 @@ func TestKafkaOverloadThrottles(t *testing.T) {
 
 func startKafka(t testing.TB, cat fetchcache.Catalog, o KafkaOptions) string {
 	t.Helper()
+	_, addr := startKafkaServer(t, cat, o)
+	return addr
+}
+
+// startKafkaServer is startKafka that also returns the server.
+func startKafkaServer(t testing.TB, cat fetchcache.Catalog, o KafkaOptions) (*KafkaServer, string) {
+	t.Helper()
 	o.Catalog = cat
 	if o.MaxFetchWait == 0 {
 		o.MaxFetchWait = 200e6 // keep waits at the log end short in tests
@@ -181,5 +188,5 @@ func startKafka(t testing.TB, cat fetchcache.Catalog, o KafkaOptions) string {
 			t.Errorf("kafka server: %v", err)
 		}
 	})
-	return ln.Addr().String()
+	return s, ln.Addr().String()
 }

@@ -106,7 +106,7 @@ func Listen(o ServerOptions) (*Server, error) {
 	if o.KafkaAddr != "" {
 		ko := o.Kafka
 		ko.Catalog, ko.Metrics, ko.Logger, ko.AdvertisedAddr = o.Catalog, m, s.log, o.AdvertisedAddr
-		ko.TLS, ko.Auth = o.Security.KafkaTLS, o.Security.Auth
+		ko.TLS, ko.Auth, ko.Registerer = o.Security.KafkaTLS, o.Security.Auth, o.Registerer
 		if ko.ShutdownTimeout <= 0 {
 			ko.ShutdownTimeout = o.ShutdownTimeout
 		}

@@ -46,11 +46,13 @@ const (
 	DefaultFetchReadAheadChunks   = chunkcache.DefaultReadAheadChunks
 
 	// The kafka listener's defaults are the listener's own (fetchcache/kafkasrv).
-	DefaultKafkaIdleTimeout         = kafkasrv.DefaultKafkaIdleTimeout
-	DefaultKafkaRequestReadTimeout  = kafkasrv.DefaultKafkaRequestReadTimeout
-	DefaultKafkaSASLTimeout         = kafkasrv.DefaultKafkaSASLTimeout
-	DefaultKafkaMaxConnections      = kafkasrv.DefaultKafkaMaxConnections
-	DefaultKafkaMaxConnectionsPerIP = kafkasrv.DefaultKafkaMaxConnectionsPerIP
+	DefaultKafkaIdleTimeout              = kafkasrv.DefaultKafkaIdleTimeout
+	DefaultKafkaRequestReadTimeout       = kafkasrv.DefaultKafkaRequestReadTimeout
+	DefaultKafkaSASLTimeout              = kafkasrv.DefaultKafkaSASLTimeout
+	DefaultKafkaMaxConnections           = kafkasrv.DefaultKafkaMaxConnections
+	DefaultKafkaMaxConnectionsPerIP      = kafkasrv.DefaultKafkaMaxConnectionsPerIP
+	DefaultKafkaMaxInFlightResponseBytes = kafkasrv.DefaultKafkaMaxInFlightResponseBytes
+	DefaultKafkaMaxFetchPartitions       = kafkasrv.DefaultKafkaMaxFetchPartitions
 )
 
 // Config is the configuration of a long-running tiered process. Not every process reads every
@@ -120,6 +122,14 @@ type KafkaListener struct {
 	// MaxConnectionsPerIP bounds the open connections of one client IP (Kafka's
 	// max.connections.per.ip; default 1024), so one host cannot lock the others out.
 	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
+	// MaxInFlightResponseBytes is the one budget, across all connections, for the record
+	// batches of Fetch responses from their read until they are written (default 256MiB). A
+	// Fetch that cannot get any of it within its max wait is throttled (throttle_time_ms);
+	// one that got some answers what it has.
+	MaxInFlightResponseBytes ByteSize `yaml:"max_inflight_response_bytes"`
+	// MaxFetchPartitions bounds the distinct partitions one Fetch may name (repeats collapse,
+	// as in Kafka; default 10000); a larger Fetch is refused with INVALID_REQUEST.
+	MaxFetchPartitions int `yaml:"max_fetch_partitions"`
 }
 
 // The listener security settings are the fetch service's own types
@@ -201,12 +211,14 @@ func Defaults() Config {
 		DataDir: DefaultDataDir,
 		HTTP:    HTTPListener{Addr: DefaultHTTPAddr},
 		Kafka: KafkaListener{
-			Addr:                DefaultKafkaAddr,
-			IdleTimeout:         DefaultKafkaIdleTimeout,
-			RequestReadTimeout:  DefaultKafkaRequestReadTimeout,
-			SASLTimeout:         DefaultKafkaSASLTimeout,
-			MaxConnections:      DefaultKafkaMaxConnections,
-			MaxConnectionsPerIP: DefaultKafkaMaxConnectionsPerIP,
+			Addr:                     DefaultKafkaAddr,
+			IdleTimeout:              DefaultKafkaIdleTimeout,
+			RequestReadTimeout:       DefaultKafkaRequestReadTimeout,
+			SASLTimeout:              DefaultKafkaSASLTimeout,
+			MaxConnections:           DefaultKafkaMaxConnections,
+			MaxConnectionsPerIP:      DefaultKafkaMaxConnectionsPerIP,
+			MaxInFlightResponseBytes: DefaultKafkaMaxInFlightResponseBytes,
+			MaxFetchPartitions:       DefaultKafkaMaxFetchPartitions,
 		},
 		Log:    Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Broker: map[string]string{},

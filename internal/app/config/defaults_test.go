@@ -38,6 +38,8 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"kafka.sasl_timeout", d.Kafka.SASLTimeout, kafkasrv.DefaultKafkaSASLTimeout},
 		{"kafka.max_connections", d.Kafka.MaxConnections, kafkasrv.DefaultKafkaMaxConnections},
 		{"kafka.max_connections_per_ip", d.Kafka.MaxConnectionsPerIP, kafkasrv.DefaultKafkaMaxConnectionsPerIP},
+		{"kafka.max_inflight_response_bytes", int64(d.Kafka.MaxInFlightResponseBytes), int64(kafkasrv.DefaultKafkaMaxInFlightResponseBytes)},
+		{"kafka.max_fetch_partitions", d.Kafka.MaxFetchPartitions, kafkasrv.DefaultKafkaMaxFetchPartitions},
 		// The constants config exports are the ones Defaults uses.
 		{"DefaultFetchCacheBytes", int64(config.DefaultFetchCacheBytes), int64(chunkcache.DefaultMemoryBytes)},
 		{"DefaultFetchChunkBytes", int64(config.DefaultFetchChunkBytes), int64(chunkcache.DefaultChunkBytes)},

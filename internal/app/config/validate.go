@@ -178,6 +178,8 @@ func (v *validator) listeners() {
 	v.positiveDuration("kafka.sasl_timeout", int64(c.Kafka.SASLTimeout))
 	v.positive("kafka.max_connections", int64(c.Kafka.MaxConnections))
 	v.positive("kafka.max_connections_per_ip", int64(c.Kafka.MaxConnectionsPerIP))
+	v.positive("kafka.max_inflight_response_bytes", int64(c.Kafka.MaxInFlightResponseBytes))
+	v.positive("kafka.max_fetch_partitions", int64(c.Kafka.MaxFetchPartitions))
 	if c.Kafka.Addr == c.HTTP.Addr && !strings.HasSuffix(c.Kafka.Addr, ":0") {
 		v.add("kafka.addr", "same address as http.addr (%s)", c.HTTP.Addr)
 	}

@@ -81,11 +81,13 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 		so.KafkaAddr, so.AdvertisedAddr = b.cfg.Kafka.Addr, b.cfg.Kafka.AdvertisedAddr
 		k := b.cfg.Kafka
 		so.Kafka = kafkasrv.KafkaOptions{
-			IdleTimeout:         k.IdleTimeout,
-			RequestReadTimeout:  k.RequestReadTimeout,
-			SASLTimeout:         k.SASLTimeout,
-			MaxConnections:      k.MaxConnections,
-			MaxConnectionsPerIP: k.MaxConnectionsPerIP,
+			IdleTimeout:              k.IdleTimeout,
+			RequestReadTimeout:       k.RequestReadTimeout,
+			SASLTimeout:              k.SASLTimeout,
+			MaxConnections:           k.MaxConnections,
+			MaxConnectionsPerIP:      k.MaxConnectionsPerIP,
+			MaxInFlightResponseBytes: int64(k.MaxInFlightResponseBytes),
+			MaxFetchPartitions:       k.MaxFetchPartitions,
 		}
 		so.Registerer = b.reg
 	}
