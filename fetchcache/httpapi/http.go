@@ -51,7 +51,22 @@ const (
 const (
 	DefaultHTTPRecordsBytes    = 1 << 20  // max_bytes when the request gives none
 	DefaultHTTPMaxRecordsBytes = 64 << 20 // largest max_bytes accepted
+	// DefaultMaxInFlightProduceBytes is the budget, across all requests,
+	// for produce body bytes read and not yet appended: room for two
+	// bodies of the largest size.
+	DefaultMaxInFlightProduceBytes = 2 * MaxProduceBodyBytes
+	// DefaultProduceMaxWait bounds a produce body's wait for budget before
+	// it is answered 429 THROTTLED.
+	DefaultProduceMaxWait = 2 * time.Second
+	// DefaultBodyReadTimeout bounds the arrival of a request body, from
+	// the handler's first read to its end; a slower body is answered 408
+	// and its connection closed.
+	DefaultBodyReadTimeout = time.Minute
 )
+
+// ProduceBudgetGate is the {gate} label of the produce body budget
+// (HTTPOptions.MaxInFlightProduceBytes).
+const ProduceBudgetGate = "http_produce_bytes"
 
 // HTTPOptions configures NewHTTPHandler.
 type HTTPOptions struct {
@@ -77,6 +92,20 @@ type HTTPOptions struct {
 	// describe and alter, produce, reload) — serve's, over its own log
 	// engine.
 	Writer Writer
+	// MaxInFlightProduceBytes is the one budget, across all requests, for
+	// produce body bytes from their read until the Writer returns: a body
+	// reserves its Content-Length up front (or each piece as it is read,
+	// when chunked), waiting at most ProduceMaxWait, else 429 THROTTLED
+	// with Retry-After.
+	MaxInFlightProduceBytes int64
+	ProduceMaxWait          time.Duration
+	// BodyReadTimeout bounds reading a request body (write routes); a
+	// slower one is answered 408 REQUEST_TIMED_OUT and its connection
+	// closed.
+	BodyReadTimeout time.Duration
+	// Registerer receives the produce budget's tiered_fetch_gate_* series;
+	// nil keeps them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // httpAPI serves the /v1 API.
@@ -88,6 +117,9 @@ type httpAPI struct {
 	log      *slog.Logger
 	defBytes int
 	maxBytes int
+	// produceBudget admits produce body bytes (MaxInFlightProduceBytes).
+	produceBudget   *gate.Gate
+	bodyReadTimeout time.Duration
 }
 
 // NewHTTPHandler returns the fetch service's HTTP handler:
@@ -127,6 +159,19 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 	}
 	if a.defBytes <= 0 {
 		a.defBytes = min(DefaultHTTPRecordsBytes, a.maxBytes)
+	}
+	a.bodyReadTimeout = o.BodyReadTimeout
+	if a.bodyReadTimeout <= 0 {
+		a.bodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.Writer != nil {
+		if o.MaxInFlightProduceBytes <= 0 {
+			o.MaxInFlightProduceBytes = DefaultMaxInFlightProduceBytes
+		}
+		if o.ProduceMaxWait <= 0 {
+			o.ProduceMaxWait = DefaultProduceMaxWait
+		}
+		a.produceBudget = gate.New(gate.Options{Name: ProduceBudgetGate, Capacity: o.MaxInFlightProduceBytes, MaxWait: o.ProduceMaxWait, Registerer: o.Registerer})
 	}
 	if a.ready == nil {
 		a.ready = func(ctx context.Context) error {

@@ -3,10 +3,6 @@ package kafkasrv
 import (
 	"context"
 	"encoding/binary"
-	"errors"
-	"io"
-	"net"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,29 +15,6 @@ import (
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 )
-
-// closedWithin fails unless the server closes c within d: a read that
-// times out means the connection is still held open.
-func closedWithin(t *testing.T, c net.Conn, d time.Duration) {
-	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(d))
-	var b [1]byte
-	for {
-		_, err := c.Read(b[:])
-		switch {
-		case err == nil:
-			continue // a response still on its way
-		case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
-			return
-		default:
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatalf("connection still open %v later", d)
-			}
-			t.Fatalf("read: %v", err)
-		}
-	}
-}
 
 // apiVersionsRoundTrip sends ApiVersions v0 on rc and fails unless it is
 // answered: the connection is served.
@@ -128,7 +101,7 @@ func TestKafkaConnectionTimeouts(t *testing.T) {
 			addr := startKafka(t, e.Cat, tt.o)
 			rc := fetchkit.DialRaw(t, addr)
 			tt.send(t, rc)
-			closedWithin(t, rc.C, 5*time.Second)
+			fetchkit.ClosedWithin(t, rc.C, 5*time.Second)
 			counterIs(t, m.Closed(fetchcache.InterfaceKafka, tt.reason), 1)
 		})
 	}
@@ -154,7 +127,7 @@ func TestKafkaConnectionCaps(t *testing.T) {
 			apiVersionsRoundTrip(t, a, 1)
 			apiVersionsRoundTrip(t, b, 1)
 			// The third is closed at once, before it sends anything.
-			closedWithin(t, fetchkit.DialRaw(t, addr).C, 5*time.Second)
+			fetchkit.ClosedWithin(t, fetchkit.DialRaw(t, addr).C, 5*time.Second)
 			counterIs(t, m.Refused(fetchcache.InterfaceKafka, tt.reason), 1)
 
 			// A closed connection frees its place: a new one is served once
@@ -224,7 +197,7 @@ func TestKafkaUnservedVersionsClose(t *testing.T) {
 			if body, err := rc.Recv(corr); err == nil {
 				t.Fatalf("%s v%d answered with %d bytes; want the connection closed", kmsg.NameForKey(tt.req.Key()), tt.req.GetVersion(), len(body))
 			}
-			closedWithin(t, rc.C, 5*time.Second)
+			fetchkit.ClosedWithin(t, rc.C, 5*time.Second)
 		})
 	}
 	counterIs(t, m.Requests(fetchcache.InterfaceKafka, fetchcache.CodeUnsupportedVersion), float64(len(tests)))

@@ -26,6 +26,27 @@ import (
 // DefaultServerShutdownTimeout bounds the graceful part of Serve's shutdown.
 const DefaultServerShutdownTimeout = 10 * time.Second
 
+// Defaults of HTTPLimits.
+const (
+	DefaultHTTPReadHeaderTimeout = 10 * time.Second
+	DefaultHTTPIdleTimeout       = 2 * time.Minute
+	DefaultHTTPMaxConnections    = 4096
+)
+
+// HTTPLimits bound the HTTP listener against slow and numerous clients;
+// zero fields take the defaults. (A request body's own bound is
+// httpapi.HTTPOptions.BodyReadTimeout.)
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds the arrival of a request's headers.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection with no request for this
+	// long.
+	IdleTimeout time.Duration
+	// MaxConnections bounds open connections; more are closed at once and
+	// counted in tiered_fetch_connections_refused_total.
+	MaxConnections int
+}
+
 // ServerOptions configures Listen: which listeners to open and what they
 // serve.
 type ServerOptions struct {
@@ -59,6 +80,8 @@ type ServerOptions struct {
 	// fields are set by Listen.
 	HTTP  httpapi.HTTPOptions
 	Kafka kafkasrv.KafkaOptions
+	// HTTPLimits bound the HTTP listener's connections.
+	HTTPLimits HTTPLimits
 
 	ShutdownTimeout time.Duration
 }
@@ -119,11 +142,21 @@ func Listen(o ServerOptions) (*Server, error) {
 	if o.HTTPAddr != "" {
 		ho := o.HTTP
 		ho.Catalog, ho.Metrics, ho.Logger, ho.Gatherer, ho.Ready = o.Catalog, m, s.log, o.Gatherer, ready
-		ho.Auth = o.Security.Auth
+		ho.Auth, ho.Registerer = o.Security.Auth, o.Registerer
+		lim := o.HTTPLimits
+		if lim.ReadHeaderTimeout <= 0 {
+			lim.ReadHeaderTimeout = DefaultHTTPReadHeaderTimeout
+		}
+		if lim.IdleTimeout <= 0 {
+			lim.IdleTimeout = DefaultHTTPIdleTimeout
+		}
+		if lim.MaxConnections <= 0 {
+			lim.MaxConnections = DefaultHTTPMaxConnections
+		}
 		s.httpSrv = &http.Server{
 			Handler:           httpapi.NewHTTPHandler(ho),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: lim.ReadHeaderTimeout,
+			IdleTimeout:       lim.IdleTimeout,
 			TLSConfig:         o.Security.HTTPTLS,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		}
@@ -131,7 +164,7 @@ func Listen(o ServerOptions) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fetch server: listen http %s: %w", o.HTTPAddr, err)
 		}
-		s.httpLn = ln
+		s.httpLn = &limitListener{Listener: ln, max: lim.MaxConnections, refused: m.Refused(fetchcache.InterfaceHTTP, fetchcache.RefusedMaxConnections)}
 	}
 	if s.kafka != nil {
 		ln, err := net.Listen("tcp", o.KafkaAddr)
@@ -244,4 +277,42 @@ func (s *Server) Serve(ctx context.Context) error {
 	mu.Lock()
 	defer mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// limitListener closes a connection at once, counting it, when max are
+// open (x/net/netutil.LimitListener would leave it waiting in the backlog,
+// where it still costs the client a socket and tells it nothing).
+type limitListener struct {
+	net.Listener
+	max     int
+	refused prometheus.Counter
+	open    atomic.Int64
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > int64(l.max) {
+			l.open.Add(-1)
+			l.refused.Inc()
+			_ = c.Close()
+			continue
+		}
+		return &limitConn{Conn: c, l: l}, nil
+	}
+}
+
+// limitConn gives its place back on its first Close.
+type limitConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
 }

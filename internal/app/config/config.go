@@ -11,7 +11,9 @@ import (
 
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
+	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/remotetier"
 )
 
@@ -44,6 +46,13 @@ const (
 	DefaultFetchMaxInFlightBytes  = chunkcache.DefaultInFlightChunks * DefaultFetchChunkBytes
 	DefaultFetchMaxWait           = chunkcache.DefaultMaxWait
 	DefaultFetchReadAheadChunks   = chunkcache.DefaultReadAheadChunks
+
+	// The http listener's limits are the server's and the API's own.
+	DefaultHTTPReadHeaderTimeout       = server.DefaultHTTPReadHeaderTimeout
+	DefaultHTTPBodyReadTimeout         = httpapi.DefaultBodyReadTimeout
+	DefaultHTTPIdleTimeout             = server.DefaultHTTPIdleTimeout
+	DefaultHTTPMaxConnections          = server.DefaultHTTPMaxConnections
+	DefaultHTTPMaxInFlightProduceBytes = httpapi.DefaultMaxInFlightProduceBytes
 
 	// The kafka listener's defaults are the listener's own (fetchcache/kafkasrv).
 	DefaultKafkaIdleTimeout              = kafkasrv.DefaultKafkaIdleTimeout
@@ -97,6 +106,22 @@ type HTTPListener struct {
 	// Addr is host:port (flag --http, default 127.0.0.1:8080). Port 0 picks a free port.
 	Addr string `yaml:"addr"`
 	TLS  TLS    `yaml:"tls"`
+	// ReadHeaderTimeout bounds the arrival of a request's headers (default 10s).
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// BodyReadTimeout bounds the arrival of a write route's request body (default 1m); a
+	// slower body is answered 408 REQUEST_TIMED_OUT and its connection closed.
+	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
+	// IdleTimeout closes a keep-alive connection with no request for this long (default 2m).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections bounds open connections (default 4096); more are closed at once and
+	// counted in tiered_fetch_connections_refused_total.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxInFlightProduceBytes is the one budget, across all requests, for produce body
+	// bytes from their read until they are appended (serve; default 128MiB, two bodies of
+	// the largest size). A body that cannot get it within fetch.max_wait is answered 429
+	// THROTTLED with Retry-After. Parsing multiplies a body's bytes several times over, so
+	// the memory it bounds is a few times this.
+	MaxInFlightProduceBytes ByteSize `yaml:"max_inflight_produce_bytes"`
 }
 
 // KafkaListener is the Kafka-protocol listener.
@@ -209,7 +234,14 @@ type Fetch struct {
 func Defaults() Config {
 	c := Config{
 		DataDir: DefaultDataDir,
-		HTTP:    HTTPListener{Addr: DefaultHTTPAddr},
+		HTTP: HTTPListener{
+			Addr:                    DefaultHTTPAddr,
+			ReadHeaderTimeout:       DefaultHTTPReadHeaderTimeout,
+			BodyReadTimeout:         DefaultHTTPBodyReadTimeout,
+			IdleTimeout:             DefaultHTTPIdleTimeout,
+			MaxConnections:          DefaultHTTPMaxConnections,
+			MaxInFlightProduceBytes: DefaultHTTPMaxInFlightProduceBytes,
+		},
 		Kafka: KafkaListener{
 			Addr:                     DefaultKafkaAddr,
 			IdleTimeout:              DefaultKafkaIdleTimeout,

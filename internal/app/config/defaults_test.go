@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
+	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier"
 )
@@ -40,6 +42,11 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"kafka.max_connections_per_ip", d.Kafka.MaxConnectionsPerIP, kafkasrv.DefaultKafkaMaxConnectionsPerIP},
 		{"kafka.max_inflight_response_bytes", int64(d.Kafka.MaxInFlightResponseBytes), int64(kafkasrv.DefaultKafkaMaxInFlightResponseBytes)},
 		{"kafka.max_fetch_partitions", d.Kafka.MaxFetchPartitions, kafkasrv.DefaultKafkaMaxFetchPartitions},
+		{"http.read_header_timeout", d.HTTP.ReadHeaderTimeout, server.DefaultHTTPReadHeaderTimeout},
+		{"http.body_read_timeout", d.HTTP.BodyReadTimeout, httpapi.DefaultBodyReadTimeout},
+		{"http.idle_timeout", d.HTTP.IdleTimeout, server.DefaultHTTPIdleTimeout},
+		{"http.max_connections", d.HTTP.MaxConnections, server.DefaultHTTPMaxConnections},
+		{"http.max_inflight_produce_bytes", int64(d.HTTP.MaxInFlightProduceBytes), int64(httpapi.DefaultMaxInFlightProduceBytes)},
 		// The constants config exports are the ones Defaults uses.
 		{"DefaultFetchCacheBytes", int64(config.DefaultFetchCacheBytes), int64(chunkcache.DefaultMemoryBytes)},
 		{"DefaultFetchChunkBytes", int64(config.DefaultFetchChunkBytes), int64(chunkcache.DefaultChunkBytes)},

@@ -166,6 +166,13 @@ func (v *validator) listeners() {
 			v.add("http.addr", "%v", err)
 		}
 	}
+	if c.HTTP.Addr != "" {
+		v.positiveDuration("http.read_header_timeout", int64(c.HTTP.ReadHeaderTimeout))
+		v.positiveDuration("http.body_read_timeout", int64(c.HTTP.BodyReadTimeout))
+		v.positiveDuration("http.idle_timeout", int64(c.HTTP.IdleTimeout))
+		v.positive("http.max_connections", int64(c.HTTP.MaxConnections))
+		v.positive("http.max_inflight_produce_bytes", int64(c.HTTP.MaxInFlightProduceBytes))
+	}
 	if c.Kafka.Addr == "" || v.p == ProcessSidecar {
 		return
 	}

@@ -68,12 +68,22 @@ type listenOptions struct {
 // fetch service, the Kafka protocol on kafka.addr (empty: none).
 func (b *base) listen(o listenOptions) (*server.Server, error) {
 	so := server.ServerOptions{
-		Catalog:         o.catalog,
-		HTTPAddr:        b.cfg.HTTP.Addr,
-		Gatherer:        b.reg,
-		Logger:          b.log,
-		Ready:           o.ready,
-		HTTP:            httpapi.HTTPOptions{Writer: o.writer},
+		Catalog:  o.catalog,
+		HTTPAddr: b.cfg.HTTP.Addr,
+		Gatherer: b.reg,
+		Logger:   b.log,
+		Ready:    o.ready,
+		HTTP: httpapi.HTTPOptions{
+			Writer:                  o.writer,
+			BodyReadTimeout:         b.cfg.HTTP.BodyReadTimeout,
+			MaxInFlightProduceBytes: int64(b.cfg.HTTP.MaxInFlightProduceBytes),
+			ProduceMaxWait:          b.cfg.Fetch.MaxWait,
+		},
+		HTTPLimits: server.HTTPLimits{
+			ReadHeaderTimeout: b.cfg.HTTP.ReadHeaderTimeout,
+			IdleTimeout:       b.cfg.HTTP.IdleTimeout,
+			MaxConnections:    b.cfg.HTTP.MaxConnections,
+		},
 		Security:        b.security,
 		ShutdownTimeout: b.cfg.ShutdownTimeout,
 	}

@@ -2,8 +2,10 @@ package fetchkit
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -58,4 +60,24 @@ func (r *RawConn) Recv(corr int32) ([]byte, error) {
 	body := make([]byte, n-4)
 	_, err := io.ReadFull(r.C, body)
 	return body, err
+}
+
+// ClosedWithin fails unless the server closes c within d, reading and
+// dropping whatever it still sends: a read that times out means the
+// server still holds the connection open.
+func ClosedWithin(t testing.TB, c net.Conn, d time.Duration) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	var b [512]byte
+	for {
+		_, err := c.Read(b[:])
+		switch {
+		case err == nil:
+			continue // an answer still on its way
+		case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+			return
+		default:
+			t.Fatalf("connection still open %v later: %v", d, err)
+		}
+	}
 }

@@ -1,0 +1,92 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/testkit/fetchkit"
+)
+
+// TestHTTPListenerLimits: the HTTP listener closes connections whose
+// headers do not arrive in time, keep-alive connections idle too long, and
+// connections past MaxConnections at once (counted), so slow or numerous
+// clients cannot hold it.
+func TestHTTPListenerLimits(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	start := func(t *testing.T, lim HTTPLimits) (string, *fetchcache.ServeMetrics) {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		s, err := Listen(ServerOptions{Catalog: e.Cat, HTTPAddr: "127.0.0.1:0", Registerer: reg, Logger: fetchkit.DiscardLogger(), HTTPLimits: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetchkit.Serve(t, s.Serve)
+		return s.HTTPAddr().String(), fetchcache.NewServeMetrics(reg) // the server's own series
+	}
+	dial := func(t *testing.T, addr string) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	get := func(t *testing.T, c net.Conn) {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET /healthz: %v", err)
+		}
+		resp.Body.Close()
+	}
+	short := 50 * time.Millisecond
+
+	t.Run("half_sent_headers", func(t *testing.T) {
+		addr, _ := start(t, HTTPLimits{ReadHeaderTimeout: short, IdleTimeout: time.Hour})
+		c := dial(t, addr)
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost:")
+		fetchkit.ClosedWithin(t, c, 5*time.Second)
+	})
+	t.Run("idle_keep_alive", func(t *testing.T) {
+		addr, _ := start(t, HTTPLimits{ReadHeaderTimeout: time.Hour, IdleTimeout: short})
+		c := dial(t, addr)
+		get(t, c)
+		fetchkit.ClosedWithin(t, c, 5*time.Second)
+	})
+	t.Run("max_connections", func(t *testing.T) {
+		addr, m := start(t, HTTPLimits{MaxConnections: 3})
+		held := []net.Conn{dial(t, addr), dial(t, addr), dial(t, addr)}
+		for _, c := range held {
+			get(t, c) // accepted and served; kept alive
+		}
+		fetchkit.ClosedWithin(t, dial(t, addr), 5*time.Second)
+		if got := fetchkit.CounterValue(t, m.Refused(fetchcache.InterfaceHTTP, fetchcache.RefusedMaxConnections)); got != 1 {
+			t.Fatalf("refused connections counted %v, want 1", got)
+		}
+		// A closed connection gives its place back.
+		held[0].Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			c := dial(t, addr)
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				resp.Body.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no connection served after one of the capped ones closed")
+			}
+		}
+	})
+}
