@@ -606,7 +606,11 @@ func readFrame(r io.Reader, buf []byte, maxBytes int) ([]byte, error) {
 	buf = buf[:0]
 	for len(buf) < int(n) {
 		chunk := min(int(n)-len(buf), step)
-		buf = slices.Grow(buf, chunk)
+		if cap(buf)-len(buf) < chunk {
+			// Exactly one step more, not append's doubling: a stalled
+			// frame holds what it sent plus at most one step.
+			buf = append(make([]byte, 0, len(buf)+chunk), buf...)
+		}
 		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
 		buf = buf[:len(buf)+m]
 		if err != nil {
