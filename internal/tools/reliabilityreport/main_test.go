@@ -90,3 +90,38 @@ func TestRenderHostileSection(t *testing.T) {
 		}
 	}
 }
+
+func TestHostileOnlyReplacesItsSection(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out.md")
+	if err := os.WriteFile(out, []byte("# Reliability\n\n| a | 1 |\n"+hostileHeading+"\nold attack rows\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reliability.Append(in, reliability.Row{Scenario: "s", Test: "T", Runs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runHostileOnly(in, out, "x"); err == nil {
+		t.Fatal("a records row was taken as an attack")
+	}
+	if err := os.WriteFile(in, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reliability.Append(in, reliability.Row{Scenario: "idle sockets", Package: "server", Test: "T", Runs: 1,
+		Hostile: &reliability.Hostile{PeakRSSBytes: 1 << 20, GoalBytes: 2 << 20, BucketGets: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // replaced, not appended again
+		if err := runHostileOnly(in, out, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(data)
+	if !strings.HasPrefix(got, "# Reliability\n\n| a | 1 |\n") || strings.Contains(got, "old attack rows") ||
+		strings.Count(got, "## Hostile clients") != 1 || !strings.Contains(got, "| idle sockets | 0 MiB | 1 MiB | 2 MiB () | yes |") {
+		t.Fatalf("report after -hostile-only:\n%s", got)
+	}
+}
