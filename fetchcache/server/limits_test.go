@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 )
 
@@ -89,4 +90,40 @@ func TestHTTPListenerLimits(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHTTPSlowReaderCutOff: a client that stops reading a large records
+// response is cut off once a write has waited WriteTimeout, instead of
+// holding the response (and its bytes) for ever.
+func TestHTTPSlowReaderCutOff(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("big", 1, map[string]string{"internal.segment.bytes": "67108864"})
+	recs := make([]fetchkit.Rec, 1600) // 16 MB: more than loopback's socket buffers
+	for i := range recs {
+		recs[i] = fetchkit.Rec{Timestamp: fetchkit.Ts0 + int64(i), Value: make([]byte, 10_000)}
+	}
+	e.Produce(e.Log("big", 0), fetchkit.ProduceOpts{Per: 10}, recs)
+	reg := prometheus.NewRegistry()
+	s, err := Listen(ServerOptions{Catalog: e.Cat, HTTPAddr: "127.0.0.1:0", Registerer: reg, Logger: fetchkit.DiscardLogger(),
+		HTTP: httpapi.HTTPOptions{WriteTimeout: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetchkit.Serve(t, s.Serve)
+	m := fetchcache.NewServeMetrics(reg)
+	c, err := net.Dial("tcp", s.HTTPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /v1/topics/big/partitions/0/records?offset=0&max_bytes=%d HTTP/1.1\r\nHost: x\r\nAccept: %s\r\n\r\n", 64<<20, httpapi.MediaRaw)
+	// The client never reads; the request ends (and is counted) once the
+	// server gives up writing.
+	deadline := time.Now().Add(5 * time.Second)
+	for fetchkit.CounterValue(t, m.Requests(fetchcache.InterfaceHTTP, fetchcache.CodeOK)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the response to a client that stopped reading is still being written 5s later")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -50,6 +50,7 @@ const (
 	// The http listener's limits are the server's and the API's own.
 	DefaultHTTPReadHeaderTimeout       = server.DefaultHTTPReadHeaderTimeout
 	DefaultHTTPBodyReadTimeout         = httpapi.DefaultBodyReadTimeout
+	DefaultHTTPWriteTimeout            = httpapi.DefaultWriteTimeout
 	DefaultHTTPIdleTimeout             = server.DefaultHTTPIdleTimeout
 	DefaultHTTPMaxConnections          = server.DefaultHTTPMaxConnections
 	DefaultHTTPMaxInFlightProduceBytes = httpapi.DefaultMaxInFlightProduceBytes
@@ -111,6 +112,9 @@ type HTTPListener struct {
 	// BodyReadTimeout bounds the arrival of a write route's request body (default 1m); a
 	// slower body is answered 408 REQUEST_TIMED_OUT and its connection closed.
 	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
+	// WriteTimeout bounds each write of a read route's response (default 30s; the deadline
+	// moves with the writes): a client that stops reading is disconnected.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// IdleTimeout closes a keep-alive connection with no request for this long (default 2m).
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConnections bounds open connections (default 4096); more are closed at once and
@@ -238,6 +242,7 @@ func Defaults() Config {
 			Addr:                    DefaultHTTPAddr,
 			ReadHeaderTimeout:       DefaultHTTPReadHeaderTimeout,
 			BodyReadTimeout:         DefaultHTTPBodyReadTimeout,
+			WriteTimeout:            DefaultHTTPWriteTimeout,
 			IdleTimeout:             DefaultHTTPIdleTimeout,
 			MaxConnections:          DefaultHTTPMaxConnections,
 			MaxInFlightProduceBytes: DefaultHTTPMaxInFlightProduceBytes,

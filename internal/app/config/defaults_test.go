@@ -44,6 +44,7 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"kafka.max_fetch_partitions", d.Kafka.MaxFetchPartitions, kafkasrv.DefaultKafkaMaxFetchPartitions},
 		{"http.read_header_timeout", d.HTTP.ReadHeaderTimeout, server.DefaultHTTPReadHeaderTimeout},
 		{"http.body_read_timeout", d.HTTP.BodyReadTimeout, httpapi.DefaultBodyReadTimeout},
+		{"http.write_timeout", d.HTTP.WriteTimeout, httpapi.DefaultWriteTimeout},
 		{"http.idle_timeout", d.HTTP.IdleTimeout, server.DefaultHTTPIdleTimeout},
 		{"http.max_connections", d.HTTP.MaxConnections, server.DefaultHTTPMaxConnections},
 		{"http.max_inflight_produce_bytes", int64(d.HTTP.MaxInFlightProduceBytes), int64(httpapi.DefaultMaxInFlightProduceBytes)},

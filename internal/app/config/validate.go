@@ -169,6 +169,7 @@ func (v *validator) listeners() {
 	if c.HTTP.Addr != "" {
 		v.positiveDuration("http.read_header_timeout", int64(c.HTTP.ReadHeaderTimeout))
 		v.positiveDuration("http.body_read_timeout", int64(c.HTTP.BodyReadTimeout))
+		v.positiveDuration("http.write_timeout", int64(c.HTTP.WriteTimeout))
 		v.positiveDuration("http.idle_timeout", int64(c.HTTP.IdleTimeout))
 		v.positive("http.max_connections", int64(c.HTTP.MaxConnections))
 		v.positive("http.max_inflight_produce_bytes", int64(c.HTTP.MaxInFlightProduceBytes))

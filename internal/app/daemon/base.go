@@ -76,6 +76,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 		HTTP: httpapi.HTTPOptions{
 			Writer:                  o.writer,
 			BodyReadTimeout:         b.cfg.HTTP.BodyReadTimeout,
+			WriteTimeout:            b.cfg.HTTP.WriteTimeout,
 			MaxInFlightProduceBytes: int64(b.cfg.HTTP.MaxInFlightProduceBytes),
 			ProduceMaxWait:          b.cfg.Fetch.MaxWait,
 		},
