@@ -108,10 +108,6 @@ type KafkaOptions struct {
 	// MaxConnectionsPerIP bounds the connections of one client IP; more
 	// are closed on accept.
 	MaxConnectionsPerIP int
-	// IdleTimeout closes a connection on which no request begins for this
-	// long; RequestReadTimeout one whose started request does not arrive
-	// whole in time; SASLTimeout one that has not authenticated this long
-	// after it was accepted (when SASL is required).
 	// MaxInFlightResponseBytes is the one budget, across all
 	// connections, for the record batches of Fetch responses from their
 	// read until their response is written. A Fetch that cannot get any of
@@ -126,6 +122,10 @@ type KafkaOptions struct {
 	// ({gate="kafka_response_bytes"}); nil keeps them unregistered.
 	Registerer prometheus.Registerer
 
+	// IdleTimeout closes a connection on which no request begins for this
+	// long; RequestReadTimeout one whose started request does not arrive
+	// whole in time; SASLTimeout one that has not authenticated this long
+	// after it was accepted (when SASL is required).
 	IdleTimeout        time.Duration
 	RequestReadTimeout time.Duration
 	SASLTimeout        time.Duration
