@@ -590,37 +590,46 @@ func isTimeout(err error) bool {
 var errFrameTooLarge = errors.New("request frame too large")
 
 // readFrame reads one size-prefixed request into buf (reused if large
-// enough). The buffer grows with the bytes actually received, never to a
-// declared size up front, so a hostile size costs nothing until the bytes
-// arrive; sizes above max are refused before reading the body.
+// enough). A frame larger than buf and than one 64 KiB step arrives in
+// pieces of one step, joined once it is whole: beyond the first step,
+// memory follows the bytes actually received, never the declared size, so
+// a hostile size costs nothing until its bytes arrive and a stalled frame
+// holds just what it sent. Sizes above max are refused before reading the
+// body.
 func readFrame(r io.Reader, buf []byte, maxBytes int) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(hdr[:]))
-	if n < 0 || int64(n) > int64(maxBytes) {
+	n := int(int32(binary.BigEndian.Uint32(hdr[:])))
+	if n < 0 || n > maxBytes {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errFrameTooLarge, n, maxBytes)
 	}
-	const step = 64 << 10
-	buf = buf[:0]
-	for len(buf) < int(n) {
-		chunk := min(int(n)-len(buf), step)
-		if cap(buf)-len(buf) < chunk {
-			// Exactly one step more, not append's doubling: a stalled
-			// frame holds what it sent plus at most one step.
-			buf = append(make([]byte, 0, len(buf)+chunk), buf...)
+	readFull := func(p []byte) error {
+		_, err := io.ReadFull(r, p)
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
 		}
-		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
-		buf = buf[:len(buf)+m]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
+		return err
+	}
+	const step = 64 << 10
+	if n <= max(cap(buf), step) {
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		return buf, readFull(buf)
+	}
+	var pieces [][]byte
+	for got := 0; got < n; {
+		p := make([]byte, min(n-got, step))
+		if err := readFull(p); err != nil {
 			return nil, err
 		}
+		pieces = append(pieces, p)
+		got += len(p)
 	}
-	return buf, nil
+	return slices.Concat(pieces...), nil
 }
 
 // requestHeader is a parsed Kafka request header (v1 or v2).
