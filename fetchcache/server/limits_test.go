@@ -64,14 +64,14 @@ func TestHTTPListenerLimits(t *testing.T) {
 		get(t, c)
 		fetchkit.ClosedWithin(t, c, 5*time.Second)
 	})
-	t.Run("max_connections", func(t *testing.T) {
-		addr, m := start(t, HTTPLimits{MaxConnections: 3})
+	capped := func(t *testing.T, lim HTTPLimits, reason string) {
+		addr, m := start(t, lim)
 		held := []net.Conn{dial(t, addr), dial(t, addr), dial(t, addr)}
 		for _, c := range held {
 			get(t, c) // accepted and served; kept alive
 		}
 		fetchkit.ClosedWithin(t, dial(t, addr), 5*time.Second)
-		if got := fetchkit.CounterValue(t, m.Refused(fetchcache.InterfaceHTTP, fetchcache.RefusedMaxConnections)); got != 1 {
+		if got := fetchkit.CounterValue(t, m.Refused(fetchcache.InterfaceHTTP, reason)); got != 1 {
 			t.Fatalf("refused connections counted %v, want 1", got)
 		}
 		// A closed connection gives its place back.
@@ -89,7 +89,18 @@ func TestHTTPListenerLimits(t *testing.T) {
 				t.Fatal("no connection served after one of the capped ones closed")
 			}
 		}
-	})
+	}
+	tests := []struct {
+		name   string
+		lim    HTTPLimits
+		reason string
+	}{
+		{"max_connections", HTTPLimits{MaxConnections: 3, MaxConnectionsPerIP: 10}, fetchcache.RefusedMaxConnections},
+		{"max_connections_per_ip", HTTPLimits{MaxConnections: 10, MaxConnectionsPerIP: 3}, fetchcache.RefusedMaxConnectionsPerIP},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { capped(t, tt.lim, tt.reason) })
+	}
 }
 
 // TestHTTPSlowReaderCutOff: a client that stops reading a large records

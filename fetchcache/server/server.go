@@ -31,6 +31,9 @@ const (
 	DefaultHTTPReadHeaderTimeout = 10 * time.Second
 	DefaultHTTPIdleTimeout       = 2 * time.Minute
 	DefaultHTTPMaxConnections    = 4096
+	// DefaultHTTPMaxConnectionsPerIP is the Kafka listener's per-IP
+	// default: one host cannot take every connection.
+	DefaultHTTPMaxConnectionsPerIP = 1024
 )
 
 // HTTPLimits bound the HTTP listener against slow and numerous clients;
@@ -45,6 +48,9 @@ type HTTPLimits struct {
 	// MaxConnections bounds open connections; more are closed at once and
 	// counted in tiered_fetch_connections_refused_total.
 	MaxConnections int
+	// MaxConnectionsPerIP bounds the open connections of one client IP;
+	// more are closed at once and counted.
+	MaxConnectionsPerIP int
 }
 
 // ServerOptions configures Listen: which listeners to open and what they
@@ -153,6 +159,9 @@ func Listen(o ServerOptions) (*Server, error) {
 		if lim.MaxConnections <= 0 {
 			lim.MaxConnections = DefaultHTTPMaxConnections
 		}
+		if lim.MaxConnectionsPerIP <= 0 {
+			lim.MaxConnectionsPerIP = DefaultHTTPMaxConnectionsPerIP
+		}
 		s.httpSrv = &http.Server{
 			Handler:           httpapi.NewHTTPHandler(ho),
 			ReadHeaderTimeout: lim.ReadHeaderTimeout,
@@ -164,7 +173,9 @@ func Listen(o ServerOptions) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fetch server: listen http %s: %w", o.HTTPAddr, err)
 		}
-		s.httpLn = &limitListener{Listener: ln, max: lim.MaxConnections, refused: m.Refused(fetchcache.InterfaceHTTP, fetchcache.RefusedMaxConnections)}
+		s.httpLn = &limitListener{Listener: ln, max: lim.MaxConnections, perIP: lim.MaxConnectionsPerIP, byIP: map[string]int{},
+			refused:   m.Refused(fetchcache.InterfaceHTTP, fetchcache.RefusedMaxConnections),
+			refusedIP: m.Refused(fetchcache.InterfaceHTTP, fetchcache.RefusedMaxConnectionsPerIP)}
 	}
 	if s.kafka != nil {
 		ln, err := net.Listen("tcp", o.KafkaAddr)
@@ -280,13 +291,17 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // limitListener closes a connection at once, counting it, when max are
-// open (x/net/netutil.LimitListener would leave it waiting in the backlog,
-// where it still costs the client a socket and tells it nothing).
+// open or perIP of its client's address (x/net/netutil.LimitListener would
+// leave it waiting in the backlog, where it still costs the client a socket
+// and tells it nothing).
 type limitListener struct {
 	net.Listener
-	max     int
-	refused prometheus.Counter
-	open    atomic.Int64
+	max, perIP         int
+	refused, refusedIP prometheus.Counter
+
+	mu   sync.Mutex
+	open int
+	byIP map[string]int
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -295,13 +310,28 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) > int64(l.max) {
-			l.open.Add(-1)
-			l.refused.Inc()
+		ip := c.RemoteAddr().String()
+		if host, _, err := net.SplitHostPort(ip); err == nil {
+			ip = host
+		}
+		l.mu.Lock()
+		var refused prometheus.Counter
+		switch {
+		case l.open >= l.max:
+			refused = l.refused
+		case l.byIP[ip] >= l.perIP:
+			refused = l.refusedIP
+		default:
+			l.open++
+			l.byIP[ip]++
+		}
+		l.mu.Unlock()
+		if refused != nil {
+			refused.Inc()
 			_ = c.Close()
 			continue
 		}
-		return &limitConn{Conn: c, l: l}, nil
+		return &limitConn{Conn: c, l: l, ip: ip}, nil
 	}
 }
 
@@ -309,10 +339,18 @@ func (l *limitListener) Accept() (net.Conn, error) {
 type limitConn struct {
 	net.Conn
 	l    *limitListener
+	ip   string
 	once sync.Once
 }
 
 func (c *limitConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.l.open--
+		if c.l.byIP[c.ip]--; c.l.byIP[c.ip] <= 0 {
+			delete(c.l.byIP, c.ip)
+		}
+		c.l.mu.Unlock()
+	})
 	return c.Conn.Close()
 }

@@ -53,6 +53,7 @@ const (
 	DefaultHTTPWriteTimeout            = httpapi.DefaultWriteTimeout
 	DefaultHTTPIdleTimeout             = server.DefaultHTTPIdleTimeout
 	DefaultHTTPMaxConnections          = server.DefaultHTTPMaxConnections
+	DefaultHTTPMaxConnectionsPerIP     = server.DefaultHTTPMaxConnectionsPerIP
 	DefaultHTTPMaxInFlightProduceBytes = httpapi.DefaultMaxInFlightProduceBytes
 
 	// The kafka listener's defaults are the listener's own (fetchcache/kafkasrv).
@@ -120,6 +121,8 @@ type HTTPListener struct {
 	// MaxConnections bounds open connections (default 4096); more are closed at once and
 	// counted in tiered_fetch_connections_refused_total.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP bounds the open connections of one client IP (default 1024).
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
 	// MaxInFlightProduceBytes is the one budget, across all requests, for produce body
 	// bytes from their read until they are appended (serve; default 128MiB, two bodies of
 	// the largest size). A body that cannot get it within fetch.max_wait is answered 429
@@ -245,6 +248,7 @@ func Defaults() Config {
 			WriteTimeout:            DefaultHTTPWriteTimeout,
 			IdleTimeout:             DefaultHTTPIdleTimeout,
 			MaxConnections:          DefaultHTTPMaxConnections,
+			MaxConnectionsPerIP:     DefaultHTTPMaxConnectionsPerIP,
 			MaxInFlightProduceBytes: DefaultHTTPMaxInFlightProduceBytes,
 		},
 		Kafka: KafkaListener{

@@ -242,7 +242,7 @@ func TestUnknownKeyNamesLine(t *testing.T) {
 	if p.Path != "http.adr" || p.Line != 3 || p.Source != SourceFile || p.File != file {
 		t.Errorf("problem %+v", p)
 	}
-	if want := file + ":3: http.adr: unknown key (known: addr, tls, read_header_timeout, body_read_timeout, write_timeout, idle_timeout, max_connections, max_inflight_produce_bytes)"; p.Error() != want {
+	if want := file + ":3: http.adr: unknown key (known: addr, tls, read_header_timeout, body_read_timeout, write_timeout, idle_timeout, max_connections, max_connections_per_ip, max_inflight_produce_bytes)"; p.Error() != want {
 		t.Errorf("message %q, want %q", p.Error(), want)
 	}
 }

@@ -47,6 +47,7 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"http.write_timeout", d.HTTP.WriteTimeout, httpapi.DefaultWriteTimeout},
 		{"http.idle_timeout", d.HTTP.IdleTimeout, server.DefaultHTTPIdleTimeout},
 		{"http.max_connections", d.HTTP.MaxConnections, server.DefaultHTTPMaxConnections},
+		{"http.max_connections_per_ip", d.HTTP.MaxConnectionsPerIP, server.DefaultHTTPMaxConnectionsPerIP},
 		{"http.max_inflight_produce_bytes", int64(d.HTTP.MaxInFlightProduceBytes), int64(httpapi.DefaultMaxInFlightProduceBytes)},
 		// The constants config exports are the ones Defaults uses.
 		{"DefaultFetchCacheBytes", int64(config.DefaultFetchCacheBytes), int64(chunkcache.DefaultMemoryBytes)},

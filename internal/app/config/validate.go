@@ -172,6 +172,7 @@ func (v *validator) listeners() {
 		v.positiveDuration("http.write_timeout", int64(c.HTTP.WriteTimeout))
 		v.positiveDuration("http.idle_timeout", int64(c.HTTP.IdleTimeout))
 		v.positive("http.max_connections", int64(c.HTTP.MaxConnections))
+		v.positive("http.max_connections_per_ip", int64(c.HTTP.MaxConnectionsPerIP))
 		v.positive("http.max_inflight_produce_bytes", int64(c.HTTP.MaxInFlightProduceBytes))
 	}
 	if c.Kafka.Addr == "" || v.p == ProcessSidecar {

@@ -81,9 +81,10 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			ProduceMaxWait:          b.cfg.Fetch.MaxWait,
 		},
 		HTTPLimits: server.HTTPLimits{
-			ReadHeaderTimeout: b.cfg.HTTP.ReadHeaderTimeout,
-			IdleTimeout:       b.cfg.HTTP.IdleTimeout,
-			MaxConnections:    b.cfg.HTTP.MaxConnections,
+			ReadHeaderTimeout:   b.cfg.HTTP.ReadHeaderTimeout,
+			IdleTimeout:         b.cfg.HTTP.IdleTimeout,
+			MaxConnections:      b.cfg.HTTP.MaxConnections,
+			MaxConnectionsPerIP: b.cfg.HTTP.MaxConnectionsPerIP,
 		},
 		Security:        b.security,
 		ShutdownTimeout: b.cfg.ShutdownTimeout,
