@@ -2,6 +2,7 @@ package kafkasrv
 
 import (
 	"context"
+	"encoding/binary"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,4 +191,47 @@ type countingCatalog struct {
 func (c *countingCatalog) Partition(ctx context.Context, topic string, p int32) (fetchcache.Partition, error) {
 	c.lookups.Add(1)
 	return c.Catalog.Partition(ctx, topic, p)
+}
+
+// TestKafkaFetchResponseCap: one response carries at most the request's
+// MaxBytes and the listener's FetchMaxBytes (Kafka's fetch.max.bytes),
+// whichever is smaller, past the first batch (KIP-74: the first partition
+// with data gets one whole batch even when it is larger).
+func TestKafkaFetchResponseCap(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("cap", 3, map[string]string{"internal.segment.bytes": "1048576"})
+	for p := range int32(3) {
+		e.Produce(e.Log("cap", p), fetchkit.ProduceOpts{}, fetchkit.GenRecs(600, ts0, "cap"))
+	}
+	const brokerCap = 6000
+	addr := startKafka(t, e.Cat, KafkaOptions{FetchMaxBytes: brokerCap})
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
+	tests := []struct {
+		name     string
+		maxBytes int32
+		want     int // the cap
+	}{
+		{"request_below_broker", 2500, 2500},
+		{"request_above_broker", 50 << 20, brokerCap},
+		{"request_none", 0, brokerCap},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := fetchOf(0, 1<<20, "cap", int32(0), "cap", int32(1), "cap", int32(2))
+			req.MaxBytes = tt.maxBytes
+			resp, err := req.RequestWith(context.Background(), cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := 0 // the first batch, which may pass the cap
+			for _, rt := range resp.Topics {
+				if b := rt.Partitions[0].RecordBatches; first == 0 && len(b) > 0 {
+					first = int(binary.BigEndian.Uint32(b[8:12])) + 12
+				}
+			}
+			if got := batchBytes(resp); got > max(tt.want, first) || got == 0 {
+				t.Fatalf("response of %d record bytes, want 1 to %d", got, max(tt.want, first))
+			}
+		})
+	}
 }
