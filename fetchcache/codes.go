@@ -47,4 +47,5 @@ const (
 	CodeLeaderNotAvailable = "LEADER_NOT_AVAILABLE" // still recovering
 	CodeStorageError       = "KAFKA_STORAGE_ERROR"
 	CodeReloadFailed       = "RELOAD_FAILED"
+	CodeRequestTimedOut    = "REQUEST_TIMED_OUT" // HTTP 408: a request body too slow to arrive
 )

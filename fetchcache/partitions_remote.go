@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/remotetier/remotelog"
@@ -29,6 +31,11 @@ const (
 	// DefaultRemoteUnknownTTL is how long a partition without a manifest is
 	// remembered as unknown, so unknown names do not cost a GET each.
 	DefaultRemoteUnknownTTL = 5 * time.Second
+	// DefaultRemoteUnknownEntries bounds how many unknown partitions are
+	// remembered; the least recently asked-for is forgotten first, so
+	// hostile names cannot reset what legitimate misses are remembered by.
+	// With topic names of up to 249 bytes it costs at most about 25 MiB.
+	DefaultRemoteUnknownEntries = 65536
 	// DefaultRemoteIndexCacheBytes bounds each open partition's parsed
 	// index objects (remotelog.ReaderOptions.IndexCacheBytes).
 	DefaultRemoteIndexCacheBytes = 4 << 20
@@ -44,6 +51,8 @@ type RemoteCatalogOptions struct {
 	ManifestTTL time.Duration
 	MinRefresh  time.Duration
 	UnknownTTL  time.Duration
+	// UnknownEntries bounds the remembered unknown partitions (an LRU).
+	UnknownEntries int
 	// Reader tunes every partition's remotelog.RemoteLog; IndexCacheBytes
 	// defaults to DefaultRemoteIndexCacheBytes here.
 	Reader remotelog.ReaderOptions
@@ -64,7 +73,7 @@ type RemoteCatalog struct {
 	listedAt time.Time
 	listing  chan struct{} // closed when the running listing finishes
 	parts    map[remoteKey]*remotePartition
-	unknown  map[remoteKey]time.Time
+	unknown  *simplelru.LRU[remoteKey, time.Time] // when each was found missing
 }
 
 type remoteKey struct {
@@ -88,13 +97,20 @@ func NewRemoteCatalog(b objstore.BucketReader, o RemoteCatalogOptions) (*RemoteC
 	setDur(&o.ManifestTTL, DefaultRemoteManifestTTL)
 	setDur(&o.MinRefresh, DefaultRemoteMinRefresh)
 	setDur(&o.UnknownTTL, DefaultRemoteUnknownTTL)
+	if o.UnknownEntries <= 0 {
+		o.UnknownEntries = DefaultRemoteUnknownEntries
+	}
 	if o.Reader.IndexCacheBytes <= 0 {
 		o.Reader.IndexCacheBytes = DefaultRemoteIndexCacheBytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &RemoteCatalog{b: b, prefix: prefix, o: o, parts: map[remoteKey]*remotePartition{}, unknown: map[remoteKey]time.Time{}}, nil
+	unknown, err := simplelru.NewLRU[remoteKey, time.Time](o.UnknownEntries, nil)
+	if err != nil {
+		return nil, fmt.Errorf("remote catalog: %w", err)
+	}
+	return &RemoteCatalog{b: b, prefix: prefix, o: o, parts: map[remoteKey]*remotePartition{}, unknown: unknown}, nil
 }
 
 // Topics lists the topics that have at least one root manifest under the
@@ -173,7 +189,7 @@ func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition i
 		c.mu.Unlock()
 		return p, nil
 	}
-	if at, ok := c.unknown[k]; ok && c.o.Now().Sub(at) < c.o.UnknownTTL {
+	if at, ok := c.unknown.Get(k); ok && c.o.Now().Sub(at) < c.o.UnknownTTL {
 		c.mu.Unlock()
 		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
@@ -184,10 +200,7 @@ func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition i
 		var ue *remotelog.UnknownTopicOrPartitionError
 		if errors.As(err, &ue) {
 			c.mu.Lock()
-			if len(c.unknown) > 10000 {
-				clear(c.unknown) // bound the memory hostile names can take
-			}
-			c.unknown[k] = c.o.Now()
+			c.unknown.Add(k, c.o.Now()) // the oldest entry goes when full
 			c.mu.Unlock()
 			return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 		}
@@ -198,7 +211,7 @@ func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition i
 	if p, ok := c.parts[k]; ok { // a concurrent open won
 		return p, nil
 	}
-	delete(c.unknown, k)
+	c.unknown.Remove(k)
 	p := &remotePartition{log: l, c: c, refreshedAt: c.o.Now()}
 	c.parts[k] = p
 	return p, nil

@@ -19,6 +19,27 @@ var resultCodes = []string{
 	CodeUnsupportedSASLMechanism, CodeIllegalSASLState, CodeCorruptMessage,
 }
 
+// Reasons of tiered_fetch_connections_refused_total: a connection closed at
+// accept because a cap was reached.
+const (
+	RefusedMaxConnections      = "max_connections"
+	RefusedMaxConnectionsPerIP = "max_connections_per_ip"
+)
+
+// Reasons of tiered_fetch_connections_closed_total: a connection the server
+// closed because a client was too slow or silent.
+const (
+	ClosedIdleTimeout        = "idle_timeout"         // no request began within the idle timeout
+	ClosedRequestReadTimeout = "request_read_timeout" // a started request did not arrive whole in time
+	ClosedSASLTimeout        = "sasl_timeout"         // SASL authentication did not finish in time
+	ClosedBodyTimeout        = "body_timeout"         // an HTTP request body did not arrive in time
+)
+
+var (
+	refusedReasons = []string{RefusedMaxConnections, RefusedMaxConnectionsPerIP}
+	closedReasons  = []string{ClosedIdleTimeout, ClosedRequestReadTimeout, ClosedSASLTimeout, ClosedBodyTimeout}
+)
+
 // ServeMetrics are the request series of the HTTP and Kafka interfaces.
 // Every (interface, code) series exists from creation with value 0.
 type ServeMetrics struct {
@@ -26,6 +47,8 @@ type ServeMetrics struct {
 	requests *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	refused  *prometheus.CounterVec
+	closed   *prometheus.CounterVec
 }
 
 // NewServeMetrics creates the series and registers them with reg (nil: not
@@ -46,11 +69,21 @@ func NewServeMetrics(reg prometheus.Registerer) *ServeMetrics {
 			Help:    "Time from reading a request to writing its response, including any fetch wait.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"interface"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_connections_refused_total",
+			Help: "Connections closed at accept because a connection cap was reached, by interface and cap.",
+		}, []string{"interface", "reason"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tiered_fetch_connections_closed_total",
+			Help: "Connections the server closed because the client was silent or too slow, by interface and timeout.",
+		}, []string{"interface", "reason"}),
 	}
 	if reg != nil {
 		m.requests = promreg.RegisterOrReuse(reg, m.requests)
 		m.bytes = promreg.RegisterOrReuse(reg, m.bytes)
 		m.duration = promreg.RegisterOrReuse(reg, m.duration)
+		m.refused = promreg.RegisterOrReuse(reg, m.refused)
+		m.closed = promreg.RegisterOrReuse(reg, m.closed)
 	}
 	for _, iface := range []string{InterfaceHTTP, InterfaceKafka} {
 		for _, code := range resultCodes {
@@ -58,6 +91,12 @@ func NewServeMetrics(reg prometheus.Registerer) *ServeMetrics {
 		}
 		m.bytes.WithLabelValues(iface)
 		m.duration.WithLabelValues(iface)
+		for _, r := range refusedReasons {
+			m.refused.WithLabelValues(iface, r)
+		}
+		for _, r := range closedReasons {
+			m.closed.WithLabelValues(iface, r)
+		}
 	}
 	m.corrupt = NewCorruptCounter(reg)
 	return m
@@ -83,4 +122,16 @@ func (m *ServeMetrics) Requests(iface, code string) prometheus.Counter {
 // Bytes is the tiered_fetch_bytes_total series of one interface.
 func (m *ServeMetrics) Bytes(iface string) prometheus.Counter {
 	return m.bytes.WithLabelValues(iface)
+}
+
+// Refused is the tiered_fetch_connections_refused_total series of one
+// interface and cap (RefusedMaxConnections, RefusedMaxConnectionsPerIP).
+func (m *ServeMetrics) Refused(iface, reason string) prometheus.Counter {
+	return m.refused.WithLabelValues(iface, reason)
+}
+
+// Closed is the tiered_fetch_connections_closed_total series of one
+// interface and timeout (ClosedIdleTimeout, ...).
+func (m *ServeMetrics) Closed(iface, reason string) prometheus.Counter {
+	return m.closed.WithLabelValues(iface, reason)
 }

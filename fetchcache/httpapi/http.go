@@ -52,7 +52,26 @@ const (
 const (
 	DefaultHTTPRecordsBytes    = 1 << 20  // max_bytes when the request gives none
 	DefaultHTTPMaxRecordsBytes = 64 << 20 // largest max_bytes accepted
+	// DefaultMaxInFlightProduceBytes is the budget, across all requests,
+	// for produce body bytes read and not yet appended: room for two
+	// bodies of the largest size.
+	DefaultMaxInFlightProduceBytes = 2 * MaxProduceBodyBytes
+	// DefaultProduceMaxWait bounds a produce body's wait for budget before
+	// it is answered 429 THROTTLED.
+	DefaultProduceMaxWait = 2 * time.Second
+	// DefaultBodyReadTimeout bounds the arrival of a request body, from
+	// the handler's first read to its end; a slower body is answered 408
+	// and its connection closed.
+	DefaultBodyReadTimeout = time.Minute
+	// DefaultWriteTimeout bounds each write of a read route's response (as
+	// the Kafka listener's WriteTimeout bounds a response): a client that
+	// stops reading is cut off instead of holding the response for ever.
+	DefaultWriteTimeout = 30 * time.Second
 )
+
+// ProduceBudgetGate is the {gate} label of the produce body budget
+// (HTTPOptions.MaxInFlightProduceBytes).
+const ProduceBudgetGate = "http_produce_bytes"
 
 // HTTPOptions configures NewHTTPHandler.
 type HTTPOptions struct {
@@ -78,6 +97,24 @@ type HTTPOptions struct {
 	// describe and alter, produce, reload) — serve's, over its own log
 	// engine.
 	Writer Writer
+	// MaxInFlightProduceBytes is the one budget, across all requests, for
+	// produce body bytes from their read until the Writer returns: a body
+	// reserves its Content-Length up front (or each piece as it is read,
+	// when chunked), waiting at most ProduceMaxWait, else 429 THROTTLED
+	// with Retry-After.
+	MaxInFlightProduceBytes int64
+	ProduceMaxWait          time.Duration
+	// BodyReadTimeout bounds reading a request body (write routes); a
+	// slower one is answered 408 REQUEST_TIMED_OUT and its connection
+	// closed.
+	BodyReadTimeout time.Duration
+	// WriteTimeout bounds each write of a read route's response (the
+	// deadline moves with the writes, so a long response to a reading
+	// client is not cut); a client that stops reading is disconnected.
+	WriteTimeout time.Duration
+	// Registerer receives the produce budget's tiered_fetch_gate_* series;
+	// nil keeps them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // httpAPI serves the /v1 API.
@@ -89,6 +126,10 @@ type httpAPI struct {
 	log      *slog.Logger
 	defBytes int
 	maxBytes int
+	// produceBudget admits produce body bytes (MaxInFlightProduceBytes).
+	produceBudget   *gate.Gate
+	bodyReadTimeout time.Duration
+	writeTimeout    time.Duration
 }
 
 // NewHTTPHandler returns the fetch service's HTTP handler:
@@ -187,6 +228,23 @@ func newAPI(o HTTPOptions) *httpAPI {
 	if a.defBytes <= 0 {
 		a.defBytes = min(DefaultHTTPRecordsBytes, a.maxBytes)
 	}
+	a.writeTimeout = o.WriteTimeout
+	if a.writeTimeout <= 0 {
+		a.writeTimeout = DefaultWriteTimeout
+	}
+	a.bodyReadTimeout = o.BodyReadTimeout
+	if a.bodyReadTimeout <= 0 {
+		a.bodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.Writer != nil {
+		if o.MaxInFlightProduceBytes <= 0 {
+			o.MaxInFlightProduceBytes = DefaultMaxInFlightProduceBytes
+		}
+		if o.ProduceMaxWait <= 0 {
+			o.ProduceMaxWait = DefaultProduceMaxWait
+		}
+		a.produceBudget = gate.New(gate.Options{Name: ProduceBudgetGate, Capacity: o.MaxInFlightProduceBytes, MaxWait: o.ProduceMaxWait, Registerer: o.Registerer})
+	}
 	if a.ready == nil {
 		a.ready = func(ctx context.Context) error {
 			_, err := a.cat.Topics(ctx)
@@ -227,17 +285,42 @@ func (a *httpAPI) routes(o HTTPOptions) []route {
 	})})
 }
 
-// countingWriter records the result code and body bytes of one API request.
+// countingWriter records the result code and body bytes of one API request,
+// and bounds each write by the write timeout.
 type countingWriter struct {
 	http.ResponseWriter
 	code  string
 	bytes int
+
+	rc    *http.ResponseController
+	wt    time.Duration // the write timeout; 0: none
+	armed time.Time     // when the write deadline was last moved
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
+	if w.wt > 0 {
+		// Moved at most once a second: a deadline per write would cost a
+		// timer update for every 64 KiB.
+		if now := time.Now(); now.Sub(w.armed) >= time.Second {
+			if w.rc.SetWriteDeadline(now.Add(w.wt)) != nil {
+				w.wt = 0 // not a connection's writer (a test's recorder)
+			}
+			w.armed = now
+		}
+	}
 	n, err := w.ResponseWriter.Write(p)
 	w.bytes += n
 	return n, err
+}
+
+// disarm writes out what is buffered while the write deadline still holds,
+// then lifts it: the server does not reset it for the connection's next
+// request.
+func (w *countingWriter) disarm() {
+	if w.wt > 0 && !w.armed.IsZero() {
+		_ = w.rc.Flush()
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // Flush lets streamed responses reach the client.
@@ -262,7 +345,8 @@ type ErrorBody struct {
 func (a *httpAPI) counted(h func(w *countingWriter, r *http.Request)) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		w := &countingWriter{ResponseWriter: rw, code: fetchcache.CodeOK}
+		w := &countingWriter{ResponseWriter: rw, code: fetchcache.CodeOK, rc: http.NewResponseController(rw), wt: a.writeTimeout}
+		defer w.disarm()
 		defer func() {
 			a.m.Observe(fetchcache.InterfaceHTTP, w.code, w.bytes, time.Since(start).Seconds())
 		}()

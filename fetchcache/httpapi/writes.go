@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/gate"
 )
 
 // MaxProduceBodyBytes bounds the body of one produce request.
@@ -132,8 +135,16 @@ func (a *httpAPI) writeRoutes(w Writer) []route {
 		// without admin a missing topic is 404, as with auto_create=false.
 		autoCreate = autoCreate && a.auth.May(auth.PrincipalFromContext(r.Context()), auth.PermAdmin, "")
 		created := autoCreate && !a.exists(r.Context(), topic)
-		body := http.MaxBytesReader(rw, r.Body, MaxProduceBodyBytes)
+		body, err := a.budgetBody(rw, r)
+		if err != nil {
+			a.failWrite(rw, r, err)
+			return
+		}
+		defer body.release()
 		v, err := w.Produce(r.Context(), topic, partition, autoCreate, body)
+		if body.err != nil {
+			err = body.err // the budget or the connection failed, whatever the Writer made of it
+		}
 		if created && a.exists(r.Context(), topic) {
 			a.audit(r, AuditTopicCreate, topic, auth.AuditOK)
 		}
@@ -188,11 +199,20 @@ func resultOf(err error) string {
 
 // decodeBody decodes a small JSON body strictly, or answers 400.
 func (a *httpAPI) decodeBody(rw http.ResponseWriter, r *http.Request, v any) bool {
+	done := a.bodyDeadline(rw)
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if isTimeout(err) {
+			a.failWrite(rw, r, &bodyTimeoutError{err: err})
+			return false
+		}
 		Fail(rw, http.StatusBadRequest, fetchcache.CodeInvalidRequest, fmt.Sprintf("invalid JSON body: %v", err))
 		return false
+	}
+	var one [1]byte
+	if n, err := r.Body.Read(one[:]); n == 0 && errors.Is(err, io.EOF) {
+		done() // read whole; bytes after the JSON keep the deadline for their discard
 	}
 	return true
 }
@@ -209,20 +229,139 @@ func (a *httpAPI) answer(rw http.ResponseWriter, r *http.Request, status int) fu
 }
 
 // failWrite answers a write route's error: the Writer's own *Error as it
-// is, a body over MaxProduceBodyBytes 413 RECORD_LIST_TOO_LARGE, else as
+// is, a body over MaxProduceBodyBytes 413 RECORD_LIST_TOO_LARGE, a body
+// slower than BodyReadTimeout 408 REQUEST_TIMED_OUT (closing the
+// connection), an exhausted produce budget 429 THROTTLED, else as
 // every route answers (answerErr).
 func (a *httpAPI) failWrite(rw http.ResponseWriter, r *http.Request, err error) {
 	var we *Error
 	var mbe *http.MaxBytesError
+	var bte *bodyTimeoutError
 	switch {
 	case errors.As(err, &we):
 		if we.RetryAfter > 0 {
 			setRetryAfter(rw.Header(), we.RetryAfter)
 		}
 		Fail(rw, we.Status, we.Code, we.Message)
+	case errors.As(err, &bte):
+		a.m.Closed(fetchcache.InterfaceHTTP, fetchcache.ClosedBodyTimeout).Inc()
+		rw.Header().Set("Connection", "close")
+		Fail(rw, http.StatusRequestTimeout, fetchcache.CodeRequestTimedOut, err.Error())
 	case errors.As(err, &mbe):
 		Fail(rw, http.StatusRequestEntityTooLarge, fetchcache.CodeRecordListTooLarge, fmt.Sprintf("request body is larger than %d bytes; send fewer records per request", mbe.Limit))
 	default:
 		a.answerErr(rw.Header(), r, err, func(status int, code, msg string) { Fail(rw, status, code, msg) })
+	}
+}
+
+// bodyTimeoutError is a request body that did not arrive within
+// BodyReadTimeout.
+type bodyTimeoutError struct{ err error }
+
+func (e *bodyTimeoutError) Error() string {
+	return fmt.Sprintf("request body did not arrive in time: %v", e.err)
+}
+func (e *bodyTimeoutError) Unwrap() error { return e.err }
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// bodyDeadline bounds reading r's body by BodyReadTimeout from now; done
+// lifts the bound (call it once the body is read whole, before slow work:
+// the server's read that watches for a closed connection would otherwise
+// end the request's context when it passes). The server sets its own
+// deadlines again for the connection's next request.
+func (a *httpAPI) bodyDeadline(rw http.ResponseWriter) (done func()) {
+	rc := http.NewResponseController(rw)
+	if rc.SetReadDeadline(time.Now().Add(a.bodyReadTimeout)) != nil {
+		return func() {} // not a connection's writer (a test's recorder)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _ = rc.SetReadDeadline(time.Time{}) }) }
+}
+
+// budgetStep is how much of a chunked produce body is reserved per read.
+const budgetStep = 64 << 10
+
+// produceBody is a produce request's body, read within the produce budget
+// and BodyReadTimeout, and capped at MaxProduceBodyBytes.
+type produceBody struct {
+	r        io.Reader
+	g        *gate.Gate
+	ctx      context.Context
+	sized    bool  // the body has a Content-Length, reserved up front
+	prepaid  int64 // reserved up front and not yet read
+	held     int64 // admitted by the gate in all
+	err      error // the budget or the deadline failed: the answer
+	deadline func()
+}
+
+// budgetBody reserves r's declared length from the produce budget, waiting
+// up to ProduceMaxWait (a chunked body reserves as it is read), and bounds
+// its arrival by BodyReadTimeout.
+func (a *httpAPI) budgetBody(rw http.ResponseWriter, r *http.Request) (*produceBody, error) {
+	if r.ContentLength > MaxProduceBodyBytes {
+		return nil, &http.MaxBytesError{Limit: MaxProduceBodyBytes}
+	}
+	b := &produceBody{r: http.MaxBytesReader(rw, r.Body, MaxProduceBodyBytes), g: a.produceBudget, ctx: r.Context()}
+	// A body larger than the whole budget is read as a chunked one is,
+	// reserving as it goes.
+	if b.sized = r.ContentLength >= 0 && r.ContentLength <= b.g.Capacity(); b.sized && r.ContentLength > 0 {
+		n := r.ContentLength
+		if err := b.g.Start(r.Context(), n); err != nil {
+			return nil, fmt.Errorf("produce body of %d bytes: %w", r.ContentLength, err)
+		}
+		b.prepaid, b.held = n, n
+	}
+	b.deadline = a.bodyDeadline(rw)
+	return b, nil
+}
+
+func (b *produceBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var extra int64
+	if b.sized {
+		// Within the declared length (the server refuses more); the last
+		// read only finds the end.
+		p = p[:max(1, min(int64(len(p)), b.prepaid))]
+	} else {
+		extra = min(int64(len(p)), budgetStep, b.g.Capacity())
+		if err := b.g.Start(b.ctx, extra); err != nil {
+			b.err = fmt.Errorf("produce body: %w", err)
+			return 0, b.err
+		}
+		b.held += extra
+		p = p[:extra]
+	}
+	n, err := b.r.Read(p)
+	if b.sized {
+		b.prepaid = max(b.prepaid-int64(n), 0)
+	} else if unused := extra - int64(n); unused > 0 {
+		b.g.Done(unused)
+		b.held -= unused
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		b.deadline() // read whole: the Writer's work is not bounded by it
+	case isTimeout(err):
+		b.err = &bodyTimeoutError{err: err}
+		return n, b.err
+	}
+	return n, err
+}
+
+// release returns the body's budget. The read deadline stays unless the
+// body was read whole: it bounds the server's discard of an unread rest.
+func (b *produceBody) release() {
+	if b.held > 0 {
+		b.g.Done(b.held)
+		b.held = 0
 	}
 }

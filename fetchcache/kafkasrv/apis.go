@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -133,6 +132,13 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, cod
 		// Kafka closes a connection that skips authentication.
 		return nil, fetchcache.CodeIllegalSASLState, fmt.Errorf("%w: %s before SASL authentication", errSASLState, kmsg.NameForKey(h.key))
 	}
+	if !s.supported(h.key, h.version) {
+		// A Kafka 4 broker closes the connection on a version it does
+		// not serve (below KIP-896's floors or above its own) and on an
+		// unknown key; only ApiVersions gets an answer (KIP-511, above).
+		// Never an empty body a client would take for success.
+		return nil, fetchcache.CodeUnsupportedVersion, fmt.Errorf("%w: %s (key %d) v%d is not served%s", errUnsupported, kmsg.NameForKey(h.key), h.key, h.version, s.servedRange(h.key))
+	}
 	if req == nil {
 		return nil, "", fmt.Errorf("%w: API key %d version %d is unknown", errMalformed, h.key, h.version)
 	}
@@ -144,14 +150,10 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, cod
 		r        kmsg.Response
 		throttle time.Duration
 	)
-	if !s.supported(h.key, h.version) {
-		r, code = unsupportedResponse(req), fetchcache.CodeUnsupportedVersion
-	} else {
-		a := registered(h.key)
-		r, code, throttle = a.handle(s, withPerm(ctx, a.perm), kc, req)
-		if r == nil {
-			return nil, code, nil // no response is due (Produce with acks=0)
-		}
+	a := registered(h.key)
+	r, code, throttle = a.handle(s, withPerm(ctx, a.perm), kc, req)
+	if r == nil {
+		return nil, code, nil // no response is due (Produce with acks=0)
 	}
 	if throttle > 0 {
 		ms := int32(min(throttle.Milliseconds()+1, 1<<30))
@@ -167,27 +169,31 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, cod
 		}
 	}
 	if sf, ok := r.(*splicedFetch); ok {
-		return sf.encode(h.correlationID), code, nil
+		out := sf.encode(h.correlationID)
+		if sf.release != nil {
+			if kc != nil {
+				kc.afterWrite = sf.release
+			} else {
+				sf.release()
+			}
+		}
+		return out, code, nil
 	}
 	return net.Buffers{appendResponse(nil, h.correlationID, r)}, code, nil
 }
 
-// unsupportedResponse answers an API (or version) the service does not
-// serve: the response of the request's kind with every top-level error code
-// set to UNSUPPORTED_VERSION. Responses without a top-level error code stay
-// empty.
-func unsupportedResponse(req kmsg.Request) kmsg.Response {
-	r := req.ResponseKind()
-	r.SetVersion(req.GetVersion())
-	if d, ok := r.(interface{ Default() }); ok {
-		d.Default()
-		r.SetVersion(req.GetVersion())
+// errUnsupported is a request for an API or version the listener does not
+// serve; the connection is closed.
+var errUnsupported = errors.New("unsupported API version")
+
+// servedRange says which versions of key are served, for the log line.
+func (s *KafkaServer) servedRange(key int16) string {
+	for _, k := range s.apiKeys {
+		if k.ApiKey == key {
+			return fmt.Sprintf(" (served: v%d-v%d)", k.MinVersion, k.MaxVersion)
+		}
 	}
-	v := reflect.ValueOf(r).Elem()
-	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 && f.CanSet() {
-		f.SetInt(int64(kerr.UnsupportedVersion.Code))
-	}
-	return r
+	return " (API not served)"
 }
 
 // partitionErrors is the Kafka listener's answer to each Kafka error, in

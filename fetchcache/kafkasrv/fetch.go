@@ -39,8 +39,20 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 		return r, fetchcache.CodeInvalidRequest, 0
 	}
 	committed := q.IsolationLevel == 1
+	topics, n := collapseFetch(q.Topics)
+	if n > s.o.MaxFetchPartitions {
+		// Kafka has no such cap; a request this large is hostile or broken:
+		// refused whole, without a look at any partition, and the
+		// connection closed after the answer.
+		s.log.Warn("kafka fetch refused: too many partitions, closing connection", "remote", kc.remote(), "partitions", n, "max", s.o.MaxFetchPartitions)
+		r.ErrorCode = kerr.InvalidRequest.Code
+		if kc != nil {
+			kc.closeAfter = true
+		}
+		return r, fetchcache.CodeInvalidRequest, 0
+	}
 	var parts []*fetchPart
-	for _, qt := range q.Topics {
+	for _, qt := range topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic = qt.Topic
 		rt.TopicID = qt.TopicID
@@ -48,7 +60,7 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 		r.Topics = append(r.Topics, rt)
 	}
 	denied := fetchcache.CodeOK
-	for i, qt := range q.Topics {
+	for i, qt := range topics {
 		allowed := s.allowed(ctx, kc, qt.Topic)
 		for j, qp := range qt.Partitions {
 			rp := &r.Topics[i].Partitions[j]
@@ -70,29 +82,140 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 		maxTotal = min(maxTotal, int(q.MaxBytes))
 	}
 	wait := min(time.Duration(max(q.MaxWaitMillis, 0))*time.Millisecond, s.o.MaxFetchWait)
-	var deadline time.Time
-	if wait > 0 {
-		deadline = time.Now().Add(wait)
-	}
+	deadline := time.Now().Add(wait)
+	b := &respBudget{g: s.respBudget, deadline: deadline}
 	for {
-		total, code, throttle := s.fetchOnce(ctx, parts, maxTotal, committed)
+		total, code, throttle := s.fetchOnce(ctx, parts, maxTotal, committed, b)
 		code = worse(denied, code)
-		if total > 0 || code != fetchcache.CodeOK || throttle > 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) {
-			return spliceBatches(r, parts), code, throttle
-		}
-		if !s.waitForData(ctx, kc, parts, committed, deadline) {
-			return spliceBatches(r, parts), code, throttle
+		if total > 0 || code != fetchcache.CodeOK || throttle > 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) ||
+			!s.waitForData(ctx, kc, parts, committed, deadline) {
+			resp := spliceBatches(r, parts)
+			if sf, ok := resp.(*splicedFetch); ok {
+				sf.release = b.release // once the response is written
+			} else {
+				b.release()
+			}
+			return resp, code, throttle
 		}
 	}
 }
 
+// collapseFetch merges the repeats of a Fetch's topics and partitions, as
+// Kafka's FetchRequest does (its fetch data is a map by partition): each
+// partition is answered once, in the place it first appeared, with the
+// fetch position of its last appearance. n is the number of distinct
+// partitions. A request without repeats is returned as it is.
+func collapseFetch(ts []kmsg.FetchRequestTopic) (out []kmsg.FetchRequestTopic, n int) {
+	type key struct {
+		topic     string
+		partition int32
+	}
+	total := 0
+	for _, t := range ts {
+		total += len(t.Partitions)
+	}
+	seen := make(map[key]struct{}, total)
+	dup := false
+	for _, t := range ts {
+		for _, p := range t.Partitions {
+			k := key{t.Topic, p.Partition}
+			if _, ok := seen[k]; ok {
+				dup = true
+			}
+			seen[k] = struct{}{}
+		}
+	}
+	if !dup {
+		return ts, total
+	}
+	byTopic := map[string]int{}       // index in out
+	at := make(map[key][2]int, total) // index in out, index in its partitions
+	for _, t := range ts {
+		i, ok := byTopic[t.Topic]
+		if !ok {
+			i = len(out)
+			byTopic[t.Topic] = i
+			ct := t
+			ct.Partitions = nil
+			out = append(out, ct)
+		}
+		for _, p := range t.Partitions {
+			k := key{t.Topic, p.Partition}
+			if pos, ok := at[k]; ok {
+				out[pos[0]].Partitions[pos[1]] = p
+				continue
+			}
+			at[k] = [2]int{i, len(out[i].Partitions)}
+			out[i].Partitions = append(out[i].Partitions, p)
+		}
+	}
+	return out, len(at)
+}
+
+// respBudget is one Fetch's share of the listener's response budget
+// (KafkaOptions.MaxInFlightResponseBytes): the bytes of record batches it
+// holds, from their read until the response is written.
+type respBudget struct {
+	g        *gate.Gate
+	deadline time.Time // the Fetch's max wait: how long a first reservation may wait
+	held     int64
+}
+
+// reserve takes n bytes (at most the budget's capacity). With wait it waits
+// for them until the Fetch's deadline, else only takes them if free now.
+func (b *respBudget) reserve(ctx context.Context, n int64, wait bool) error {
+	n = min(n, b.g.Capacity())
+	if n <= 0 {
+		return nil
+	}
+	if wait {
+		if err := b.g.StartBy(ctx, n, b.deadline); err != nil {
+			return err
+		}
+	} else if !b.g.TryStart(n) {
+		return &gate.OverloadedError{Gate: b.g.Name(), RetryAfter: responseBudgetRetry}
+	}
+	b.held += n
+	return nil
+}
+
+// keep trims what the Fetch holds to n bytes more than before it reserved
+// want: unused bytes go back at once; bytes beyond the reservation (a batch
+// larger than the limits, which KIP-74 returns whole) are taken if free, and
+// keep reports false when they are not.
+func (b *respBudget) keep(ctx context.Context, want, n int64) bool {
+	want = min(want, b.g.Capacity())
+	switch {
+	case n < want:
+		b.give(want - n)
+	case n > want:
+		return b.reserve(ctx, n-want, false) == nil
+	}
+	return true
+}
+
+func (b *respBudget) give(n int64) {
+	if n = min(n, b.held); n > 0 {
+		b.g.Done(n)
+		b.held -= n
+	}
+}
+
+// release returns everything the Fetch holds.
+func (b *respBudget) release() { b.give(b.held) }
+
+// responseBudgetRetry is the throttle a Fetch gets when the response budget
+// had no room for any of its data within its max wait.
+const responseBudgetRetry = 100 * time.Millisecond
+
 // fetchOnce fills every partition's response once. The first partition with
 // data gets at least one whole batch even when it exceeds the byte limits
 // (KIP-74); later ones get only what fits.
-func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTotal int, committed bool) (int, string, time.Duration) {
+func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (int, string, time.Duration) {
 	total := 0
 	code := fetchcache.CodeOK
 	var throttle time.Duration
+	full := false // the response budget had no room: read no more
 	for _, fp := range parts {
 		rp := fp.resp
 		*rp = kmsg.NewFetchResponseTopicPartition()
@@ -160,18 +283,39 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 			limit = off.LastStable
 		}
 		budget := min(int(max(fp.q.PartitionMaxBytes, 0)), maxTotal-total)
-		if offset >= limit || budget <= 0 && total > 0 {
+		if offset >= limit || budget <= 0 && total > 0 || full {
+			continue
+		}
+		// The bytes come from the listener's response budget first: the
+		// first read waits for them up to the Fetch's max wait, later ones
+		// take them only if free (the response then carries what it has).
+		want := min(int64(max(budget, 1)), b.g.Capacity())
+		if err := b.reserve(ctx, want, total == 0); err != nil {
+			full = true
+			if total == 0 {
+				fail("fetch", err)
+			}
 			continue
 		}
 		// Shared cache memory where possible: the response only reads it,
 		// and is written with these parts spliced in (splicedFetch).
 		v, err := fetchcache.ReadView(ctx, fp.part, offset, max(budget, 1))
 		if err != nil {
+			b.give(want)
 			fail("fetch", err)
 			continue
 		}
 		v, last := cutView(v, limit)
 		if v.Len == 0 || (total > 0 && v.Len > budget) {
+			b.give(want)
+			continue
+		}
+		if !b.keep(ctx, want, int64(v.Len)) {
+			b.give(want)
+			full = true
+			if total == 0 {
+				fail("fetch", &gate.OverloadedError{Gate: b.g.Name(), RetryAfter: responseBudgetRetry})
+			}
 			continue
 		}
 		fp.data = v
@@ -181,6 +325,7 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTota
 			if err != nil {
 				fp.data = fetchcache.View{}
 				total -= v.Len
+				b.give(int64(v.Len))
 				fail("fetch aborted transactions", err)
 				continue
 			}

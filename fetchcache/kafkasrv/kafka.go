@@ -23,8 +23,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -47,6 +49,28 @@ const (
 	// DefaultKafkaMaxConnections bounds open client connections; more are
 	// closed on accept.
 	DefaultKafkaMaxConnections = 4096
+	// DefaultKafkaMaxConnectionsPerIP bounds the open connections of one
+	// client address (Kafka's max.connections.per.ip, unbounded there): a
+	// quarter of DefaultKafkaMaxConnections, so one host cannot lock the
+	// others out.
+	DefaultKafkaMaxConnectionsPerIP = 1024
+	// DefaultKafkaIdleTimeout closes a connection on which no request
+	// begins for this long (Kafka's connections.max.idle.ms, 10 minutes).
+	DefaultKafkaIdleTimeout = 10 * time.Minute
+	// DefaultKafkaRequestReadTimeout bounds the arrival of one request
+	// frame, from its first byte to its last, so a half-sent frame cannot
+	// hold its buffer indefinitely.
+	DefaultKafkaRequestReadTimeout = 30 * time.Second
+	// DefaultKafkaSASLTimeout bounds the time from accepting a connection
+	// (after TLS) to finishing SASL authentication when SASL is required.
+	DefaultKafkaSASLTimeout = 30 * time.Second
+	// DefaultKafkaMaxInFlightResponseBytes is the budget, across all
+	// connections, for the record batches of Fetch responses being built
+	// or written.
+	DefaultKafkaMaxInFlightResponseBytes = 256 << 20
+	// DefaultKafkaMaxFetchPartitions bounds the distinct partitions one
+	// Fetch may name; a larger one is refused whole.
+	DefaultKafkaMaxFetchPartitions = 10000
 	// DefaultKafkaWriteTimeout bounds writing one response.
 	DefaultKafkaWriteTimeout = 30 * time.Second
 	// DefaultKafkaShutdownTimeout bounds the wait for in-flight requests
@@ -57,6 +81,10 @@ const (
 	// DefaultKafkaClusterID is the cluster id Metadata reports.
 	DefaultKafkaClusterID = "tiered"
 )
+
+// ResponseBudgetGate is the {gate} label of the Kafka listener's response
+// budget (KafkaOptions.MaxInFlightResponseBytes).
+const ResponseBudgetGate = "kafka_response_bytes"
 
 // KafkaOptions configures NewKafkaServer. Zero fields take the defaults.
 type KafkaOptions struct {
@@ -77,9 +105,33 @@ type KafkaOptions struct {
 	MaxFetchWait      time.Duration
 	FetchPollInterval time.Duration
 	MaxConnections    int
-	WriteTimeout      time.Duration
-	ShutdownTimeout   time.Duration
-	HandshakeTimeout  time.Duration
+	// MaxConnectionsPerIP bounds the connections of one client IP; more
+	// are closed on accept.
+	MaxConnectionsPerIP int
+	// MaxInFlightResponseBytes is the one budget, across all
+	// connections, for the record batches of Fetch responses from their
+	// read until their response is written. A Fetch that cannot get any of
+	// it within its max wait is throttled; one that got some answers what
+	// it has.
+	MaxInFlightResponseBytes int64
+	// MaxFetchPartitions bounds the distinct partitions of one Fetch
+	// (repeats collapse, as in Kafka); a larger one is refused with
+	// INVALID_REQUEST and the connection closed.
+	MaxFetchPartitions int
+	// Registerer receives the response budget's tiered_fetch_gate_* series
+	// ({gate="kafka_response_bytes"}); nil keeps them unregistered.
+	Registerer prometheus.Registerer
+
+	// IdleTimeout closes a connection on which no request begins for this
+	// long; RequestReadTimeout one whose started request does not arrive
+	// whole in time; SASLTimeout one that has not authenticated this long
+	// after it was accepted (when SASL is required).
+	IdleTimeout        time.Duration
+	RequestReadTimeout time.Duration
+	SASLTimeout        time.Duration
+	WriteTimeout       time.Duration
+	ShutdownTimeout    time.Duration
+	HandshakeTimeout   time.Duration
 
 	// TLS, when set, serves the listener over TLS (auth.NewServerTLSConfig);
 	// with RequireAndVerifyClientCert the certificate's common name is the
@@ -93,9 +145,11 @@ type KafkaOptions struct {
 }
 
 // KafkaServer answers the Kafka protocol subset consumers need to read
-// assigned partitions (ApiVersions, Metadata, ListOffsets, Fetch), refuses
-// Produce per partition, and answers every other API with
-// UNSUPPORTED_VERSION. It is the only broker and the leader of every
+// assigned partitions (ApiVersions, Metadata, ListOffsets, Fetch) and
+// refuses Produce per partition. Like a Kafka 4 broker it closes the
+// connection on any other API and on a version outside the served range
+// (whose floors are Kafka 4.0's, KIP-896); ApiVersions alone answers an
+// unknown version, the KIP-511 way. It is the only broker and the leader of every
 // partition of its catalog. Requests on one connection are answered in
 // order, one at a time, as a Kafka broker does.
 type KafkaServer struct {
@@ -103,7 +157,10 @@ type KafkaServer struct {
 	m       *fetchcache.ServeMetrics
 	log     *slog.Logger
 	apiKeys []kmsg.ApiVersionsResponseApiKey // KafkaAPIVersions, plus SASL when configured
-	advert  struct {
+	// respBudget admits the bytes of Fetch responses in flight
+	// (MaxInFlightResponseBytes), shared by all connections.
+	respBudget *gate.Gate
+	advert     struct {
 		host string
 		port int32
 		set  bool
@@ -139,11 +196,23 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 	def(&s.o.MaxRequestBytes, DefaultKafkaMaxRequestBytes)
 	def(&s.o.FetchMaxBytes, DefaultKafkaFetchMaxBytes)
 	def(&s.o.MaxConnections, DefaultKafkaMaxConnections)
+	def(&s.o.MaxConnectionsPerIP, DefaultKafkaMaxConnectionsPerIP)
+	def(&s.o.MaxFetchPartitions, DefaultKafkaMaxFetchPartitions)
+	if s.o.MaxInFlightResponseBytes <= 0 {
+		s.o.MaxInFlightResponseBytes = DefaultKafkaMaxInFlightResponseBytes
+	}
+	defDur(&s.o.IdleTimeout, DefaultKafkaIdleTimeout)
+	defDur(&s.o.RequestReadTimeout, DefaultKafkaRequestReadTimeout)
+	defDur(&s.o.SASLTimeout, DefaultKafkaSASLTimeout)
 	defDur(&s.o.MaxFetchWait, DefaultKafkaMaxFetchWait)
 	defDur(&s.o.FetchPollInterval, DefaultKafkaFetchPoll)
 	defDur(&s.o.WriteTimeout, DefaultKafkaWriteTimeout)
 	defDur(&s.o.ShutdownTimeout, DefaultKafkaShutdownTimeout)
 	defDur(&s.o.HandshakeTimeout, DefaultKafkaHandshakeTimeout)
+	s.respBudget = gate.New(gate.Options{
+		Name: ResponseBudgetGate, Capacity: s.o.MaxInFlightResponseBytes,
+		MaxWait: s.o.MaxFetchWait, RetryAfter: responseBudgetRetry, Registerer: s.o.Registerer,
+	})
 	if s.o.ClusterID == "" {
 		s.o.ClusterID = DefaultKafkaClusterID
 	}
@@ -194,6 +263,7 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 	var (
 		mu    sync.Mutex
 		conns = map[*kafkaConn]struct{}{}
+		perIP = map[string]int{} // open connections by client IP
 		wg    sync.WaitGroup
 	)
 	acceptDone := make(chan error, 1)
@@ -214,16 +284,27 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 				return
 			}
 			kc := &kafkaConn{s: s, c: c, ctx: reqCtx, stopping: stopping}
+			ip := remoteIP(c)
 			mu.Lock()
-			full := len(conns) >= s.o.MaxConnections
-			if !full {
+			refused := ""
+			switch {
+			case len(conns) >= s.o.MaxConnections:
+				refused = fetchcache.RefusedMaxConnections
+			case perIP[ip] >= s.o.MaxConnectionsPerIP:
+				refused = fetchcache.RefusedMaxConnectionsPerIP
+			default:
 				conns[kc] = struct{}{}
+				perIP[ip]++
 				wg.Add(1)
 			}
 			mu.Unlock()
-			if full {
-				s.log.Warn("kafka connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.o.MaxConnections)
+			if refused != "" {
+				// Closed at once, before any read: a refused client costs
+				// a file descriptor for no longer than this.
+				s.m.Refused(fetchcache.InterfaceKafka, refused).Inc()
 				_ = c.Close()
+				s.log.Debug("kafka connection refused: too many connections", "remote", c.RemoteAddr().String(), "cap", refused,
+					"max_connections", s.o.MaxConnections, "max_connections_per_ip", s.o.MaxConnectionsPerIP)
 				continue
 			}
 			go func() {
@@ -231,6 +312,9 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 				kc.serve()
 				mu.Lock()
 				delete(conns, kc)
+				if perIP[ip]--; perIP[ip] <= 0 {
+					delete(perIP, ip)
+				}
 				mu.Unlock()
 			}()
 		}
@@ -277,11 +361,19 @@ type kafkaConn struct {
 	stopping <-chan struct{} // closed when a graceful shutdown begins
 	mu       sync.Mutex
 	busy     bool // handling a request; do not interrupt its read deadline
+	// waiting is what the read deadline set last bounds (a Closed* reason
+	// of fetchcache), for the metric when it passes.
+	waiting string
+	// authBy is when SASL authentication must be done (zero: not required).
+	authBy time.Time
 
 	// Authentication state, used by the connection's goroutine only.
 	principal  auth.Principal // anonymous until a certificate or SASL says otherwise
 	sasl       saslState
 	closeAfter bool // close once the current response is written
+	// afterWrite runs once the current response is written or its write
+	// failed: it returns the response budget a Fetch's batches hold.
+	afterWrite func()
 }
 
 func (kc *kafkaConn) wakeRead() {
@@ -304,6 +396,63 @@ func (kc *kafkaConn) setBusy(b bool) bool {
 	}
 }
 
+// awaitRequest marks the connection idle and bounds the wait for the next
+// request's first byte by IdleTimeout (and the SASL deadline). It reports
+// false when the server is stopping.
+func (kc *kafkaConn) awaitRequest() bool {
+	if !kc.setBusy(false) {
+		return false
+	}
+	return kc.armRead(kc.s.o.IdleTimeout, fetchcache.ClosedIdleTimeout)
+}
+
+// armRead sets the read deadline d from now, or the SASL deadline when
+// that comes first and the connection has not authenticated; reason names
+// the deadline for the metric. Once the server is stopping it sets a past
+// deadline (wakeRead's) instead and reports false.
+func (kc *kafkaConn) armRead(d time.Duration, reason string) bool {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	select {
+	case <-kc.stopping:
+		_ = kc.c.SetReadDeadline(time.Now())
+		return false
+	default:
+	}
+	at := time.Now().Add(d)
+	if !kc.authBy.IsZero() && !kc.authenticated() && kc.authBy.Before(at) {
+		at, reason = kc.authBy, fetchcache.ClosedSASLTimeout
+	}
+	kc.waiting = reason
+	_ = kc.c.SetReadDeadline(at)
+	return true
+}
+
+// readTimedOut counts and logs a connection closed because the deadline
+// armRead set last passed.
+func (kc *kafkaConn) readTimedOut() {
+	kc.mu.Lock()
+	reason := kc.waiting
+	kc.mu.Unlock()
+	select {
+	case <-kc.stopping:
+		return // wakeRead's deadline, not the client's fault
+	default:
+	}
+	kc.s.m.Closed(fetchcache.InterfaceKafka, reason).Inc()
+	kc.s.log.Debug("kafka connection closed", "remote", kc.remote(), "reason", reason)
+}
+
+// remoteIP is the IP of c's peer, the key of the per-IP connection cap
+// (the whole address when it has no port).
+func remoteIP(c net.Conn) string {
+	addr := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
 // sleep waits d or until the server stops.
 func (kc *kafkaConn) sleep(d time.Duration) {
 	t := time.NewTimer(d)
@@ -316,17 +465,24 @@ func (kc *kafkaConn) sleep(d time.Duration) {
 
 func (kc *kafkaConn) serve() {
 	defer kc.c.Close()
+	defer kc.written() // a response never written still returns its budget
 	if tc, ok := kc.c.(*tls.Conn); ok && !kc.handshake(tc) {
 		return
+	}
+	if kc.s.o.Auth.SASLRequired() && !kc.authenticated() {
+		kc.authBy = time.Now().Add(kc.s.o.SASLTimeout)
 	}
 	br := bufio.NewReaderSize(kc.c, 16<<10)
 	var buf []byte
 	for {
-		if !kc.setBusy(false) {
+		if !kc.awaitRequest() {
 			return
 		}
-		frame, err := readFrame(br, buf[:0], kc.s.o.MaxRequestBytes)
+		frame, err := kc.readRequest(br, buf[:0])
 		if err != nil {
+			if isTimeout(err) {
+				kc.readTimedOut()
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errFrameTooLarge) && !isTimeout(err) {
 				kc.s.log.Debug("kafka connection read failed", "remote", kc.c.RemoteAddr().String(), "err", err)
 			}
@@ -369,7 +525,9 @@ func (kc *kafkaConn) serve() {
 		}
 		if resp != nil {
 			_ = kc.c.SetWriteDeadline(time.Now().Add(kc.s.o.WriteTimeout))
-			if _, err := resp.WriteTo(kc.c); err != nil {
+			_, err := resp.WriteTo(kc.c)
+			kc.written()
+			if err != nil {
 				kc.s.m.Observe(fetchcache.InterfaceKafka, code, 0, time.Since(start).Seconds())
 				return
 			}
@@ -379,6 +537,28 @@ func (kc *kafkaConn) serve() {
 			return
 		}
 	}
+}
+
+// written runs afterWrite, once.
+func (kc *kafkaConn) written() {
+	if f := kc.afterWrite; f != nil {
+		kc.afterWrite = nil
+		f()
+	}
+}
+
+// readRequest reads the next request frame. The idle deadline (awaitRequest)
+// holds until a request begins; from its first byte the whole frame must
+// arrive within RequestReadTimeout. It returns net.ErrClosed when the server
+// stops in between.
+func (kc *kafkaConn) readRequest(br *bufio.Reader, buf []byte) ([]byte, error) {
+	if _, err := br.Peek(1); err != nil {
+		return nil, err
+	}
+	if !kc.armRead(kc.s.o.RequestReadTimeout, fetchcache.ClosedRequestReadTimeout) {
+		return nil, net.ErrClosed
+	}
+	return readFrame(br, buf, kc.s.o.MaxRequestBytes)
 }
 
 // handshake completes a TLS connection's handshake within HandshakeTimeout
@@ -410,33 +590,46 @@ func isTimeout(err error) bool {
 var errFrameTooLarge = errors.New("request frame too large")
 
 // readFrame reads one size-prefixed request into buf (reused if large
-// enough). The buffer grows with the bytes actually received, never to a
-// declared size up front, so a hostile size costs nothing until the bytes
-// arrive; sizes above max are refused before reading the body.
+// enough). A frame larger than buf and than one 64 KiB step arrives in
+// pieces of one step, joined once it is whole: beyond the first step,
+// memory follows the bytes actually received, never the declared size, so
+// a hostile size costs nothing until its bytes arrive and a stalled frame
+// holds just what it sent. Sizes above max are refused before reading the
+// body.
 func readFrame(r io.Reader, buf []byte, maxBytes int) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(hdr[:]))
-	if n < 0 || int64(n) > int64(maxBytes) {
+	n := int(int32(binary.BigEndian.Uint32(hdr[:])))
+	if n < 0 || n > maxBytes {
 		return nil, fmt.Errorf("%w: %d bytes (limit %d)", errFrameTooLarge, n, maxBytes)
 	}
+	readFull := func(p []byte) error {
+		_, err := io.ReadFull(r, p)
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
 	const step = 64 << 10
-	buf = buf[:0]
-	for len(buf) < int(n) {
-		chunk := min(int(n)-len(buf), step)
-		buf = slices.Grow(buf, chunk)
-		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
-		buf = buf[:len(buf)+m]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
+	if n <= max(cap(buf), step) {
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		return buf, readFull(buf)
+	}
+	var pieces [][]byte
+	for got := 0; got < n; {
+		p := make([]byte, min(n-got, step))
+		if err := readFull(p); err != nil {
 			return nil, err
 		}
+		pieces = append(pieces, p)
+		got += len(p)
 	}
-	return buf, nil
+	return slices.Concat(pieces...), nil
 }
 
 // requestHeader is a parsed Kafka request header (v1 or v2).

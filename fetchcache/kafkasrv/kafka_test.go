@@ -55,36 +55,6 @@ func TestKafkaProtocolErrors(t *testing.T) {
 			}
 		}
 	})
-	t.Run("unsupported_api", func(t *testing.T) {
-		rc := fetchkit.DialRaw(t, addr)
-		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.Version, req.CoordinatorKey = 2, "group"
-		rc.Send(req.Key(), 2, 6, false, req.AppendTo(nil))
-		body, err := rc.Recv(6)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := kmsg.NewPtrFindCoordinatorResponse()
-		resp.Version = 2
-		if err := resp.ReadFrom(body); err != nil || resp.ErrorCode != kerr.UnsupportedVersion.Code {
-			t.Fatalf("FindCoordinator: %+v %v", resp, err)
-		}
-	})
-	t.Run("unsupported_version", func(t *testing.T) {
-		rc := fetchkit.DialRaw(t, addr)
-		req := kmsg.NewPtrFetchRequest()
-		req.Version = 13 // topic ids: not served
-		rc.Send(req.Key(), 13, 7, true, req.AppendTo(nil))
-		body, err := rc.Recv(7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := kmsg.NewPtrFetchResponse()
-		resp.Version = 13
-		if err := resp.ReadFrom(body[1:]); err != nil || resp.ErrorCode != kerr.UnsupportedVersion.Code {
-			t.Fatalf("Fetch v13: %+v %v", resp, err)
-		}
-	})
 	closed := func(t *testing.T, rc *fetchkit.RawConn) {
 		t.Helper()
 		if _, err := rc.Recv(0); err == nil {
@@ -187,6 +157,13 @@ func TestKafkaOverloadThrottles(t *testing.T) {
 
 func startKafka(t testing.TB, cat fetchcache.Catalog, o KafkaOptions) string {
 	t.Helper()
+	_, addr := startKafkaServer(t, cat, o)
+	return addr
+}
+
+// startKafkaServer is startKafka that also returns the server.
+func startKafkaServer(t testing.TB, cat fetchcache.Catalog, o KafkaOptions) (*KafkaServer, string) {
+	t.Helper()
 	o.Catalog = cat
 	if o.MaxFetchWait == 0 {
 		o.MaxFetchWait = 200e6 // keep waits at the log end short in tests
@@ -211,5 +188,5 @@ func startKafka(t testing.TB, cat fetchcache.Catalog, o KafkaOptions) string {
 			t.Errorf("kafka server: %v", err)
 		}
 	})
-	return ln.Addr().String()
+	return s, ln.Addr().String()
 }

@@ -22,6 +22,9 @@ type splicedFetch struct {
 	marker []byte
 	rps    []*kmsg.FetchResponseTopicPartition // the marked partitions, in encoding order
 	views  []fetchcache.View                   // their batches
+	// release returns the response budget the batches hold; called once
+	// the response is written (or its connection failed).
+	release func()
 }
 
 // markerSize is long enough that a marker never occurs by chance in the

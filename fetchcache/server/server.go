@@ -26,6 +26,33 @@ import (
 // DefaultServerShutdownTimeout bounds the graceful part of Serve's shutdown.
 const DefaultServerShutdownTimeout = 10 * time.Second
 
+// Defaults of HTTPLimits.
+const (
+	DefaultHTTPReadHeaderTimeout = 10 * time.Second
+	DefaultHTTPIdleTimeout       = 2 * time.Minute
+	DefaultHTTPMaxConnections    = 4096
+	// DefaultHTTPMaxConnectionsPerIP is the Kafka listener's per-IP
+	// default: one host cannot take every connection.
+	DefaultHTTPMaxConnectionsPerIP = 1024
+)
+
+// HTTPLimits bound the HTTP listener against slow and numerous clients;
+// zero fields take the defaults. (A request body's own bound is
+// httpapi.HTTPOptions.BodyReadTimeout.)
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds the arrival of a request's headers.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection with no request for this
+	// long.
+	IdleTimeout time.Duration
+	// MaxConnections bounds open connections; more are closed at once and
+	// counted in tiered_fetch_connections_refused_total.
+	MaxConnections int
+	// MaxConnectionsPerIP bounds the open connections of one client IP;
+	// more are closed at once and counted.
+	MaxConnectionsPerIP int
+}
+
 // ServerOptions configures Listen: which listeners to open and what they
 // serve.
 type ServerOptions struct {
@@ -59,6 +86,8 @@ type ServerOptions struct {
 	// fields are set by Listen.
 	HTTP  httpapi.HTTPOptions
 	Kafka kafkasrv.KafkaOptions
+	// HTTPLimits bound the HTTP listener's connections.
+	HTTPLimits HTTPLimits
 
 	ShutdownTimeout time.Duration
 }
@@ -106,7 +135,7 @@ func Listen(o ServerOptions) (*Server, error) {
 	if o.KafkaAddr != "" {
 		ko := o.Kafka
 		ko.Catalog, ko.Metrics, ko.Logger, ko.AdvertisedAddr = o.Catalog, m, s.log, o.AdvertisedAddr
-		ko.TLS, ko.Auth = o.Security.KafkaTLS, o.Security.Auth
+		ko.TLS, ko.Auth, ko.Registerer = o.Security.KafkaTLS, o.Security.Auth, o.Registerer
 		if ko.ShutdownTimeout <= 0 {
 			ko.ShutdownTimeout = o.ShutdownTimeout
 		}
@@ -119,11 +148,24 @@ func Listen(o ServerOptions) (*Server, error) {
 	if o.HTTPAddr != "" {
 		ho := o.HTTP
 		ho.Catalog, ho.Metrics, ho.Logger, ho.Gatherer, ho.Ready = o.Catalog, m, s.log, o.Gatherer, ready
-		ho.Auth = o.Security.Auth
+		ho.Auth, ho.Registerer = o.Security.Auth, o.Registerer
+		lim := o.HTTPLimits
+		if lim.ReadHeaderTimeout <= 0 {
+			lim.ReadHeaderTimeout = DefaultHTTPReadHeaderTimeout
+		}
+		if lim.IdleTimeout <= 0 {
+			lim.IdleTimeout = DefaultHTTPIdleTimeout
+		}
+		if lim.MaxConnections <= 0 {
+			lim.MaxConnections = DefaultHTTPMaxConnections
+		}
+		if lim.MaxConnectionsPerIP <= 0 {
+			lim.MaxConnectionsPerIP = DefaultHTTPMaxConnectionsPerIP
+		}
 		s.httpSrv = &http.Server{
 			Handler:           httpapi.NewHTTPHandler(ho),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: lim.ReadHeaderTimeout,
+			IdleTimeout:       lim.IdleTimeout,
 			TLSConfig:         o.Security.HTTPTLS,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		}
@@ -131,7 +173,9 @@ func Listen(o ServerOptions) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fetch server: listen http %s: %w", o.HTTPAddr, err)
 		}
-		s.httpLn = ln
+		s.httpLn = &limitListener{Listener: ln, max: lim.MaxConnections, perIP: lim.MaxConnectionsPerIP, byIP: map[string]int{},
+			refused:   m.Refused(fetchcache.InterfaceHTTP, fetchcache.RefusedMaxConnections),
+			refusedIP: m.Refused(fetchcache.InterfaceHTTP, fetchcache.RefusedMaxConnectionsPerIP)}
 	}
 	if s.kafka != nil {
 		ln, err := net.Listen("tcp", o.KafkaAddr)
@@ -244,4 +288,69 @@ func (s *Server) Serve(ctx context.Context) error {
 	mu.Lock()
 	defer mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// limitListener closes a connection at once, counting it, when max are
+// open or perIP of its client's address (x/net/netutil.LimitListener would
+// leave it waiting in the backlog, where it still costs the client a socket
+// and tells it nothing).
+type limitListener struct {
+	net.Listener
+	max, perIP         int
+	refused, refusedIP prometheus.Counter
+
+	mu   sync.Mutex
+	open int
+	byIP map[string]int
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := c.RemoteAddr().String()
+		if host, _, err := net.SplitHostPort(ip); err == nil {
+			ip = host
+		}
+		l.mu.Lock()
+		var refused prometheus.Counter
+		switch {
+		case l.open >= l.max:
+			refused = l.refused
+		case l.byIP[ip] >= l.perIP:
+			refused = l.refusedIP
+		default:
+			l.open++
+			l.byIP[ip]++
+		}
+		l.mu.Unlock()
+		if refused != nil {
+			refused.Inc()
+			_ = c.Close()
+			continue
+		}
+		return &limitConn{Conn: c, l: l, ip: ip}, nil
+	}
+}
+
+// limitConn gives its place back on its first Close.
+type limitConn struct {
+	net.Conn
+	l    *limitListener
+	ip   string
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.l.open--
+		if c.l.byIP[c.ip]--; c.l.byIP[c.ip] <= 0 {
+			delete(c.l.byIP, c.ip)
+		}
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
 }

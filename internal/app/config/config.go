@@ -11,6 +11,9 @@ import (
 
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
+	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/remotetier"
 )
 
@@ -43,6 +46,24 @@ const (
 	DefaultFetchMaxInFlightBytes  = chunkcache.DefaultInFlightChunks * DefaultFetchChunkBytes
 	DefaultFetchMaxWait           = chunkcache.DefaultMaxWait
 	DefaultFetchReadAheadChunks   = chunkcache.DefaultReadAheadChunks
+
+	// The http listener's limits are the server's and the API's own.
+	DefaultHTTPReadHeaderTimeout       = server.DefaultHTTPReadHeaderTimeout
+	DefaultHTTPBodyReadTimeout         = httpapi.DefaultBodyReadTimeout
+	DefaultHTTPWriteTimeout            = httpapi.DefaultWriteTimeout
+	DefaultHTTPIdleTimeout             = server.DefaultHTTPIdleTimeout
+	DefaultHTTPMaxConnections          = server.DefaultHTTPMaxConnections
+	DefaultHTTPMaxConnectionsPerIP     = server.DefaultHTTPMaxConnectionsPerIP
+	DefaultHTTPMaxInFlightProduceBytes = httpapi.DefaultMaxInFlightProduceBytes
+
+	// The kafka listener's defaults are the listener's own (fetchcache/kafkasrv).
+	DefaultKafkaIdleTimeout              = kafkasrv.DefaultKafkaIdleTimeout
+	DefaultKafkaRequestReadTimeout       = kafkasrv.DefaultKafkaRequestReadTimeout
+	DefaultKafkaSASLTimeout              = kafkasrv.DefaultKafkaSASLTimeout
+	DefaultKafkaMaxConnections           = kafkasrv.DefaultKafkaMaxConnections
+	DefaultKafkaMaxConnectionsPerIP      = kafkasrv.DefaultKafkaMaxConnectionsPerIP
+	DefaultKafkaMaxInFlightResponseBytes = kafkasrv.DefaultKafkaMaxInFlightResponseBytes
+	DefaultKafkaMaxFetchPartitions       = kafkasrv.DefaultKafkaMaxFetchPartitions
 )
 
 // Config is the configuration of a long-running tiered process. Not every process reads every
@@ -89,6 +110,27 @@ type HTTPListener struct {
 	// Addr is host:port (flag --http, default 127.0.0.1:8080). Port 0 picks a free port.
 	Addr string `yaml:"addr"`
 	TLS  TLS    `yaml:"tls"`
+	// ReadHeaderTimeout bounds the arrival of a request's headers (default 10s).
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// BodyReadTimeout bounds the arrival of a write route's request body (default 1m); a
+	// slower body is answered 408 REQUEST_TIMED_OUT and its connection closed.
+	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
+	// WriteTimeout bounds each write of a read route's response (default 30s; the deadline
+	// moves with the writes): a client that stops reading is disconnected.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes a keep-alive connection with no request for this long (default 2m).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections bounds open connections (default 4096); more are closed at once and
+	// counted in tiered_fetch_connections_refused_total.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP bounds the open connections of one client IP (default 1024).
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
+	// MaxInFlightProduceBytes is the one budget, across all requests, for produce body
+	// bytes from their read until they are appended (serve; default 128MiB, two bodies of
+	// the largest size). A body that cannot get it within fetch.max_wait is answered 429
+	// THROTTLED with Retry-After. Parsing multiplies a body's bytes several times over, so
+	// the memory it bounds is a few times this.
+	MaxInFlightProduceBytes ByteSize `yaml:"max_inflight_produce_bytes"`
 }
 
 // KafkaListener is the Kafka-protocol listener.
@@ -99,6 +141,29 @@ type KafkaListener struct {
 	// --advertised-addr); empty means Addr. Required when Addr binds all interfaces.
 	AdvertisedAddr string `yaml:"advertised_addr"`
 	TLS            TLS    `yaml:"tls"`
+	// IdleTimeout closes a connection on which no request begins for this long (Kafka's
+	// connections.max.idle.ms; default 10m).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// RequestReadTimeout bounds the arrival of one request, from its first byte to its last
+	// (default 30s): a half-sent request cannot hold its buffer longer.
+	RequestReadTimeout time.Duration `yaml:"request_read_timeout"`
+	// SASLTimeout bounds the time from accepting a connection to finishing SASL/PLAIN, when
+	// auth.sasl_plain requires it (default 30s).
+	SASLTimeout time.Duration `yaml:"sasl_timeout"`
+	// MaxConnections bounds open client connections (default 4096); more are closed at once
+	// and counted in tiered_fetch_connections_refused_total.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP bounds the open connections of one client IP (Kafka's
+	// max.connections.per.ip; default 1024), so one host cannot lock the others out.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
+	// MaxInFlightResponseBytes is the one budget, across all connections, for the record
+	// batches of Fetch responses from their read until they are written (default 256MiB). A
+	// Fetch that cannot get any of it within its max wait is throttled (throttle_time_ms);
+	// one that got some answers what it has.
+	MaxInFlightResponseBytes ByteSize `yaml:"max_inflight_response_bytes"`
+	// MaxFetchPartitions bounds the distinct partitions one Fetch may name (repeats collapse,
+	// as in Kafka; default 10000); a larger Fetch is refused with INVALID_REQUEST.
+	MaxFetchPartitions int `yaml:"max_fetch_partitions"`
 }
 
 // The listener security settings are the fetch service's own types
@@ -188,10 +253,28 @@ type Fetch struct {
 func Defaults() Config {
 	c := Config{
 		DataDir: DefaultDataDir,
-		HTTP:    HTTPListener{Addr: DefaultHTTPAddr},
-		Kafka:   KafkaListener{Addr: DefaultKafkaAddr},
-		Log:     Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
-		Broker:  map[string]string{},
+		HTTP: HTTPListener{
+			Addr:                    DefaultHTTPAddr,
+			ReadHeaderTimeout:       DefaultHTTPReadHeaderTimeout,
+			BodyReadTimeout:         DefaultHTTPBodyReadTimeout,
+			WriteTimeout:            DefaultHTTPWriteTimeout,
+			IdleTimeout:             DefaultHTTPIdleTimeout,
+			MaxConnections:          DefaultHTTPMaxConnections,
+			MaxConnectionsPerIP:     DefaultHTTPMaxConnectionsPerIP,
+			MaxInFlightProduceBytes: DefaultHTTPMaxInFlightProduceBytes,
+		},
+		Kafka: KafkaListener{
+			Addr:                     DefaultKafkaAddr,
+			IdleTimeout:              DefaultKafkaIdleTimeout,
+			RequestReadTimeout:       DefaultKafkaRequestReadTimeout,
+			SASLTimeout:              DefaultKafkaSASLTimeout,
+			MaxConnections:           DefaultKafkaMaxConnections,
+			MaxConnectionsPerIP:      DefaultKafkaMaxConnectionsPerIP,
+			MaxInFlightResponseBytes: DefaultKafkaMaxInFlightResponseBytes,
+			MaxFetchPartitions:       DefaultKafkaMaxFetchPartitions,
+		},
+		Log:    Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
+		Broker: map[string]string{},
 		Uploader: Uploader{
 			Concurrency:     DefaultUploaderConcurrency,
 			Interval:        DefaultUploaderInterval,

@@ -243,7 +243,7 @@ func TestUnknownKeyNamesLine(t *testing.T) {
 	if p.Path != "http.adr" || p.Line != 3 || p.Source != SourceFile || p.File != file {
 		t.Errorf("problem %+v", p)
 	}
-	if want := file + ":3: http.adr: unknown key (known: addr, tls)"; p.Error() != want {
+	if want := file + ":3: http.adr: unknown key (known: addr, tls, read_header_timeout, body_read_timeout, write_timeout, idle_timeout, max_connections, max_connections_per_ip, max_inflight_produce_bytes)"; p.Error() != want {
 		t.Errorf("message %q, want %q", p.Error(), want)
 	}
 }
@@ -328,6 +328,11 @@ func TestValidationErrors(t *testing.T) {
 		{name: "max_wait", yaml: "fetch:\n  max_wait: 0s\n", path: "fetch.max_wait", line: 3, msg: "must be a positive duration"},
 		{name: "readahead", yaml: "fetch:\n  readahead_chunks: -1\n", path: "fetch.readahead_chunks", line: 3, msg: "must not be negative"},
 		{name: "max_open_files", yaml: "localtier:\n  max_open_files: -2\n", path: "localtier.max_open_files", line: 3, msg: "must be -1 (no bound), 0 (half of RLIMIT_NOFILE) or a positive count (got -2)"},
+		{name: "kafka_idle_timeout", yaml: "kafka:\n  idle_timeout: 0s\n", path: "kafka.idle_timeout", line: 3, msg: "must be a positive duration"},
+		{name: "kafka_max_connections_per_ip", yaml: "kafka:\n  max_connections_per_ip: 0\n", path: "kafka.max_connections_per_ip", line: 3, msg: "must be positive (got 0)"},
+		{name: "kafka_response_budget", yaml: "kafka:\n  max_inflight_response_bytes: -1\n", path: "kafka.max_inflight_response_bytes", line: 3, msg: "must be positive (got -1)"},
+		{name: "http_body_read_timeout", yaml: "http:\n  body_read_timeout: 0s\n", path: "http.body_read_timeout", line: 3, msg: "must be a positive duration"},
+		{name: "http_max_connections", yaml: "http:\n  max_connections: -5\n", path: "http.max_connections", line: 3, msg: "must be positive (got -5)"},
 		{name: "shutdown_timeout", yaml: "shutdown_timeout: 0s\n", path: "shutdown_timeout", line: 2, msg: "must be a positive duration"},
 		{name: "token_empty", yaml: "auth:\n  tokens:\n    - principal: a\n", path: "auth.tokens[0].token", line: 4, msg: "must not be empty"},
 		{name: "token_principal_empty", yaml: "auth:\n  tokens:\n    - token: abc\n", path: "auth.tokens[0].principal", line: 4, msg: "must not be empty"},

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
+	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier"
 )
@@ -32,6 +35,20 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"fetch.max_wait", d.Fetch.MaxWait, cache.MaxWait},
 		{"fetch.readahead_chunks", d.Fetch.ReadAheadChunks, cache.ReadAheadChunks},
 		{"fetch.disk_cache_bytes", int64(d.Fetch.DiskCacheBytes), cache.DiskBytes},
+		{"kafka.idle_timeout", d.Kafka.IdleTimeout, kafkasrv.DefaultKafkaIdleTimeout},
+		{"kafka.request_read_timeout", d.Kafka.RequestReadTimeout, kafkasrv.DefaultKafkaRequestReadTimeout},
+		{"kafka.sasl_timeout", d.Kafka.SASLTimeout, kafkasrv.DefaultKafkaSASLTimeout},
+		{"kafka.max_connections", d.Kafka.MaxConnections, kafkasrv.DefaultKafkaMaxConnections},
+		{"kafka.max_connections_per_ip", d.Kafka.MaxConnectionsPerIP, kafkasrv.DefaultKafkaMaxConnectionsPerIP},
+		{"kafka.max_inflight_response_bytes", int64(d.Kafka.MaxInFlightResponseBytes), int64(kafkasrv.DefaultKafkaMaxInFlightResponseBytes)},
+		{"kafka.max_fetch_partitions", d.Kafka.MaxFetchPartitions, kafkasrv.DefaultKafkaMaxFetchPartitions},
+		{"http.read_header_timeout", d.HTTP.ReadHeaderTimeout, server.DefaultHTTPReadHeaderTimeout},
+		{"http.body_read_timeout", d.HTTP.BodyReadTimeout, httpapi.DefaultBodyReadTimeout},
+		{"http.write_timeout", d.HTTP.WriteTimeout, httpapi.DefaultWriteTimeout},
+		{"http.idle_timeout", d.HTTP.IdleTimeout, server.DefaultHTTPIdleTimeout},
+		{"http.max_connections", d.HTTP.MaxConnections, server.DefaultHTTPMaxConnections},
+		{"http.max_connections_per_ip", d.HTTP.MaxConnectionsPerIP, server.DefaultHTTPMaxConnectionsPerIP},
+		{"http.max_inflight_produce_bytes", int64(d.HTTP.MaxInFlightProduceBytes), int64(httpapi.DefaultMaxInFlightProduceBytes)},
 		// The constants config exports are the ones Defaults uses.
 		{"DefaultFetchCacheBytes", int64(config.DefaultFetchCacheBytes), int64(chunkcache.DefaultMemoryBytes)},
 		{"DefaultFetchChunkBytes", int64(config.DefaultFetchChunkBytes), int64(chunkcache.DefaultChunkBytes)},

@@ -169,6 +169,15 @@ func (v *validator) listeners() {
 			v.add("http.addr", "%v", err)
 		}
 	}
+	if c.HTTP.Addr != "" {
+		v.positiveDuration("http.read_header_timeout", int64(c.HTTP.ReadHeaderTimeout))
+		v.positiveDuration("http.body_read_timeout", int64(c.HTTP.BodyReadTimeout))
+		v.positiveDuration("http.write_timeout", int64(c.HTTP.WriteTimeout))
+		v.positiveDuration("http.idle_timeout", int64(c.HTTP.IdleTimeout))
+		v.positive("http.max_connections", int64(c.HTTP.MaxConnections))
+		v.positive("http.max_connections_per_ip", int64(c.HTTP.MaxConnectionsPerIP))
+		v.positive("http.max_inflight_produce_bytes", int64(c.HTTP.MaxInFlightProduceBytes))
+	}
 	if c.Kafka.Addr == "" || v.p == ProcessSidecar {
 		return
 	}
@@ -176,6 +185,13 @@ func (v *validator) listeners() {
 		v.add("kafka.addr", "%v", err)
 		return
 	}
+	v.positiveDuration("kafka.idle_timeout", int64(c.Kafka.IdleTimeout))
+	v.positiveDuration("kafka.request_read_timeout", int64(c.Kafka.RequestReadTimeout))
+	v.positiveDuration("kafka.sasl_timeout", int64(c.Kafka.SASLTimeout))
+	v.positive("kafka.max_connections", int64(c.Kafka.MaxConnections))
+	v.positive("kafka.max_connections_per_ip", int64(c.Kafka.MaxConnectionsPerIP))
+	v.positive("kafka.max_inflight_response_bytes", int64(c.Kafka.MaxInFlightResponseBytes))
+	v.positive("kafka.max_fetch_partitions", int64(c.Kafka.MaxFetchPartitions))
 	if c.Kafka.Addr == c.HTTP.Addr && !strings.HasSuffix(c.Kafka.Addr, ":0") {
 		v.add("kafka.addr", "same address as http.addr (%s)", c.HTTP.Addr)
 	}
@@ -264,6 +280,12 @@ func (v *validator) nonNegative(path string, n int64) bool {
 		return false
 	}
 	return true
+}
+
+func (v *validator) positive(path string, n int64) {
+	if n <= 0 {
+		v.add(path, "must be positive (got %d)", n)
+	}
 }
 
 func (v *validator) positiveDuration(path string, d int64) {

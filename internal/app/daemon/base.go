@@ -11,6 +11,7 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier"
@@ -67,17 +68,39 @@ type listenOptions struct {
 // fetch service, the Kafka protocol on kafka.addr (empty: none).
 func (b *base) listen(o listenOptions) (*server.Server, error) {
 	so := server.ServerOptions{
-		Catalog:         o.catalog,
-		HTTPAddr:        b.cfg.HTTP.Addr,
-		Gatherer:        b.reg,
-		Logger:          b.log,
-		Ready:           o.ready,
-		HTTP:            httpapi.HTTPOptions{Writer: o.writer},
+		Catalog:  o.catalog,
+		HTTPAddr: b.cfg.HTTP.Addr,
+		Gatherer: b.reg,
+		Logger:   b.log,
+		Ready:    o.ready,
+		HTTP: httpapi.HTTPOptions{
+			Writer:                  o.writer,
+			BodyReadTimeout:         b.cfg.HTTP.BodyReadTimeout,
+			WriteTimeout:            b.cfg.HTTP.WriteTimeout,
+			MaxInFlightProduceBytes: int64(b.cfg.HTTP.MaxInFlightProduceBytes),
+			ProduceMaxWait:          b.cfg.Fetch.MaxWait,
+		},
+		HTTPLimits: server.HTTPLimits{
+			ReadHeaderTimeout:   b.cfg.HTTP.ReadHeaderTimeout,
+			IdleTimeout:         b.cfg.HTTP.IdleTimeout,
+			MaxConnections:      b.cfg.HTTP.MaxConnections,
+			MaxConnectionsPerIP: b.cfg.HTTP.MaxConnectionsPerIP,
+		},
 		Security:        b.security,
 		ShutdownTimeout: b.cfg.ShutdownTimeout,
 	}
 	if b.fetch {
 		so.KafkaAddr, so.AdvertisedAddr = b.cfg.Kafka.Addr, b.cfg.Kafka.AdvertisedAddr
+		k := b.cfg.Kafka
+		so.Kafka = kafkasrv.KafkaOptions{
+			IdleTimeout:              k.IdleTimeout,
+			RequestReadTimeout:       k.RequestReadTimeout,
+			SASLTimeout:              k.SASLTimeout,
+			MaxConnections:           k.MaxConnections,
+			MaxConnectionsPerIP:      k.MaxConnectionsPerIP,
+			MaxInFlightResponseBytes: int64(k.MaxInFlightResponseBytes),
+			MaxFetchPartitions:       k.MaxFetchPartitions,
+		}
 		so.Registerer = b.reg
 	}
 	return server.Listen(so)

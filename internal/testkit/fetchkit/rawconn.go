@@ -2,9 +2,11 @@ package fetchkit
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,4 +82,24 @@ func (r *RawConn) Request(corr int32, req kmsg.Request, resp kmsg.Response) erro
 		return fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
 	}
 	return nil
+}
+
+// ClosedWithin fails unless the server closes c within d, reading and
+// dropping whatever it still sends: a read that times out means the
+// server still holds the connection open.
+func ClosedWithin(t testing.TB, c net.Conn, d time.Duration) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	var b [512]byte
+	for {
+		_, err := c.Read(b[:])
+		switch {
+		case err == nil:
+			continue // an answer still on its way
+		case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+			return
+		default:
+			t.Fatalf("connection still open %v later: %v", d, err)
+		}
+	}
 }

@@ -32,6 +32,50 @@ type Row struct {
 	Runs     int    `json:"runs"`
 	Checked  int    `json:"records_checked"`
 	Lost     int    `json:"records_lost"`
+	// Hostile is set on the row of a hostile-clients attack
+	// (RecordHostile); such rows have their own section of the report.
+	Hostile *Hostile `json:"hostile,omitempty"`
+}
+
+// Hostile is what one hostile-clients attack measured: the process's peak
+// resident memory against the goal its budgets set, and how a probe client
+// beside the attack was served.
+type Hostile struct {
+	// BaselineRSSBytes is the resident memory before the attack;
+	// PeakRSSBytes the peak during it (VmHWM, reset before the attack).
+	BaselineRSSBytes int64 `json:"baseline_rss_bytes"`
+	PeakRSSBytes     int64 `json:"peak_rss_bytes"`
+	// GoalBytes is the goal for the peak: baseline + cache + the budgets
+	// the attack meets + 128 MiB.
+	GoalBytes int64 `json:"goal_bytes"`
+	// Budgets names the budgets behind GoalBytes.
+	Budgets string `json:"budgets"`
+	// ProbeRequests and ProbeFailures count the probe's requests during
+	// the attack; ProbeP99Millis is their 99th percentile latency.
+	ProbeRequests  int     `json:"probe_requests"`
+	ProbeFailures  int     `json:"probe_failures"`
+	ProbeP99Millis float64 `json:"probe_p99_ms"`
+	// BucketGets counts bucket reads the attack caused (-1: no bucket).
+	BucketGets int64 `json:"bucket_gets"`
+	// Note says what the attack's answer was (refused, throttled, ...).
+	Note string `json:"note,omitempty"`
+}
+
+// RecordHostile appends an attack's row (see Record); the test must also
+// fail when the probe was not served or the peak broke the goal.
+func RecordHostile(t testing.TB, attack string, h Hostile) {
+	t.Helper()
+	path := os.Getenv(EnvOut)
+	if path == "" {
+		return
+	}
+	row := Row{Scenario: attack, Test: t.Name(), Runs: 1, Hostile: &h}
+	if _, file, _, ok := runtime.Caller(1); ok {
+		row.Package = filepath.Base(filepath.Dir(file))
+	}
+	if err := Append(path, row); err != nil {
+		t.Fatalf("reliability: %v", err)
+	}
 }
 
 // Record appends a row for scenario when TIERED_RELIABILITY_OUT is set:

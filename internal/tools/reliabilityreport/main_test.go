@@ -58,3 +58,70 @@ func TestRunFailsOnLossOrNothing(t *testing.T) {
 		t.Fatalf("report with the loss: %v\n%s", err, data)
 	}
 }
+
+func TestRenderHostileSection(t *testing.T) {
+	rows := []reliability.Row{
+		{Scenario: "disk: a", Test: "TestY", Runs: 1, Checked: 5},
+		{Scenario: "300 stalled frames", Package: "server", Test: "TestHostileClients", Runs: 1, Hostile: &reliability.Hostile{
+			BaselineRSSBytes: 40 << 20, PeakRSSBytes: 100 << 20, GoalBytes: 200 << 20, Budgets: "request 1 MiB",
+			ProbeRequests: 50, ProbeP99Millis: 2.5, BucketGets: -1, Note: "closed"}},
+		{Scenario: "30,000 missing partitions", Package: "server", Test: "TestHostileClients", Runs: 1, Hostile: &reliability.Hostile{
+			PeakRSSBytes: 300 << 20, GoalBytes: 200 << 20, BucketGets: 30000}},
+	}
+	var b strings.Builder
+	if _, err := render(&b, rows, header{cmd: "x", when: time.Unix(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	main, hostile, ok := strings.Cut(got, "## Hostile clients")
+	if !ok {
+		t.Fatalf("no hostile section:\n%s", got)
+	}
+	if strings.Contains(main, "stalled") {
+		t.Errorf("a hostile row in the records table:\n%s", main)
+	}
+	for _, want := range []string{
+		"| 300 stalled frames | 40 MiB | 100 MiB | 200 MiB (request 1 MiB) | yes | 50 | 0 | 2.5 ms | - | closed |",
+		"| 30,000 missing partitions | 0 MiB | 300 MiB | 200 MiB () | **no** | 0 | 0 | 0.0 ms | 30000 |  |",
+		"`server.TestHostileClients`",
+	} {
+		if !strings.Contains(hostile, want) {
+			t.Errorf("hostile section lacks %q:\n%s", want, hostile)
+		}
+	}
+}
+
+func TestHostileOnlyReplacesItsSection(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out.md")
+	if err := os.WriteFile(out, []byte("# Reliability\n\n| a | 1 |\n"+hostileHeading+"\nold attack rows\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reliability.Append(in, reliability.Row{Scenario: "s", Test: "T", Runs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runHostileOnly(in, out, "x"); err == nil {
+		t.Fatal("a records row was taken as an attack")
+	}
+	if err := os.WriteFile(in, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reliability.Append(in, reliability.Row{Scenario: "idle sockets", Package: "server", Test: "T", Runs: 1,
+		Hostile: &reliability.Hostile{PeakRSSBytes: 1 << 20, GoalBytes: 2 << 20, BucketGets: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // replaced, not appended again
+		if err := runHostileOnly(in, out, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(data)
+	if !strings.HasPrefix(got, "# Reliability\n\n| a | 1 |\n") || strings.Contains(got, "old attack rows") ||
+		strings.Count(got, "## Hostile clients") != 1 || !strings.Contains(got, "| idle sockets | 0 MiB | 1 MiB | 2 MiB () | yes |") {
+		t.Fatalf("report after -hostile-only:\n%s", got)
+	}
+}
