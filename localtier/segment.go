@@ -420,42 +420,112 @@ func (s *Segment) appendAbortedTxn(a index.AbortedTxn) error {
 
 // findBatch returns the position and size of the first batch whose last
 // offset is >= offset, looking no further than maxPos. ok is false if there
-// is none.
-func (s *Segment) findBatch(offset int64, maxPos int64) (pos int64, size int, ok bool, err error) {
-	start := int64(s.offIdx.Lookup(offset).Position)
+// is none. The batches it passes over on the way are checked with chain
+// (which begins at the index entry's batch); the one found is not.
+func (s *Segment) findBatch(offset int64, maxPos int64, chain *record.Chain) (pos int64, size int, ok bool, err error) {
+	e := s.offIdx.Lookup(offset)
+	start := int64(e.Position)
+	if start > 0 {
+		chain.StartAt(e.Offset)
+	}
 	_, _, err = scanBatches(s.log, s.LogPath(), start, maxPos, false, func(p int64, b record.Batch) error {
 		if b.LastOffset() >= offset {
 			pos, size, ok = p, b.Size(), true
 			return errStopScan
+		}
+		// The batch's length places the next one: checked too.
+		if err := b.VerifyCRC(); err != nil {
+			return record.WithFile(err, s.LogPath(), p)
+		}
+		if err := chain.Check(b); err != nil {
+			return record.WithFile(err, s.LogPath(), p)
 		}
 		return nil
 	})
 	return pos, size, ok, err
 }
 
-// read returns up to maxBytes of the log starting at the batch holding
-// offset, but at least that whole batch when minOne is set (Kafka's Fetch).
-// The result may end with a partial batch, as Kafka's does.
-func (s *Segment) read(offset int64, maxBytes int, maxPos int64, minOne bool) ([]byte, error) {
-	pos, size, ok, err := s.findBatch(offset, maxPos)
+// read returns whole batches of the log starting at the batch holding
+// offset, within maxBytes but at least that whole batch when minOne is set
+// (Kafka's Fetch). Every batch returned passed its checks (framing, CRC,
+// header, and offsets within [s.base, hi] following one another, see
+// record.Chain), and so did the offset of the batch after the last one: a
+// batch failing them is never returned. When the first batch fails, the
+// read is a *record.CorruptError naming the file and position; when a later
+// one does, the batches before it are returned and the read starting at it
+// fails. found is false when the segment has no batch holding offset or a
+// later one (the read goes on in the next segment).
+func (s *Segment) read(offset int64, maxBytes int, maxPos, hi int64, minOne bool) (data []byte, found bool, err error) {
+	chain := record.NewChain(s.base, hi)
+	pos, size, ok, err := s.findBatch(offset, maxPos, &chain)
 	if err != nil || !ok {
-		return nil, err
+		return nil, false, err
 	}
 	n := int64(maxBytes)
 	if minOne && int64(size) > n {
 		n = int64(size)
 	}
-	if pos+n > maxPos {
-		n = maxPos - pos
+	n = min(n, maxPos-pos)
+	if n < int64(size) {
+		return nil, true, nil // the first batch does not fit and minOne is unset
 	}
-	if n <= 0 {
-		return nil, nil
-	}
-	buf := make([]byte, n)
+	// Read 8 bytes more: the base offset of the batch after the last one
+	// returned, which must follow it.
+	buf := make([]byte, min(n+8, maxPos-pos))
 	if _, err := s.log.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read %s at %d: %w", s.LogPath(), pos, err)
+		return nil, true, fmt.Errorf("read %s at %d: %w", s.LogPath(), pos, err)
 	}
-	return buf, nil
+	data, err = checkedBatches(buf, n, pos, maxPos, &chain, s.LogPath())
+	return data, true, err
+}
+
+// checkedBatches returns the whole batches of buf (read from position pos
+// of file, whose data ends at end) within n bytes that pass their checks
+// through chain, as Segment.read describes: the first failing ends them, and
+// is the error when it is the first. The batch after the last one kept must
+// follow it when buf shows its base offset (a batch, or the 8 bytes read
+// past n). When it does not, one of the two is wrong: the last one kept
+// stays only when it continues the batch before it exactly
+// (record.Suspect), else it is dropped too, or is the error when it is the
+// only one.
+func checkedBatches(buf []byte, n, pos, end int64, chain *record.Chain, file string) ([]byte, error) {
+	it := record.NewIter(buf[:n])
+	it.Verify, it.Chain = true, chain
+	last, lastPrev := 0, chain.Prev() // start of the last batch kept, the offset before it
+	for {
+		at, prev := it.Pos(), chain.Prev()
+		if _, ok := it.Next(); !ok {
+			break
+		}
+		last, lastPrev = at, prev
+	}
+	kept := it.Pos()
+	// cut ends the result before a batch that does not follow the last
+	// one kept (err, placed at kept).
+	cut := func(err error) ([]byte, error) {
+		if !record.Suspect(buf[last:], lastPrev) {
+			return buf[:kept], nil
+		}
+		if last == 0 {
+			return nil, err
+		}
+		return buf[:last], nil
+	}
+	if err := it.Err(); err != nil {
+		switch {
+		case kept == 0:
+			return nil, record.WithFile(err, file, pos)
+		case chain.Follows(buf[kept:]) != nil:
+			return cut(record.WithFile(err, file, pos))
+		}
+		return buf[:kept], nil
+	}
+	if rest := buf[kept:]; kept > 0 && len(rest) >= 8 && pos+int64(kept) < end {
+		if err := chain.Follows(rest); err != nil {
+			return cut(record.WithFile(err, file, pos+int64(kept)))
+		}
+	}
+	return buf[:kept], nil
 }
 
 // findOffsetByTimestamp returns the first record at or after startOffset
