@@ -450,10 +450,10 @@ func (s *Segment) findBatch(offset int64, maxPos int64, chain *record.Chain) (po
 // (Kafka's Fetch). Every batch returned passed its checks (framing, CRC,
 // header, and offsets within [s.base, hi] following one another, see
 // record.Chain), and so did the offset of the batch after the last one: a
-// batch failing them is never returned. When the first batch fails, the
-// read is a *record.CorruptError naming the file and position; when a later
-// one does, the batches before it are returned and the read starting at it
-// fails. found is false when the segment has no batch holding offset or a
+// batch failing them is never returned (record.CheckBatches). When the
+// first batch fails, the read is a *record.CorruptError naming the file and
+// position; when a later one does, the batches before it are returned and
+// the read starting at it fails. found is false when the segment has no batch holding offset or a
 // later one (the read goes on in the next segment).
 func (s *Segment) read(offset int64, maxBytes int, maxPos, hi int64, minOne bool) (data []byte, found bool, err error) {
 	chain := record.NewChain(s.base, hi)
@@ -475,57 +475,11 @@ func (s *Segment) read(offset int64, maxBytes int, maxPos, hi int64, minOne bool
 	if _, err := s.log.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
 		return nil, true, fmt.Errorf("read %s at %d: %w", s.LogPath(), pos, err)
 	}
-	data, err = checkedBatches(buf, n, pos, maxPos, &chain, s.LogPath())
-	return data, true, err
-}
-
-// checkedBatches returns the whole batches of buf (read from position pos
-// of file, whose data ends at end) within n bytes that pass their checks
-// through chain, as Segment.read describes: the first failing ends them, and
-// is the error when it is the first. The batch after the last one kept must
-// follow it when buf shows its base offset (a batch, or the 8 bytes read
-// past n). When it does not, one of the two is wrong: the last one kept
-// stays only when it continues the batch before it exactly
-// (record.Suspect), else it is dropped too, or is the error when it is the
-// only one.
-func checkedBatches(buf []byte, n, pos, end int64, chain *record.Chain, file string) ([]byte, error) {
-	it := record.NewIter(buf[:n])
-	it.Verify, it.Chain = true, chain
-	last, lastPrev := 0, chain.Prev() // start of the last batch kept, the offset before it
-	for {
-		at, prev := it.Pos(), chain.Prev()
-		if _, ok := it.Next(); !ok {
-			break
-		}
-		last, lastPrev = at, prev
+	keep, err := record.CheckBatches([][]byte{buf[:n]}, &chain, true, buf[n:])
+	if err != nil {
+		return nil, true, record.WithFile(err, s.LogPath(), pos)
 	}
-	kept := it.Pos()
-	// cut ends the result before a batch that does not follow the last
-	// one kept (err, placed at kept).
-	cut := func(err error) ([]byte, error) {
-		if !record.Suspect(buf[last:], lastPrev) {
-			return buf[:kept], nil
-		}
-		if last == 0 {
-			return nil, err
-		}
-		return buf[:last], nil
-	}
-	if err := it.Err(); err != nil {
-		switch {
-		case kept == 0:
-			return nil, record.WithFile(err, file, pos)
-		case chain.Follows(buf[kept:]) != nil:
-			return cut(record.WithFile(err, file, pos))
-		}
-		return buf[:kept], nil
-	}
-	if rest := buf[kept:]; kept > 0 && len(rest) >= 8 && pos+int64(kept) < end {
-		if err := chain.Follows(rest); err != nil {
-			return cut(record.WithFile(err, file, pos+int64(kept)))
-		}
-	}
-	return buf[:kept], nil
+	return buf[:keep], true, nil
 }
 
 // findOffsetByTimestamp returns the first record at or after startOffset

@@ -126,3 +126,77 @@ func CheckHeader(b Batch) error {
 // flipped into that one value would have to turn a gap of a power of two
 // into none). A reader then serves the batches before b and not b.
 func Suspect(b Batch, prev int64) bool { return firstOffset(b) != prev+1 }
+
+// CheckBatches is the check every read runs on the batches it is about to
+// serve, local or remote: it walks the whole batches of parts in order
+// (each batch lying within one part; parts may end with a partial batch)
+// with chain, and with verify their CRCs too (a caller that verified them
+// already passes false), and returns how many bytes of them may be served.
+//
+// The first batch that fails ends them, and is err when it is the first
+// (keep 0; its Pos is relative to the start of parts). The batch after the
+// last one kept must follow it, when its base offset is known: the partial
+// batch parts end with, else after (the bytes that follow parts; nil or
+// shorter than 8 bytes when unknown or at the segment's end). When the two
+// do not follow one another either may be the wrong one: the last one kept
+// stays only when it continues the batch before it exactly (Suspect), else
+// it is dropped too, or is err when it is the only one.
+func CheckBatches(parts [][]byte, chain *Chain, verify bool, after []byte) (keep int, err error) {
+	var (
+		lastStart, lastPrev = 0, chain.Prev() // the last batch kept, the offset before it
+		lastHdr             []byte
+		base                int // position of the current part
+		next                []byte
+		failed              error
+	)
+walk:
+	for _, p := range parts {
+		it := NewIter(p)
+		it.Verify, it.Chain = verify, chain
+		for {
+			at, prev := it.Pos(), chain.Prev()
+			b, ok := it.Next()
+			if !ok {
+				break
+			}
+			lastStart, lastPrev, lastHdr = base+at, prev, b
+		}
+		keep = base + it.Pos()
+		if err := it.Err(); err != nil {
+			failed, next = err, p[it.Pos():]
+			if ce, ok := err.(*CorruptError); ok {
+				ce.Pos += int64(base)
+			}
+			break walk
+		}
+		if it.Truncated() {
+			next = p[it.Pos():]
+			break walk
+		}
+		base += len(p)
+	}
+	if keep == 0 {
+		return 0, failed
+	}
+	if next == nil {
+		next = after
+	}
+	if len(next) < 8 {
+		return keep, nil
+	}
+	ferr := chain.Follows(next)
+	if ferr == nil {
+		return keep, nil
+	}
+	if failed == nil {
+		ferr.(*CorruptError).Pos = int64(keep)
+		failed = ferr
+	}
+	switch {
+	case !Suspect(lastHdr, lastPrev):
+		return keep, nil
+	case lastStart == 0:
+		return 0, failed
+	}
+	return lastStart, nil
+}

@@ -212,3 +212,58 @@ func FuzzChain(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckBatches feeds CheckBatches arbitrary bytes cut into parts at
+// batch boundaries (as a remote read's parts are) and holds what it keeps
+// to its promise: whole batches that a fresh walk with every check
+// accepts, followed by the next batch's base offset when it is known.
+func FuzzCheckBatches(f *testing.F) {
+	var seed []byte
+	for i := range 4 {
+		seed = append(seed, batchAt(f, 100+int64(i*10), 10)...)
+	}
+	f.Add(seed, uint8(1), int64(100), int64(139), []byte{0, 0, 0, 0, 0, 0, 0, 140})
+	bad := append([]byte(nil), seed...)
+	bad[len(seed)/2+7] ^= 0x04
+	f.Add(bad, uint8(2), int64(100), int64(139), []byte(nil))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint8, lo, hi int64, after []byte) {
+		// Cut after the cut-th whole batch, if there is one.
+		var parts [][]byte
+		it := NewIter(data)
+		for range int(cut) % 4 {
+			if _, ok := it.Next(); !ok {
+				break
+			}
+		}
+		if p := it.Pos(); p > 0 && p < len(data) {
+			parts = [][]byte{data[:p], data[p:]}
+		} else {
+			parts = [][]byte{data}
+		}
+		c := NewChain(lo, hi)
+		keep, err := CheckBatches(parts, &c, true, after)
+		if err != nil && (!IsCorrupt(err) || keep != 0) {
+			t.Fatalf("keep %d with error %v", keep, err)
+		}
+		if keep > len(data) {
+			t.Fatalf("keep %d of %d bytes", keep, len(data))
+		}
+		fresh := NewChain(lo, hi)
+		w := NewIter(data[:keep])
+		w.Verify, w.Chain = true, &fresh
+		var last Batch
+		for {
+			b, ok := w.Next()
+			if !ok {
+				break
+			}
+			last = b
+		}
+		if w.Err() != nil || w.Pos() != keep {
+			t.Fatalf("kept %d bytes, a fresh walk accepts %d (%v)", keep, w.Pos(), w.Err())
+		}
+		if keep > 0 && keep+8 <= len(data) && int64(binary.BigEndian.Uint64(data[keep:])) <= last.LastOffset() && Suspect(last, lo-1) && keep == len(last) {
+			t.Fatalf("kept a lone suspect batch ending at %d before a batch at %d", last.LastOffset(), int64(binary.BigEndian.Uint64(data[keep:])))
+		}
+	})
+}

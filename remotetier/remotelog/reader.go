@@ -401,9 +401,15 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 			p.Prefetch(seg.Log.Key, 0, min(window, seg.Log.Size))
 		}
 	}
-	pos, err := l.indexPosition(ctx, seg, target)
+	pos, entry, err := l.indexEntry(ctx, seg, target)
 	if err != nil {
 		return err
+	}
+	// Every batch passed on the way and served is checked against the
+	// segment's offsets (record.Chain), from the index entry's batch on.
+	chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
+	if pos > 0 {
+		chain.StartAt(entry)
 	}
 	cur := newLogCursor(l.bucket, seg.Log, window)
 	for {
@@ -416,12 +422,11 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 			return err
 		}
 		if hdr.LastOffset() < target {
+			if err := chain.Check(hdr); err != nil {
+				return record.WithFile(err, seg.Log.Key, pos)
+			}
 			pos += size
 			continue
-		}
-		if hdr.BaseOffset() > seg.LastOffset {
-			return &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
-				"batch at position %d starts at offset %d, past the segment's last offset %d", pos, hdr.BaseOffset(), seg.LastOffset)}
 		}
 		end := pos + min(max(size, int64(maxBytes)), seg.Log.Size-pos)
 		// The first batch, whole and checked; its errors are the read's.
@@ -450,7 +455,60 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 			p += n
 		}
 		res.end = p
-		return nil
+		return l.checkOffsets(ctx, cur, seg, pos, &chain, res)
+	}
+}
+
+// checkOffsets runs record.CheckBatches over the batches res holds (read
+// from position pos of seg's log, CRCs already checked), with the base
+// offset of the batch after them: res is cut before a batch whose offsets
+// do not fit, and a bad first batch is the read's *record.CorruptError.
+func (l *RemoteLog) checkOffsets(ctx context.Context, cur *logCursor, seg manifest.Segment, pos int64, chain *record.Chain, res *ReadView) error {
+	var after []byte
+	if res.end+8 <= seg.Log.Size {
+		b, err := cur.bytes(ctx, res.end, 8)
+		if err != nil {
+			return err
+		}
+		after = b
+	}
+	keep, err := record.CheckBatches(res.Parts, chain, false, after)
+	if err != nil {
+		return record.WithFile(err, seg.Log.Key, pos)
+	}
+	if keep < res.Len {
+		*res = cutParts(*res, keep)
+	}
+	return nil
+}
+
+// cutParts keeps the first n bytes (whole batches) of v.
+func cutParts(v ReadView, n int) ReadView {
+	parts := v.Parts
+	v.Parts, v.Len, v.end = nil, n, v.end-int64(v.Len-n)
+	for _, p := range parts {
+		if n == 0 {
+			break
+		}
+		k := min(n, len(p))
+		v.Parts = append(v.Parts, p[:k])
+		n -= k
+	}
+	v.NextOffset = record.Batch(lastBatch(v.Parts)).NextOffset()
+	return v
+}
+
+// lastBatch is the last batch of parts (whole batches, each within a part).
+func lastBatch(parts [][]byte) []byte {
+	p := parts[len(parts)-1]
+	it := record.NewIter(p)
+	var last []byte
+	for {
+		b, ok := it.Next()
+		if !ok {
+			return last
+		}
+		last = b
 	}
 }
 
@@ -617,16 +675,24 @@ func (l *RemoteLog) AbortedTxns(ctx context.Context, from, upTo int64) ([]index.
 // indexPosition is the byte position in seg's log of the index entry at or
 // below target.
 func (l *RemoteLog) indexPosition(ctx context.Context, seg manifest.Segment, target int64) (int64, error) {
+	pos, _, err := l.indexEntry(ctx, seg, target)
+	return pos, err
+}
+
+// indexEntry is the index entry at or below target: the byte position in
+// seg's log and the offset the batch there holds.
+func (l *RemoteLog) indexEntry(ctx context.Context, seg manifest.Segment, target int64) (pos, offset int64, err error) {
 	oi, err := l.offsetIndex(ctx, seg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	pos := int64(oi.Lookup(target).Position)
+	e := oi.Lookup(target)
+	pos = int64(e.Position)
 	if pos >= seg.Log.Size {
-		return 0, &CorruptObjectError{Key: seg.Index.Key, Reason: fmt.Sprintf(
+		return 0, 0, &CorruptObjectError{Key: seg.Index.Key, Reason: fmt.Sprintf(
 			"entry for offset %d points at position %d, past the end of the %d-byte log", target, pos, seg.Log.Size)}
 	}
-	return pos, nil
+	return pos, e.Offset, nil
 }
 
 func (l *RemoteLog) offsetIndex(ctx context.Context, seg manifest.Segment) (*index.OffsetIndex, error) {

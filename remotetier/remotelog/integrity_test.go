@@ -1,0 +1,126 @@
+package remotelog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// setBase rewrites the base offset field of the batch at b (outside the
+// CRC).
+func setBase(b []byte, f func(int64) int64) {
+	binary.BigEndian.PutUint64(b, uint64(f(int64(binary.BigEndian.Uint64(b)))))
+}
+
+// TestReadChecksOffsets corrupts one batch of a segment object behind the
+// reader's back — a flipped bit in its base offset, which the CRC does not
+// cover, or a checksummed byte — and reads from every batch with several
+// limits: no read serves a batch that differs from the one uploaded, the
+// reads reaching the bad batch fail with a *record.CorruptError naming the
+// object and the position of the bad batch (or of the one after it, when
+// the two do not follow one another), and the batches before it are served.
+func TestReadChecksOffsets(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 11, 3, 20, false)
+	files := local.Files(t)
+	tests := []struct {
+		name string
+		pick func(r *remotekit.Remote) int // index into r.Batches
+		flip func(b []byte)
+	}{
+		{"base offset lowest bit down", middle, func(b []byte) { setBase(b, func(o int64) int64 { return o & (o - 1) }) }},
+		{"base offset lowest clear bit up", middle, func(b []byte) { setBase(b, func(o int64) int64 { return o | (o + 1) }) }},
+		{"base offset bit 40 up", middle, func(b []byte) { b[2] ^= 0x01 }},
+		{"base offset sign bit", middle, func(b []byte) { b[0] ^= 0x80 }},
+		{"first batch of a segment", func(r *remotekit.Remote) int {
+			for i, ba := range r.Batches {
+				if ba.Seg == 1 {
+					return i
+				}
+			}
+			return -1
+		}, func(b []byte) { setBase(b, func(o int64) int64 { return o - 1 }) }},
+		{"last batch of the log", func(r *remotekit.Remote) int { return len(r.Batches) - 1 }, func(b []byte) { setBase(b, func(o int64) int64 { return o & (o - 1) }) }},
+		{"checksummed byte", middle, func(b []byte) { b[len(b)-1] ^= 0xff }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+			r.Commit(files...)
+			k := tc.pick(r)
+			bad := r.Batches[k]
+			seg := r.Segs[bad.Seg]
+			data := slices.Clone(r.Logs[bad.Seg])
+			tc.flip(data[bad.Pos : bad.Pos+int64(bad.B.Size())])
+			remotekit.Put(t, r.Bucket, seg.Log.Key, data)
+			l := openTestLog(t, r.Bucket, "")
+
+			want := map[int64][]byte{}
+			for _, ba := range r.Batches {
+				want[ba.B.BaseOffset()] = ba.B
+			}
+			servedBefore := false
+			for i, ba := range r.Batches {
+				from := ba.B.BaseOffset()
+				for _, maxBytes := range []int{1, 3000, 1 << 20} {
+					v, err := l.ReadView(ctx, from, maxBytes)
+					if err != nil {
+						var ce *record.CorruptError
+						if !errors.As(err, &ce) {
+							t.Fatalf("read %d max %d: %v, want a *record.CorruptError", from, maxBytes, err)
+						}
+						near := ce.Pos == bad.Pos || (k+1 < len(r.Batches) && r.Batches[k+1].Seg == bad.Seg && ce.Pos == r.Batches[k+1].Pos)
+						if ce.File != seg.Log.Key || !near {
+							t.Fatalf("read %d max %d: %v, want the object %s at %d", from, maxBytes, err, seg.Log.Key, bad.Pos)
+						}
+						continue
+					}
+					if i == k {
+						t.Fatalf("read at the corrupt batch %d max %d served %d bytes", from, maxBytes, v.Len)
+					}
+					joined := joinParts(v.Parts, v.Len)
+					it := record.NewIter(joined)
+					next := int64(-1)
+					for {
+						got, ok := it.Next()
+						if !ok {
+							break
+						}
+						if !bytes.Equal(got, want[got.BaseOffset()]) {
+							t.Fatalf("read %d max %d served a batch at offset %d that was not uploaded so", from, maxBytes, got.BaseOffset())
+						}
+						if k > 0 && got.BaseOffset() == r.Batches[k-1].B.BaseOffset() {
+							servedBefore = true
+						}
+						next = got.NextOffset()
+					}
+					if it.Pos() != len(joined) || (v.Len > 0 && v.NextOffset != next) {
+						t.Fatalf("read %d max %d: %d bytes, %d of whole batches, next %d want %d", from, maxBytes, v.Len, it.Pos(), v.NextOffset, next)
+					}
+				}
+			}
+			if k > 0 && r.Batches[k-1].Seg == bad.Seg && !servedBefore {
+				t.Fatal("the batch before the corrupt one was never served")
+			}
+		})
+	}
+}
+
+func middle(r *remotekit.Remote) int {
+	for i, ba := range r.Batches {
+		if ba.Seg == 1 && i+1 < len(r.Batches) && r.Batches[i+1].Seg == 1 && i > 0 && r.Batches[i-1].Seg == 1 {
+			if ba.B.BaseOffset() > r.Segs[1].BaseOffset+20 {
+				return i
+			}
+		}
+	}
+	return -1
+}
