@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestConsumeStopsAtCorruptBatch flips a bit in the base offset of one
+// batch (outside the CRC; consume used to print 2,024 of 2,088 records
+// and exit 0), or a checksummed byte, in the data dir's segment or in the
+// bucket's object, and consumes with --data-dir, --bucket and --fetch, and
+// replays: each prints the records before the bad batch with their
+// offsets, nothing of it or after, and exits 1 naming the file or object
+// and the byte position.
+func TestConsumeStopsAtCorruptBatch(t *testing.T) {
+	flips := []struct {
+		name string
+		flip func(b []byte)
+	}{
+		{"base_offset", func(b []byte) { b[7] ^= 0x01 }},
+		{"base_offset_high_bit", func(b []byte) { b[5] ^= 0x10 }},
+		{"checksummed_byte", func(b []byte) { b[len(b)-3] ^= 0x40 }},
+	}
+	for _, f := range flips {
+		t.Run(f.name, func(t *testing.T) {
+			dir, bucketURL, u := remoteFixture(t)
+			segFile := segPath(dir, "c", 0)
+			batches := segmentBatches(t, segFile)
+			k := len(batches) / 2
+			var pos int64
+			for _, b := range batches[:k] {
+				pos += int64(b.Size())
+			}
+			bad := batches[k]
+			badOffset := bad.BaseOffset()
+			mod := append([]byte(nil), bad...)
+			f.flip(mod)
+			objPath := filepath.Join(strings.TrimPrefix(bucketURL, "file://"), u.keys[0])
+			for _, path := range []string{segFile, objPath} {
+				fh, err := os.OpenFile(path, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := fh.WriteAt(mod, pos); err != nil {
+					t.Fatal(err)
+				}
+				fh.Close()
+			}
+			fetch := serveFetch(t, bucketURL)
+			consume := []string{"consume", "--topic", "c", "--partition", "0"}
+			for _, tc := range []struct {
+				name  string
+				args  []string
+				names string // the file or object the error names
+			}{
+				{"data_dir", append(consume, "--data-dir", dir), segFile},
+				{"bucket", append(consume, "--bucket", bucketURL), u.keys[0]},
+				{"fetch", append(consume, "--fetch", fetch), u.keys[0]},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					res := run(t, "", tc.args...)
+
+					if res.code != ExitError {
+						t.Fatalf("exit %d, want %d; stderr %q", res.code, ExitError, res.stderr)
+					}
+					if want := fmt.Sprintf("position %d", pos); !strings.Contains(res.stderr, tc.names) || !strings.Contains(res.stderr, want) {
+						t.Fatalf("stderr %q does not name %s and %q", res.stderr, tc.names, want)
+					}
+					out := lines(res.stdout)
+					for i, l := range out {
+						var r struct{ Offset int64 }
+						if err := json.Unmarshal([]byte(l), &r); err != nil || r.Offset != int64(i) {
+							t.Fatalf("line %d: offset %d (%v): %s", i, r.Offset, err, l)
+						}
+					}
+					if int64(len(out)) != badOffset {
+						t.Fatalf("printed %d records, the corrupt batch starts at %d", len(out), badOffset)
+					}
+				})
+			}
+			t.Run("replay", func(t *testing.T) {
+				res := run(t, "", "replay", "--topic", "c", "--partition", "0", "--from", "0", "--to", "9999999999999", "--bucket", bucketURL)
+				if res.code != ExitError || !strings.Contains(res.stderr, u.keys[0]) {
+					t.Fatalf("exit %d, stderr %q; want exit 1 naming %s", res.code, res.stderr, u.keys[0])
+				}
+				if n := len(lines(res.stdout)); int64(n) > badOffset {
+					t.Fatalf("replay printed %d records, the corrupt batch starts at %d", n, badOffset)
+				}
+			})
+		})
+	}
+}
