@@ -348,3 +348,112 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// TestClaimedEndIsNotAdvertised rewrites a partition's root manifest so
+// that its final segment claims offsets its bytes do not hold — up to 2^31-1
+// past its base (what manifest validation lets through) or 2^63-2 (refused
+// on decode) — and asks the fetch service for the partition's offsets over
+// Kafka (Fetch, ListOffsets) and HTTP: none of them advertises the claim as
+// the high watermark; each answers CORRUPT_MESSAGE.
+func TestClaimedEndIsNotAdvertised(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		last func(base int64) int64
+	}{
+		{"span limit", func(base int64) int64 { return base + manifest.MaxSegmentSpan }},
+		{"2^63-2", func(int64) int64 { return 1<<63 - 2 }},
+		{"one past", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := fetchkit.NewEnv(t)
+			e.Topic("t", 1, map[string]string{"internal.segment.bytes": "8192", "remote.storage.enable": "true"})
+			l := e.Log("t", 0)
+			e.Produce(l, fetchkit.ProduceOpts{Codec: codec.None, Per: 8}, fetchkit.GenRecs(100, ts0, "e"))
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+			mem := objstore.NewMemory()
+			fetchkit.UploadAll(t, e, mem)
+			key, err := manifest.ManifestKey("", "t", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := manifest.DecodeRoot(key, objectBytes(t, mem, key))
+			if err != nil || len(m.Segments) == 0 {
+				t.Fatalf("manifest: %v", err)
+			}
+			seg := &m.Segments[len(m.Segments)-1]
+			if tc.last == nil {
+				seg.LastOffset++
+			} else {
+				seg.LastOffset = tc.last(seg.BaseOffset)
+			}
+			claim := seg.LastOffset + 1
+			// Encoded by hand: EncodeRoot validates, and the writer of a
+			// bad manifest is not tiered.
+			root := bytes.Replace(objectBytes(t, mem, key),
+				[]byte(fmt.Sprintf(`"last_offset":%d`, l.LogEndOffset()-1)), []byte(fmt.Sprintf(`"last_offset":%d`, claim-1)), 1)
+			if bytes.Equal(root, objectBytes(t, mem, key)) {
+				t.Fatal("the root manifest does not hold the final segment's last offset")
+			}
+			if _, err := mem.Put(context.Background(), key, bytes.NewReader(root), int64(len(root)), objstore.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+			cat, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Listen(ServerOptions{Catalog: cat, HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", Logger: fetchkit.DiscardLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fetchkit.Serve(t, s.Serve)
+			cl := fetchkit.MustClient(t, kgo.SeedBrokers(s.KafkaAddr().String()))
+
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = 12
+			req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.SessionEpoch = -1, 10, 1, 1<<20, -1
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "t"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, 1<<20, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(context.Background(), cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fp := resp.Topics[0].Partitions[0]
+			if fp.ErrorCode != kerr.CorruptMessage.Code || fp.HighWatermark == claim {
+				t.Fatalf("fetch: error %d, high watermark %d (claimed %d)", fp.ErrorCode, fp.HighWatermark, claim)
+			}
+
+			lo := kmsg.NewPtrListOffsetsRequest()
+			lo.Version = 5
+			lo.ReplicaID = -1
+			lt := kmsg.NewListOffsetsRequestTopic()
+			lt.Topic = "t"
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Timestamp, lp.CurrentLeaderEpoch = -1, -1
+			lt.Partitions = append(lt.Partitions, lp)
+			lo.Topics = append(lo.Topics, lt)
+			lr, err := lo.RequestWith(context.Background(), cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := lr.Topics[0].Partitions[0]; p.ErrorCode != kerr.CorruptMessage.Code || p.Offset == claim {
+				t.Fatalf("list offsets latest: error %d, offset %d (claimed %d)", p.ErrorCode, p.Offset, claim)
+			}
+
+			hr, err := http.Get("http://" + s.HTTPAddr().String() + "/v1/topics/t/partitions/0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(hr.Body)
+			hr.Body.Close()
+			if hr.StatusCode != http.StatusInternalServerError || !bytes.Contains(body, []byte(fetchcache.CodeCorruptMessage)) || bytes.Contains(body, []byte(fmt.Sprint(claim))) {
+				t.Fatalf("http partition: %d %s (claimed end %d)", hr.StatusCode, body, claim)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tiered/tiered/internal/testkit/remotekit"
@@ -123,4 +124,62 @@ func middle(r *remotekit.Remote) int {
 		}
 	}
 	return -1
+}
+
+// TestCheckEnd commits a final segment whose manifest entry claims a last
+// offset past the segment's bytes (up to 2^31-1 past its base, the most
+// manifest validation lets through; 2^63-2 is refused on decode): CheckEnd
+// reports the object as corrupt instead of letting the claim become the
+// high watermark. A true claim passes, once: the segment is not read again.
+func TestCheckEnd(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 12, 3, 10, false)
+	for _, tc := range []struct {
+		name  string
+		extra int64 // added to the final segment's last offset
+		sub   bool  // the final segment in a sealed sub-manifest
+	}{
+		{"true", 0, false},
+		{"true in a sub-manifest", 0, true},
+		{"one past", 1, false},
+		{"relative offset limit", -1, false},
+		{"one past in a sub-manifest", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := local.Files(t)
+			last := &files[len(files)-1]
+			if tc.extra < 0 {
+				last.Last = last.Base + manifest.MaxSegmentSpan
+			} else {
+				last.Last += tc.extra
+			}
+			policy := manifest.DefaultPolicy()
+			if tc.sub {
+				policy = manifest.Policy{InlineMax: 1, SubSegments: 1}
+			}
+			mem := objstore.NewMemory()
+			rb := &remotekit.RecordingBucket{Bucket: mem}
+			r := remotekit.NewRemote(t, mem, "", 0, policy)
+			r.Commit(files...)
+			if tc.sub && len(r.M.Sealed) == 0 {
+				t.Fatal("no sealed sub-manifest")
+			}
+			l := openTestLog(t, rb, "")
+			err := l.CheckEnd(ctx)
+			if tc.extra == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				gets := rb.RangeGets
+				if err := l.CheckEnd(ctx); err != nil || rb.RangeGets != gets {
+					t.Fatalf("second check: %v, %d more range GETs", err, rb.RangeGets-gets)
+				}
+				return
+			}
+			var co *CorruptObjectError
+			if !errors.As(err, &co) || co.Key != r.Segs[len(r.Segs)-1].Log.Key || !strings.Contains(co.Reason, "the last batch ends at offset") {
+				t.Fatalf("CheckEnd: %v, want a CorruptObjectError naming %s", err, r.Segs[len(r.Segs)-1].Log.Key)
+			}
+		})
+	}
 }

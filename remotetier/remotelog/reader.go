@@ -170,6 +170,15 @@ type RemoteLog struct {
 
 	mu sync.Mutex
 	m  *manifest.Manifest
+	// endOK is the final segment CheckEnd found ending where the manifest
+	// says (its .log key and last offset).
+	endOK endCheck
+}
+
+// endCheck names a final segment whose end CheckEnd verified.
+type endCheck struct {
+	key  string
+	last int64
 }
 
 // OpenRemoteLog loads the root manifest of topic-partition under prefix
@@ -281,6 +290,62 @@ func (l *RemoteLog) LogStartOffset() int64 { return l.Manifest().LogStartOffset 
 
 // LogEndOffset is the offset after the last committed segment.
 func (l *RemoteLog) LogEndOffset() int64 { return l.Manifest().NextOffset() }
+
+// CheckEnd checks that the final segment's bytes end at the last offset
+// the manifest claims for it, before that claim is reported as the log end
+// offset (a Kafka high watermark): it walks the batch headers from the
+// segment's last index entry to the end of its .log (one range GET of
+// about index.interval.bytes plus a batch), checking their offsets as a
+// read does (record.Chain), and requires the last batch to end at the
+// manifest's last offset (at or below it for a compacted segment, whose
+// last records the cleaner may have removed). A segment is checked once,
+// when it first becomes the final one. A mismatch is a
+// *CorruptObjectError naming the object; a bad batch a *record.CorruptError.
+func (l *RemoteLog) CheckEnd(ctx context.Context) error {
+	return l.retryGone(ctx, func(m *manifest.Manifest) error {
+		if m.NextOffset() <= m.LogStartOffset {
+			return nil // nothing to read
+		}
+		seg, err := m.FindOffset(ctx, l.subs, m.NextOffset()-1)
+		if err != nil {
+			return err
+		}
+		done := endCheck{seg.Log.Key, seg.LastOffset}
+		l.mu.Lock()
+		ok := l.endOK == done
+		l.mu.Unlock()
+		if ok {
+			return nil
+		}
+		pos, entry, err := l.indexEntry(ctx, seg, seg.LastOffset)
+		if err != nil {
+			return err
+		}
+		chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
+		if pos > 0 {
+			chain.StartAt(entry)
+		}
+		cur := newLogCursor(l.bucket, seg.Log, seg.Log.Size-pos)
+		for pos < seg.Log.Size {
+			hdr, size, err := cur.header(ctx, pos)
+			if err != nil {
+				return err
+			}
+			if err := chain.Check(hdr); err != nil {
+				return record.WithFile(err, seg.Log.Key, pos)
+			}
+			pos += size
+		}
+		if last := chain.Prev(); last != seg.LastOffset && !(seg.Compacted && chain.Checked() > 0) {
+			return &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
+				"the last batch ends at offset %d, the manifest says the segment ends at offset %d", last, seg.LastOffset)}
+		}
+		l.mu.Lock()
+		l.endOK = done
+		l.mu.Unlock()
+		return nil
+	})
+}
 
 // retryGone runs op once and, if an object it read is gone, refreshes the
 // manifest and runs it again: a manifest read earlier may reference objects
