@@ -42,6 +42,10 @@ Starts at the log start offset and exits at the log end. Control records (transa
 markers, KRaft control records) are never printed. Records of aborted transactions ARE
 printed: consume reads like a READ_UNCOMMITTED consumer.
 
+Every batch is checked before its records are printed: its CRC, and its offsets against
+its segment and the batch before it. A batch that fails stops consume after the records
+before it, with exit status 1 and an error naming the file or object and byte position.
+
 Reads the local data dir (the default), or with --bucket the segments committed to the
 remote tier, through the partition's manifest (no LIST), or with --fetch through the HTTP
 API of a fetch service ('tiered fetch', or 'tiered serve', which serves the local and the
