@@ -172,55 +172,52 @@ func corruptAndRead(t *testing.T, tier string, flip func([]byte)) {
 		return next
 	}
 
+	// untilCorrupt reads from offset 0 as a consumer does, advancing by
+	// what each answer held, until the answer is the corrupt one: it
+	// must come at the bad batch.
+	untilCorrupt := func(t *testing.T, iface string, read func(off int64) (corrupt bool, answer string, data []byte), advance func(off int64, data []byte) int64) {
+		off := int64(0)
+		for {
+			corrupt, answer, data := read(off)
+			if corrupt {
+				break
+			}
+			if answer != "" || len(data) == 0 {
+				t.Fatalf("%s at %d: %s, %d bytes, before reaching the corrupt batch at %d", iface, off, answer, len(data), badOffset)
+			}
+			off = advance(off, data)
+		}
+		if off != badOffset {
+			t.Fatalf("%s: CORRUPT_MESSAGE at %d, the corrupt batch is at %d", iface, off, badOffset)
+		}
+	}
+	httpRead := func(t *testing.T, maxBytes int, media string) func(int64) (bool, string, []byte) {
+		return func(off int64) (bool, string, []byte) {
+			status, code, data := httpRecords(t, base, off, maxBytes, media)
+			if status != http.StatusOK {
+				return status == http.StatusInternalServerError && code == fetchcache.CodeCorruptMessage, fmt.Sprintf("%d %s", status, code), data
+			}
+			return false, "", data
+		}
+	}
 	cl := fetchkit.MustClient(t, kgo.SeedBrokers(s.KafkaAddr().String()))
 	for _, maxBytes := range []int{1, 3000} {
-		// Kafka Fetch, as a consumer advancing by what it got.
 		t.Run(fmt.Sprintf("kafka/max%d", maxBytes), func(t *testing.T) {
-			off := int64(0)
-			for {
+			untilCorrupt(t, "kafka", func(off int64) (bool, string, []byte) {
 				code, data := fetchOne(t, cl, "t", off, maxBytes)
-				if code == kerr.CorruptMessage.Code {
-					break
+				if code != 0 {
+					return code == kerr.CorruptMessage.Code, kerr.ErrorForCode(code).Error(), data
 				}
-				if code != 0 || len(data) == 0 {
-					t.Fatalf("kafka fetch at %d: error %d, %d bytes, before reaching the corrupt batch at %d", off, code, len(data), badOffset)
-				}
-				off = checkBatches(t, "kafka", off, data)
-			}
-			if off != badOffset {
-				t.Fatalf("kafka: CORRUPT_MESSAGE at %d, the corrupt batch is at %d", off, badOffset)
-			}
+				return false, "", data
+			}, func(off int64, data []byte) int64 { return checkBatches(t, "kafka", off, data) })
 		})
-
-		// HTTP raw batches.
 		t.Run(fmt.Sprintf("http_raw/max%d", maxBytes), func(t *testing.T) {
-			off := int64(0)
-			for {
-				status, code, data := httpRecords(t, base, off, maxBytes, httpapi.MediaRaw)
-				if status == http.StatusInternalServerError && code == fetchcache.CodeCorruptMessage {
-					break
-				}
-				if status != http.StatusOK || len(data) == 0 {
-					t.Fatalf("http raw at %d: %d %s, %d bytes, before reaching the corrupt batch at %d", off, status, code, len(data), badOffset)
-				}
-				off = checkBatches(t, "http raw", off, data)
-			}
-			if off != badOffset {
-				t.Fatalf("http raw: CORRUPT_MESSAGE at %d, the corrupt batch is at %d", off, badOffset)
-			}
+			untilCorrupt(t, "http raw", httpRead(t, maxBytes, httpapi.MediaRaw),
+				func(off int64, data []byte) int64 { return checkBatches(t, "http raw", off, data) })
 		})
-
-		// HTTP JSON lines: the records with their offsets.
+		// HTTP JSON lines: the records with their offsets and values.
 		t.Run(fmt.Sprintf("http_json/max%d", maxBytes), func(t *testing.T) {
-			off := int64(0)
-			for {
-				status, code, data := httpRecords(t, base, off, maxBytes, httpapi.MediaNDJSON)
-				if status == http.StatusInternalServerError && code == fetchcache.CodeCorruptMessage {
-					break
-				}
-				if status != http.StatusOK || len(data) == 0 {
-					t.Fatalf("http json at %d: %d %s, %d bytes, before reaching the corrupt batch at %d", off, status, code, len(data), badOffset)
-				}
+			untilCorrupt(t, "http json", httpRead(t, maxBytes, httpapi.MediaNDJSON), func(off int64, data []byte) int64 {
 				sc := bufio.NewScanner(bytes.NewReader(data))
 				sc.Buffer(nil, 1<<20)
 				for sc.Scan() {
@@ -239,10 +236,8 @@ func corruptAndRead(t *testing.T, tier string, flip func([]byte)) {
 					}
 					off++
 				}
-			}
-			if off != badOffset {
-				t.Fatalf("http json: CORRUPT_MESSAGE at %d, the corrupt batch is at %d", off, badOffset)
-			}
+				return off
+			})
 		})
 	}
 	if t.Failed() {
