@@ -127,24 +127,39 @@ func CheckHeader(b Batch) error {
 // into none). A reader then serves the batches before b and not b.
 func Suspect(b Batch, prev int64) bool { return firstOffset(b) != prev+1 }
 
-// CheckBatches is the check every read runs on the batches it is about to
-// serve, local or remote: it walks the whole batches of parts in order
-// (each batch lying within one part; parts may end with a partial batch)
-// with chain, and with verify their CRCs too (a caller that verified them
-// already passes false), and returns how many bytes of them may be served.
+// Settle is the last step of a read's check, once its batches passed
+// the chain: the batch after them (next holds at least its first 8 bytes;
+// shorter when unknown or at the segment's end, then nothing is checked)
+// must follow the last one, last (accepted after a batch ending at offset
+// lastPrev). When it does not, either may be the wrong one: last stays
+// when it continues the batch before it exactly (Suspect), else drop is
+// set and the read ends before last too, or, when last was its only batch,
+// fails with err (Pos 0: at next).
+func (c *Chain) Settle(last Batch, lastPrev int64, next []byte) (drop bool, err error) {
+	if len(next) < 8 {
+		return false, nil
+	}
+	if err := c.Follows(next); err != nil && Suspect(last, lastPrev) {
+		return true, err
+	}
+	return false, nil
+}
+
+// CheckBatches is the check a read runs on the batches it is about to
+// serve: it walks the whole batches of parts in order (each batch lying
+// within one part; parts may end with a partial batch) with chain, and with
+// verify their CRCs too, and returns how many bytes of them may be served.
+// Local reads run it over what they read; remote reads run the same steps
+// inside their one walk of the window (Iter with Chain, then Settle).
 //
 // The first batch that fails ends them, and is err when it is the first
 // (keep 0; its Pos is relative to the start of parts). The batch after the
-// last one kept must follow it, when its base offset is known: the partial
-// batch parts end with, else after (the bytes that follow parts; nil or
-// shorter than 8 bytes when unknown or at the segment's end). When the two
-// do not follow one another either may be the wrong one: the last one kept
-// stays only when it continues the batch before it exactly (Suspect), else
-// it is dropped too, or is err when it is the only one.
+// last one kept — the one that failed, the partial batch parts end with,
+// else after (the bytes that follow parts) — then goes through Settle.
 func CheckBatches(parts [][]byte, chain *Chain, verify bool, after []byte) (keep int, err error) {
 	var (
 		lastStart, lastPrev = 0, chain.Prev() // the last batch kept, the offset before it
-		lastHdr             []byte
+		lastHdr             Batch
 		base                int // position of the current part
 		next                []byte
 		failed              error
@@ -181,22 +196,15 @@ walk:
 	if next == nil {
 		next = after
 	}
-	if len(next) < 8 {
-		return keep, nil
-	}
-	ferr := chain.Follows(next)
-	if ferr == nil {
-		return keep, nil
-	}
-	if failed == nil {
-		ferr.(*CorruptError).Pos = int64(keep)
-		failed = ferr
-	}
+	drop, ferr := chain.Settle(lastHdr, lastPrev, next)
 	switch {
-	case !Suspect(lastHdr, lastPrev):
+	case !drop:
 		return keep, nil
-	case lastStart == 0:
+	case lastStart > 0:
+		return lastStart, nil
+	case failed != nil:
 		return 0, failed
 	}
-	return lastStart, nil
+	ferr.(*CorruptError).Pos = int64(keep)
+	return 0, ferr
 }

@@ -370,7 +370,12 @@ func (l *RemoteLog) retryGone(ctx context.Context, op func(m *manifest.Manifest)
 // a broker's fetch, from a single segment. An offset in a gap left by
 // compaction is served from the next batch present. At the log end the
 // result is empty; outside [LogStartOffset, LogEndOffset] the error matches
-// manifest.ErrOffsetOutOfRange. Every returned batch's CRC is checked.
+// manifest.ErrOffsetOutOfRange. Every returned batch is checked first: its
+// CRC and header, and its offsets (record.Chain) within the segment's
+// manifest range, after the batch before it, with the batch after it
+// following it (record.Chain.Settle); a read whose first batch fails is a
+// *record.CorruptError naming the object and position, one reaching a bad
+// batch later ends before it.
 // Data is the caller's own: bytes read from a shared cache are copied once.
 func (l *RemoteLog) Read(ctx context.Context, offset int64, maxBytes int) (ReadResult, error) {
 	v, err := l.ReadView(ctx, offset, maxBytes)
@@ -502,49 +507,45 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 		if _, err := wholeBatches(first, maxBytes, seg.Log.Key, pos); err != nil {
 			return err
 		}
+		last, lastPrev, lastSize := record.Batch(first), chain.Prev(), size
+		if err := chain.Check(last); err != nil {
+			return record.WithFile(err, seg.Log.Key, pos)
+		}
 		if err := cur.fill(ctx, pos, end-pos); err != nil {
 			return err
 		}
 		res.Parts = append(res.Parts[:0], first)
-		res.Len, res.NextOffset = int(size), record.Batch(first).NextOffset()
+		res.Len, res.NextOffset = int(size), last.NextOffset()
 		res.shared = cur.shared
 		p := pos + size
 		for p < end && res.Len < maxBytes {
-			b, n, next := cur.batchesAt(ctx, p, end, maxBytes-res.Len)
+			b, n, next, bl, bp := cur.batchesAt(ctx, p, end, maxBytes-res.Len, &chain)
 			if n == 0 {
 				break // a bad or incomplete batch ends the result
 			}
 			res.Parts = appendPart(res.Parts, b)
 			res.Len += int(n)
 			res.NextOffset = next
+			last, lastPrev, lastSize = bl, bp, int64(len(bl))
 			p += n
 		}
 		res.end = p
-		return l.checkOffsets(ctx, cur, seg, pos, &chain, res)
-	}
-}
-
-// checkOffsets runs record.CheckBatches over the batches res holds (read
-// from position pos of seg's log, CRCs already checked), with the base
-// offset of the batch after them: res is cut before a batch whose offsets
-// do not fit, and a bad first batch is the read's *record.CorruptError.
-func (l *RemoteLog) checkOffsets(ctx context.Context, cur *logCursor, seg manifest.Segment, pos int64, chain *record.Chain, res *ReadView) error {
-	var after []byte
-	if res.end+8 <= seg.Log.Size {
-		b, err := cur.bytes(ctx, res.end, 8)
-		if err != nil {
-			return err
+		// The batch after the last one must follow it (record.Chain.Settle).
+		var after []byte
+		if p+8 <= seg.Log.Size {
+			if after, err = cur.bytes(ctx, p, 8); err != nil {
+				return err
+			}
 		}
-		after = b
+		drop, err := chain.Settle(last, lastPrev, after)
+		switch {
+		case drop && res.Len == int(lastSize):
+			return record.WithFile(err, seg.Log.Key, p)
+		case drop:
+			*res = cutParts(*res, res.Len-int(lastSize))
+		}
+		return nil
 	}
-	keep, err := record.CheckBatches(res.Parts, chain, false, after)
-	if err != nil {
-		return record.WithFile(err, seg.Log.Key, pos)
-	}
-	if keep < res.Len {
-		*res = cutParts(*res, keep)
-	}
-	return nil
 }
 
 // cutParts keeps the first n bytes (whole batches) of v.
