@@ -225,8 +225,13 @@ func (c *consumer) drain(ctx context.Context, src consumeSource) (done bool, err
 		if len(data) == 0 {
 			return false, nil
 		}
+		// The sources check what they return; consume checks again that
+		// the answer's batches follow one another from the one holding
+		// c.offset (a fetch service of an older tiered did not), so a
+		// batch whose offsets went back is an error, never skipped.
 		it := record.NewIter(data)
-		it.Verify = true
+		chain := record.NewChain(0, math.MaxInt64-1)
+		it.Verify, it.Chain = true, &chain
 		progressed := false
 		for {
 			b, ok := it.Next()
@@ -234,7 +239,8 @@ func (c *consumer) drain(ctx context.Context, src consumeSource) (done bool, err
 				break
 			}
 			if b.NextOffset() <= c.offset {
-				continue
+				return false, fmt.Errorf("read %s at offset %d: the answer's batch at position %d ends at offset %d, before the offset asked for",
+					src, c.offset, it.Pos()-b.Size(), b.LastOffset())
 			}
 			progressed = true
 			if b.IsControl() {

@@ -3,10 +3,16 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/localtier/record"
 )
 
 // TestConsumeStopsAtCorruptBatch flips a bit in the base offset of one
@@ -92,5 +98,45 @@ func TestConsumeStopsAtCorruptBatch(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestConsumeFetchChecksTheAnswer serves consume --fetch from a service that
+// does not check its batches (an older tiered): the answer holds a batch
+// whose base offset went back. consume prints the records before it and
+// exits 1 instead of printing records under wrong offsets.
+func TestConsumeFetchChecksTheAnswer(t *testing.T) {
+	var enc record.Encoder
+	var answer []byte
+	for i := range 3 {
+		recs := make([]record.Record, 10)
+		for k := range recs {
+			recs[k] = record.Record{Offset: int64(i*10 + k), Timestamp: 1000, Value: []byte(fmt.Sprintf("v%d", i*10+k))}
+		}
+		b, err := enc.AppendBatch(nil, record.NewBatchSpec(int64(i*10), codec.None), recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer = append(answer, b...)
+	}
+	second := int(record.Batch(answer).Length()) + record.LogOverhead
+	record.Batch(answer[second:]).SetBaseOffset(2) // 10 -> 2: outside the CRC
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/records"):
+			w.Header().Set(httpapi.HeaderLogStartOffset, "0")
+			w.Header().Set(httpapi.HeaderLogEndOffset, "30")
+			_, _ = w.Write(answer)
+		default:
+			_, _ = w.Write([]byte(`{"log_start_offset":0,"log_end_offset":30}`))
+		}
+	}))
+	defer srv.Close()
+	res := run(t, "", "consume", "--fetch", srv.URL, "--topic", "c", "--partition", "0")
+	if res.code != ExitError || !strings.Contains(res.stderr, "does not follow the previous batch's last offset 9") {
+		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+	if got := values(t, res.stdout); got != "v0,v1,v2,v3,v4,v5,v6,v7,v8,v9" {
+		t.Fatalf("printed %q", got)
 	}
 }
