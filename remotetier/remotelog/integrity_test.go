@@ -51,6 +51,8 @@ func TestReadChecksOffsets(t *testing.T) {
 		}, func(b []byte) { setBase(b, func(o int64) int64 { return o - 1 }) }},
 		{"last batch of the log", func(r *remotekit.Remote) int { return len(r.Batches) - 1 }, func(b []byte) { setBase(b, func(o int64) int64 { return o & (o - 1) }) }},
 		{"checksummed byte", middle, func(b []byte) { b[len(b)-1] ^= 0xff }},
+		// Outside the CRC too: reads passing over it must not follow it.
+		{"batch length", middle, func(b []byte) { b[10] ^= 0x01 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
