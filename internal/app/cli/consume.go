@@ -15,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
@@ -479,8 +481,19 @@ func (s *fetchSource) get(ctx context.Context, pathQuery, accept string) (*http.
 			}
 			return nil, nil, &fetchOutOfRange{msg: msg, start: start, end: end}
 		}
-		return nil, nil, fmt.Errorf("fetch service %s: %s (%s)", s.base, msg, e.Code)
+		return nil, nil, &fetchServiceError{msg: fmt.Sprintf("fetch service %s: %s (%s)", s.base, msg, e.Code), code: e.Code}
 	}
+}
+
+// fetchServiceError is an error answer of a fetch service; a
+// CORRUPT_MESSAGE matches kafkaerr.ErrCorrupt, so the CLI's hint for
+// corrupt data follows it.
+type fetchServiceError struct{ msg, code string }
+
+func (e *fetchServiceError) Error() string { return e.msg }
+
+func (e *fetchServiceError) Is(target error) bool {
+	return e.code == fetchcache.CodeCorruptMessage && target == kafkaerr.ErrCorrupt
 }
 
 // refresh reads the partition's offsets.

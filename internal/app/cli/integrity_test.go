@@ -76,6 +76,9 @@ func TestConsumeStopsAtCorruptBatch(t *testing.T) {
 					if want := fmt.Sprintf("position %d", pos); !strings.Contains(res.stderr, tc.names) || !strings.Contains(res.stderr, want) {
 						t.Fatalf("stderr %q does not name %s and %q", res.stderr, tc.names, want)
 					}
+					if !strings.Contains(res.stderr, "tiered bucket verify") {
+						t.Fatalf("stderr %q lacks the hint for corrupt data", res.stderr)
+					}
 					out := lines(res.stdout)
 					for i, l := range out {
 						var r struct{ Offset int64 }
