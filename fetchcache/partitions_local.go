@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/tiered/tiered/localtier"
-	"github.com/tiered/tiered/localtier/record"
 )
 
 // LocalCatalog serves the partitions of a local-tier log dir (serve mode).
@@ -82,8 +81,10 @@ func (p *LocalPartition) Offsets(ctx context.Context) (Offsets, error) {
 	return o, nil
 }
 
-// Read returns whole batches from the one holding offset; a partial batch
-// the byte limit cut off at the end is dropped.
+// Read returns whole batches from the one holding offset, each checked by
+// the log before it is returned (localtier.Log.Read: CRC, header, offsets
+// within the segment and following one another); a batch failing them is
+// a *record.CorruptError naming the segment file and position.
 func (p *LocalPartition) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -96,28 +97,7 @@ func (p *LocalPartition) Read(ctx context.Context, offset int64, maxBytes int) (
 		}
 		return nil, fmt.Errorf("read %s at offset %d: %w", p.log.Dir(), offset, err)
 	}
-	return wholeBatches(res.Data, p.log.Dir(), offset)
-}
-
-// wholeBatches cuts data after its last whole batch. A framing error before
-// any whole batch is returned; after one, the good prefix is served and the
-// next read starting past it reports the error.
-func wholeBatches(data []byte, where string, offset int64) ([]byte, error) {
-	it := record.NewIter(data)
-	for {
-		if _, ok := it.Next(); !ok {
-			break
-		}
-	}
-	n := it.Pos()
-	if n == 0 && len(data) > 0 {
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("read %s at offset %d: %w", where, offset, err)
-		}
-		return nil, fmt.Errorf("read %s at offset %d: %w", where, offset,
-			&record.CorruptError{Offset: -1, Reason: "the log returned no whole batch"})
-	}
-	return data[:n], nil
+	return res.Data, nil
 }
 
 // OffsetForTimestamp looks the timestamp up in the log's time indexes.

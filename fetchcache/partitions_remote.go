@@ -268,10 +268,15 @@ func (p *remotePartition) mapErr(err error) error {
 
 // Offsets reports the manifest's offsets, re-reading it when older than
 // ManifestTTL. The remote tier holds only committed segments, so the last
-// stable offset is the log end.
+// stable offset is the log end. The log end is reported only once the
+// final segment's bytes were found to end there (remotelog's CheckEnd,
+// once per final segment): a manifest claiming more is corrupt data.
 func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 	if err := p.refresh(ctx, p.c.o.ManifestTTL); err != nil {
 		return Offsets{}, err
+	}
+	if err := p.log.CheckEnd(ctx); err != nil {
+		return Offsets{}, p.mapErr(fmt.Errorf("check the end of %s-%d: %w", p.log.Topic(), p.log.Partition(), err))
 	}
 	m := p.log.Manifest()
 	end := m.NextOffset()

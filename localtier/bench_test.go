@@ -76,3 +76,52 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRead reads a 64 MiB log of 16 KiB batches from start to end
+// with Log.Read at 1 MiB a read (a consumer's max.partition.fetch.bytes),
+// from the page cache; b.SetBytes makes MB/s the bytes served.
+func BenchmarkRead(b *testing.B) {
+	batch := benchBatch(b)
+	cfg := testConfig(b, nil)
+	l, _, err := OpenLog(vfs.Default, filepath.Join(b.TempDir(), "bench-0"), LogOptions{Config: cfg, Now: time.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	for range (64 << 20) / len(batch) {
+		if _, err := l.Append(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	end := l.LogEndOffset()
+	readAll := func() int64 {
+		var n int64
+		for off := int64(0); off < end; {
+			res, err := l.Read(off, 1<<20, true)
+			if err != nil || len(res.Data) == 0 {
+				b.Fatalf("read at %d: %d bytes, %v", off, len(res.Data), err)
+			}
+			n += int64(len(res.Data))
+			off = lastNext(res.Data)
+		}
+		return n
+	}
+	b.SetBytes(readAll())
+	b.ReportAllocs()
+	for b.Loop() {
+		readAll()
+	}
+}
+
+// lastNext is the offset after the last whole batch of data.
+func lastNext(data []byte) int64 {
+	it := record.NewIter(data)
+	next := int64(-1)
+	for {
+		bt, ok := it.Next()
+		if !ok {
+			return next
+		}
+		next = bt.NextOffset()
+	}
+}

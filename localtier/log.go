@@ -526,16 +526,19 @@ func (l *Log) flushLocked() error {
 
 // ReadResult is what Read returns.
 type ReadResult struct {
-	// Data holds whole batches from the one containing the requested offset,
-	// possibly ending with a partial batch (as a Kafka fetch response may).
+	// Data holds whole batches from the one containing the requested
+	// offset, each checked (framing, CRC, offsets: see Segment.read); never
+	// a partial batch.
 	Data           []byte
 	LogStartOffset int64
 	LogEndOffset   int64
 }
 
-// Read returns up to maxBytes of batches starting with the batch holding
-// offset (at least that whole batch when minOne is set), as Kafka's Fetch
-// does. Reading at the log end returns no data; below the log start or past
+// Read returns up to maxBytes of whole batches starting with the batch
+// holding offset (at least that whole batch when minOne is set, else
+// nothing when it does not fit), as Kafka's Fetch does. Every batch is
+// checked first (framing, CRC, offsets within the segment and following
+// one another): a bad one is never returned (see Segment.read). Reading at the log end returns no data; below the log start or past
 // the end is an *OffsetOutOfRangeError.
 func (l *Log) Read(offset int64, maxBytes int, minOne bool) (ReadResult, error) {
 	l.mu.RLock()
@@ -547,11 +550,17 @@ func (l *Log) Read(offset int64, maxBytes int, minOne bool) (ReadResult, error) 
 	i := l.floorSegment(offset)
 	for ; i < len(l.segments); i++ {
 		s := l.segments[i]
-		data, err := s.read(offset, maxBytes, s.size, minOne)
+		// A segment's batches hold offsets below the next segment's base
+		// offset, the active one's below the log end.
+		hi := s.nextOffset - 1
+		if i+1 < len(l.segments) {
+			hi = l.segments[i+1].base - 1
+		}
+		data, found, err := s.read(offset, maxBytes, s.size, hi, minOne)
 		if err != nil {
 			return res, err
 		}
-		if len(data) > 0 {
+		if found {
 			res.Data = data
 			return res, nil
 		}

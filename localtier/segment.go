@@ -421,42 +421,66 @@ func (s *Segment) appendAbortedTxn(a index.AbortedTxn) error {
 
 // findBatch returns the position and size of the first batch whose last
 // offset is >= offset, looking no further than maxPos. ok is false if there
-// is none.
-func (s *Segment) findBatch(offset int64, maxPos int64) (pos int64, size int, ok bool, err error) {
-	start := int64(s.offIdx.Lookup(offset).Position)
+// is none. The batches it passes over on the way are checked with chain
+// (which begins at the index entry's batch); the one found is not.
+func (s *Segment) findBatch(offset int64, maxPos int64, chain *record.Chain) (pos int64, size int, ok bool, err error) {
+	e := s.offIdx.Lookup(offset)
+	start := int64(e.Position)
+	if start > 0 {
+		chain.StartAt(e.Offset)
+	}
 	_, _, err = scanBatches(s.log, s.LogPath(), start, maxPos, false, func(p int64, b record.Batch) error {
 		if b.LastOffset() >= offset {
 			pos, size, ok = p, b.Size(), true
 			return errStopScan
+		}
+		// The batch's length places the next one: checked too.
+		if err := b.VerifyCRC(); err != nil {
+			return record.WithFile(err, s.LogPath(), p)
+		}
+		if err := chain.Check(b); err != nil {
+			return record.WithFile(err, s.LogPath(), p)
 		}
 		return nil
 	})
 	return pos, size, ok, err
 }
 
-// read returns up to maxBytes of the log starting at the batch holding
-// offset, but at least that whole batch when minOne is set (Kafka's Fetch).
-// The result may end with a partial batch, as Kafka's does.
-func (s *Segment) read(offset int64, maxBytes int, maxPos int64, minOne bool) ([]byte, error) {
-	pos, size, ok, err := s.findBatch(offset, maxPos)
+// read returns whole batches of the log starting at the batch holding
+// offset, within maxBytes but at least that whole batch when minOne is set
+// (Kafka's Fetch). Every batch returned passed its checks (framing, CRC,
+// header, and offsets within [s.base, hi] following one another, see
+// record.Chain), and so did the offset of the batch after the last one: a
+// batch failing them is never returned (record.CheckBatches). When the
+// first batch fails, the read is a *record.CorruptError naming the file and
+// position; when a later one does, the batches before it are returned and
+// the read starting at it fails. found is false when the segment has no batch holding offset or a
+// later one (the read goes on in the next segment).
+func (s *Segment) read(offset int64, maxBytes int, maxPos, hi int64, minOne bool) (data []byte, found bool, err error) {
+	chain := record.NewChain(s.base, hi)
+	pos, size, ok, err := s.findBatch(offset, maxPos, &chain)
 	if err != nil || !ok {
-		return nil, err
+		return nil, false, err
 	}
 	n := int64(maxBytes)
 	if minOne && int64(size) > n {
 		n = int64(size)
 	}
-	if pos+n > maxPos {
-		n = maxPos - pos
+	n = min(n, maxPos-pos)
+	if n < int64(size) {
+		return nil, true, nil // the first batch does not fit and minOne is unset
 	}
-	if n <= 0 {
-		return nil, nil
-	}
-	buf := make([]byte, n)
+	// Read 8 bytes more: the base offset of the batch after the last one
+	// returned, which must follow it.
+	buf := make([]byte, min(n+8, maxPos-pos))
 	if _, err := s.log.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read %s at %d: %w", s.LogPath(), pos, err)
+		return nil, true, fmt.Errorf("read %s at %d: %w", s.LogPath(), pos, err)
 	}
-	return buf, nil
+	keep, err := record.CheckBatches([][]byte{buf[:n]}, &chain, true, buf[n:])
+	if err != nil {
+		return nil, true, record.WithFile(err, s.LogPath(), pos)
+	}
+	return buf[:keep], true, nil
 }
 
 // findOffsetByTimestamp returns the first record at or after startOffset

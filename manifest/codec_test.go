@@ -152,6 +152,10 @@ func TestValidationFailures(t *testing.T) {
 		{"negative_base", func(m *Manifest) { m.Segments[0].BaseOffset = -1 }, "negative base offset"},
 		{"last_below_base", func(m *Manifest) { m.Segments[0].LastOffset = 299 }, "below base offset"},
 		{"last_max_int64", func(m *Manifest) { m.Segments[1].LastOffset = math.MaxInt64 }, "no next offset"},
+		{"last_absurd", func(m *Manifest) { m.Segments[1].LastOffset = math.MaxInt64 - 1 }, "more than a segment can hold"},
+		{"last_past_relative_offsets", func(m *Manifest) {
+			m.Segments[1].LastOffset = m.Segments[1].BaseOffset + math.MaxInt32 + 1
+		}, "more than a segment can hold"},
 		{"record_count_too_big", func(m *Manifest) { m.Segments[0].RecordCount = 101 }, "record count 101 exceeds"},
 		{"record_count_negative", func(m *Manifest) { m.Segments[0].RecordCount = -2 }, "record count -2"},
 		{"timestamp_below_minus_one", func(m *Manifest) { m.Segments[0].MinTimestamp = -2 }, "below -1"},

@@ -19,6 +19,14 @@ const (
 	KindSegments  = "segments"  // a sealed sub-manifest
 )
 
+// MaxSegmentSpan is the most offsets past its base offset a segment can
+// hold: Kafka's indexes store offsets relative to the base in 32 bits, so
+// a broker rolls a segment before its last offset exceeds base + 2^31-1
+// (and the log cleaner groups segments only within that range). A
+// manifest claiming more is corrupt: its last offset would become a
+// partition's high watermark.
+const MaxSegmentSpan = math.MaxInt32
+
 // UnknownCount is Segment.RecordCount when the uploader did not count.
 const UnknownCount = -1
 
@@ -138,6 +146,9 @@ func (s Segment) validate() (Key, error) {
 		return Key{}, fmt.Errorf("last offset %d below base offset %d", s.LastOffset, s.BaseOffset)
 	case s.LastOffset == math.MaxInt64:
 		return Key{}, fmt.Errorf("last offset %d leaves no next offset", s.LastOffset)
+	case s.LastOffset-s.BaseOffset > MaxSegmentSpan:
+		return Key{}, fmt.Errorf("last offset %d is %d offsets past base offset %d, more than a segment can hold (%d)",
+			s.LastOffset, s.LastOffset-s.BaseOffset, s.BaseOffset, MaxSegmentSpan)
 	case s.RecordCount < UnknownCount:
 		return Key{}, fmt.Errorf("record count %d", s.RecordCount)
 	case s.RecordCount > s.LastOffset-s.BaseOffset+1:

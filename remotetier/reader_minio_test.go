@@ -61,7 +61,9 @@ func TestMinIOReadAndVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err = VerifyBucket(ctx, b, DefaultVerifyOptions())
-	if err != nil || rep.OK() || len(rep.Problems) != 1 || rep.Problems[0].Kind != ProblemChecksum || rep.Problems[0].Key != seg.Log.Key {
+	// The object's checksum and its last batch's CRC.
+	if err != nil || rep.OK() || len(rep.Problems) != 2 || rep.Problems[0].Kind != ProblemChecksum || rep.Problems[1].Kind != ProblemLog ||
+		rep.Problems[0].Key != seg.Log.Key || rep.Problems[1].Key != seg.Log.Key {
 		t.Fatalf("verify after damage: %v, %+v", err, rep.Problems)
 	}
 	if _, err := l.Read(ctx, seg.LastOffset, 1<<20); err == nil {

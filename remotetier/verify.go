@@ -2,6 +2,7 @@ package remotetier
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/remotetier/remotelog"
@@ -43,6 +45,11 @@ const (
 	ProblemCorruptManifest ProblemKind = "corrupt_manifest"
 	// ProblemUnsupportedVersion: a manifest written by a newer tiered.
 	ProblemUnsupportedVersion ProblemKind = "unsupported_version"
+	// ProblemLog: a segment's .log does not hold what its manifest entry
+	// says: a batch fails its framing, CRC or header checks, its offsets
+	// fall outside the segment or do not follow the batch before, the
+	// first or last offset or the record count differ from the manifest's.
+	ProblemLog ProblemKind = "log_mismatch"
 )
 
 // VerifyOptions configure VerifyBucket.
@@ -299,10 +306,14 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 			add := func(s manifest.Segment) {
 				pr.Segments++
 				for _, o := range s.Objects() {
+					isLog := o.Key == s.Log.Key
 					o.Key = base + o.Key
 					r := refs[o.Key]
 					r.key, r.size = o.Key, max(r.size, o.Offset+o.Size)
 					r.sections = append(r.sections, o)
+					if isLog {
+						r.seg = &s
+					}
 					refs[o.Key] = r
 				}
 			}
@@ -389,6 +400,7 @@ type objectRef struct {
 	key      string
 	size     int64
 	sections []manifest.Object
+	seg      *manifest.Segment // the segment whose .log this is, nil for other objects
 }
 
 // checksums streams every object in jobs through a digest per section,
@@ -438,6 +450,13 @@ func (v *verifier) checksum(ctx context.Context, id partitionID, o objectRef, bu
 		return fmt.Errorf("get %s: %w", o.key, err)
 	}
 	defer rc.Close()
+	var r io.Reader = rc
+	var walk *logWalker
+	if o.seg != nil {
+		// The segment's batches are checked as the bytes stream by.
+		walk = newLogWalker(o.key, *o.seg)
+		r = io.TeeReader(rc, walk)
+	}
 	var n int64
 	for _, sec := range o.sections {
 		d, err := manifest.NewDigest(sec.Checksum.Algorithm())
@@ -445,7 +464,7 @@ func (v *verifier) checksum(ctx context.Context, id partitionID, o objectRef, bu
 			v.problem(id, ProblemChecksum, o.key, "%v", err)
 			return nil
 		}
-		got, err := io.CopyBuffer(d, io.LimitReader(rc, sec.Size), buf)
+		got, err := io.CopyBuffer(d, io.LimitReader(r, sec.Size), buf)
 		n += got
 		if err != nil {
 			return fmt.Errorf("read %s: %w", o.key, err)
@@ -461,10 +480,15 @@ func (v *verifier) checksum(ctx context.Context, id partitionID, o objectRef, bu
 			v.problem(id, ProblemChecksum, o.key, "%schecksum %s, the manifest recorded %s", what, sum, sec.Checksum)
 		}
 	}
-	rest, err := io.CopyBuffer(io.Discard, rc, buf)
+	rest, err := io.CopyBuffer(io.Discard, r, buf)
 	n += rest
 	if err != nil {
 		return fmt.Errorf("read %s: %w", o.key, err)
+	}
+	if walk != nil {
+		if detail := walk.finish(); detail != "" {
+			v.problem(id, ProblemLog, o.key, "%s", detail)
+		}
 	}
 	v.mu.Lock()
 	v.rep.Objects++
@@ -474,4 +498,89 @@ func (v *verifier) checksum(ctx context.Context, id partitionID, o objectRef, bu
 		v.problem(id, ProblemSize, o.key, "read %d bytes, the manifest recorded %d", n, o.size)
 	}
 	return nil
+}
+
+// logWalker checks a segment's .log as verify streams it (an io.Writer
+// behind a TeeReader), holding one batch at a time: every batch's framing,
+// CRC and header, its offsets through a record.Chain over the segment's
+// range, and at the end the first and last offsets and the record count
+// against the manifest's. A compacted segment may start after its base
+// offset and end before its last offset.
+type logWalker struct {
+	key     string
+	seg     manifest.Segment
+	chain   record.Chain
+	buf     []byte
+	pos     int64 // object position of buf[0]
+	first   int64 // base offset of the first batch, -1 before it
+	records int64 // manifest.UnknownCount once a legacy message was seen
+	problem string
+}
+
+func newLogWalker(key string, seg manifest.Segment) *logWalker {
+	return &logWalker{key: key, seg: seg, chain: record.NewChain(seg.BaseOffset, seg.LastOffset), first: -1}
+}
+
+func (w *logWalker) Write(p []byte) (int, error) {
+	if w.problem != "" {
+		return len(p), nil
+	}
+	w.buf = append(w.buf, p...)
+	at := 0
+	for len(w.buf)-at >= record.LogOverhead {
+		rest := w.buf[at:]
+		size := int64(record.LogOverhead) + int64(int32(binary.BigEndian.Uint32(rest[8:])))
+		if size <= record.LogOverhead || w.pos+size > w.seg.Log.Size {
+			w.problem = (&record.CorruptError{File: w.key, Pos: w.pos, Offset: record.Batch(rest).BaseOffset(), Reason: fmt.Sprintf(
+				"batch of %d bytes runs past the end of the %d-byte object", size, w.seg.Log.Size)}).Error()
+			break
+		}
+		if int64(len(rest)) < size {
+			break
+		}
+		it := record.NewIter(rest[:size])
+		it.Verify, it.Chain = true, &w.chain
+		b, ok := it.Next()
+		if !ok {
+			err := it.Err()
+			if err == nil {
+				err = &record.CorruptError{Offset: -1, Reason: "incomplete batch"}
+			}
+			w.problem = record.WithFile(err, w.key, w.pos).Error()
+			break
+		}
+		if w.first < 0 {
+			w.first = b.BaseOffset()
+		}
+		switch {
+		case b.IsLegacy():
+			w.records = manifest.UnknownCount
+		case w.records != manifest.UnknownCount:
+			w.records += int64(b.RecordCount())
+		}
+		at += int(size)
+		w.pos += size
+	}
+	w.buf = append(w.buf[:0], w.buf[at:]...)
+	return len(p), nil
+}
+
+// finish is the problem found, "" when the segment holds what the
+// manifest says.
+func (w *logWalker) finish() string {
+	switch {
+	case w.problem != "":
+		return w.problem
+	case len(w.buf) > 0:
+		return fmt.Sprintf("%d bytes at position %d are not a whole batch", len(w.buf), w.pos)
+	case w.chain.Checked() == 0:
+		return "no batch"
+	case !w.seg.Compacted && w.first != w.seg.BaseOffset:
+		return fmt.Sprintf("the first batch starts at offset %d, the manifest says the segment starts at %d", w.first, w.seg.BaseOffset)
+	case !w.seg.Compacted && w.chain.Prev() != w.seg.LastOffset:
+		return fmt.Sprintf("the last batch ends at offset %d, the manifest says the segment ends at %d", w.chain.Prev(), w.seg.LastOffset)
+	case w.seg.RecordCount != manifest.UnknownCount && w.records != manifest.UnknownCount && w.records != w.seg.RecordCount:
+		return fmt.Sprintf("the batches hold %d records, the manifest says %d", w.records, w.seg.RecordCount)
+	}
+	return ""
 }

@@ -1,7 +1,9 @@
 package remotetier
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -70,6 +73,7 @@ func TestVerifyBucket(t *testing.T) {
 
 	tests := []struct {
 		name      string
+		files     func(fs []remotekit.SegFiles) // changes the segments before they are committed
 		damage    func(t *testing.T, f *verifyFixture)
 		ok        bool
 		problems  []string // kind and extension of each problem's key
@@ -83,7 +87,48 @@ func TestVerifyBucket(t *testing.T) {
 			data := slices.Clone(f.r.Logs[3])
 			data[len(data)/2] ^= 0x01
 			remotekit.Put(t, f.b, seg.Log.Key, data)
-		}, problems: []string{"checksum_mismatch .log"}},
+		}, problems: []string{"checksum_mismatch .log", "log_mismatch .log"}},
+		// The manifest's checksums match in the cases below: the bytes
+		// were uploaded so (a bad writer, a bit flipped before upload),
+		// and only walking the batches finds them wrong.
+		{name: "flipped_base_offset_uploaded", files: func(fs []remotekit.SegFiles) {
+			log := slices.Clone(fs[3].Log)
+			b := record.Batch(log)
+			b.SetBaseOffset(b.BaseOffset() ^ 0x02) // the first batch
+			fs[3].Log = log
+		}, problems: []string{"log_mismatch .log"}},
+		{name: "flipped_base_offset_mid_segment", files: func(fs []remotekit.SegFiles) {
+			log := slices.Clone(fs[2].Log)
+			b := record.Batch(log)
+			mid := record.Batch(log[int(b.Length())+record.LogOverhead:])
+			mid.SetBaseOffset(mid.BaseOffset() | 1<<40)
+			fs[2].Log = log
+		}, problems: []string{"log_mismatch .log"}},
+		{name: "claimed_last_offset", files: func(fs []remotekit.SegFiles) {
+			fs[len(fs)-1].Last = fs[len(fs)-1].Base + manifest.MaxSegmentSpan
+		}, problems: []string{"log_mismatch .log"}},
+		{name: "absurd_last_offset", damage: func(t *testing.T, f *verifyFixture) {
+			// 2^63-2 while the bytes end much lower: refused on decode.
+			last := f.r.Segs[len(f.r.Segs)-1].LastOffset
+			root := remotekit.Get(t, f.b, f.r.M.Key())
+			bad := bytes.Replace(root, []byte(fmt.Sprintf(`"last_offset":%d`, last)), []byte(`"last_offset":9223372036854775806`), 1)
+			if bytes.Equal(bad, root) {
+				t.Fatal("the root does not hold the final segment's last offset")
+			}
+			remotekit.Put(t, f.b, f.r.M.Key(), bad)
+		}, problems: []string{"corrupt_manifest .json"}},
+		{name: "record_count", damage: func(t *testing.T, f *verifyFixture) {
+			m, err := manifest.DecodeRoot(f.r.M.Key(), remotekit.Get(t, f.b, f.r.M.Key()))
+			if err != nil || len(m.Segments) == 0 {
+				t.Fatalf("root: %v", err)
+			}
+			m.Segments[len(m.Segments)-1].RecordCount--
+			root, err := manifest.EncodeRoot(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			remotekit.Put(t, f.b, m.Key(), root)
+		}, problems: []string{"log_mismatch .log"}},
 		{name: "missing_object", damage: func(t *testing.T, f *verifyFixture) {
 			if err := f.b.Delete(ctx, f.r.Segs[0].TimeIndex.Key); err != nil {
 				t.Fatal(err)
@@ -135,7 +180,11 @@ func TestVerifyBucket(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newVerifyFixture(t, files)
+			fs := slices.Clone(files)
+			if tt.files != nil {
+				tt.files(fs)
+			}
+			f := newVerifyFixture(t, fs)
 			if tt.damage != nil {
 				tt.damage(t, f)
 			}

@@ -71,6 +71,43 @@ func BenchmarkIterate(b *testing.B) {
 	})
 }
 
+// BenchmarkCheckBatches measures the check every read runs on the batches
+// it serves (CheckBatches over 1 MiB of 16 KiB batches, split in 64 KiB
+// parts as a cache's chunks are): the offsets and headers alone (the remote
+// path, whose CRCs were checked while the window was cut) and with the CRCs
+// (the local path), against the plain CRC-32C of BenchmarkIterate.
+func BenchmarkCheckBatches(b *testing.B) {
+	buf, n := benchBuffer(b, 1024)
+	var parts [][]byte
+	for it, start := NewIter(buf), 0; ; {
+		if _, ok := it.Next(); !ok {
+			parts = append(parts, buf[start:it.Pos()])
+			break
+		}
+		if it.Pos()-start >= 64<<10 {
+			parts = append(parts, buf[start:it.Pos()])
+			start = it.Pos()
+		}
+	}
+	for _, verify := range []bool{false, true} {
+		name := "offsets"
+		if verify {
+			name = "offsets_crc"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(buf)))
+			b.ReportAllocs()
+			for b.Loop() {
+				c := NewChain(0, int64(n))
+				keep, err := CheckBatches(parts, &c, verify, nil)
+				if err != nil || keep != len(buf) {
+					b.Fatalf("kept %d of %d: %v", keep, len(buf), err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkDecode compares our record decoding with franz-go's kmsg on the
 // same uncompressed batches (small records: decoding, not copying, dominates).
 func BenchmarkDecode(b *testing.B) {

@@ -84,7 +84,10 @@ type Iter struct {
 	pos int
 	// Verify makes Next check each batch's CRC and stop with a
 	// *CorruptError on mismatch.
-	Verify    bool
+	Verify bool
+	// Chain, when set, makes Next check each batch's offsets with it (see
+	// Chain) and stop with a *CorruptError when they do not follow.
+	Chain     *Chain
 	err       error
 	truncated bool
 }
@@ -120,19 +123,31 @@ func (it *Iter) Next() (Batch, bool) {
 		return nil, false
 	}
 	b = b[:size]
-	if magic == CurrentMagic && b.LastOffsetDelta() < 0 {
-		it.fail(b, fmt.Sprintf("negative last offset delta %d", b.LastOffsetDelta()))
+	if err := CheckHeader(b); err != nil {
+		it.setErr(err)
 		return nil, false
 	}
 	if it.Verify {
 		if err := b.VerifyCRC(); err != nil {
-			err.(*CorruptError).Pos = int64(it.pos)
-			it.err = err
+			it.setErr(err)
+			return nil, false
+		}
+	}
+	if it.Chain != nil {
+		if err := it.Chain.Check(b); err != nil {
+			it.setErr(err)
 			return nil, false
 		}
 	}
 	it.pos += int(size)
 	return b, true
+}
+
+// setErr stops the iteration with err, a *CorruptError placed at the
+// batch being read.
+func (it *Iter) setErr(err error) {
+	err.(*CorruptError).Pos = int64(it.pos)
+	it.err = err
 }
 
 func (it *Iter) fail(b Batch, reason string) {

@@ -170,6 +170,15 @@ type RemoteLog struct {
 
 	mu sync.Mutex
 	m  *manifest.Manifest
+	// endOK is the final segment CheckEnd found ending where the manifest
+	// says (its .log key and last offset).
+	endOK endCheck
+}
+
+// endCheck names a final segment whose end CheckEnd verified.
+type endCheck struct {
+	key  string
+	last int64
 }
 
 // OpenRemoteLog loads the root manifest of topic-partition under prefix
@@ -282,6 +291,62 @@ func (l *RemoteLog) LogStartOffset() int64 { return l.Manifest().LogStartOffset 
 // LogEndOffset is the offset after the last committed segment.
 func (l *RemoteLog) LogEndOffset() int64 { return l.Manifest().NextOffset() }
 
+// CheckEnd checks that the final segment's bytes end at the last offset
+// the manifest claims for it, before that claim is reported as the log end
+// offset (a Kafka high watermark): it walks the batch headers from the
+// segment's last index entry to the end of its .log (one range GET of
+// about index.interval.bytes plus a batch), checking their offsets as a
+// read does (record.Chain), and requires the last batch to end at the
+// manifest's last offset (at or below it for a compacted segment, whose
+// last records the cleaner may have removed). A segment is checked once,
+// when it first becomes the final one. A mismatch is a
+// *CorruptObjectError naming the object; a bad batch a *record.CorruptError.
+func (l *RemoteLog) CheckEnd(ctx context.Context) error {
+	return l.retryGone(ctx, func(m *manifest.Manifest) error {
+		if m.NextOffset() <= m.LogStartOffset {
+			return nil // nothing to read
+		}
+		seg, err := m.FindOffset(ctx, l.subs, m.NextOffset()-1)
+		if err != nil {
+			return err
+		}
+		done := endCheck{seg.Log.Key, seg.LastOffset}
+		l.mu.Lock()
+		ok := l.endOK == done
+		l.mu.Unlock()
+		if ok {
+			return nil
+		}
+		pos, entry, err := l.indexEntry(ctx, seg, seg.LastOffset)
+		if err != nil {
+			return err
+		}
+		chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
+		if pos > 0 {
+			chain.StartAt(entry)
+		}
+		cur := newLogCursor(l.bucket, seg.Log, seg.Log.Size-pos)
+		for pos < seg.Log.Size {
+			hdr, size, err := cur.header(ctx, pos)
+			if err != nil {
+				return err
+			}
+			if err := chain.Check(hdr); err != nil {
+				return record.WithFile(err, seg.Log.Key, pos)
+			}
+			pos += size
+		}
+		if last := chain.Prev(); last != seg.LastOffset && !(seg.Compacted && chain.Checked() > 0) {
+			return &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
+				"the last batch ends at offset %d, the manifest says the segment ends at offset %d", last, seg.LastOffset)}
+		}
+		l.mu.Lock()
+		l.endOK = done
+		l.mu.Unlock()
+		return nil
+	})
+}
+
 // retryGone runs op once and, if an object it read is gone, refreshes the
 // manifest and runs it again: a manifest read earlier may reference objects
 // a later commit (retention, compaction) has since deleted.
@@ -305,7 +370,12 @@ func (l *RemoteLog) retryGone(ctx context.Context, op func(m *manifest.Manifest)
 // a broker's fetch, from a single segment. An offset in a gap left by
 // compaction is served from the next batch present. At the log end the
 // result is empty; outside [LogStartOffset, LogEndOffset] the error matches
-// manifest.ErrOffsetOutOfRange. Every returned batch's CRC is checked.
+// manifest.ErrOffsetOutOfRange. Every returned batch is checked first: its
+// CRC and header, and its offsets (record.Chain) within the segment's
+// manifest range, after the batch before it, with the batch after it
+// following it (record.Chain.Settle); a read whose first batch fails is a
+// *record.CorruptError naming the object and position, one reaching a bad
+// batch later ends before it.
 // Data is the caller's own: bytes read from a shared cache are copied once.
 func (l *RemoteLog) Read(ctx context.Context, offset int64, maxBytes int) (ReadResult, error) {
 	v, err := l.ReadView(ctx, offset, maxBytes)
@@ -401,9 +471,15 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 			p.Prefetch(seg.Log.Key, 0, min(window, seg.Log.Size))
 		}
 	}
-	pos, err := l.indexPosition(ctx, seg, target)
+	pos, entry, err := l.indexEntry(ctx, seg, target)
 	if err != nil {
 		return err
+	}
+	// Every batch passed on the way and served is checked against the
+	// segment's offsets (record.Chain), from the index entry's batch on.
+	chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
+	if pos > 0 {
+		chain.StartAt(entry)
 	}
 	cur := newLogCursor(l.bucket, seg.Log, window)
 	for {
@@ -416,12 +492,15 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 			return err
 		}
 		if hdr.LastOffset() < target {
+			// Passed over: its offsets are checked (a wrong length
+			// lands the walk on bytes whose header fails the chain, or
+			// the batch served fails its CRC); its records are not
+			// served, so its CRC is not (Kafka does the same).
+			if err := chain.Check(hdr); err != nil {
+				return record.WithFile(err, seg.Log.Key, pos)
+			}
 			pos += size
 			continue
-		}
-		if hdr.BaseOffset() > seg.LastOffset {
-			return &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
-				"batch at position %d starts at offset %d, past the segment's last offset %d", pos, hdr.BaseOffset(), seg.LastOffset)}
 		}
 		end := pos + min(max(size, int64(maxBytes)), seg.Log.Size-pos)
 		// The first batch, whole and checked; its errors are the read's.
@@ -432,25 +511,74 @@ func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, targe
 		if _, err := wholeBatches(first, maxBytes, seg.Log.Key, pos); err != nil {
 			return err
 		}
+		last, lastPrev, lastSize := record.Batch(first), chain.Prev(), size
+		if err := chain.Check(last); err != nil {
+			return record.WithFile(err, seg.Log.Key, pos)
+		}
 		if err := cur.fill(ctx, pos, end-pos); err != nil {
 			return err
 		}
 		res.Parts = append(res.Parts[:0], first)
-		res.Len, res.NextOffset = int(size), record.Batch(first).NextOffset()
+		res.Len, res.NextOffset = int(size), last.NextOffset()
 		res.shared = cur.shared
 		p := pos + size
 		for p < end && res.Len < maxBytes {
-			b, n, next := cur.batchesAt(ctx, p, end, maxBytes-res.Len)
+			b, n, next, bl, bp := cur.batchesAt(ctx, p, end, maxBytes-res.Len, &chain)
 			if n == 0 {
 				break // a bad or incomplete batch ends the result
 			}
 			res.Parts = appendPart(res.Parts, b)
 			res.Len += int(n)
 			res.NextOffset = next
+			last, lastPrev, lastSize = bl, bp, int64(len(bl))
 			p += n
 		}
 		res.end = p
+		// The batch after the last one must follow it (record.Chain.Settle).
+		var after []byte
+		if p+8 <= seg.Log.Size {
+			if after, err = cur.bytes(ctx, p, 8); err != nil {
+				return err
+			}
+		}
+		drop, err := chain.Settle(last, lastPrev, after)
+		switch {
+		case drop && res.Len == int(lastSize):
+			return record.WithFile(err, seg.Log.Key, p)
+		case drop:
+			*res = cutParts(*res, res.Len-int(lastSize))
+		}
 		return nil
+	}
+}
+
+// cutParts keeps the first n bytes (whole batches) of v.
+func cutParts(v ReadView, n int) ReadView {
+	parts := v.Parts
+	v.Parts, v.Len, v.end = nil, n, v.end-int64(v.Len-n)
+	for _, p := range parts {
+		if n == 0 {
+			break
+		}
+		k := min(n, len(p))
+		v.Parts = append(v.Parts, p[:k])
+		n -= k
+	}
+	v.NextOffset = record.Batch(lastBatch(v.Parts)).NextOffset()
+	return v
+}
+
+// lastBatch is the last batch of parts (whole batches, each within a part).
+func lastBatch(parts [][]byte) []byte {
+	p := parts[len(parts)-1]
+	it := record.NewIter(p)
+	var last []byte
+	for {
+		b, ok := it.Next()
+		if !ok {
+			return last
+		}
+		last = b
 	}
 }
 
@@ -617,16 +745,24 @@ func (l *RemoteLog) AbortedTxns(ctx context.Context, from, upTo int64) ([]index.
 // indexPosition is the byte position in seg's log of the index entry at or
 // below target.
 func (l *RemoteLog) indexPosition(ctx context.Context, seg manifest.Segment, target int64) (int64, error) {
+	pos, _, err := l.indexEntry(ctx, seg, target)
+	return pos, err
+}
+
+// indexEntry is the index entry at or below target: the byte position in
+// seg's log and the offset the batch there holds.
+func (l *RemoteLog) indexEntry(ctx context.Context, seg manifest.Segment, target int64) (pos, offset int64, err error) {
 	oi, err := l.offsetIndex(ctx, seg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	pos := int64(oi.Lookup(target).Position)
+	e := oi.Lookup(target)
+	pos = int64(e.Position)
 	if pos >= seg.Log.Size {
-		return 0, &CorruptObjectError{Key: seg.Index.Key, Reason: fmt.Sprintf(
+		return 0, 0, &CorruptObjectError{Key: seg.Index.Key, Reason: fmt.Sprintf(
 			"entry for offset %d points at position %d, past the end of the %d-byte log", target, pos, seg.Log.Size)}
 	}
-	return pos, nil
+	return pos, e.Offset, nil
 }
 
 func (l *RemoteLog) offsetIndex(ctx context.Context, seg manifest.Segment) (*index.OffsetIndex, error) {

@@ -112,13 +112,15 @@ func (c *logCursor) bytes(ctx context.Context, pos, n int64) ([]byte, error) {
 }
 
 // batchesAt returns whole, CRC-checked batches of the window from pos,
-// before end and within budget bytes, with their length and the offset
-// after them: those in pos's part as a slice of it, or, when the batch at
-// pos spans two parts, a copy of that batch. n is 0 when no batch at pos
-// qualifies (bad, incomplete, or over budget).
-func (c *logCursor) batchesAt(ctx context.Context, pos, end int64, budget int) (b []byte, n, next int64) {
+// before end and within budget bytes, whose offsets chain accepts (and
+// advances over), with their length, the offset after them, and the last
+// of them with the last offset before it (for Chain.Settle): those in pos's
+// part as a slice of it, or, when the batch at pos spans two parts, a copy
+// of that batch. n is 0 when no batch at pos qualifies (bad, incomplete, or
+// over budget).
+func (c *logCursor) batchesAt(ctx context.Context, pos, end int64, budget int, chain *record.Chain) (b []byte, n, next int64, last record.Batch, lastPrev int64) {
 	if pos < c.off || end > c.off+c.n {
-		return nil, 0, 0
+		return nil, 0, 0, nil, 0
 	}
 	skip := pos - c.off
 	var p []byte
@@ -131,37 +133,43 @@ func (c *logCursor) batchesAt(ctx context.Context, pos, end int64, budget int) (
 	}
 	p = p[:min(int64(len(p)), end-pos)]
 	it := record.NewIter(p)
-	it.Verify = true
+	it.Verify, it.Chain = true, chain
 	for {
+		saved := *chain
 		bt, ok := it.Next()
-		if !ok || int(n)+len(bt) > budget {
+		if !ok {
+			break
+		}
+		if int(n)+len(bt) > budget {
+			*chain = saved // not served: the next read checks it
 			break
 		}
 		n += int64(len(bt))
-		next = bt.NextOffset()
+		next, last, lastPrev = bt.NextOffset(), bt, saved.Prev()
 	}
 	if n > 0 || !it.Truncated() || int64(len(p)) == end-pos {
-		return p[:n:n], n, next
+		return p[:n:n], n, next, last, lastPrev
 	}
 	// The batch at pos continues in the next part: copy it whole.
 	lb, err := c.bytes(ctx, pos, min(record.LogOverhead, end-pos))
 	if err != nil || len(lb) < record.LogOverhead {
-		return nil, 0, 0
+		return nil, 0, 0, nil, 0
 	}
 	size := int64(record.Batch(lb).Length()) + record.LogOverhead
 	if size <= record.LogOverhead || size > end-pos || size > int64(budget) {
-		return nil, 0, 0
+		return nil, 0, 0, nil, 0
 	}
 	whole, err := c.bytes(ctx, pos, size)
 	if err != nil {
-		return nil, 0, 0
+		return nil, 0, 0, nil, 0
 	}
+	prev := chain.Prev()
 	it = record.NewIter(whole)
-	it.Verify = true
+	it.Verify, it.Chain = true, chain
 	if bt, ok := it.Next(); ok && len(bt) == len(whole) {
-		return whole, size, bt.NextOffset()
+		return whole, size, bt.NextOffset(), bt, prev
 	}
-	return nil, 0, 0
+	return nil, 0, 0, nil, 0
 }
 
 // eofReader records whether its reader reported a clean io.EOF.

@@ -138,7 +138,9 @@ var bucketVerifyCmd = &command{
 Checks everything under the bucket URL's prefix (its scope): every partition's root
 manifest and sealed sub-manifests decode and match their references; every object a
 manifest references exists, has the recorded size, and matches its checksum (read in
-full, streamed through the digest). Objects in a partition's directories that no manifest
+full, streamed through the digest); every segment's .log holds batches that pass their
+CRC and offset checks, starting and ending at the offsets the manifest records, with its
+record count (log_mismatch otherwise). Objects in a partition's directories that no manifest
 references are orphans (uploads in flight, or garbage not yet collected); they are listed
 with their age. Keys that are not tiered's are listed as foreign and never fail the check.
 

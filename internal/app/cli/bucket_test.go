@@ -354,7 +354,8 @@ func TestBucketVerify(t *testing.T) {
 	}
 	mustRun(t, "", "bucket", "verify", "--bucket", bucketURL, "--grace", "3h")
 
-	// A flipped byte in a referenced object.
+	// A flipped byte in a referenced object: its checksum, and the CRC of
+	// the batch holding it.
 	seg := u.m.Segments[0]
 	path := filepath.Join(bdir, seg.Log.Key)
 	data, err := os.ReadFile(path)
@@ -366,7 +367,7 @@ func TestBucketVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	res = run(t, "", "bucket", "verify", "--bucket", bucketURL, "--grace", "3h", "--json")
-	if res.code != ExitError || !strings.Contains(res.stderr, "1 problem") {
+	if res.code != ExitError || !strings.Contains(res.stderr, "2 problems") {
 		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
 	}
 	var rep struct {
@@ -383,9 +384,47 @@ func TestBucketVerify(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
 		t.Fatalf("%v: %s", err, res.stdout)
 	}
-	if rep.OK || len(rep.Problems) != 1 || rep.Problems[0].Kind != "checksum_mismatch" || rep.Problems[0].Key != seg.Log.Key ||
+	kinds := map[string]bool{}
+	for _, p := range rep.Problems {
+		kinds[p.Kind] = p.Key == seg.Log.Key
+	}
+	if rep.OK || len(rep.Problems) != 2 || !kinds["checksum_mismatch"] || !kinds["log_mismatch"] ||
 		len(rep.Orphans) != 1 || rep.Orphans[0].AgeSeconds != 7200 || rep.Orphans[0].PastGrace {
 		t.Fatalf("report %+v", rep)
+	}
+}
+
+// TestBucketVerifyClaimedLastOffset rewrites the root manifest so that its
+// final segment claims a last offset its bytes do not reach: 2^63-2 (the
+// manifest is refused as corrupt) or 2^31-1 past its base (the most a
+// segment can span; the walk of its batches finds them ending lower).
+// bucket verify exits 1 naming the problem.
+func TestBucketVerifyClaimedLastOffset(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		claim func(base int64) int64
+		want  string
+	}{
+		{"absurd", func(int64) int64 { return 1<<63 - 2 }, "corrupt_manifest"},
+		{"span_limit", func(base int64) int64 { return base + manifest.MaxSegmentSpan }, "the last batch ends at offset 2999, the manifest says the segment ends at"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, bucketURL, u := remoteFixture(t)
+			seg := u.m.Segments[len(u.m.Segments)-1]
+			root, err := os.ReadFile(filepath.Join(strings.TrimPrefix(bucketURL, "file://"), u.m.Key()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := bytes.Replace(root, []byte(fmt.Sprintf(`"last_offset":%d`, seg.LastOffset)), []byte(fmt.Sprintf(`"last_offset":%d`, tc.claim(seg.BaseOffset))), 1)
+			if bytes.Equal(bad, root) {
+				t.Fatal("the root manifest does not hold the final segment's last offset")
+			}
+			u.put(u.m.Key(), bad)
+			res := run(t, "", "bucket", "verify", "--bucket", bucketURL)
+			if res.code != ExitError || !strings.Contains(res.stdout, tc.want) || !strings.Contains(res.stderr, "1 problem") {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", res.code, res.stdout, res.stderr, tc.want)
+			}
+		})
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
@@ -41,6 +43,10 @@ LogAppendTime topics).
 Starts at the log start offset and exits at the log end. Control records (transaction
 markers, KRaft control records) are never printed. Records of aborted transactions ARE
 printed: consume reads like a READ_UNCOMMITTED consumer.
+
+Every batch is checked before its records are printed: its CRC, and its offsets against
+its segment and the batch before it. A batch that fails stops consume after the records
+before it, with exit status 1 and an error naming the file or object and byte position.
 
 Reads the local data dir (the default), or with --bucket the segments committed to the
 remote tier, through the partition's manifest (no LIST), or with --fetch through the HTTP
@@ -223,8 +229,13 @@ func (c *consumer) drain(ctx context.Context, src consumeSource) (done bool, err
 		if len(data) == 0 {
 			return false, nil
 		}
+		// The sources check what they return; consume checks again that
+		// the answer's batches follow one another from the one holding
+		// c.offset (a fetch service of an older tiered did not), so a
+		// batch whose offsets went back is an error, never skipped.
 		it := record.NewIter(data)
-		it.Verify = true
+		chain := record.NewChain(0, math.MaxInt64-1)
+		it.Verify, it.Chain = true, &chain
 		progressed := false
 		for {
 			b, ok := it.Next()
@@ -232,7 +243,8 @@ func (c *consumer) drain(ctx context.Context, src consumeSource) (done bool, err
 				break
 			}
 			if b.NextOffset() <= c.offset {
-				continue
+				return false, fmt.Errorf("read %s at offset %d: the answer's batch at position %d ends at offset %d, before the offset asked for",
+					src, c.offset, it.Pos()-b.Size(), b.LastOffset())
 			}
 			progressed = true
 			if b.IsControl() {
@@ -473,8 +485,19 @@ func (s *fetchSource) get(ctx context.Context, pathQuery, accept string) (*http.
 			}
 			return nil, nil, &fetchOutOfRange{msg: msg, start: start, end: end}
 		}
-		return nil, nil, fmt.Errorf("fetch service %s: %s (%s)%s", s.base, msg, e.Code, statusHint(resp.StatusCode))
+		return nil, nil, &fetchServiceError{msg: fmt.Sprintf("fetch service %s: %s (%s)%s", s.base, msg, e.Code, statusHint(resp.StatusCode)), code: e.Code}
 	}
+}
+
+// fetchServiceError is an error answer of a fetch service; a
+// CORRUPT_MESSAGE matches kafkaerr.ErrCorrupt, so the CLI's hint for
+// corrupt data follows it.
+type fetchServiceError struct{ msg, code string }
+
+func (e *fetchServiceError) Error() string { return e.msg }
+
+func (e *fetchServiceError) Is(target error) bool {
+	return e.code == fetchcache.CodeCorruptMessage && target == kafkaerr.ErrCorrupt
 }
 
 // refresh reads the partition's offsets.

@@ -183,11 +183,13 @@ func TestInspectRecordDecodeError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := enc.AppendBatch(nil, record.NewBatchSpec(1, codec.None), []record.Record{{Offset: 1, Value: []byte("b")}})
+	bad, err := enc.AppendBatch(nil, record.NewBatchSpec(1, codec.None), []record.Record{{Offset: 1, Value: []byte("b")}, {Offset: 2, Value: []byte("c")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary.BigEndian.PutUint32(bad[57:], 5) // record count 5, only 1 record
+	// Record count 1 of 2 records: within the header's lastOffsetDelta+1
+	// (a count above it fails the header check before any decoding).
+	binary.BigEndian.PutUint32(bad[57:], 1)
 	record.Batch(bad).UpdateCRC()
 	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
 	if err := os.WriteFile(path, append(good, bad...), 0o644); err != nil {

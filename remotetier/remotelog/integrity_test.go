@@ -1,0 +1,193 @@
+package remotelog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// setBase rewrites the base offset field of the batch at b (outside the
+// CRC).
+func setBase(b []byte, f func(int64) int64) {
+	binary.BigEndian.PutUint64(b, uint64(f(int64(binary.BigEndian.Uint64(b)))))
+}
+
+// TestReadChecksOffsets corrupts one batch of a segment object behind the
+// reader's back — a flipped bit in its base offset, which the CRC does not
+// cover, or a checksummed byte — and reads from every batch with several
+// limits: no read serves a batch that differs from the one uploaded, the
+// reads reaching the bad batch fail with a *record.CorruptError naming the
+// object and the position of the bad batch (or of the one after it, when
+// the two do not follow one another), and the batches before it are served.
+func TestReadChecksOffsets(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 11, 3, 20, false)
+	files := local.Files(t)
+	tests := []struct {
+		name string
+		pick func(r *remotekit.Remote) int // index into r.Batches
+		flip func(b []byte)
+		// framing: the flip moves the next batch, so a read passing over
+		// the batch fails where the wrong length lands it, at or after it
+		// in its segment (never serving what is there).
+		framing bool
+	}{
+		{"base offset lowest bit down", middle, func(b []byte) { setBase(b, func(o int64) int64 { return o & (o - 1) }) }, false},
+		{"base offset lowest clear bit up", middle, func(b []byte) { setBase(b, func(o int64) int64 { return o | (o + 1) }) }, false},
+		{"base offset bit 40 up", middle, func(b []byte) { b[2] ^= 0x01 }, false},
+		{"base offset sign bit", middle, func(b []byte) { b[0] ^= 0x80 }, false},
+		{"first batch of a segment", func(r *remotekit.Remote) int {
+			for i, ba := range r.Batches {
+				if ba.Seg == 1 {
+					return i
+				}
+			}
+			return -1
+		}, func(b []byte) { setBase(b, func(o int64) int64 { return o - 1 }) }, false},
+		{"last batch of the log", func(r *remotekit.Remote) int { return len(r.Batches) - 1 }, func(b []byte) { setBase(b, func(o int64) int64 { return o & (o - 1) }) }, false},
+		{"checksummed byte", middle, func(b []byte) { b[len(b)-1] ^= 0xff }, false},
+		// Outside the CRC too: reads passing over it must not serve what
+		// its wrong length points at.
+		{"batch length", middle, func(b []byte) { b[10] ^= 0x01 }, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+			r.Commit(files...)
+			k := tc.pick(r)
+			bad := r.Batches[k]
+			seg := r.Segs[bad.Seg]
+			data := slices.Clone(r.Logs[bad.Seg])
+			tc.flip(data[bad.Pos : bad.Pos+int64(bad.B.Size())])
+			remotekit.Put(t, r.Bucket, seg.Log.Key, data)
+			l := openTestLog(t, r.Bucket, "")
+
+			want := map[int64][]byte{}
+			for _, ba := range r.Batches {
+				want[ba.B.BaseOffset()] = ba.B
+			}
+			servedBefore := false
+			for i, ba := range r.Batches {
+				from := ba.B.BaseOffset()
+				for _, maxBytes := range []int{1, 3000, 1 << 20} {
+					v, err := l.ReadView(ctx, from, maxBytes)
+					if err != nil {
+						var ce *record.CorruptError
+						if !errors.As(err, &ce) {
+							t.Fatalf("read %d max %d: %v, want a *record.CorruptError", from, maxBytes, err)
+						}
+						near := ce.Pos == bad.Pos || (k+1 < len(r.Batches) && r.Batches[k+1].Seg == bad.Seg && ce.Pos == r.Batches[k+1].Pos) ||
+							(tc.framing && ce.Pos >= bad.Pos)
+						if ce.File != seg.Log.Key || !near {
+							t.Fatalf("read %d max %d: %v, want the object %s at %d", from, maxBytes, err, seg.Log.Key, bad.Pos)
+						}
+						continue
+					}
+					if i == k {
+						t.Fatalf("read at the corrupt batch %d max %d served %d bytes", from, maxBytes, v.Len)
+					}
+					joined := joinParts(v.Parts, v.Len)
+					it := record.NewIter(joined)
+					next := int64(-1)
+					for {
+						got, ok := it.Next()
+						if !ok {
+							break
+						}
+						if !bytes.Equal(got, want[got.BaseOffset()]) {
+							t.Fatalf("read %d max %d served a batch at offset %d that was not uploaded so", from, maxBytes, got.BaseOffset())
+						}
+						if k > 0 && got.BaseOffset() == r.Batches[k-1].B.BaseOffset() {
+							servedBefore = true
+						}
+						next = got.NextOffset()
+					}
+					if it.Pos() != len(joined) || (v.Len > 0 && v.NextOffset != next) {
+						t.Fatalf("read %d max %d: %d bytes, %d of whole batches, next %d want %d", from, maxBytes, v.Len, it.Pos(), v.NextOffset, next)
+					}
+				}
+			}
+			if k > 0 && r.Batches[k-1].Seg == bad.Seg && !servedBefore {
+				t.Fatal("the batch before the corrupt one was never served")
+			}
+		})
+	}
+}
+
+func middle(r *remotekit.Remote) int {
+	for i, ba := range r.Batches {
+		if ba.Seg == 1 && i+1 < len(r.Batches) && r.Batches[i+1].Seg == 1 && i > 0 && r.Batches[i-1].Seg == 1 {
+			if ba.B.BaseOffset() > r.Segs[1].BaseOffset+20 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// TestCheckEnd commits a final segment whose manifest entry claims a last
+// offset past the segment's bytes (up to 2^31-1 past its base, the most
+// manifest validation lets through; 2^63-2 is refused on decode): CheckEnd
+// reports the object as corrupt instead of letting the claim become the
+// high watermark. A true claim passes, once: the segment is not read again.
+func TestCheckEnd(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 12, 3, 10, false)
+	for _, tc := range []struct {
+		name  string
+		extra int64 // added to the final segment's last offset
+		sub   bool  // the final segment in a sealed sub-manifest
+	}{
+		{"true", 0, false},
+		{"true in a sub-manifest", 0, true},
+		{"one past", 1, false},
+		{"relative offset limit", -1, false},
+		{"one past in a sub-manifest", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := local.Files(t)
+			last := &files[len(files)-1]
+			if tc.extra < 0 {
+				last.Last = last.Base + manifest.MaxSegmentSpan
+			} else {
+				last.Last += tc.extra
+			}
+			policy := manifest.DefaultPolicy()
+			if tc.sub {
+				policy = manifest.Policy{InlineMax: 1, SubSegments: 1}
+			}
+			mem := objstore.NewMemory()
+			rb := &remotekit.RecordingBucket{Bucket: mem}
+			r := remotekit.NewRemote(t, mem, "", 0, policy)
+			r.Commit(files...)
+			if tc.sub && len(r.M.Sealed) == 0 {
+				t.Fatal("no sealed sub-manifest")
+			}
+			l := openTestLog(t, rb, "")
+			err := l.CheckEnd(ctx)
+			if tc.extra == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				gets := rb.RangeGets
+				if err := l.CheckEnd(ctx); err != nil || rb.RangeGets != gets {
+					t.Fatalf("second check: %v, %d more range GETs", err, rb.RangeGets-gets)
+				}
+				return
+			}
+			var co *CorruptObjectError
+			if !errors.As(err, &co) || co.Key != r.Segs[len(r.Segs)-1].Log.Key || !strings.Contains(co.Reason, "the last batch ends at offset") {
+				t.Fatalf("CheckEnd: %v, want a CorruptObjectError naming %s", err, r.Segs[len(r.Segs)-1].Log.Key)
+			}
+		})
+	}
+}
