@@ -55,13 +55,17 @@ type Runner struct {
 	// LockWait is how long a command waits for another process to release
 	// the data dir before giving up (default 2s).
 	LockWait time.Duration
+	// MemoryLimit makes serve and fetch set the process's soft memory limit
+	// from their budgets (daemon.ApplyMemoryLimit). Run, the binary's entry,
+	// sets it; tests running daemons in their own process leave it off.
+	MemoryLimit bool
 }
 
 // Run runs the command line args (without the program name) and returns
 // the exit code. Cancelling ctx (SIGINT/SIGTERM in main) ends consume
 // --follow with exit 0.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	r := &Runner{Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	r := &Runner{Stdin: stdin, Stdout: stdout, Stderr: stderr, MemoryLimit: true}
 	return r.Run(ctx, args)
 }
 

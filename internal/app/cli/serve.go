@@ -197,6 +197,9 @@ func runDaemon(r *Runner, ctx context.Context, args []string, p config.Process, 
 		}
 		return err
 	}
+	if m, ok := d.(interface{ MemoryLimit() int64 }); ok && r.MemoryLimit {
+		daemon.ApplyMemoryLimit(m.MemoryLimit(), logger)
+	}
 	return d.Run(ctx)
 }
 
@@ -218,6 +221,8 @@ type serveProcess struct {
 }
 
 func (p serveProcess) Run(ctx context.Context) error { return runServeProcess(ctx, p.s, p.logger) }
+
+func (p serveProcess) MemoryLimit() int64 { return p.s.MemoryLimit() }
 
 // runServeProcess runs s until ctx ends, reloading on SIGHUP; each reload
 // logs its audit line, as POST /v1/admin/reload does, with the signal as

@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
+)
+
+// MemoryHeadroom is what a daemon's soft memory limit allows beyond its
+// budgets: the runtime, per-connection and per-partition state, buffers
+// not drawn from a budget.
+const MemoryHeadroom = 128 << 20
+
+// budgets is the sum of the daemon's configured memory budgets that hold
+// bytes in the process: the chunk cache, the bytes being fetched, the
+// Kafka responses being built or written and the produce bodies being read.
+func (b *base) budgets() int64 {
+	c := b.cfg
+	n := int64(c.Fetch.CacheBytes) + int64(c.Fetch.MaxInFlightBytes) + int64(c.HTTP.MaxInFlightProduceBytes)
+	if b.fetch {
+		n += int64(c.Kafka.MaxInFlightResponseBytes)
+	}
+	return n
+}
+
+// MemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit) the
+// daemon runs under: its budgets plus MemoryHeadroom. Without it the
+// garbage collector lets the heap grow to twice what is live (GOGC=100),
+// so a process full to its budgets would reach about twice them.
+func (s *Serve) MemoryLimit() int64 {
+	return s.budgets() + s.settings.CleanerDedupeBufferSize + MemoryHeadroom
+}
+
+// MemoryLimit is the soft memory limit fetch runs under: its budgets plus
+// MemoryHeadroom.
+func (f *Fetch) MemoryLimit() int64 { return f.budgets() + MemoryHeadroom }
+
+// ApplyMemoryLimit sets the process's soft memory limit to limit unless
+// GOMEMLIMIT is set (the operator's value wins), and logs which applies.
+// It returns the limit in force.
+func ApplyMemoryLimit(limit int64, log *slog.Logger) int64 {
+	if env := os.Getenv("GOMEMLIMIT"); env != "" {
+		cur := debug.SetMemoryLimit(-1) // reads without changing
+		log.Info("soft memory limit", "bytes", cur, "from", "GOMEMLIMIT="+env)
+		return cur
+	}
+	if limit <= 0 || limit == math.MaxInt64 {
+		return debug.SetMemoryLimit(-1)
+	}
+	debug.SetMemoryLimit(limit)
+	log.Info("soft memory limit", "bytes", limit, "from", "budgets (fetch.cache_bytes, fetch.max_inflight_bytes, kafka.max_inflight_response_bytes, http.max_inflight_produce_bytes, log.cleaner.dedupe.buffer.size) + 128MiB")
+	return limit
+}
