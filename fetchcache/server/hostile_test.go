@@ -340,8 +340,9 @@ func requestFrame(req kmsg.Request, corr int32) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
 }
 
-// holdingWriter reads a produce body whole and answers without appending,
-// as a Writer that holds a body in memory does.
+// holdingWriter holds a produce body whole, as read (64 KiB pieces, no
+// copies: what the body budget accounts for), and answers without
+// appending, as a Writer that holds a body in memory does.
 type holdingWriter struct{}
 
 func (holdingWriter) CreateTopic(context.Context, httpapi.CreateTopicRequest) (any, error) {
@@ -353,11 +354,19 @@ func (holdingWriter) AlterTopic(context.Context, string, httpapi.AlterConfigRequ
 }
 func (holdingWriter) Reload(context.Context) error { return nil }
 func (holdingWriter) Produce(_ context.Context, _ string, _ int32, _ bool, body io.Reader) (any, error) {
-	b, err := io.ReadAll(body)
-	if err != nil {
-		return nil, err
+	var held [][]byte
+	n := 0
+	for {
+		p := make([]byte, 64<<10)
+		k, err := io.ReadFull(body, p)
+		held, n = append(held, p[:k]), n+k
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return map[string]int{"bytes": n, "pieces": len(held)}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return map[string]int{"bytes": len(b)}, nil
 }
 
 type zeros struct{}
