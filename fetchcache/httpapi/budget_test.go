@@ -180,3 +180,60 @@ func TestSlowProduceBodyClosed(t *testing.T) {
 		t.Fatalf("body timeouts counted %v, want 1", got)
 	}
 }
+
+// readAllWriter reads each produce body whole and answers its length.
+type readAllWriter struct{ fakeWriter }
+
+func (*readAllWriter) Produce(_ context.Context, _ string, _ int32, _ bool, body io.Reader) (any, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int{"bytes": len(b)}, nil
+}
+
+// TestProduceBodiesBeyondBudget: a body larger than the whole budget is
+// read alone, holding all of it, instead of being refused for ever; chunked
+// bodies that together exceed the budget are read one after another instead
+// of each holding a part and all waiting until they are refused.
+func TestProduceBodiesBeyondBudget(t *testing.T) {
+	const capacity = 1000
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: emptyCatalog{}, Writer: &readAllWriter{}, MaxInFlightProduceBytes: capacity,
+		ProduceMaxWait: 10 * time.Second, Registerer: reg}))
+	t.Cleanup(srv.Close)
+	post := func(body io.Reader) (int, string) {
+		resp, err := http.Post(srv.URL+"/v1/topics/t/records", MediaNDJSON, body)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	chunked := func(n int) io.Reader { return io.MultiReader(strings.NewReader(strings.Repeat("c", n))) }
+	for name, body := range map[string]io.Reader{"sized": strings.NewReader(strings.Repeat("s", 1500)), "chunked": chunked(1500)} {
+		if code, out := post(body); code != http.StatusOK || !strings.Contains(out, `"bytes":1500`) {
+			t.Fatalf("a lone %s 1500-byte body with a 1000-byte budget: %d %s, want 200 with 1500 bytes read", name, code, out)
+		}
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 3)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = post(chunked(640))
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Fatalf("three chunked 640-byte bodies, 1000-byte budget: body %d answered %d (all %v), want all 200", i, c, codes)
+		}
+	}
+	if got := (gateInFlight{t: t, reg: reg}).InFlight(); got != 0 {
+		t.Fatalf("budget in flight %d after every produce answered, want 0", got)
+	}
+}

@@ -282,38 +282,38 @@ func (a *httpAPI) bodyDeadline(rw http.ResponseWriter) (done func()) {
 	return func() { once.Do(func() { _ = rc.SetReadDeadline(time.Time{}) }) }
 }
 
-// budgetStep is how much of a chunked produce body is reserved per read.
-const budgetStep = 64 << 10
-
-// produceBody is a produce request's body, read within the produce budget
-// and BodyReadTimeout, and capped at MaxProduceBodyBytes.
+// produceBody is a produce request's body read within the produce budget.
 type produceBody struct {
 	r        io.Reader
 	g        *gate.Gate
-	ctx      context.Context
-	sized    bool  // the body has a Content-Length, reserved up front
-	prepaid  int64 // reserved up front and not yet read
-	held     int64 // admitted by the gate in all
-	err      error // the budget or the deadline failed: the answer
+	held     int64 // admitted by the gate
+	read     int64 // bytes read so far
+	err      error // the deadline failed: the answer
 	deadline func()
 }
 
-// budgetBody reserves r's declared length from the produce budget, waiting
-// up to ProduceMaxWait (a chunked body reserves as it is read), and bounds
-// its arrival by BodyReadTimeout.
+// budgetBody reserves r's body from the produce budget up front, waiting
+// up to ProduceMaxWait, and bounds its arrival by BodyReadTimeout. A body
+// reserves its declared length, or, chunked, the most a body may be
+// (MaxProduceBodyBytes), the part not read returned at its end; never more
+// than the whole budget: a body larger than the budget holds all of it while
+// it is read, so it is read alone but it is read. Reserving up front, not
+// as the bytes come, keeps bodies that each hold a part from waiting for
+// each other until all are refused.
 func (a *httpAPI) budgetBody(rw http.ResponseWriter, r *http.Request) (*produceBody, error) {
 	if r.ContentLength > MaxProduceBodyBytes {
 		return nil, &http.MaxBytesError{Limit: MaxProduceBodyBytes}
 	}
-	b := &produceBody{r: http.MaxBytesReader(rw, r.Body, MaxProduceBodyBytes), g: a.produceBudget, ctx: r.Context()}
-	// A body larger than the whole budget is read as a chunked one is,
-	// reserving as it goes.
-	if b.sized = r.ContentLength >= 0 && r.ContentLength <= b.g.Capacity(); b.sized && r.ContentLength > 0 {
-		n := r.ContentLength
+	b := &produceBody{r: http.MaxBytesReader(rw, r.Body, MaxProduceBodyBytes), g: a.produceBudget}
+	n := r.ContentLength
+	if n < 0 {
+		n = MaxProduceBodyBytes
+	}
+	if n = min(n, b.g.Capacity()); n > 0 {
 		if err := b.g.Start(r.Context(), n); err != nil {
 			return nil, fmt.Errorf("produce body of %d bytes: %w", r.ContentLength, err)
 		}
-		b.prepaid, b.held = n, n
+		b.held = n
 	}
 	b.deadline = a.bodyDeadline(rw)
 	return b, nil
@@ -323,33 +323,15 @@ func (b *produceBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	var extra int64
-	if b.sized {
-		// Within the declared length (the server refuses more); the last
-		// read only finds the end.
-		p = p[:max(1, min(int64(len(p)), b.prepaid))]
-	} else {
-		extra = min(int64(len(p)), budgetStep, b.g.Capacity())
-		if err := b.g.Start(b.ctx, extra); err != nil {
-			b.err = fmt.Errorf("produce body: %w", err)
-			return 0, b.err
-		}
-		b.held += extra
-		p = p[:extra]
-	}
 	n, err := b.r.Read(p)
-	if b.sized {
-		b.prepaid = max(b.prepaid-int64(n), 0)
-	} else if unused := extra - int64(n); unused > 0 {
-		b.g.Done(unused)
-		b.held -= unused
-	}
+	b.read += int64(n)
 	switch {
 	case errors.Is(err, io.EOF):
 		b.deadline() // read whole: the Writer's work is not bounded by it
+		if unused := b.held - b.read; unused > 0 {
+			b.g.Done(unused) // a chunked body shorter than its reserve
+			b.held = b.read
+		}
 	case isTimeout(err):
 		b.err = &bodyTimeoutError{err: err}
 		return n, b.err

@@ -182,14 +182,20 @@ func (b *respBudget) reserve(ctx context.Context, n int64, wait bool) error {
 // keep trims what the Fetch holds to n bytes more than before it reserved
 // want: unused bytes go back at once; bytes beyond the reservation (a batch
 // larger than the limits, which KIP-74 returns whole) are taken if free, and
-// keep reports false when they are not.
+// keep reports false when they are not. A Fetch never holds more than the
+// whole budget: one that holds all of it keeps a batch larger than the
+// budget (sent alone), which it could otherwise never get.
 func (b *respBudget) keep(ctx context.Context, want, n int64) bool {
 	want = min(want, b.g.Capacity())
 	switch {
 	case n < want:
 		b.give(want - n)
 	case n > want:
-		return b.reserve(ctx, n-want, false) == nil
+		extra := min(n-want, b.g.Capacity()-b.held)
+		if extra <= 0 {
+			return true
+		}
+		return b.reserve(ctx, extra, false) == nil
 	}
 	return true
 }

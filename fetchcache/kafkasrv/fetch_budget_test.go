@@ -235,3 +235,36 @@ func TestKafkaFetchResponseCap(t *testing.T) {
 		})
 	}
 }
+
+// TestKafkaFetchBatchLargerThanBudget: a batch larger than the whole
+// response budget is served (alone, holding all of it), as KIP-74 returns
+// a first batch larger than the limits, instead of the Fetch being
+// throttled at that offset for ever.
+func TestKafkaFetchBatchLargerThanBudget(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("big", 1, nil)
+	recs := make([]fetchkit.Rec, 4)
+	for i := range recs {
+		recs[i] = fetchkit.Rec{Timestamp: ts0 + int64(i), Value: make([]byte, 3000)}
+	}
+	e.Produce(e.Log("big", 0), fetchkit.ProduceOpts{Per: 4}, recs) // one batch of ~12 KB
+	const capacity = 4 << 10
+	s, addr := startKafkaServer(t, e.Cat, KafkaOptions{MaxInFlightResponseBytes: capacity})
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
+	resp, err := fetchOf(50, 1<<10, "big", int32(0)).RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if resp.ThrottleMillis != 0 || p.ErrorCode != 0 || len(p.RecordBatches) <= capacity {
+		t.Fatalf("fetch of a %d-byte budget's larger batch: throttle %d ms, error %d, %d bytes; want the whole batch",
+			capacity, resp.ThrottleMillis, p.ErrorCode, len(p.RecordBatches))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.respBudget.InFlight() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("response budget holds %d bytes after the response was written", s.respBudget.InFlight())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

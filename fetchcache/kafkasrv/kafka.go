@@ -268,21 +268,36 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 	)
 	acceptDone := make(chan error, 1)
 	go func() {
+		var backoff time.Duration
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				select {
 				case <-stopping:
 					acceptDone <- nil
+					return
 				default:
-					var ne net.Error
-					if errors.As(err, &ne) && ne.Timeout() {
-						continue
-					}
-					acceptDone <- fmt.Errorf("kafka listener accept: %w", err)
 				}
-				return
+				if errors.Is(err, net.ErrClosed) {
+					acceptDone <- fmt.Errorf("kafka listener accept: %w", err)
+					return
+				}
+				// Out of descriptors (EMFILE, ENFILE), a connection reset
+				// before it was accepted, a timeout: the listener still
+				// works, so wait and accept again, as net/http does. A
+				// client that could make Accept fail must not stop the
+				// service.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("kafka listener accept failed; retrying", "err", err, "retry_in", backoff)
+				select {
+				case <-stopping:
+					acceptDone <- nil
+					return
+				case <-time.After(backoff):
+				}
+				continue
 			}
+			backoff = 0
 			kc := &kafkaConn{s: s, c: c, ctx: reqCtx, stopping: stopping}
 			ip := remoteIP(c)
 			mu.Lock()

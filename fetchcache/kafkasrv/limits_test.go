@@ -3,6 +3,10 @@ package kafkasrv
 import (
 	"context"
 	"encoding/binary"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,5 +209,51 @@ func TestKafkaUnservedVersionsClose(t *testing.T) {
 	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), kgo.MaxVersions(kversion.V2_1_0()))
 	if _, err := fetchReq(4).(*kmsg.FetchRequest).RequestWith(context.Background(), cl); err != nil {
 		t.Fatalf("Fetch v4: %v", err)
+	}
+}
+
+// emfileListener fails its first n Accepts as a process out of descriptors
+// does, then accepts.
+type emfileListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *emfileListener) Accept() (net.Conn, error) {
+	if l.n.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// An Accept that fails (EMFILE: a client filled the descriptor table) does
+// not stop the listener: it waits and accepts again, and is served. Before,
+// any accept error but a timeout ended Serve, and with it the process.
+func TestKafkaAcceptErrorsAreRetried(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("t", 1, nil)
+	s, err := NewKafkaServer(KafkaOptions{Catalog: e.Cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &emfileListener{Listener: inner}
+	ln.n.Store(5)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	rc := fetchkit.DialRaw(t, inner.Addr().String())
+	apiVersionsRoundTrip(t, rc, 1)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve after accept errors and a cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not stop 10s after its context was cancelled")
 	}
 }
