@@ -275,10 +275,12 @@ func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 	if err := p.refresh(ctx, p.c.o.ManifestTTL); err != nil {
 		return Offsets{}, err
 	}
-	if err := p.log.CheckEnd(ctx); err != nil {
+	// The offsets come from the manifest whose end was checked, not from
+	// one a concurrent refresh may have loaded since.
+	m, err := p.log.CheckEnd(ctx)
+	if err != nil {
 		return Offsets{}, p.mapErr(fmt.Errorf("check the end of %s-%d: %w", p.log.Topic(), p.log.Partition(), err))
 	}
-	m := p.log.Manifest()
 	end := m.NextOffset()
 	return Offsets{LogStart: m.LogStartOffset, LogEnd: end, LastStable: end}, nil
 }

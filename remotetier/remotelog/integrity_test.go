@@ -173,13 +173,13 @@ func TestCheckEnd(t *testing.T) {
 				t.Fatal("no sealed sub-manifest")
 			}
 			l := openTestLog(t, rb, "")
-			err := l.CheckEnd(ctx)
+			_, err := l.CheckEnd(ctx)
 			if tc.extra == 0 {
 				if err != nil {
 					t.Fatal(err)
 				}
 				gets := rb.RangeGets
-				if err := l.CheckEnd(ctx); err != nil || rb.RangeGets != gets {
+				if _, err := l.CheckEnd(ctx); err != nil || rb.RangeGets != gets {
 					t.Fatalf("second check: %v, %d more range GETs", err, rb.RangeGets-gets)
 				}
 				return

@@ -301,8 +301,11 @@ func (l *RemoteLog) LogEndOffset() int64 { return l.Manifest().NextOffset() }
 // last records the cleaner may have removed). A segment is checked once,
 // when it first becomes the final one. A mismatch is a
 // *CorruptObjectError naming the object; a bad batch a *record.CorruptError.
-func (l *RemoteLog) CheckEnd(ctx context.Context) error {
-	return l.retryGone(ctx, func(m *manifest.Manifest) error {
+// It returns the manifest it checked, whose offsets the caller reports.
+func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
+	var checked *manifest.Manifest
+	err := l.retryGone(ctx, func(m *manifest.Manifest) error {
+		checked = m
 		if m.NextOffset() <= m.LogStartOffset {
 			return nil // nothing to read
 		}
@@ -345,6 +348,10 @@ func (l *RemoteLog) CheckEnd(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return checked, nil
 }
 
 // retryGone runs op once and, if an object it read is gone, refreshes the
