@@ -1,7 +1,6 @@
 package localtier
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
 	"io"
@@ -59,8 +58,8 @@ type FileTable struct {
 	max int
 
 	mu    sync.Mutex
-	lru   list.List // of *tableFile with a descriptor and no operation running, most recent first
-	open  int       // descriptors held
+	lru   fileLRU // the files with a descriptor and no operation running, most recent first
+	open  int     // descriptors held
 	stats FileTableStats
 }
 
@@ -105,13 +104,11 @@ func (t *FileTable) FS(fsys vfs.FS) vfs.FS {
 func (t *FileTable) reserveLocked() []*tableFile {
 	var victims []*tableFile
 	for t.open >= t.max {
-		e := t.lru.Back()
-		if e == nil {
+		v := t.lru.back()
+		if v == nil {
 			break // every descriptor is in use: go over the limit
 		}
-		v := e.Value.(*tableFile)
-		t.lru.Remove(e)
-		v.elem = nil
+		t.lru.remove(v)
 		v.evicting = v.f
 		v.f = nil
 		t.open--
@@ -186,7 +183,7 @@ func (fs *tableFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, 
 	}
 	file := &tableFile{fs: fs, name: filepath.Clean(name), flag: flag &^ (os.O_CREATE | os.O_EXCL | os.O_TRUNC), perm: perm, f: f}
 	t.mu.Lock()
-	file.elem = t.lru.PushFront(file)
+	t.lru.pushFront(file)
 	t.stats.Files++
 	t.mu.Unlock()
 	fs.mu.Lock()
@@ -251,15 +248,16 @@ type tableFile struct {
 	flag int
 	perm os.FileMode
 
-	f        vfs.File      // the descriptor, nil when closed by the table
-	elem     *list.Element // in the table's LRU while f is set and refs == 0
-	refs     int           // operations running
-	opening  chan struct{} // closed when a reopen under way ends
-	evicting vfs.File      // a descriptor being closed by the table
-	evicted  chan struct{} // closed when evicting ends
-	dirty    bool          // written since the last sync
-	sticky   error         // a sync or close error of an evicted descriptor
-	closed   bool
+	f          vfs.File   // the descriptor, nil when closed by the table
+	prev, next *tableFile // in the table's LRU (listed) while f is set and refs == 0
+	listed     bool
+	refs       int           // operations running
+	opening    chan struct{} // closed when a reopen under way ends
+	evicting   vfs.File      // a descriptor being closed by the table
+	evicted    chan struct{} // closed when evicting ends
+	dirty      bool          // written since the last sync
+	sticky     error         // a sync or close error of an evicted descriptor
+	closed     bool
 
 	posMu sync.Mutex
 	pos   int64 // offset of Read, Write and Seek
@@ -277,10 +275,7 @@ func (f *tableFile) acquire() (vfs.File, error) {
 		}
 		if f.f != nil {
 			f.refs++
-			if f.elem != nil {
-				t.lru.Remove(f.elem)
-				f.elem = nil
-			}
+			t.lru.remove(f)
 			d := f.f
 			t.mu.Unlock()
 			return d, nil
@@ -349,7 +344,7 @@ func (f *tableFile) release(wrote bool) {
 	}
 	f.refs--
 	if f.refs == 0 && f.f != nil && !f.closed {
-		f.elem = t.lru.PushFront(f)
+		t.lru.pushFront(f)
 	}
 }
 
@@ -365,12 +360,24 @@ func with[T any](f *tableFile, wrote bool, op func(vfs.File) (T, error)) (T, err
 	return op(d)
 }
 
+// ReadAt and WriteAt, the hot paths, hold the descriptor without with's
+// closure, which would be allocated on every call.
 func (f *tableFile) ReadAt(p []byte, off int64) (int, error) {
-	return with(f, false, func(d vfs.File) (int, error) { return d.ReadAt(p, off) })
+	d, err := f.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer f.release(false)
+	return d.ReadAt(p, off)
 }
 
 func (f *tableFile) WriteAt(p []byte, off int64) (int, error) {
-	return with(f, true, func(d vfs.File) (int, error) { return d.WriteAt(p, off) })
+	d, err := f.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer f.release(true)
+	return d.WriteAt(p, off)
 }
 
 func (f *tableFile) Read(p []byte) (int, error) {
@@ -472,10 +479,7 @@ func (f *tableFile) Close() error {
 	f.closed = true
 	d := f.f
 	f.f = nil
-	if f.elem != nil {
-		t.lru.Remove(f.elem)
-		f.elem = nil
-	}
+	t.lru.remove(f)
 	if d != nil {
 		t.open--
 	}
@@ -490,3 +494,44 @@ func (f *tableFile) Close() error {
 	}
 	return errors.Join(err, sticky)
 }
+
+// fileLRU is an intrusive list of the table's idle files: pushing and
+// removing allocate nothing (every read and write of a file through the
+// table leaves and re-enters it).
+type fileLRU struct {
+	front, tail *tableFile
+}
+
+func (l *fileLRU) pushFront(f *tableFile) {
+	if f.listed {
+		l.remove(f)
+	}
+	f.prev, f.next, f.listed = nil, l.front, true
+	if l.front != nil {
+		l.front.prev = f
+	} else {
+		l.tail = f
+	}
+	l.front = f
+}
+
+// remove takes f out of the list if it is in it.
+func (l *fileLRU) remove(f *tableFile) {
+	if !f.listed {
+		return
+	}
+	if f.prev != nil {
+		f.prev.next = f.next
+	} else {
+		l.front = f.next
+	}
+	if f.next != nil {
+		f.next.prev = f.prev
+	} else {
+		l.tail = f.prev
+	}
+	f.prev, f.next, f.listed = nil, nil, false
+}
+
+// back is the least recently used idle file, or nil.
+func (l *fileLRU) back() *tableFile { return l.tail }

@@ -380,7 +380,7 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 // not claim LogAppendTime, which only the broker sets.
 func validateTimestamp(cfg topicconfig.Config, b record.Batch, r record.Record, now int64) error {
 	if cfg.MessageTimestampType == topicconfig.CreateTime && r.Timestamp != record.NoTimestamp {
-		return checkTimestamp(cfg, r.Timestamp, now, fmt.Sprintf(" of message with offset %d", r.Offset))
+		return checkTimestamp(cfg, r.Timestamp, now, r.Offset)
 	}
 	if b.LogAppendTime() {
 		return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
@@ -399,14 +399,20 @@ func CheckTimestamp(cfg topicconfig.Config, ts, now int64) error {
 	if cfg.MessageTimestampType != topicconfig.CreateTime || ts == record.NoTimestamp {
 		return nil
 	}
-	return checkTimestamp(cfg, ts, now, "")
+	return checkTimestamp(cfg, ts, now, -1)
 }
 
 // checkTimestamp applies the bounds with Java's wrapping arithmetic, so the
-// bounds and the message are Kafka's.
-func checkTimestamp(cfg topicconfig.Config, ts, now int64, of string) error {
+// bounds and the message are Kafka's; offset (-1: none) is the record's, for
+// the message. Nothing is formatted unless the check fails: it runs for
+// every record appended.
+func checkTimestamp(cfg topicconfig.Config, ts, now, offset int64) error {
 	diff := now - ts
 	if diff > cfg.MessageTimestampBeforeMaxMs || -diff > cfg.MessageTimestampAfterMaxMs {
+		of := ""
+		if offset >= 0 {
+			of = fmt.Sprintf(" of message with offset %d", offset)
+		}
 		return &InvalidRecordError{Code: CodeInvalidTimestamp, Reason: fmt.Sprintf(
 			"Timestamp %d%s is out of range. The timestamp should be within [%d, %d] (%s, %s)",
 			ts, of, now-cfg.MessageTimestampBeforeMaxMs, now+cfg.MessageTimestampAfterMaxMs,
