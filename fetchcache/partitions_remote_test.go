@@ -3,35 +3,12 @@ package fetchcache_test
 import (
 	"context"
 	"errors"
-	"io"
-	"sync/atomic"
 	"testing"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
-
-// readCountingBucket counts the reads (Get, GetRange, Attributes) a
-// catalog makes of its bucket.
-type readCountingBucket struct {
-	objstore.BucketReader
-	reads atomic.Int64
-}
-
-func (b *readCountingBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	b.reads.Add(1)
-	return b.BucketReader.Get(ctx, key)
-}
-
-func (b *readCountingBucket) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	b.reads.Add(1)
-	return b.BucketReader.GetRange(ctx, key, off, n)
-}
-
-func (b *readCountingBucket) Attributes(ctx context.Context, key string) (objstore.Attrs, error) {
-	b.reads.Add(1)
-	return b.BucketReader.Attributes(ctx, key)
-}
 
 // TestRemoteCatalogRemembersMissingPartitions: partitions without a
 // manifest are remembered in a bounded LRU, not a map cleared when it grows
@@ -53,21 +30,21 @@ func TestRemoteCatalogRemembersMissingPartitions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &readCountingBucket{BucketReader: objstore.NewMemory()}
+			b := &objtesting.ReadCounter{BucketReader: objstore.NewMemory()}
 			cat, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{UnknownEntries: tt.entries})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ask := func(from, to int) int64 {
 				t.Helper()
-				before := b.reads.Load()
+				before := b.Reads()
 				for p := from; p < to; p++ {
 					var ue *fetchcache.UnknownTopicOrPartitionError
 					if _, err := cat.Partition(ctx, "missing", int32(p)); !errors.As(err, &ue) {
 						t.Fatalf("partition %d: %v, want unknown", p, err)
 					}
 				}
-				return b.reads.Load() - before
+				return b.Reads() - before
 			}
 			first := ask(0, tt.missing)
 			if first < int64(tt.missing) {

@@ -26,6 +26,7 @@ import (
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -173,7 +174,7 @@ func TestHostileClients(t *testing.T) {
 // Kafka listener over a bucket, and records the GETs of the second pass;
 // the probe fetches from probeAddr.
 func missingPartitions(t *testing.T, probeAddr string) {
-	b := &getCountingBucket{BucketReader: objstore.NewMemory()}
+	b := &objtesting.ReadCounter{BucketReader: objstore.NewMemory()}
 	cat, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,11 +201,11 @@ func missingPartitions(t *testing.T, probeAddr string) {
 	var first int64
 	h, _ := measure(t, probeAddr, func(hold func()) string {
 		pass()
-		first = b.gets.Load()
+		first = b.Reads()
 		pass()
 		return ""
 	})
-	second := b.gets.Load() - first
+	second := b.Reads() - first
 	h.GoalBytes, h.Budgets, h.BucketGets = h.BaselineRSSBytes+hostileSlack, "unknown-partition LRU 65,536", second
 	h.Note = fmt.Sprintf("first pass %d GETs, second %d", first, second)
 	check(t, "30,000 missing partitions", h)
@@ -374,20 +375,4 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
-}
-
-// getCountingBucket counts reads of a bucket.
-type getCountingBucket struct {
-	objstore.BucketReader
-	gets atomic.Int64
-}
-
-func (b *getCountingBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	b.gets.Add(1)
-	return b.BucketReader.Get(ctx, key)
-}
-
-func (b *getCountingBucket) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	b.gets.Add(1)
-	return b.BucketReader.GetRange(ctx, key, off, n)
 }
