@@ -38,16 +38,21 @@ func main() {
 	}
 }
 
-func run(in, out, cmdline string) error {
+// readRows reads the result rows the tests wrote to the file in.
+func readRows(in string) ([]reliability.Row, error) {
 	if in == "" {
-		return fmt.Errorf("-in is required")
+		return nil, fmt.Errorf("-in is required")
 	}
 	f, err := os.Open(in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
-	rows, err := reliability.ReadRows(f)
+	return reliability.ReadRows(f)
+}
+
+func run(in, out, cmdline string) error {
+	rows, err := readRows(in)
 	if err != nil {
 		return err
 	}
@@ -72,15 +77,7 @@ const hostileHeading = "\n## Hostile clients\n"
 // out that starts at hostileHeading, replacing it or appending it, and
 // leaves the rest of out as it was.
 func runHostileOnly(in, out, cmdline string) error {
-	if in == "" {
-		return fmt.Errorf("-in is required")
-	}
-	f, err := os.Open(in)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	rows, err := reliability.ReadRows(f)
+	rows, err := readRows(in)
 	if err != nil {
 		return err
 	}
