@@ -17,11 +17,15 @@
 // broker-level config defaults and registered brokers. Other record types
 // are skipped.
 //
+// Metadata transactions (KIP-868) apply as Kafka applies them: the records
+// between BeginTransactionRecord and EndTransactionRecord together, those
+// before an AbortTransactionRecord not at all, those of a transaction still
+// open at the end of the log not yet (Image.Pending counts them).
+//
 // Limits: a topic deleted before the snapshot loaded is gone from the image
 // without a trace (a snapshot holds state, not history); records past the
 // quorum's high watermark (uncommitted, which a single-node or healthy
-// quorum rarely has) are applied like the others; metadata transactions
-// (BeginTransaction/AbortTransaction, KIP-868) are not undone on abort.
+// quorum rarely has) are applied like the others.
 //
 // Corruption is a *CorruptError naming the file and byte position; an
 // incomplete batch at the end of the last segment (being written) ends the
@@ -67,8 +71,19 @@ type Image struct {
 	// nothing; 0 for an empty log).
 	NextOffset int64
 
+	// Pending are the records of a metadata transaction (KIP-868) begun and not yet ended
+	// at the end of the log: held back, as Kafka holds them, until its end record.
+	Pending int
+
 	byID         map[TopicID]string
 	topicConfigs map[string]map[string]string
+	inTxn        bool
+	txn          []txnRecord
+}
+
+type txnRecord struct {
+	offset int64
+	rec    Record
 }
 
 // Topic is one live topic.
@@ -327,6 +342,36 @@ func ReadDir(fsys vfs.FS, dir string) (*Image, error) {
 	return im, nil
 }
 
+// applyTxn applies r, or holds it back inside a metadata transaction: an end applies the
+// records held, an abort drops them.
+func (im *Image) applyTxn(offset int64, r Record) error {
+	switch r.APIKey {
+	case KeyBeginTransaction:
+		if im.inTxn {
+			return errors.New("BeginTransactionRecord inside a transaction")
+		}
+		im.inTxn = true
+	case KeyEndTransaction, KeyAbortTransaction:
+		if !im.inTxn {
+			return fmt.Errorf("transaction end (api key %d) without a BeginTransactionRecord", r.APIKey)
+		}
+		if r.APIKey == KeyEndTransaction {
+			for _, t := range im.txn {
+				im.Apply(t.offset, t.rec)
+			}
+		}
+		im.inTxn, im.txn = false, nil
+	default:
+		if im.inTxn {
+			im.txn = append(im.txn, txnRecord{offset, r})
+		} else {
+			im.Apply(offset, r)
+		}
+	}
+	im.Pending = len(im.txn)
+	return nil
+}
+
 // Snapshot is ApplyBatches' from for a snapshot file: its records are state, not history,
 // and their offsets do not move NextOffset.
 const Snapshot int64 = -1
@@ -375,10 +420,12 @@ func (im *Image) ApplyBatches(file string, data []byte, from int64, last bool) e
 				continue
 			}
 			mr, err := DecodeRecord(r.Value)
+			if err == nil {
+				err = im.applyTxn(r.Offset, mr)
+			}
 			if err != nil {
 				return &CorruptError{File: file, Pos: pos, Offset: r.Offset, Err: err}
 			}
-			im.Apply(r.Offset, mr)
 		}
 		if from >= 0 {
 			im.NextOffset = max(im.NextOffset, b.NextOffset())

@@ -338,3 +338,45 @@ func TestCorruption(t *testing.T) {
 		})
 	}
 }
+
+// TestTransactions: a metadata transaction applies at its end, never when aborted, and not
+// yet while open at the end of the log; a transaction marker out of place is corruption.
+func TestTransactions(t *testing.T) {
+	logDir := t.TempDir()
+	l, err := kraftlog.Create(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range [][]kraft.Record{
+		{kraftlog.BeginTxn(), kraftlog.Topic("a", tid(1))},
+		{kraftlog.Partition(tid(1), 0, 1, 0, 1), kraftlog.EndTxn()},
+		{kraftlog.BeginTxn(), kraftlog.Topic("b", tid(2)), kraftlog.AbortTxn()},
+		{kraftlog.Topic("c", tid(3))},
+		{kraftlog.BeginTxn(), kraftlog.Topic("d", tid(4)), kraftlog.Partition(tid(4), 0, 1, 0, 1)},
+	} {
+		if _, err := l.Append(batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	im, err := kraft.ReadLogDir(vfs.Default, logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := im.Names(); !reflect.DeepEqual(got, []string{"a", "c"}) || im.Pending != 2 || len(im.Topics["a"].Partitions) != 1 {
+		t.Fatalf("topics %v, pending %d", got, im.Pending)
+	}
+	if _, err := l.Append(kraftlog.EndTxn()); err != nil {
+		t.Fatal(err)
+	}
+	if im, err = kraft.ReadLogDir(vfs.Default, logDir); err != nil || !reflect.DeepEqual(im.Names(), []string{"a", "c", "d"}) || im.Pending != 0 {
+		t.Fatalf("after the end: %v, %v", im.Names(), err)
+	}
+	off, err := l.Append(kraftlog.AbortTxn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *kraft.CorruptError
+	if _, err = kraft.ReadLogDir(vfs.Default, logDir); !errors.As(err, &ce) || ce.Offset != off || !strings.Contains(err.Error(), "without a BeginTransactionRecord") {
+		t.Fatalf("an abort outside a transaction: %v", err)
+	}
+}

@@ -113,6 +113,8 @@ func Encode(r kraft.Record) ([]byte, error) {
 			b = append(b, 0)
 		}
 		b = noTags(b)
+	case r.APIKey == kraft.KeyBeginTransaction || r.APIKey == kraft.KeyEndTransaction || r.APIKey == kraft.KeyAbortTransaction:
+		b = noTags(b) // their only fields are tagged and optional
 	default:
 		return nil, fmt.Errorf("encode metadata record: api key %d has no body to encode", r.APIKey)
 	}
@@ -180,6 +182,11 @@ func RemoveTopic(id kraft.TopicID) kraft.Record {
 func RegisterBroker(id int32, epoch int64) kraft.Record {
 	return kraft.Record{APIKey: kraft.KeyRegisterBroker, Version: 3, RegisterBroker: &kraft.RegisterBrokerRecord{BrokerID: id, BrokerEpoch: epoch}}
 }
+
+// Transaction markers (KIP-868).
+func BeginTxn() kraft.Record { return kraft.Record{APIKey: kraft.KeyBeginTransaction} }
+func EndTxn() kraft.Record   { return kraft.Record{APIKey: kraft.KeyEndTransaction} }
+func AbortTxn() kraft.Record { return kraft.Record{APIKey: kraft.KeyAbortTransaction} }
 
 // Value returns p's address, for config values.
 func Value(s string) *string { return &s }
