@@ -53,7 +53,8 @@ type Lag struct {
 // PartitionLag computes a partition's Lag from its local segments (oldest first), the
 // offset after the last uploaded one (the manifest's NextOffset; segments ending at or
 // below it are in the bucket), the topic's effective config on the broker (cleanup.policy,
-// retention.ms, retention.bytes: the broker's local window) and now. Kafka's rules: the
+// retention.ms, retention.bytes: the broker's local window; local.retention.ms and
+// local.retention.bytes when remote.storage.enable is set) and now. Kafka's rules: the
 // active segment is never deleted; time retention deletes a rolled segment whose largest
 // timestamp is more than retention.ms old; size retention deletes the oldest segments while
 // the log minus the segment stays at or above retention.bytes.
@@ -79,15 +80,19 @@ func PartitionLag(segs []LagSegment, uploadedEnd int64, cfg topicconfig.Config, 
 	}
 	seg := segs[oldest]
 	lag.OldestBase = seg.BaseOffset
-	if cfg.RetentionMs >= 0 && seg.MaxTimestamp >= 0 {
-		lag.HeadroomMs = max(0, seg.MaxTimestamp+cfg.RetentionMs-now.UnixMilli())
+	retMs, retBytes := cfg.RetentionMs, cfg.RetentionBytes
+	if cfg.RemoteStorageEnable { // Kafka's own tiered storage: its local window is local.retention.*
+		retMs, retBytes = cfg.EffectiveLocalRetentionMs(), cfg.EffectiveLocalRetentionBytes()
 	}
-	if cfg.RetentionBytes >= 0 {
+	if retMs >= 0 && seg.MaxTimestamp >= 0 {
+		lag.HeadroomMs = max(0, seg.MaxTimestamp+retMs-now.UnixMilli())
+	}
+	if retBytes >= 0 {
 		var after int64 // bytes of the segments after the oldest pending one
 		for _, s := range segs[oldest+1:] {
 			after += s.Size
 		}
-		lag.HeadroomBytes = max(0, cfg.RetentionBytes-after)
+		lag.HeadroomBytes = max(0, retBytes-after)
 	}
 	return lag
 }

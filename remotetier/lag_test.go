@@ -42,6 +42,11 @@ func TestPartitionLag(t *testing.T) {
 			want: Lag{LocalBytes: 6500, Bytes: 3000, Segments: 1, OldestBase: 200, HeadroomMs: NoLimit, HeadroomBytes: 9500}},
 		{name: "no_timestamp", segs: []LagSegment{{BaseOffset: 0, NextOffset: 1, Size: 10, MaxTimestamp: -1}, {BaseOffset: 1, NextOffset: 1, Active: true}},
 			cfg: cfg(del, 1000, -1), want: Lag{LocalBytes: 10, Bytes: 10, Segments: 1, OldestBase: 0, HeadroomMs: NoLimit, HeadroomBytes: NoLimit}},
+		{name: "kafka_remote_storage_local_window", segs: segs, uploaded: 0, cfg: func() topicconfig.Config {
+			c := cfg(del, 2_000_000, -1)
+			c.RemoteStorageEnable, c.LocalRetentionMs, c.LocalRetentionBytes = true, 1_500_000, 5500
+			return c
+		}(), want: Lag{LocalBytes: 6500, Bytes: 6000, Segments: 3, OldestBase: 0, HeadroomMs: 500_000, HeadroomBytes: 0}},
 		{name: "empty", cfg: cfg(del, 1, 1), want: Lag{OldestBase: -1, HeadroomMs: NoLimit, HeadroomBytes: NoLimit}},
 	}
 	for _, tt := range tests {

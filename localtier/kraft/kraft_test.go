@@ -214,6 +214,12 @@ func TestSnapshotIsTheStart(t *testing.T) {
 	if _, err := l.Append(kraftlog.LeaderChange(tid(2), 0, 6)); err != nil {
 		t.Fatal(err)
 	}
+	// A snapshot being written (Kafka's .checkpoint.part) or deleted is not one.
+	for _, name := range []string{"00000000000000000099-0000000001.checkpoint.part", "00000000000000000098-0000000001.checkpoint.deleted"} {
+		if err := os.WriteFile(filepath.Join(l.Dir, name), []byte("garbage"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	im, err := kraft.ReadLogDir(vfs.Default, logDir)
 	if err != nil {
 		t.Fatal(err)
