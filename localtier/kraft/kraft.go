@@ -82,8 +82,8 @@ type Image struct {
 }
 
 type txnRecord struct {
-	offset int64
-	rec    Record
+	offset, timestamp int64
+	rec               Record
 }
 
 // Topic is one live topic.
@@ -113,6 +113,9 @@ type DeletedTopic struct {
 	Name   string
 	ID     TopicID
 	Offset int64 // of the RemoveTopicRecord
+	// Timestamp is the RemoveTopicRecord's timestamp (Unix ms): when the controller
+	// appended it, the start of sidecar.deleted_topic_retention.
+	Timestamp int64
 }
 
 // Broker is a registered broker.
@@ -147,8 +150,8 @@ func (im *Image) BrokerDefaults(id int32) map[string]string {
 	return out
 }
 
-// Apply applies one decoded record at offset.
-func (im *Image) Apply(offset int64, r Record) {
+// Apply applies one decoded record, the log record at offset with timestamp (Unix ms).
+func (im *Image) Apply(offset, timestamp int64, r Record) {
 	switch {
 	case r.Topic != nil:
 		t := r.Topic
@@ -211,7 +214,7 @@ func (im *Image) Apply(offset int64, r Record) {
 		delete(im.byID, r.RemoveTopic.TopicID)
 		delete(im.Topics, name)
 		delete(im.topicConfigs, name) // Kafka drops the topic's configs with it
-		im.Deleted = append(im.Deleted, DeletedTopic{Name: name, ID: r.RemoveTopic.TopicID, Offset: offset})
+		im.Deleted = append(im.Deleted, DeletedTopic{Name: name, ID: r.RemoveTopic.TopicID, Offset: offset, Timestamp: timestamp})
 	case r.RegisterBroker != nil:
 		b := r.RegisterBroker
 		br := Broker{ID: b.BrokerID, Epoch: b.BrokerEpoch, Fenced: b.Fenced}
@@ -344,7 +347,7 @@ func ReadDir(fsys vfs.FS, dir string) (*Image, error) {
 
 // applyTxn applies r, or holds it back inside a metadata transaction: an end applies the
 // records held, an abort drops them.
-func (im *Image) applyTxn(offset int64, r Record) error {
+func (im *Image) applyTxn(offset, timestamp int64, r Record) error {
 	switch r.APIKey {
 	case KeyBeginTransaction:
 		if im.inTxn {
@@ -357,15 +360,15 @@ func (im *Image) applyTxn(offset int64, r Record) error {
 		}
 		if r.APIKey == KeyEndTransaction {
 			for _, t := range im.txn {
-				im.Apply(t.offset, t.rec)
+				im.Apply(t.offset, t.timestamp, t.rec)
 			}
 		}
 		im.inTxn, im.txn = false, nil
 	default:
 		if im.inTxn {
-			im.txn = append(im.txn, txnRecord{offset, r})
+			im.txn = append(im.txn, txnRecord{offset, timestamp, r})
 		} else {
-			im.Apply(offset, r)
+			im.Apply(offset, timestamp, r)
 		}
 	}
 	im.Pending = len(im.txn)
@@ -421,7 +424,7 @@ func (im *Image) ApplyBatches(file string, data []byte, from int64, last bool) e
 			}
 			mr, err := DecodeRecord(r.Value)
 			if err == nil {
-				err = im.applyTxn(r.Offset, mr)
+				err = im.applyTxn(r.Offset, r.Timestamp, mr)
 			}
 			if err != nil {
 				return &CorruptError{File: file, Pos: pos, Offset: r.Offset, Err: err}

@@ -76,6 +76,9 @@ func tid(b byte) kraft.TopicID { return kraft.TopicID{0: b, 15: b} }
 // generated writes a metadata log with brokers, topics, topic and broker configs, leader
 // changes, control batches, a deletion and a re-creation, a snapshot in the middle (the
 // segments before it deleted, as Kafka does), and more changes after it.
+// removedAt is the timestamp generated gave the RemoveTopicRecord of logs.
+var removedAt int64
+
 func generated(t *testing.T, c codec.Codec) (string, *kraftlog.Log) {
 	t.Helper()
 	logDir := t.TempDir()
@@ -123,6 +126,7 @@ func generated(t *testing.T, c codec.Codec) (string, *kraftlog.Log) {
 	must(l.Append(kraftlog.BrokerConfig("", "log.retention.ms", v("7200000"))))
 	must(l.Append(kraftlog.LeaderChange(tid(1), 1, 3), kraftlog.LeaderChange(tid(1), 1, 1)))
 	must(l.Append(kraftlog.RemoveTopic(tid(2))))
+	removedAt = l.LastTimestamp()
 	must(l.Append(kraftlog.Topic("logs", tid(4)), kraftlog.Partition(tid(4), 0, 2, 0, 2), kraftlog.Partition(tid(4), 1, 1, 0, 1)))
 	must(l.Append(kraftlog.TopicConfig("logs", "retention.ms", v("120000"))))
 	return logDir, l
@@ -162,7 +166,8 @@ func TestGenerated(t *testing.T) {
 					}
 				}
 			}
-			if len(im.Deleted) != 1 || im.Deleted[0].Name != "logs" || im.Deleted[0].ID != tid(2) || im.Deleted[0].Offset <= im.SnapshotEnd {
+			if len(im.Deleted) != 1 || im.Deleted[0].Name != "logs" || im.Deleted[0].ID != tid(2) || im.Deleted[0].Offset <= im.SnapshotEnd ||
+				im.Deleted[0].Timestamp != removedAt || removedAt == 0 {
 				t.Errorf("deleted %+v (snapshot end %d); want logs with its first ID, after the snapshot", im.Deleted, im.SnapshotEnd)
 			}
 			if got := im.BrokerDefaults(2); !reflect.DeepEqual(got, map[string]string{"log.retention.ms": "7200000", "log.segment.bytes": "1048576"}) {

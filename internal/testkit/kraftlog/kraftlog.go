@@ -251,6 +251,10 @@ func Create(logDir string) (*Log, error) {
 	return l, l.Roll()
 }
 
+// LastTimestamp is the timestamp (Unix ms) of the last record written; records are stamped
+// 1_700_000_000_001, 1_700_000_000_002, ... in order.
+func (l *Log) LastTimestamp() int64 { return l.ts }
+
 // Next is the offset the next record gets.
 func (l *Log) Next() int64 { return l.next }
 
