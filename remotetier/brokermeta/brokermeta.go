@@ -15,7 +15,8 @@
 //     server.properties.
 //   - FallbackSource: neither. Topic IDs come from each partition's partition.metadata, the
 //     configs are Kafka's defaults, leaders are unknown (-1), and a re-creation is seen as a
-//     changed topic ID (the old ID is reported deleted).
+//     changed topic ID (the old ID is reported deleted); a topic merely gone from the log
+//     dir is not reported (deleted or moved away: the log dir cannot tell).
 package brokermeta
 
 import (

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -93,8 +94,10 @@ type deletions struct {
 
 // observe records the live topics of snap, taken at now, and sets snap.Deleted to every
 // deletion seen so far (a topic gone since the last snapshot, or whose ID changed:
-// re-created), dated now when first seen.
-func (d *deletions) observe(snap *Snapshot, now time.Time) {
+// re-created), dated now when first seen. A topic in unsure (the source could not tell,
+// e.g. a transient error answered for it) is never taken for deleted, nor, unless
+// goneIsDeleted, a topic merely gone.
+func (d *deletions) observe(snap *Snapshot, now time.Time, unsure map[string]bool, goneIsDeleted bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.seen == nil {
@@ -104,6 +107,8 @@ func (d *deletions) observe(snap *Snapshot, now time.Time) {
 		old := d.seen[name]
 		t, live := snap.Topics[name]
 		switch {
+		case !live && (unsure[name] || !goneIsDeleted):
+			// not known to be deleted: keep its ID, so a re-creation is still seen
 		case !live:
 			d.deleted = append(d.deleted, DeletedTopic{Name: name, ID: old, MetadataOffset: -1, DeletedAtMs: now.UnixMilli()})
 			delete(d.seen, name)
@@ -130,7 +135,9 @@ func sortedNames[V any](m map[string]V) []string {
 // FallbackSource is the broker's view when neither a metadata log nor a bootstrap server is
 // available: the partitions in the log dir, topic IDs from partition.metadata, Kafka's
 // default configs, leaders unknown (-1). A topic whose ID changes between snapshots was
-// re-created: its old ID is reported deleted, as is a topic whose partitions are gone.
+// re-created: its old ID is reported deleted. A topic whose partitions are gone from the
+// log dir is not: a broker removes a partition's directory both when the topic is deleted
+// and when the replica moves to other brokers, and the log dir alone cannot tell which.
 type FallbackSource struct {
 	view *localtier.BrokerView
 	dels deletions
@@ -175,7 +182,7 @@ func (s *FallbackSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 	for _, t := range snap.Topics {
 		sortPartitions(t.Partitions)
 	}
-	s.dels.observe(snap, clock(s.Now))
+	s.dels.observe(snap, clock(s.Now), nil, false)
 	return snap, nil
 }
 
@@ -250,9 +257,19 @@ func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{Origin: OriginAdmin, Topics: map[string]*Topic{}, MetadataOffset: -1}
+	// Only UNKNOWN_TOPIC_OR_PARTITION says a topic is gone; a topic answered with another
+	// error (leader not available, authorization, ...) is left out of this snapshot but
+	// never taken for deleted.
+	unsure := map[string]bool{}
 	for _, t := range resp.Topics {
-		if t.Topic == nil || t.ErrorCode != 0 {
-			continue // being deleted or created
+		if t.Topic == nil {
+			continue
+		}
+		if t.ErrorCode != 0 {
+			if kerr.ErrorForCode(t.ErrorCode) != kerr.UnknownTopicOrPartition {
+				unsure[*t.Topic] = true
+			}
+			continue
 		}
 		top := &Topic{Name: *t.Topic, ID: TopicID(t.TopicID), Overrides: map[string]string{}}
 		for _, p := range t.Partitions {
@@ -276,7 +293,10 @@ func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 				continue
 			}
 			if rc.Err != nil {
-				delete(snap.Topics, rc.Name) // deleted since the metadata
+				delete(snap.Topics, rc.Name)
+				if !errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+					unsure[rc.Name] = true // not known to be deleted
+				}
 				continue
 			}
 			if err := t.describe(rc.Configs); err != nil {
@@ -287,7 +307,7 @@ func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 			return nil, errors.Join(errs...)
 		}
 	}
-	s.dels.observe(snap, clock(s.Now))
+	s.dels.observe(snap, clock(s.Now), unsure, true)
 	return snap, nil
 }
 
