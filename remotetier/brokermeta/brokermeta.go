@@ -8,7 +8,9 @@
 //
 //   - AdminSource (sidecar.bootstrap_server): the cluster's Metadata (v10+, topic IDs) and
 //     DescribeConfigs through franz-go's kadm. Deletions are the topics that disappear
-//     between snapshots (or whose ID changes).
+//     between snapshots and that the cluster, asked by name, answers
+//     UNKNOWN_TOPIC_OR_PARTITION for (Kafka leaves topics a principal may not describe out
+//     of its listing), or whose ID changes.
 //   - KRaftSource: the broker's KRaft metadata log in its log dir (__cluster_metadata-0, read
 //     only, localtier/kraft). Deletions are RemoveTopicRecords, with their metadata offsets.
 //     It sees the dynamic configs the metadata log holds, not the broker's static

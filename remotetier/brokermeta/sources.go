@@ -124,6 +124,19 @@ func (d *deletions) observe(snap *Snapshot, now time.Time, unsure map[string]boo
 	snap.Deleted = append([]DeletedTopic(nil), d.deleted...)
 }
 
+// missing lists the topics seen before that are neither in snap nor unsure.
+func (d *deletions) missing(snap *Snapshot, unsure map[string]bool) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, name := range sortedNames(d.seen) {
+		if _, live := snap.Topics[name]; !live && !unsure[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 func sortedNames[V any](m map[string]V) []string {
 	s := &Snapshot{Topics: map[string]*Topic{}}
 	for k := range m {
@@ -307,8 +320,51 @@ func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 			return nil, errors.Join(errs...)
 		}
 	}
+	if err := s.confirmGone(ctx, snap, unsure); err != nil {
+		return nil, err
+	}
 	s.dels.observe(snap, clock(s.Now), unsure, true)
 	return snap, nil
+}
+
+// confirmGone asks again, by name, for every topic seen before and missing from snap: Kafka
+// leaves the topics a principal may not describe out of an all-topics Metadata answer, so
+// only a topic the cluster answers UNKNOWN_TOPIC_OR_PARTITION for by name is deleted; the
+// others go into unsure.
+func (s *AdminSource) confirmGone(ctx context.Context, snap *Snapshot, unsure map[string]bool) error {
+	gone := s.dels.missing(snap, unsure)
+	if len(gone) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, name := range gone {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return fmt.Errorf("metadata of topics gone from the listing: %w", err)
+	}
+	answered := map[string]bool{}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		answered[*t.Topic] = true
+		if kerr.ErrorForCode(t.ErrorCode) != kerr.UnknownTopicOrPartition {
+			unsure[*t.Topic] = true
+		}
+	}
+	for _, name := range gone {
+		if !answered[name] {
+			unsure[name] = true
+		}
+	}
+	return nil
 }
 
 func clock(now func() time.Time) time.Time {
