@@ -118,7 +118,8 @@ type DeletedTopic struct {
 	Timestamp int64
 }
 
-// Broker is a registered broker.
+// Broker is a registered broker, as its RegisterBrokerRecord says (later fence, unfence
+// and registration-change records are not applied: Fenced is as registered).
 type Broker struct {
 	ID     int32
 	Epoch  int64

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,7 +18,9 @@ import (
 	"github.com/tiered/tiered/localtier/kraft"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/policy"
 )
 
 // TestSidecarPlan: `tiered sidecar plan` over a copy of a real KRaft broker's log dir (foo
@@ -198,5 +201,54 @@ func TestSidecarPlanKRaft(t *testing.T) {
 	text := mustRun(t, "", "sidecar", "plan", "--kafka-log-dir", logDir).stdout
 	if !strings.Contains(text, "deleted: gone "+goneID.String()+" at metadata offset "+strconv.FormatInt(l.Next()-1, 10)+", 2023-11-14T22:13:20Z") {
 		t.Errorf("text lacks the deletion:\n%s", text)
+	}
+}
+
+// noList is a bucket reader that fails the test on a LIST and counts GETs.
+type noList struct {
+	objstore.BucketReader
+	t    *testing.T
+	gets int
+}
+
+func (b *noList) List(context.Context, string, func(objstore.ObjectInfo) error) error {
+	b.t.Error("sidecar plan listed the bucket")
+	return nil
+}
+
+func (b *noList) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	b.gets++
+	return b.BucketReader.Get(ctx, key)
+}
+
+// TestPlanReadsManifestsOnly: the uploaded bytes come from one GET of each partition's root
+// manifest, never a LIST.
+func TestPlanReadsManifestsOnly(t *testing.T) {
+	logDir := brokerdir.Rolled(t, filepath.Join(t.TempDir(), "kafka"))
+	view, err := localtier.OpenBrokerView(vfs.Default, logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := objstore.Open(context.Background(), "mem://plan-no-list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	u, err := remotetier.NewUploader(mem, remotetier.NewBrokerSource(view, nil), remotetier.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := &noList{BucketReader: mem, t: t}
+	snap := &brokermeta.Snapshot{Topics: map[string]*brokermeta.Topic{}}
+	pol, _ := policy.New(nil)
+	rep, err := buildPlan(context.Background(), view, snap, pol.Decide, b, time.UnixMilli(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.gets != 1 || len(rep.Topics) != 1 || rep.Topics[0].UploadedBytes <= 0 {
+		t.Errorf("%d GETs for one partition, plan %+v", b.gets, rep.Topics)
 	}
 }
