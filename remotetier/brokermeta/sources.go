@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,14 +21,17 @@ import (
 	"github.com/tiered/tiered/localtier/vfs"
 )
 
-// KRaftSource reads the broker's KRaft metadata log (LogDir/__cluster_metadata-0) afresh on
-// every Snapshot.
+// KRaftSource reads the broker's KRaft metadata log (LogDir/__cluster_metadata-0),
+// following it (kraft.Reader): each Snapshot applies what was appended since the last.
 type KRaftSource struct {
 	FS     vfs.FS // nil: the OS filesystem
 	LogDir string
 	// NodeID is the broker whose own broker-level configs apply over the cluster-wide
 	// defaults; -1 uses the cluster-wide ones only.
 	NodeID int32
+
+	once   sync.Once
+	reader *kraft.Reader
 }
 
 // Snapshot implements Source.
@@ -36,11 +40,18 @@ func (s *KRaftSource) Snapshot(context.Context) (*Snapshot, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	im, err := kraft.ReadLogDir(fsys, s.LogDir)
-	if err != nil {
-		return nil, err
+	dir := filepath.Join(s.LogDir, kraft.MetadataDir)
+	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", s.LogDir, kraft.ErrNoMetadataLog)
 	}
-	return FromImage(im, s.NodeID)
+	s.once.Do(func() { s.reader = kraft.NewReader(fsys, dir) })
+	var snap *Snapshot
+	err := s.reader.Read(func(im *kraft.Image) error {
+		var err error
+		snap, err = FromImage(im, s.NodeID)
+		return err
+	})
+	return snap, err
 }
 
 // Close implements Source.
