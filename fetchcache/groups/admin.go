@@ -158,10 +158,7 @@ func (c *Coordinator) Delete(ctx context.Context, group string) int16 {
 	return 0
 }
 
-var (
-	errNonEmpty   = errors.New("group has members")
-	errSubscribed = errors.New("group subscribed to topic")
-)
+var errNonEmpty = errors.New("group has members")
 
 // DeleteOffsets answers OffsetDelete: the group-level code, and per topic
 // and partition the code (GROUP_SUBSCRIBED_TO_TOPIC for a topic a member
