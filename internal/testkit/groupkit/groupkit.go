@@ -105,7 +105,8 @@ type Delivered struct {
 	seen map[TP]map[int64]int // offset -> times delivered
 }
 
-func (d *Delivered) add(tp TP, off int64) {
+// Add records one delivery.
+func (d *Delivered) Add(tp TP, off int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.seen == nil {
@@ -178,7 +179,7 @@ func Start(t testing.TB, addr, group string, d *Delivered, opts ...kgo.Opt) *Mem
 		defer close(m.done)
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
-			fs.EachRecord(func(r *kgo.Record) { d.add(TP{r.Topic, r.Partition}, r.Offset) })
+			fs.EachRecord(func(r *kgo.Record) { d.Add(TP{r.Topic, r.Partition}, r.Offset) })
 		}
 	}()
 	t.Cleanup(m.Stop)
