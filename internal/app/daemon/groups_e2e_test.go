@@ -111,7 +111,8 @@ func committedOf(t *testing.T, addr, group string) map[groupkit.TP]int64 {
 // of three cooperative-sticky members joins, loses one, gains one — every
 // offset delivered, committed offsets never go backwards (the object in
 // the bucket watched throughout), a commit of a fenced generation refused;
-// the commits survive a restart of the service; and with credentials that
+// the commits survive a restart of the service; a static member restarts
+// with no rebalance; and with credentials that
 // may only read, reads are served and the group APIs answer
 // COORDINATOR_NOT_AVAILABLE.
 func TestFetchGroupsOnMinIO(t *testing.T) {
@@ -168,6 +169,9 @@ func TestFetchGroupsOnMinIO(t *testing.T) {
 			t.Errorf("%v committed %d after the restart, want %d", tp, got[tp], e)
 		}
 	}
+	// Static membership: a member restarted within its session timeout
+	// gets its partitions back with no rebalance.
+	groupkit.StaticRestart(t, f.kafka, "static", "orders", end)
 	f.stop()
 
 	// Credentials that may only read: reads work, groups do not.
