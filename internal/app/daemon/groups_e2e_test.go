@@ -161,8 +161,15 @@ func TestFetchGroupsOnMinIO(t *testing.T) {
 	}
 	f.stop()
 
-	// A new fetch service has the commits from the bucket.
-	f = startProc(t, bin, nil, "fetch", "--bucket", url)
+	// A new fetch service has the commits from the bucket. (It allows
+	// session timeouts from 2s: the groups section reaches the coordinator.)
+	f = startProc(t, bin, []string{"TIERED_GROUPS_MIN_SESSION_TIMEOUT=2s"}, "fetch", "--bucket", url)
+	jq := kmsg.NewPtrJoinGroupRequest()
+	jq.Group, jq.SessionTimeoutMillis, jq.RebalanceTimeoutMillis, jq.ProtocolType = "short", 3000, 3000, "consumer"
+	jq.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	if jr, err := jq.RequestWith(context.Background(), fetchkit.MustClient(t, kgo.SeedBrokers(f.kafka))); err != nil || jr.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("JoinGroup with a 3s session under groups.min_session_timeout=2s: %v %v", err, jr)
+	}
 	got := committedOf(t, f.kafka, "app")
 	for tp, e := range end {
 		if got[tp] != e {
