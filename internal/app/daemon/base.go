@@ -10,11 +10,13 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // base is what every daemon (serve, fetch, sidecar) has, made one way: the validated
@@ -26,6 +28,9 @@ type base struct {
 	reg      *prometheus.Registry
 	security auth.Security
 	fetch    bool // runs the fetch service: Kafka listener, tiered_fetch request series
+	// ring decides which consumer groups this process coordinates
+	// (groups.Alone: all of them).
+	ring groups.Ring
 }
 
 // newBase checks the options every daemon takes (nil logger: discard; nil registry:
@@ -49,7 +54,7 @@ func newBase(name string, cfg *config.Config, log *slog.Logger, reg *prometheus.
 	if err != nil {
 		return base{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return base{cfg: cfg, log: log, reg: reg, security: security, fetch: fetch}, nil
+	return base{cfg: cfg, log: log, reg: reg, security: security, fetch: fetch, ring: groups.Alone{}}, nil
 }
 
 // listenOptions are what the daemons' listeners differ in.
@@ -60,6 +65,8 @@ type listenOptions struct {
 	ready func(context.Context) error
 	// writer serves the /v1 write API (serve's produce and topic admin).
 	writer httpapi.Writer
+	// groups answers the Kafka consumer-group APIs (nil: COORDINATOR_NOT_AVAILABLE).
+	groups *groups.Coordinator
 }
 
 // listen binds the daemon's listeners, the same for every daemon: HTTP on http.addr with
@@ -100,10 +107,40 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			MaxConnectionsPerIP:      k.MaxConnectionsPerIP,
 			MaxInFlightResponseBytes: int64(k.MaxInFlightResponseBytes),
 			MaxFetchPartitions:       k.MaxFetchPartitions,
+			Groups:                   o.groups,
 		}
 		so.Registerer = b.reg
 	}
 	return server.Listen(so)
+}
+
+// groupCoordinator is the consumer-group coordinator of a daemon serving
+// Kafka, over the groups/ prefix of bkt (fetchcache/groups), timed by the
+// groups section (Kafka's coordinator defaults). readOnly: the bucket refuses writes, and the group
+// APIs answer COORDINATOR_NOT_AVAILABLE.
+func (b *base) groupCoordinator(bkt objstore.Bucket, readOnly bool) (*groups.Coordinator, error) {
+	m := groups.NewMetrics(b.reg)
+	log := b.log.With("component", "groups")
+	st := groups.NewStore(bkt, groups.StoreOptions{ReadOnly: readOnly, Metrics: m, Logger: log})
+	g := b.cfg.Groups
+	delay := g.InitialRebalanceDelay
+	if delay == 0 {
+		delay = -1 // groups.Options: 0 is the default, < 0 none
+	}
+	return groups.New(groups.Options{Store: st, Ring: b.ring, Metrics: m, Logger: log, InitialRebalanceDelay: delay,
+		MinSessionTimeout: g.MinSessionTimeout, MaxSessionTimeout: g.MaxSessionTimeout, OffsetsRetention: g.OffsetsRetention})
+}
+
+// runGroups runs c (timeouts, offset expiry) until the returned stop is
+// called; stop waits for it.
+func runGroups(c *groups.Coordinator) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // awaitShutdown waits for a daemon's shutdown to finish (done sends its own error) until
