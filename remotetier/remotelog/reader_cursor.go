@@ -243,8 +243,6 @@ type indexCache struct {
 	bytes int64
 	order *list.List // of *indexEntry, most recent first
 	items map[string]*list.Element
-	// loading holds the keys being prefetched.
-	loading map[string]bool
 }
 
 type indexEntry struct {
@@ -254,25 +252,7 @@ type indexEntry struct {
 }
 
 func newIndexCache(maxBytes int64) *indexCache {
-	return &indexCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}, loading: map[string]bool{}}
-}
-
-// claim marks key as being loaded in the background; false if it already
-// is, so one prefetch per index runs at a time.
-func (c *indexCache) claim(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.loading[key] {
-		return false
-	}
-	c.loading[key] = true
-	return true
-}
-
-func (c *indexCache) unclaim(key string) {
-	c.mu.Lock()
-	delete(c.loading, key)
-	c.mu.Unlock()
+	return &indexCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}}
 }
 
 func (c *indexCache) get(key string) (any, bool) {

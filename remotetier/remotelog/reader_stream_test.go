@@ -1,0 +1,274 @@
+package remotelog
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// kindCounter counts the reads of each kind of object (.log, .index,
+// .timeindex, .txnindex, manifests) made of the bucket it wraps.
+type kindCounter struct {
+	objstore.BucketReader
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func newKindCounter(b objstore.BucketReader) *kindCounter {
+	return &kindCounter{BucketReader: b, reads: map[string]int{}}
+}
+
+func (b *kindCounter) count(key string) {
+	b.mu.Lock()
+	b.reads[path.Ext(key)]++
+	b.mu.Unlock()
+}
+
+func (b *kindCounter) take() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.reads
+	b.reads = map[string]int{}
+	return r
+}
+
+func (b *kindCounter) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	b.count(key)
+	return b.BucketReader.Get(ctx, key)
+}
+
+func (b *kindCounter) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	b.count(key)
+	return b.BucketReader.GetRange(ctx, key, off, n)
+}
+
+// readSequentially reads l from offset to its end as a consumer does (each
+// read at the offset after the last batch of the one before), checking
+// every answer against the model, and returns the number of reads.
+func readSequentially(t *testing.T, r *remotekit.Remote, l *RemoteLog, from int64, maxBytes int) int {
+	t.Helper()
+	ctx := context.Background()
+	reads := 0
+	for off := from; off < l.LogEndOffset(); reads++ {
+		v, err := l.ReadView(ctx, off, maxBytes)
+		if err != nil {
+			t.Fatalf("read %d max %d: %v", off, maxBytes, err)
+		}
+		if got, want := joinParts(v.Parts, v.Len), r.ExpectRead(off, maxBytes); !bytes.Equal(got, want) || len(got) == 0 {
+			t.Fatalf("read %d max %d: %d bytes, want %d", off, maxBytes, len(got), len(want))
+		}
+		off = v.NextOffset
+	}
+	return reads
+}
+
+// TestSequentialReadNeedsNoIndex: a consumer reading a partition from
+// the start of a segment to its end reads no offset, time or transaction
+// index: it enters every segment at its first byte (the manifest has its
+// base offset), and continues within one where its last read ended. One
+// starting inside a segment reads that segment's offset index only. The
+// answers are the model's, over inline and sealed manifests and segments
+// with compaction gaps, at several read sizes.
+func TestSequentialReadNeedsNoIndex(t *testing.T) {
+	local := remotekit.WriteLocal(t, t.TempDir(), 31, 6, 30, true)
+	files := local.Files(t)
+	compacted := func() []remotekit.SegFiles {
+		out := make([]remotekit.SegFiles, 0, len(files))
+		for i, f := range files {
+			switch i {
+			case 2:
+				continue // a gap between segments
+			case 1, 4:
+				f = remotekit.Compact(t, f, func(i int) bool { return i%3 != 0 })
+			}
+			out = append(out, f)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name   string
+		policy manifest.Policy
+		files  []remotekit.SegFiles
+	}{
+		{"inline", manifest.DefaultPolicy(), files},
+		{"sealed_sub_manifests", remotekit.SmallPolicy, files},
+		{"compaction_gaps", manifest.DefaultPolicy(), compacted()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, tt.policy)
+			r.Commit(tt.files...)
+			for _, maxBytes := range []int{1, 3000, 1 << 20} {
+				kc := newKindCounter(r.Bucket)
+				l := openTestLog(t, kc, "")
+				kc.take()
+				reads := readSequentially(t, r, l, l.LogStartOffset(), maxBytes)
+				got := kc.take()
+				if got[".index"]+got[".timeindex"]+got[".txnindex"] != 0 {
+					t.Fatalf("max %d: %d reads from the start read indexes: %v", maxBytes, reads, got)
+				}
+				if got[".log"] != reads {
+					t.Fatalf("max %d: %d reads made %d .log GETs", maxBytes, reads, got[".log"])
+				}
+				// From inside the first segment: its offset index, once.
+				l = openTestLog(t, kc, "")
+				kc.take()
+				mid := (r.Segs[0].BaseOffset + r.Segs[0].LastOffset) / 2
+				readSequentially(t, r, l, mid, maxBytes)
+				if got := kc.take(); got[".index"] != 1 || got[".timeindex"]+got[".txnindex"] != 0 {
+					t.Fatalf("max %d: reads from offset %d read indexes %v, want the first segment's .index once", maxBytes, mid, got)
+				}
+			}
+		})
+	}
+}
+
+// windowBucket is a ReadAheader that records the windows it is given.
+type windowBucket struct {
+	objstore.BucketReader
+	mu      sync.Mutex
+	streams []uint64
+	windows [][]objstore.Range
+}
+
+func (b *windowBucket) ReadAhead(stream uint64, w []objstore.Range) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.streams = append(b.streams, stream)
+	b.windows = append(b.windows, w)
+}
+
+// take returns the stream and window of the last call since the last
+// take (0 and nil when none).
+func (b *windowBucket) take() (uint64, []objstore.Range) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.windows) == 0 {
+		return 0, nil
+	}
+	id, w := b.streams[len(b.streams)-1], b.windows[len(b.windows)-1]
+	b.streams, b.windows = nil, nil
+	return id, w
+}
+
+// TestReadAheadAcrossSegments: after every read a ReadAheader is asked to
+// keep the next bytes of the partition cached from where the read ended,
+// across segment boundaries (the rest of the segment, then the next ones
+// from their first byte, in order), under one stream id per reader; the
+// depth doubles with each sequential read up to ReadAheadBytes; another
+// reader gets its own stream; the log's end ends the window.
+func TestReadAheadAcrossSegments(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 32, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	wb := &windowBucket{BucketReader: r.Bucket}
+	const maxBytes, cap = 1000, 256 << 10
+	l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{ReadAheadBytes: cap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	segOf := map[string]int{}
+	for i, s := range r.Segs {
+		segOf[s.Log.Key] = i
+	}
+	floor := int64(maxBytes + DefaultScanWindow)
+	wantDepth := 2 * floor
+	var stream uint64
+	off := int64(0)
+	for i := 0; off < l.LogEndOffset(); i++ {
+		v, err := l.ReadView(ctx, off, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, w := wb.take()
+		if i == 0 {
+			stream = id
+		} else if id != stream && w != nil {
+			t.Fatalf("read %d: stream %d, want %d (the same reader)", i, id, stream)
+		}
+		// The window starts where the read ended and runs on through
+		// whole next segments.
+		seg, err := r.M.FindOffset(ctx, l.subs, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := int64(0)
+		for _, b := range r.Batches {
+			if b.Seg == segOf[seg.Log.Key] && b.B.NextOffset() == v.NextOffset {
+				end = b.Pos + int64(b.B.Size())
+			}
+		}
+		var want []objstore.Range
+		var total int64
+		for k, at := segOf[seg.Log.Key], end; k < len(r.Segs) && total < wantDepth; k, at = k+1, 0 {
+			sg := r.Segs[k]
+			if at < sg.Log.Size {
+				n := min(wantDepth-total, sg.Log.Size-at)
+				want = append(want, objstore.Range{Key: sg.Log.Key, Off: at, Len: n, Size: sg.Log.Size})
+				total += n
+			}
+		}
+		if !slices.Equal(w, want) {
+			t.Fatalf("read %d (ends at %d of segment %d): window %+v, want %+v", i, end, segOf[seg.Log.Key], w, want)
+		}
+		if i == 2 && len(w) < 2 {
+			t.Fatalf("read %d: the window of %d bytes stays in one segment", i, total)
+		}
+		wantDepth = min(2*wantDepth, cap)
+		off = v.NextOffset
+	}
+	// Another reader, elsewhere, is another stream.
+	if _, err := l.ReadView(ctx, r.Segs[3].BaseOffset+1, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := wb.take(); id == stream || id == 0 {
+		t.Fatal("a second reader shares the first one's stream")
+	}
+}
+
+// TestReadAheadDepth: the depth of a stream's read-ahead starts at two
+// reads, doubles with each sequential read up to ReadAheadBytes, and is
+// held to what the reader consumes in ReadAheadLead at its measured rate
+// (at least one read): a fast reader reads far ahead, a slow one not.
+func TestReadAheadDepth(t *testing.T) {
+	o := ReaderOptions{ReadAheadBytes: 64 << 20, ReadAheadLead: time.Second}.withDefaults()
+	const maxBytes = 1 << 20
+	floor := int64(maxBytes + DefaultScanWindow)
+	for _, tt := range []struct {
+		name  string
+		every time.Duration // between reads of maxBytes
+		want  []int64       // depth after each read
+	}{
+		{"fast_reader_ramps_to_the_cap", time.Millisecond, []int64{2 * floor, 4 * floor, 8 * floor, 16 * floor, 32 * floor, 64 << 20, 64 << 20}},
+		{"10MBps_reader_holds_10MB", 100 * time.Millisecond, []int64{2 * floor, 4 * floor, 8 * floor, 10 << 20, 10 << 20}},
+		{"slow_reader_one_read", 10 * time.Second, []int64{2 * floor, floor, floor}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			s := o.nextStream(streamState{}, false, maxBytes, now, maxBytes)
+			for i, want := range tt.want {
+				if i > 0 {
+					now = now.Add(tt.every)
+					s = o.nextStream(s, true, maxBytes, now, maxBytes)
+				}
+				// The rate-held depth is within rounding of the bytes per lead.
+				if d := s.depth - want; d < -1 || d > 1 {
+					t.Fatalf("read %d: depth %d, want %d", i, s.depth, want)
+				}
+			}
+		})
+	}
+	off := ReaderOptions{ReadAheadBytes: -1}.withDefaults()
+	if s := off.nextStream(streamState{}, false, 10, time.Now(), 10); s.depth != 0 {
+		t.Fatalf("read-ahead disabled: depth %d", s.depth)
+	}
+}
