@@ -111,12 +111,15 @@ func (c *CachingBucket) claim(object, version string, first, last int64, client,
 // acquire returns chunks [first, last] of an object version for a client:
 // cached ones at once, the others from the loads it joins or starts (one
 // GET per run, at most FetchParallelism runs of this request at a time).
-// Read-ahead of the stream starts while the request's own loads go on.
-func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time) ([][]byte, error) {
+// Read-ahead of the stream starts while the request's own loads go on,
+// unless the caller reads ahead itself (objstore.WithCallerReadAhead).
+func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time, readAhead bool) ([][]byte, error) {
 	hook := c.testHook
 	runs, waits, chunks := c.claim(object, version, first, last, true, true)
 	c.goLoad(runs, func() { c.loadRuns(runs, size, deadline) })
-	c.readAheadAfter(object, version, size, first, last)
+	if readAhead {
+		c.readAheadAfter(object, version, size, first, last)
+	}
 	var loaded []chunkKey
 	for i := range waits {
 		f := waits[i]

@@ -1,0 +1,186 @@
+package chunkcache
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// Stream read-ahead (objstore.ReadAheader). A RemoteLog names each of its
+// sequential readers by a stream id and, after every read, hands the cache
+// the window of the partition it wants cached next, across segment
+// boundaries. The cache loads what of the window is neither cached nor
+// loading, in order, in runs (one GET each), with two limits that share it
+// among the streams active in the last StreamIdle:
+//
+//   - in flight: a stream's read-ahead loads hold at most its fair share,
+//     MaxInFlightBytes / active streams (at least one chunk), so the first
+//     readers cannot take the budget from the others: a stream at or over
+//     its share claims nothing until its loads end, and the capacity they
+//     free goes to the streams under theirs;
+//   - depth: a stream's window is cut at MemoryBytes / (2 × active streams)
+//     (at least one chunk), so read-ahead of many streams does not evict
+//     itself before its readers get there.
+//
+// Like all read-ahead it never waits: loads take gate capacity only when
+// free (they yield to clients waiting), and range reads marked with
+// objstore.WithCallerReadAhead (the RemoteLog's own) get no per-object
+// read-ahead of their own besides.
+
+// DefaultStreamIdle is how long a stream counts as active after its last
+// read-ahead request.
+const DefaultStreamIdle = 2 * time.Second
+
+// raStream is one stream's read-ahead state.
+type raStream struct {
+	inFlight int64 // bytes of its read-ahead loads not yet settled
+	seen     time.Time
+}
+
+// raStreams tracks the streams that asked for read-ahead.
+type raStreams struct {
+	mu   sync.Mutex
+	m    map[uint64]*raStream
+	idle time.Duration
+	max  int // bound on tracked streams
+	now  func() time.Time
+}
+
+func newRAStreams(idle time.Duration, max int) *raStreams {
+	return &raStreams{m: map[uint64]*raStream{}, idle: idle, max: max, now: time.Now}
+}
+
+// touch marks stream as active and returns its state and the number of
+// active streams (it included). Streams idle longer than StreamIdle with
+// nothing in flight are forgotten; past max tracked streams the new one is
+// not tracked (nil): it gets no read-ahead until others age out.
+func (s *raStreams) touch(stream uint64) (*raStream, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	active := 0
+	for id, st := range s.m {
+		switch {
+		case now.Sub(st.seen) <= s.idle || id == stream:
+			active++
+		case st.inFlight == 0:
+			delete(s.m, id)
+		}
+	}
+	st, ok := s.m[stream]
+	if !ok {
+		if len(s.m) >= s.max {
+			return nil, active
+		}
+		st = &raStream{}
+		s.m[stream] = st
+		active++
+	}
+	st.seen = now
+	return st, active
+}
+
+// take adds w to the stream's in-flight bytes if that keeps them within
+// share, or if nothing of it is in flight (a stream always progresses by
+// at least one run).
+func (s *raStreams) take(st *raStream, w, share int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.inFlight > 0 && st.inFlight+w > share {
+		return false
+	}
+	st.inFlight += w
+	return true
+}
+
+func (s *raStreams) give(st *raStream, w int64) {
+	s.mu.Lock()
+	st.inFlight -= w
+	s.mu.Unlock()
+}
+
+// aheadRun is a claimed read-ahead run and its object's size.
+type aheadRun struct {
+	loadRun
+	size, weight int64
+}
+
+// ReadAhead loads the window a stream's reader will read next, within the
+// stream's fair share (objstore.ReadAheader; see above). It never blocks.
+func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) {
+	if c.o.ReadAheadChunks <= 0 || len(window) == 0 || c.isClosed() {
+		return
+	}
+	st, active := c.streams.touch(stream)
+	if st == nil {
+		return
+	}
+	share := max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
+	depth := max(c.o.ChunkBytes, c.o.MemoryBytes/int64(2*active))
+	for _, r := range c.claimAhead(window, depth, share) {
+		if !c.streams.take(st, r.weight, share) {
+			c.settleRun(r.loadRun, 0, errReadAheadSkipped)
+			continue
+		}
+		c.goLoad([]loadRun{r.loadRun}, func() {
+			defer c.streams.give(st, r.weight)
+			c.load(r.loadRun, r.size, time.Time{}, true)
+		})
+	}
+}
+
+// claimAhead claims, in window order, the chunks of window that are
+// neither cached nor loading, in runs of consecutive chunks of one object,
+// until depth bytes of the window are covered or budget bytes are claimed.
+func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64) []aheadRun {
+	cs := c.o.ChunkBytes
+	maxRun := c.maxRunChunks()
+	var runs []aheadRun
+	var cur aheadRun
+	var claimed int64
+	flush := func() {
+		if len(cur.keys) > 0 {
+			runs = append(runs, cur)
+		}
+		cur = aheadRun{}
+	}
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	for _, rg := range window {
+		if rg.Off < 0 || rg.Len <= 0 || rg.Off >= rg.Size {
+			continue
+		}
+		c.HintSize(rg.Key, rg.Size)
+		attrs, ok := c.attrs.Get(rg.Key)
+		if !ok || rg.Off >= attrs.Size {
+			continue
+		}
+		ver := objectVersion(attrs)
+		first, last := rg.Off/cs, (min(rg.Off+rg.Len, attrs.Size)-1)/cs
+		for i := first; i <= last; i++ {
+			if depth <= 0 || claimed >= budget {
+				flush()
+				return runs
+			}
+			n := chunkLen(i, cs, attrs.Size)
+			depth -= n
+			k := chunkKey{rg.Key, ver, i}
+			if _, loading := c.flights[k]; loading || c.mem.contains(k) {
+				flush()
+				continue
+			}
+			if len(cur.keys) == maxRun {
+				flush()
+			}
+			f := &flight{done: make(chan struct{})}
+			c.flights[k] = f
+			cur.keys, cur.flights = append(cur.keys, k), append(cur.flights, f)
+			cur.size, cur.weight = attrs.Size, cur.weight+n
+			claimed += n
+		}
+		flush()
+	}
+	flush()
+	return runs
+}

@@ -1,0 +1,171 @@
+package chunkcache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// inFlightByObject counts the GETs of each object that reached the store
+// and are held there (holdGets), waiting until total of them are.
+func inFlightByObject(t *testing.T, inner *countingBucket, total int64) map[string]int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for inner.started.Load() < total {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d GETs reached the store, want %d", inner.started.Load(), total)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	time.Sleep(20 * time.Millisecond) // no more come
+	out := map[string]int{}
+	for _, r := range inner.takeRanges() {
+		out[r.key] += int(r.size / 100)
+	}
+	inner.started.Store(0)
+	return out
+}
+
+// waitSettled waits until only the held GETs' chunks are loading: the
+// read-ahead that found the gates full has given up.
+func waitSettled(t *testing.T, c *CachingBucket) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.loading() > int(c.bytes.InFlight()/c.o.ChunkBytes) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d chunks loading, %d bytes in flight", c.loading(), c.bytes.InFlight())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestReadAheadSharedFairly: streams asking for read-ahead share the
+// in-flight budget. A stream alone may take all of it; once eight are
+// active, each holds one eighth (one chunk here), the first no more than
+// the last, and the chunks the first one's share no longer covers go to
+// the others; once the others go idle the one left has the budget again.
+// Read-ahead chunks arrive, and a window is cut at the memory share.
+func TestReadAheadSharedFairly(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk, objChunks, streams = 100, 16, 8
+	var keys []string
+	for i := range streams {
+		k := fmt.Sprintf("seg%d", i)
+		putObject(t, store, k, chunk*objChunks)
+		keys = append(keys, k)
+	}
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 2 * streams * objChunks * chunk,
+		MaxInFlightBytes: streams * chunk, MaxConcurrentGets: 64, StreamIdle: time.Hour})
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	c.streams.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	window := func(i int, from int64) []objstore.Range {
+		return []objstore.Range{{Key: keys[i], Off: from * chunk, Len: (objChunks - from) * chunk, Size: objChunks * chunk}}
+	}
+
+	// One stream alone takes the whole budget.
+	inner.holdGets()
+	c.ReadAhead(1, window(0, 0))
+	got := inFlightByObject(t, inner, 4) // runs of 2 chunks
+	if got[keys[0]] != streams || len(got) != 1 {
+		t.Fatalf("alone, stream 1 loads %v, want %d chunks of %s", got, streams, keys[0])
+	}
+	for i := 1; i < streams; i++ {
+		c.ReadAhead(uint64(i+1), window(i, 0)) // the gate is full: skipped
+	}
+	waitSettled(t, c)
+	if n := inner.started.Load(); n != 0 {
+		t.Fatalf("%d GETs past a full budget", n)
+	}
+	inner.release()
+	waitIdle(t, c)
+
+	// Eight active streams: one chunk each, the first stream asking first.
+	inner.holdGets()
+	c.ReadAhead(1, window(0, streams))
+	for i := 1; i < streams; i++ {
+		c.ReadAhead(uint64(i+1), window(i, 0))
+	}
+	got = inFlightByObject(t, inner, streams)
+	for i, k := range keys {
+		if got[k] != 1 {
+			t.Fatalf("eight streams: stream %d loads %d chunks (all: %v), want 1 each", i+1, got[k], got)
+		}
+	}
+	inner.release()
+	waitIdle(t, c)
+
+	// The others idle: stream 1 has the budget again.
+	c.streams.idle = time.Second
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	inner.holdGets()
+	c.ReadAhead(1, window(0, streams+1))
+	got = inFlightByObject(t, inner, 4)
+	if got[keys[0]] != objChunks-streams-1 || len(got) != 1 {
+		t.Fatalf("alone again: %v, want the %d chunks left of %s", got, objChunks-streams-1, keys[0])
+	}
+	inner.release()
+	waitIdle(t, c)
+	for i := range objChunks {
+		if !c.mem.contains(chunkKey{keys[0], objectVersion(objstore.Attrs{Size: objChunks * chunk}), int64(i)}) {
+			t.Fatalf("chunk %d of %s not cached after its read-ahead", i, keys[0])
+		}
+	}
+}
+
+// TestReadAheadWindowCut: a stream's window is cut at its share of the
+// memory tier, so many streams' read-ahead does not evict itself.
+func TestReadAheadWindowCut(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk = 100
+	putObject(t, store, "a", 40*chunk)
+	putObject(t, store, "b", 40*chunk)
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 20 * chunk, MaxInFlightBytes: 40 * chunk})
+	// Alone: half the memory tier, 10 chunks, across the two objects.
+	c.ReadAhead(7, []objstore.Range{{Key: "a", Off: 35 * chunk, Len: 5 * chunk, Size: 40 * chunk}, {Key: "b", Off: 0, Len: 40 * chunk, Size: 40 * chunk}})
+	waitIdle(t, c)
+	n := 0
+	for _, r := range inner.takeRanges() {
+		n += int(r.size / chunk)
+	}
+	if n != 10 {
+		t.Fatalf("read ahead %d chunks, want 10 (half of the memory tier)", n)
+	}
+}
+
+// TestCallerReadAheadSkipsObjectReadAhead: a range read marked by a
+// caller that reads ahead itself starts no read-ahead of its own.
+func TestCallerReadAheadSkipsObjectReadAhead(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		ctx   context.Context
+		ahead bool
+	}{
+		{"unmarked_reads_ahead", context.Background(), true},
+		{"marked_does_not", objstore.WithCallerReadAhead(context.Background()), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := objstore.NewMemory()
+			putObject(t, store, "a", 1000)
+			inner := newCounting(store)
+			c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, MaxInFlightBytes: 1000})
+			rc, err := c.GetRange(tt.ctx, "a", 0, 50)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc.Close()
+			waitIdle(t, c)
+			if got := len(inner.takeRanges()); (got > 1) != tt.ahead {
+				t.Fatalf("%d GETs for a read of one chunk; read ahead: %v", got, tt.ahead)
+			}
+		})
+	}
+}
