@@ -91,7 +91,7 @@ func TestRemoteSequentialReadGETs(t *testing.T) {
 				}
 				off = v.Next
 			}
-			cb.Close() // waits for read-ahead
+			cb.Close()              // waits for read-ahead
 			n := int64(len(r.Segs)) // the marker batches roll more segments
 			limit := n
 			if tt.mid {
