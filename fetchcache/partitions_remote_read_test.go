@@ -12,6 +12,7 @@ import (
 	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // remoteOverCache is a remote partition of segs small segments read
@@ -131,5 +132,64 @@ func TestRemoteFirstByteRoundTrips(t *testing.T) {
 		if got := rc.Reads() - before; got != 2 {
 			t.Fatalf("try %d: a cold read at offset %d made %d store requests, want 2 (index, chunk)", i, off, got)
 		}
+	}
+}
+
+// TestRemoteCatalogSharesIndexCache: the open partitions of a catalog
+// share one index cache of Reader.IndexCacheBytes, not one each: with room
+// for one index, reading inside a segment of four partitions in turn
+// leaves only the last one's index cached, so the first one's is fetched
+// again (with one cache per partition it would still be cached).
+func TestRemoteCatalogSharesIndexCache(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	const parts = 4
+	var remotes []*remotekit.Remote
+	largest, smallest := int64(0), int64(1<<62)
+	for p := range int32(parts) {
+		local := remotekit.WriteLocal(t, t.TempDir(), 50+uint64(p), 2, 20, false)
+		r := remotekit.NewRemotePartition(t, mem, "", p, 0, manifest.DefaultPolicy())
+		r.Commit(local.Files(t)...)
+		remotes = append(remotes, r)
+		largest, smallest = max(largest, r.Segs[0].Index.Size), min(smallest, r.Segs[0].Index.Size)
+	}
+	bound := largest + 64 // indexes are accounted at their size + 64
+	if 2*(smallest+64) <= bound {
+		t.Fatalf("index sizes %d..%d: the bound would hold two", smallest, largest)
+	}
+	rc := &objtesting.ReadCounter{BucketReader: mem}
+	cat, err := fetchcache.NewRemoteCatalog(rc, fetchcache.RemoteCatalogOptions{Reader: remotelog.ReaderOptions{IndexCacheBytes: bound}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := func(r *remotekit.Remote, k int64) int64 {
+		return r.Segs[0].BaseOffset + 1 + k
+	}
+	var first fetchcache.Partition
+	for p, r := range remotes {
+		part, err := cat.Partition(ctx, remotekit.TestTopic, int32(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == 0 {
+			first = part
+		}
+		if _, err := part.Read(ctx, inside(r, 0), 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another offset inside the first partition's segment, not where a
+	// read ended: its index is needed again.
+	before := rc.Reads()
+	off := inside(remotes[0], 5)
+	data, err := first.Read(ctx, off, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := remotes[0].ExpectRead(off, 100); !bytes.Equal(data, want) {
+		t.Fatalf("read %d: %d bytes, want %d", off, len(data), len(want))
+	}
+	if got := rc.Reads() - before; got != 2 {
+		t.Fatalf("%d store reads, want 2: the index (evicted from the shared cache by the other partitions') and the log", got)
 	}
 }

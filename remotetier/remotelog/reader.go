@@ -94,7 +94,11 @@ func (e *CorruptObjectError) Unwrap() error { return e.Err }
 type ReaderOptions struct {
 	SubManifestCache int
 	IndexCacheBytes  int64
-	MaxIndexBytes    int64
+	// IndexCache, when set, is the index cache the log shares with
+	// others (IndexCacheBytes is then unused): one bound for the indexes
+	// of every open partition.
+	IndexCache    *IndexCache
+	MaxIndexBytes int64
 	ScanWindow       int
 	// Streams bounds the sequential readers remembered (reader_stream.go).
 	Streams int
@@ -192,7 +196,7 @@ type RemoteLog struct {
 	key       string
 	opts      ReaderOptions
 	subs      *manifest.SubCache
-	idx       *indexCache
+	idx       *IndexCache
 	streams   *streamTable
 
 	mu sync.Mutex
@@ -218,6 +222,9 @@ func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic s
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	if opts.IndexCache == nil {
+		opts.IndexCache = NewIndexCache(opts.IndexCacheBytes)
+	}
 	l := &RemoteLog{
 		bucket:    b,
 		topic:     topic,
@@ -225,7 +232,7 @@ func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic s
 		key:       key,
 		opts:      opts,
 		subs:      manifest.NewSubCache(BucketResolver(b), opts.SubManifestCache),
-		idx:       newIndexCache(opts.IndexCacheBytes),
+		idx:       opts.IndexCache,
 		streams:   newStreamTable(opts.Streams),
 	}
 	m, err := l.loadRoot(ctx)

@@ -235,8 +235,11 @@ func (c *logCursor) header(ctx context.Context, pos int64) (record.Batch, int64,
 	return b, size, nil
 }
 
-// indexCache is a byte-bounded LRU of parsed index objects by key.
-type indexCache struct {
+// IndexCache is a byte-bounded LRU of parsed index objects by key. The
+// RemoteLogs of a process may share one (ReaderOptions.IndexCache), so that
+// the indexes of all open partitions have one bound: keys name objects,
+// which are unique to their partition and never change.
+type IndexCache struct {
 	max int64
 
 	mu    sync.Mutex
@@ -251,11 +254,18 @@ type indexEntry struct {
 	size int64
 }
 
-func newIndexCache(maxBytes int64) *indexCache {
-	return &indexCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}}
+func NewIndexCache(maxBytes int64) *IndexCache {
+	return &IndexCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}}
 }
 
-func (c *indexCache) get(key string) (any, bool) {
+// Bytes is the size the cached indexes are accounted at.
+func (c *IndexCache) Bytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}
+
+func (c *IndexCache) get(key string) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[key]
@@ -266,7 +276,7 @@ func (c *indexCache) get(key string) (any, bool) {
 	return el.Value.(*indexEntry).v, true
 }
 
-func (c *indexCache) put(key string, v any, size int64) {
+func (c *IndexCache) put(key string, v any, size int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.items[key]; ok || size > c.max {

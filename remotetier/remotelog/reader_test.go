@@ -337,7 +337,7 @@ func TestRefresh(t *testing.T) {
 }
 
 func TestIndexCacheBound(t *testing.T) {
-	c := newIndexCache(100)
+	c := NewIndexCache(100)
 	c.put("a", 1, 60)
 	c.put("b", 2, 30)
 	if _, ok := c.get("a"); !ok {
@@ -377,12 +377,12 @@ func FuzzReadSegment(f *testing.F) {
 		remotekit.Put(t, mem, keys.TimeIndex, nil)
 		seg := manifest.Segment{BaseOffset: 0, LastOffset: 1 << 20, Log: remotekit.Object(t, keys.Log, log),
 			Index: remotekit.Object(t, keys.Index, nil), TimeIndex: remotekit.Object(t, keys.TimeIndex, nil)}
-		l := &RemoteLog{bucket: mem, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
+		l := &RemoteLog{bucket: mem, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: NewIndexCache(1 << 20)}
 		var v ReadView
 		err := l.readSegment(ctx, seg, offset, 100, &v, streamState{}, false)
 		data := joinParts(v.Parts, v.Len)
 		// The same read over shared parts of 7 bytes must agree.
-		ls := &RemoteLog{bucket: splitBucket{mem, 7}, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
+		ls := &RemoteLog{bucket: splitBucket{mem, 7}, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: NewIndexCache(1 << 20)}
 		var sv ReadView
 		serr := ls.readSegment(ctx, seg, offset, 100, &sv, streamState{}, false)
 		if (err == nil) != (serr == nil) || !bytes.Equal(data, joinParts(sv.Parts, sv.Len)) {

@@ -73,7 +73,14 @@ type Remote struct {
 
 func NewRemote(t testing.TB, b objstore.Bucket, prefix string, logStart int64, p manifest.Policy) *Remote {
 	t.Helper()
-	m, err := manifest.New(prefix, TestTopic, TestPartition, logStart)
+	return NewRemotePartition(t, b, prefix, TestPartition, logStart, p)
+}
+
+// NewRemotePartition is NewRemote for partition part of TestTopic, for
+// tests of several partitions in one bucket.
+func NewRemotePartition(t testing.TB, b objstore.Bucket, prefix string, part int32, logStart int64, p manifest.Policy) *Remote {
+	t.Helper()
+	m, err := manifest.New(prefix, TestTopic, part, logStart)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +124,7 @@ func (r *Remote) Commit(files ...SegFiles) {
 	var segs []manifest.Segment
 	for _, f := range files {
 		attempt := manifest.NewAttemptID()
-		keys, err := manifest.DataKeys(r.Prefix, TestTopic, TestPartition, f.Base, attempt)
+		keys, err := manifest.DataKeys(r.Prefix, TestTopic, r.M.Partition, f.Base, attempt)
 		if err != nil {
 			t.Fatal(err)
 		}
