@@ -99,7 +99,7 @@ type ReaderOptions struct {
 	// of every open partition.
 	IndexCache    *IndexCache
 	MaxIndexBytes int64
-	ScanWindow       int
+	ScanWindow    int
 	// Streams bounds the sequential readers remembered (reader_stream.go).
 	Streams int
 	// ReadAheadBytes is the deepest read-ahead of one stream over a
