@@ -130,24 +130,59 @@ func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) {
 	}
 }
 
+// aheadRunChunks is the run length (chunks per GET) of a stream's
+// read-ahead with a share of budget bytes: small enough that the share
+// keeps aheadGETs GETs in flight (the store's parallelism is what a lone
+// replay lacks; one GET of a whole share would load it one stream wide),
+// at least one chunk and at most maxRunChunks.
+func (c *CachingBucket) aheadRunChunks(budget int64) int {
+	return int(min(max(budget/c.o.ChunkBytes/aheadGETs, 1), int64(c.maxRunChunks())))
+}
+
+// aheadGETs is the number of GETs a stream's share of the in-flight budget
+// is cut into.
+const aheadGETs = 8
+
 // claimAhead claims, in window order, the chunks of window that are
-// neither cached nor loading, in runs of consecutive chunks of one object,
-// until depth bytes of the window are covered or budget bytes are claimed.
+// neither cached nor loading, in runs of consecutive chunks of one object
+// (aheadRunChunks), until depth bytes of the window are covered or budget
+// bytes are claimed. A run the window's end cuts short inside an object is
+// left for a later call unless it starts in the near half of the window:
+// the window moves on by about one read per call, so claiming every chunk
+// as it enters would load a stream one chunk (one GET) at a time.
 func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64) []aheadRun {
 	cs := c.o.ChunkBytes
-	maxRun := c.maxRunChunks()
+	maxRun := c.aheadRunChunks(budget)
 	var runs []aheadRun
 	var cur aheadRun
-	var claimed int64
+	var claimed, walked, curStart, total int64
+	for _, rg := range window {
+		total += max(rg.Len, 0)
+	}
+	depth = min(depth, total)
 	flush := func() {
 		if len(cur.keys) > 0 {
+			for _, k := range cur.keys {
+				f := &flight{done: make(chan struct{})}
+				c.flights[k] = f
+				cur.flights = append(cur.flights, f)
+			}
 			runs = append(runs, cur)
+			claimed += cur.weight
 		}
 		cur = aheadRun{}
 	}
+	// cut ends the claims at the window's end, inside an object.
+	cut := func() []aheadRun {
+		if len(cur.keys) < maxRun && 2*curStart >= depth {
+			cur = aheadRun{}
+		}
+		flush()
+		return runs
+	}
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
-	for _, rg := range window {
+	for j, rg := range window {
 		if rg.Off < 0 || rg.Len <= 0 || rg.Off >= rg.Size {
 			continue
 		}
@@ -159,25 +194,32 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		ver := objectVersion(attrs)
 		first, last := rg.Off/cs, (min(rg.Off+rg.Len, attrs.Size)-1)/cs
 		for i := first; i <= last; i++ {
-			if depth <= 0 || claimed >= budget {
+			if claimed+cur.weight >= budget {
 				flush()
 				return runs
 			}
+			if walked >= depth {
+				return cut()
+			}
 			n := chunkLen(i, cs, attrs.Size)
-			depth -= n
 			k := chunkKey{rg.Key, ver, i}
 			if _, loading := c.flights[k]; loading || c.mem.contains(k) {
+				walked += n
 				flush()
 				continue
 			}
 			if len(cur.keys) == maxRun {
 				flush()
 			}
-			f := &flight{done: make(chan struct{})}
-			c.flights[k] = f
-			cur.keys, cur.flights = append(cur.keys, k), append(cur.flights, f)
+			if len(cur.keys) == 0 {
+				curStart = walked
+			}
+			cur.keys = append(cur.keys, k)
 			cur.size, cur.weight = attrs.Size, cur.weight+n
-			claimed += n
+			walked += n
+		}
+		if j == len(window)-1 && (last+1)*cs < attrs.Size {
+			return cut() // the caller's window ends inside the object
 		}
 		flush()
 	}

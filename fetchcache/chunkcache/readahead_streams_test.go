@@ -71,7 +71,7 @@ func TestReadAheadSharedFairly(t *testing.T) {
 	// One stream alone takes the whole budget.
 	inner.holdGets()
 	c.ReadAhead(1, window(0, 0))
-	got := inFlightByObject(t, inner, 4) // runs of 2 chunks
+	got := inFlightByObject(t, inner, 8) // the share cut into 8 GETs
 	if got[keys[0]] != streams || len(got) != 1 {
 		t.Fatalf("alone, stream 1 loads %v, want %d chunks of %s", got, streams, keys[0])
 	}
@@ -107,7 +107,7 @@ func TestReadAheadSharedFairly(t *testing.T) {
 	mu.Unlock()
 	inner.holdGets()
 	c.ReadAhead(1, window(0, streams+1))
-	got = inFlightByObject(t, inner, 4)
+	got = inFlightByObject(t, inner, objChunks-streams-1)
 	if got[keys[0]] != objChunks-streams-1 || len(got) != 1 {
 		t.Fatalf("alone again: %v, want the %d chunks left of %s", got, objChunks-streams-1, keys[0])
 	}
@@ -167,5 +167,75 @@ func TestCallerReadAheadSkipsObjectReadAhead(t *testing.T) {
 				t.Fatalf("%d GETs for a read of one chunk; read ahead: %v", got, tt.ahead)
 			}
 		})
+	}
+}
+
+// TestReadAheadRunChunks: a stream's share is loaded by about eight GETs
+// at once (the store's parallelism), in runs of at least one chunk and at
+// most maxRunChunks (a quarter of the budget, at most 8).
+func TestReadAheadRunChunks(t *testing.T) {
+	const chunk = 100
+	for _, tt := range []struct {
+		name           string
+		budget, share  int64 // in chunks
+		want, maxChunk int
+	}{
+		{"lone_stream_default_budget", 16, 16, 2, 4},
+		{"share_of_one_chunk", 16, 1, 1, 4},
+		{"share_of_eight_streams", 16, 2, 1, 4},
+		{"large_share_capped_by_the_run_limit", 256, 256, 8, 8},
+		{"share_below_a_chunk", 16, 0, 1, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustCache(t, newCounting(objstore.NewMemory()), CacheOptions{ChunkBytes: chunk, MemoryBytes: 1000, MaxInFlightBytes: tt.budget * chunk})
+			if c.maxRunChunks() != tt.maxChunk {
+				t.Fatalf("maxRunChunks %d, want %d", c.maxRunChunks(), tt.maxChunk)
+			}
+			if got := c.aheadRunChunks(tt.share * chunk); got != tt.want {
+				t.Fatalf("runs of %d chunks, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadAheadWholeRuns: a window that moves on by less than a run per
+// read loads in whole runs: a short run at the window's far end waits for
+// the window to cover it whole, instead of each chunk loading by itself as
+// it enters the window; one at its near end (the reader is about to need
+// it) and one at an object's end load at once.
+func TestReadAheadWholeRuns(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk, chunks = 100, 20
+	putObject(t, store, "a", chunks*chunk)
+	putObject(t, store, "b", 3*chunk)
+	inner := newCounting(store)
+	// 16 chunks in flight: runs of 2 chunks (aheadRunChunks).
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk})
+	win := func(from, n int64) []objstore.Range {
+		return []objstore.Range{{Key: "a", Off: from, Len: n, Size: chunks * chunk}}
+	}
+	var sizes []int64
+	take := func() {
+		waitIdle(t, c)
+		for _, r := range inner.takeRanges() {
+			sizes = append(sizes, r.size/chunk)
+		}
+	}
+	for read := int64(0); read < 10; read++ {
+		// A reader of 60 bytes a read, with a window of 5 chunks.
+		c.ReadAhead(1, win(read*60, 5*chunk))
+		take()
+	}
+	for i, n := range sizes {
+		if n != 2 {
+			t.Fatalf("GET %d of %v loads %d chunks, want whole runs of 2", i, sizes, n)
+		}
+	}
+	// Near the window's start, and at an object's end, a short run loads.
+	sizes = nil
+	c.ReadAhead(1, []objstore.Range{{Key: "a", Off: 19 * chunk, Len: chunk, Size: chunks * chunk}, {Key: "b", Off: 0, Len: 3 * chunk, Size: 3 * chunk}})
+	take()
+	if len(sizes) != 3 || sizes[0]+sizes[1]+sizes[2] != 4 {
+		t.Fatalf("GETs of %v chunks, want a's last chunk and b's 3 chunks (2 + 1)", sizes)
 	}
 }
