@@ -39,12 +39,16 @@ func (s *Serve) MemoryLimit() int64 {
 }
 
 // MemoryLimit is the soft memory limit fetch runs under: the budgets that
-// hold bytes in it — the chunk cache, the bytes being fetched and the Kafka
-// responses being built or written (it has no write API, so no produce
-// budget) — plus FetchMemoryHeadroom.
+// hold its bytes — the chunk cache and the bytes being fetched into it —
+// plus FetchMemoryHeadroom (issue 17's bound on a replay's RSS). The Kafka
+// responses being built or written (kafka.max_inflight_response_bytes) are
+// not added: they are views of cached chunks, not copies; responses that
+// keep chunks the cache has evicted make the garbage collector work harder
+// under the limit rather than let the heap grow past it (GOMEMLIMIT
+// overrides). fetch has no write API, so no produce budget.
 func (f *Fetch) MemoryLimit() int64 {
 	c := f.cfg
-	return int64(c.Fetch.CacheBytes) + int64(c.Fetch.MaxInFlightBytes) + int64(c.Kafka.MaxInFlightResponseBytes) + FetchMemoryHeadroom
+	return int64(c.Fetch.CacheBytes) + int64(c.Fetch.MaxInFlightBytes) + FetchMemoryHeadroom
 }
 
 // ApplyMemoryLimit sets the process's soft memory limit to limit unless
@@ -60,6 +64,6 @@ func ApplyMemoryLimit(limit int64, log *slog.Logger) int64 {
 		return debug.SetMemoryLimit(-1)
 	}
 	debug.SetMemoryLimit(limit)
-	log.Info("soft memory limit", "bytes", limit, "from", "budgets (fetch.cache_bytes, fetch.max_inflight_bytes, kafka.max_inflight_response_bytes; serve: + http.max_inflight_produce_bytes, log.cleaner.dedupe.buffer.size) + headroom (fetch 64MiB, serve 128MiB)")
+	log.Info("soft memory limit", "bytes", limit, "from", "budgets (fetch.cache_bytes, fetch.max_inflight_bytes; serve: + kafka.max_inflight_response_bytes, http.max_inflight_produce_bytes, log.cleaner.dedupe.buffer.size) + headroom (fetch 64MiB, serve 128MiB)")
 	return limit
 }
