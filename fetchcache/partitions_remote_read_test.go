@@ -193,3 +193,61 @@ func TestRemoteCatalogSharesIndexCache(t *testing.T) {
 		t.Fatalf("%d store reads, want 2: the index (evicted from the shared cache by the other partitions') and the log", got)
 	}
 }
+
+// TestRemoteInterleavedPartitionsGETs: one consumer replaying eight
+// partitions through one chunk cache, a read of each in turn (as one Fetch
+// after another names them all), still costs at most one store GET per
+// segment: each partition's reads continue its own stream.
+func TestRemoteInterleavedPartitionsGETs(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	const parts = 8
+	var remotes []*remotekit.Remote
+	segs := 0
+	for p := range int32(parts) {
+		local := remotekit.WriteLocal(t, t.TempDir(), 60+uint64(p), 4, 12, false)
+		r := remotekit.NewRemotePartition(t, mem, "", p, 0, manifest.DefaultPolicy())
+		r.Commit(local.Files(t)...)
+		remotes = append(remotes, r)
+		segs += len(r.Segs)
+	}
+	rc := &objtesting.ReadCounter{BucketReader: mem}
+	cb, err := chunkcache.NewCachingBucket(rc, chunkcache.CacheOptions{MemoryBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	cat, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]fetchcache.Partition, parts)
+	offs := make([]int64, parts)
+	for p := range ps {
+		if ps[p], err = cat.Partition(ctx, remotekit.TestTopic, int32(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := rc.Reads()
+	for left := parts; left > 0; {
+		left = 0
+		for p, r := range remotes {
+			if offs[p] >= r.M.NextOffset() {
+				continue
+			}
+			left++
+			v, err := fetchcache.ReadView(ctx, ps[p], offs[p], 2000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := v.Bytes(), r.ExpectRead(offs[p], 2000); !bytes.Equal(got, want) || len(got) == 0 {
+				t.Fatalf("partition %d read %d: %d bytes, want %d", p, offs[p], len(got), len(want))
+			}
+			offs[p] = v.Next
+		}
+	}
+	cb.Close()
+	if got := rc.Reads() - before; got > int64(segs) {
+		t.Fatalf("%d store reads for %d segments of %d partitions, want at most one per segment", got, segs, parts)
+	}
+}
