@@ -69,54 +69,24 @@ func BenchmarkRemoteRead(b *testing.B) {
 // benchRawParallelGet reads every object whole with minio-go GetObject,
 // chunkcache.DefaultMaxConcurrentGets at a time.
 func benchRawParallelGet(b *testing.B, cd *coldData, keys []string, total int64) {
-	ctx := context.Background()
-	b.SetBytes(total)
-	b.ReportAllocs()
-	cpu := time.Duration(0)
-	for b.Loop() {
-		cpu0 := selfCPU()
-		work := make(chan string, len(keys))
-		for _, k := range keys {
-			work <- k
-		}
-		close(work)
-		var mu sync.Mutex
-		var n int64
-		var wg sync.WaitGroup
-		for range chunkcache.DefaultMaxConcurrentGets {
-			wg.Go(func() {
-				buf := make([]byte, 256<<10)
-				for k := range work {
-					obj, err := cd.srv.Client().GetObject(ctx, cd.bucket, k, minio.GetObjectOptions{})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					m, err := io.CopyBuffer(io.Discard, obj, buf)
-					obj.Close()
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					mu.Lock()
-					n += m
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		cpu += selfCPU() - cpu0
-		if n != total {
-			b.Fatalf("read %d bytes, want %d", n, total)
-		}
-	}
-	b.ReportMetric(cpu.Seconds()/float64(b.N)/(float64(total)/1e9), "cpu-s/GB")
+	benchParallelGet(b, keys, total, func(ctx context.Context, k string) (io.ReadCloser, error) {
+		return cd.srv.Client().GetObject(ctx, cd.bucket, k, minio.GetObjectOptions{})
+	})
 }
 
 // benchStoreParallelGet is benchRawParallelGet through tiered's own S3
 // backend (objstore), which the pipeline's GETs go through: what of the
 // gap to raw_get is the backend's.
 func benchStoreParallelGet(b *testing.B, cd *coldData, keys []string, total int64) {
+	benchParallelGet(b, keys, total, func(ctx context.Context, k string) (io.ReadCloser, error) {
+		return cd.store.GetRange(ctx, k, 0, -1)
+	})
+}
+
+// benchParallelGet reads every object whole with get,
+// chunkcache.DefaultMaxConcurrentGets at a time, and reports the CPU time
+// per GB.
+func benchParallelGet(b *testing.B, keys []string, total int64, get func(ctx context.Context, key string) (io.ReadCloser, error)) {
 	ctx := context.Background()
 	b.SetBytes(total)
 	b.ReportAllocs()
@@ -135,7 +105,7 @@ func benchStoreParallelGet(b *testing.B, cd *coldData, keys []string, total int6
 			wg.Go(func() {
 				buf := make([]byte, 256<<10)
 				for k := range work {
-					rc, err := cd.store.GetRange(ctx, k, 0, -1)
+					rc, err := get(ctx, k)
 					if err != nil {
 						b.Error(err)
 						return

@@ -71,6 +71,22 @@ func readSequentially(t *testing.T, r *remotekit.Remote, l *RemoteLog, from int6
 	return reads
 }
 
+// withCompactionGaps is files with gaps left by compaction: the third
+// segment gone (a gap between segments), the second and fifth compacted.
+func withCompactionGaps(t *testing.T, files []remotekit.SegFiles) []remotekit.SegFiles {
+	out := make([]remotekit.SegFiles, 0, len(files))
+	for i, f := range files {
+		switch i {
+		case 2:
+			continue // a gap between segments
+		case 1, 4:
+			f = remotekit.Compact(t, f, func(i int) bool { return i%3 != 0 })
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // TestSequentialReadNeedsNoIndex: a consumer reading a partition from
 // the start of a segment to its end reads no offset, time or transaction
 // index: it enters every segment at its first byte (the manifest has its
@@ -81,19 +97,6 @@ func readSequentially(t *testing.T, r *remotekit.Remote, l *RemoteLog, from int6
 func TestSequentialReadNeedsNoIndex(t *testing.T) {
 	local := remotekit.WriteLocal(t, t.TempDir(), 31, 6, 30, true)
 	files := local.Files(t)
-	compacted := func() []remotekit.SegFiles {
-		out := make([]remotekit.SegFiles, 0, len(files))
-		for i, f := range files {
-			switch i {
-			case 2:
-				continue // a gap between segments
-			case 1, 4:
-				f = remotekit.Compact(t, f, func(i int) bool { return i%3 != 0 })
-			}
-			out = append(out, f)
-		}
-		return out
-	}
 	for _, tt := range []struct {
 		name   string
 		policy manifest.Policy
@@ -101,7 +104,7 @@ func TestSequentialReadNeedsNoIndex(t *testing.T) {
 	}{
 		{"inline", manifest.DefaultPolicy(), files},
 		{"sealed_sub_manifests", remotekit.SmallPolicy, files},
-		{"compaction_gaps", manifest.DefaultPolicy(), compacted()},
+		{"compaction_gaps", manifest.DefaultPolicy(), withCompactionGaps(t, files)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, tt.policy)

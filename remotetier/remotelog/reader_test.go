@@ -68,13 +68,7 @@ func TestReadCompactedGaps(t *testing.T) {
 	local := remotekit.WriteLocal(t, t.TempDir(), 2, 6, 30, false)
 	files := local.Files(t)
 	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, remotekit.SmallPolicy)
-	for i, f := range files {
-		switch i {
-		case 2:
-			continue // a gap between segments
-		case 1, 4:
-			f = remotekit.Compact(t, f, func(i int) bool { return i%3 != 0 })
-		}
+	for _, f := range withCompactionGaps(t, files) {
 		r.Commit(f)
 	}
 	l := openTestLog(t, r.Bucket, "")
