@@ -40,11 +40,13 @@ type raStream struct {
 
 // raStreams tracks the streams that asked for read-ahead.
 type raStreams struct {
-	mu   sync.Mutex
-	m    map[uint64]*raStream
-	idle time.Duration
-	max  int // bound on tracked streams
-	now  func() time.Time
+	mu     sync.Mutex
+	m      map[uint64]*raStream
+	idle   time.Duration
+	max    int // bound on tracked streams
+	now    func() time.Time
+	active int       // streams seen within idle, as of the last sweep and since
+	swept  time.Time // the last sweep
 }
 
 func newRAStreams(idle time.Duration, max int) *raStreams {
@@ -52,33 +54,39 @@ func newRAStreams(idle time.Duration, max int) *raStreams {
 }
 
 // touch marks stream as active and returns its state and the number of
-// active streams (it included). Streams idle longer than StreamIdle with
-// nothing in flight are forgotten; past max tracked streams the new one is
-// not tracked (nil): it gets no read-ahead until others age out.
+// active streams (it included). Every idle/16 a sweep recounts them and
+// forgets the streams idle longer than StreamIdle with nothing in flight,
+// so a call costs a map lookup, not a walk of every stream. Past max
+// tracked streams a new one is not tracked (nil): it gets no read-ahead
+// until others age out.
 func (s *raStreams) touch(stream uint64) (*raStream, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	active := 0
-	for id, st := range s.m {
-		switch {
-		case now.Sub(st.seen) <= s.idle || id == stream:
-			active++
-		case st.inFlight == 0:
-			delete(s.m, id)
+	if now.Sub(s.swept) >= s.idle/16 {
+		s.swept, s.active = now, 0
+		for id, st := range s.m {
+			switch {
+			case now.Sub(st.seen) <= s.idle:
+				s.active++
+			case st.inFlight == 0:
+				delete(s.m, id)
+			}
 		}
 	}
 	st, ok := s.m[stream]
-	if !ok {
-		if len(s.m) >= s.max {
-			return nil, active
-		}
+	switch {
+	case !ok && len(s.m) >= s.max:
+		return nil, max(s.active, 1)
+	case !ok:
 		st = &raStream{}
 		s.m[stream] = st
-		active++
+		s.active++
+	case st.seen.Before(s.swept.Add(-s.idle)):
+		s.active++ // not counted by the last sweep: active again
 	}
 	st.seen = now
-	return st, active
+	return st, max(s.active, 1)
 }
 
 // take adds w to the stream's in-flight bytes if that keeps them within

@@ -239,3 +239,45 @@ func TestReadAheadWholeRuns(t *testing.T) {
 		t.Fatalf("GETs of %v chunks, want a's last chunk and b's 3 chunks (2 + 1)", sizes)
 	}
 }
+
+// TestStreamsActive: the streams counted as active are those seen within
+// StreamIdle; idle ones with nothing in flight are forgotten, and a stream
+// seen again after going idle counts again; past the bound a new stream is
+// not tracked.
+func TestStreamsActive(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newRAStreams(time.Second, 3)
+	s.now = func() time.Time { return now }
+	count := func(id uint64) int {
+		t.Helper()
+		_, n := s.touch(id)
+		return n
+	}
+	steps := []struct {
+		advance time.Duration
+		stream  uint64
+		want    int
+	}{
+		{0, 1, 1}, {0, 2, 2}, {0, 1, 2}, {0, 3, 3},
+		{2 * time.Second, 1, 1},        // 2 and 3 idle: swept away
+		{0, 2, 2},                      // back
+		{100 * time.Millisecond, 4, 3}, // a new one
+	}
+	for i, st := range steps {
+		now = now.Add(st.advance)
+		if got := count(st.stream); got != st.want {
+			t.Fatalf("step %d (stream %d): %d active, want %d", i, st.stream, got, st.want)
+		}
+	}
+	if st, _ := s.touch(5); st != nil {
+		t.Fatal("a fourth stream past the bound of 3 was tracked")
+	}
+	// One in flight is kept while idle.
+	a, _ := s.touch(1)
+	s.take(a, 10, 100)
+	now = now.Add(time.Minute)
+	count(9)
+	if _, ok := s.m[1]; !ok {
+		t.Fatal("an idle stream with read-ahead in flight was forgotten")
+	}
+}

@@ -458,12 +458,12 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 			return err
 		}
 		// The stream goes on from where the read ended.
-		s := l.opts.nextStream(prev, cont, int64(res.Len), l.opts.Now(), maxBytes)
+		s := l.opts.nextStream(prev, cont, offset <= seg.BaseOffset, int64(res.Len), l.opts.Now(), maxBytes)
 		if res.end < seg.Log.Size {
 			s.key, s.pos = seg.Log.Key, res.end
 		}
 		l.streams.put(res.NextOffset, s)
-		if readsAhead {
+		if readsAhead && s.depth > 0 {
 			if w := l.readAheadWindow(ctx, m, seg, res.end, s.depth); len(w) > 0 {
 				ra.ReadAhead(s.id, w)
 			}

@@ -24,7 +24,9 @@ import (
 // Each stream has an id (objstore.NewStreamID) under which the RemoteLog
 // asks a ReadAheader bucket, after every read, to keep the next `depth`
 // bytes of the partition cached, across segment boundaries. The depth
-// follows the reader's consumption: it starts at two reads' worth, doubles
+// follows the reader's consumption: it starts at two reads' worth (from
+// a segment's start; a reader that began elsewhere, from its second read
+// on, so random reads load nothing ahead), doubles
 // with every sequential read up to ReadAheadBytes, and never exceeds what
 // the reader consumes in ReadAheadLead at its measured rate (but at least
 // one read's worth), so a slow reader does not fill the cache with bytes
@@ -101,13 +103,18 @@ func startAt(seg manifest.Segment, target int64, prev streamState, cont bool) (p
 }
 
 // nextStream is the state of the stream after a read of n bytes at now
-// that continued prev (cont) or began a new stream.
-func (o ReaderOptions) nextStream(prev streamState, cont bool, n int64, now time.Time, maxBytes int) streamState {
+// that continued prev (cont) or began a new stream. A new stream reads
+// ahead at once only from a segment's start (fromStart: a replay from
+// there); one that began elsewhere (a seek, a random read) does from its
+// second read on, as a sequential reader.
+func (o ReaderOptions) nextStream(prev streamState, cont, fromStart bool, n int64, now time.Time, maxBytes int) streamState {
 	floor := int64(max(maxBytes, 1)) + int64(o.ScanWindow)
 	s := streamState{n: n, at: now}
 	if !cont {
 		s.id = objstore.NewStreamID()
-		s.depth = min(2*floor, max(o.ReadAheadBytes, 0))
+		if fromStart {
+			s.depth = min(2*floor, max(o.ReadAheadBytes, 0))
+		}
 		return s
 	}
 	s.id, s.rate = prev.id, prev.rate

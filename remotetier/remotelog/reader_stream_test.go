@@ -167,7 +167,8 @@ func (b *windowBucket) take() (uint64, []objstore.Range) {
 // across segment boundaries (the rest of the segment, then the next ones
 // from their first byte, in order), under one stream id per reader; the
 // depth doubles with each sequential read up to ReadAheadBytes; another
-// reader gets its own stream; the log's end ends the window.
+// reader, starting inside a segment, reads ahead from its second read on,
+// as its own stream; the log's end ends the window.
 func TestReadAheadAcrossSegments(t *testing.T) {
 	ctx := context.Background()
 	local := remotekit.WriteLocal(t, t.TempDir(), 32, 8, 20, false)
@@ -229,12 +230,20 @@ func TestReadAheadAcrossSegments(t *testing.T) {
 		wantDepth = min(2*wantDepth, cap)
 		off = v.NextOffset
 	}
-	// Another reader, elsewhere, is another stream.
-	if _, err := l.ReadView(ctx, r.Segs[3].BaseOffset+1, maxBytes); err != nil {
+	// Another reader, inside a segment: no read-ahead for its first read
+	// (it may be a random read), then its own stream.
+	v, err := l.ReadView(ctx, r.Segs[3].BaseOffset+1, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, w := wb.take(); id != 0 {
+		t.Fatalf("a first read inside a segment read ahead %+v", w)
+	}
+	if _, err := l.ReadView(ctx, v.NextOffset, maxBytes); err != nil {
 		t.Fatal(err)
 	}
 	if id, _ := wb.take(); id == stream || id == 0 {
-		t.Fatal("a second reader shares the first one's stream")
+		t.Fatalf("the second reader's stream is %d, the first's %d", id, stream)
 	}
 }
 
@@ -257,11 +266,11 @@ func TestReadAheadDepth(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
-			s := o.nextStream(streamState{}, false, maxBytes, now, maxBytes)
+			s := o.nextStream(streamState{}, false, true, maxBytes, now, maxBytes)
 			for i, want := range tt.want {
 				if i > 0 {
 					now = now.Add(tt.every)
-					s = o.nextStream(s, true, maxBytes, now, maxBytes)
+					s = o.nextStream(s, true, false, maxBytes, now, maxBytes)
 				}
 				// The rate-held depth is within rounding of the bytes per lead.
 				if d := s.depth - want; d < -1 || d > 1 {
@@ -270,8 +279,18 @@ func TestReadAheadDepth(t *testing.T) {
 			}
 		})
 	}
+	// A reader that began inside a segment (a seek, a random read) reads
+	// ahead from its second read on.
+	now := time.Unix(1000, 0)
+	s := o.nextStream(streamState{}, false, false, maxBytes, now, maxBytes)
+	if s.depth != 0 {
+		t.Fatalf("first read inside a segment: depth %d, want 0", s.depth)
+	}
+	if s = o.nextStream(s, true, false, maxBytes, now.Add(time.Millisecond), maxBytes); s.depth != 2*floor {
+		t.Fatalf("its second read: depth %d, want %d", s.depth, 2*floor)
+	}
 	off := ReaderOptions{ReadAheadBytes: -1}.withDefaults()
-	if s := off.nextStream(streamState{}, false, 10, time.Now(), 10); s.depth != 0 {
+	if s := off.nextStream(streamState{}, false, true, 10, time.Now(), 10); s.depth != 0 {
 		t.Fatalf("read-ahead disabled: depth %d", s.depth)
 	}
 }
