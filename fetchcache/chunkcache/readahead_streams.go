@@ -112,23 +112,28 @@ func (s *raStreams) give(st *raStream, w int64) {
 type aheadRun struct {
 	loadRun
 	size, weight int64
+	from         int64 // the window bytes covered before it
 }
 
 // ReadAhead loads the window a stream's reader will read next, within the
-// stream's fair share (objstore.ReadAheader; see above). It never blocks.
-func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) {
+// stream's fair share (objstore.ReadAheader; see above), and returns how
+// many bytes of the window, from its start, are cached, loading or now
+// claimed. It never blocks.
+func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) int64 {
 	if c.o.ReadAheadChunks <= 0 || len(window) == 0 || c.isClosed() {
-		return
+		return 0
 	}
 	st, active := c.streams.touch(stream)
 	if st == nil {
-		return
+		return 0
 	}
 	share := max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
 	depth := max(c.o.ChunkBytes, c.o.MemoryBytes/int64(2*active))
-	for _, r := range c.claimAhead(window, depth, share) {
+	runs, covered := c.claimAhead(window, depth, share)
+	for _, r := range runs {
 		if !c.streams.take(st, r.weight, share) {
 			c.settleRun(r.loadRun, 0, errReadAheadSkipped)
+			covered = min(covered, r.from)
 			continue
 		}
 		c.goLoad([]loadRun{r.loadRun}, func() {
@@ -136,6 +141,7 @@ func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) {
 			c.load(r.loadRun, r.size, time.Time{}, true)
 		})
 	}
+	return covered
 }
 
 // aheadRunChunks is the run length (chunks per GET) of a stream's
@@ -154,16 +160,16 @@ const aheadGETs = 8
 // claimAhead claims, in window order, the chunks of window that are
 // neither cached nor loading, in runs of consecutive chunks of one object
 // (aheadRunChunks), until depth bytes of the window are covered or budget
-// bytes are claimed. A run the window's end cuts short inside an object is
+// bytes are claimed, and says how many bytes of the window, from its
+// start, are cached, loading or claimed. A run the window's end cuts short inside an object is
 // left for a later call unless it starts in the near half of the window:
 // the window moves on by about one read per call, so claiming every chunk
 // as it enters would load a stream one chunk (one GET) at a time.
-func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64) []aheadRun {
+func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64) (runs []aheadRun, covered int64) {
 	cs := c.o.ChunkBytes
 	maxRun := c.aheadRunChunks(budget)
-	var runs []aheadRun
 	var cur aheadRun
-	var claimed, walked, curStart, total int64
+	var claimed, curStart, total int64
 	for _, rg := range window {
 		total += max(rg.Len, 0)
 	}
@@ -181,50 +187,56 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		cur = aheadRun{}
 	}
 	// cut ends the claims at the window's end, inside an object.
-	cut := func() []aheadRun {
+	cut := func() ([]aheadRun, int64) {
 		if len(cur.keys) < maxRun && 2*curStart >= depth {
+			covered = cur.from
 			cur = aheadRun{}
 		}
 		flush()
-		return runs
+		return runs, covered
 	}
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
+	var at int64 // window bytes before rg
 	for j, rg := range window {
+		start := at
+		at += max(rg.Len, 0)
 		if rg.Off < 0 || rg.Len <= 0 || rg.Off >= rg.Size {
-			continue
+			return runs, covered
 		}
 		c.HintSize(rg.Key, rg.Size)
 		attrs, ok := c.attrs.Get(rg.Key)
 		if !ok || rg.Off >= attrs.Size {
-			continue
+			return runs, covered
 		}
 		ver := objectVersion(attrs)
 		first, last := rg.Off/cs, (min(rg.Off+rg.Len, attrs.Size)-1)/cs
 		for i := first; i <= last; i++ {
 			if claimed+cur.weight >= budget {
 				flush()
-				return runs
+				return runs, covered
 			}
-			if walked >= depth {
+			// The chunk's start and end, as window bytes.
+			pos := start + max(i*cs, rg.Off) - rg.Off
+			end := start + min((i+1)*cs, rg.Off+rg.Len) - rg.Off
+			if pos >= depth {
 				return cut()
 			}
-			n := chunkLen(i, cs, attrs.Size)
 			k := chunkKey{rg.Key, ver, i}
 			if _, loading := c.flights[k]; loading || c.mem.contains(k) {
-				walked += n
 				flush()
+				covered = end
 				continue
 			}
 			if len(cur.keys) == maxRun {
 				flush()
 			}
 			if len(cur.keys) == 0 {
-				curStart = walked
+				curStart, cur.from = pos, covered
 			}
 			cur.keys = append(cur.keys, k)
-			cur.size, cur.weight = attrs.Size, cur.weight+n
-			walked += n
+			cur.size, cur.weight = attrs.Size, cur.weight+chunkLen(i, cs, attrs.Size)
+			covered = end
 		}
 		if j == len(window)-1 && (last+1)*cs < attrs.Size {
 			return cut() // the caller's window ends inside the object
@@ -232,5 +244,5 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		flush()
 	}
 	flush()
-	return runs
+	return runs, covered
 }

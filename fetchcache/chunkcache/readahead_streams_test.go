@@ -222,9 +222,17 @@ func TestReadAheadWholeRuns(t *testing.T) {
 		}
 	}
 	for read := int64(0); read < 10; read++ {
-		// A reader of 60 bytes a read, with a window of 5 chunks.
-		c.ReadAhead(1, win(read*60, 5*chunk))
+		// A reader of 60 bytes a read, with a window of 5 chunks: what is
+		// covered ends where the runs left out begin.
+		covered := c.ReadAhead(1, win(read*60, 5*chunk))
+		if end := read*60 + covered; (end%(2*chunk) != 0 && end != read*60+5*chunk) || end < read*60+3*chunk {
+			t.Fatalf("read %d: the window from %d covered up to %d, want its end or a whole run's, 3 chunks on or more", read, read*60, end)
+		}
 		take()
+	}
+	// All cached: the whole window is covered.
+	if got := c.ReadAhead(1, win(0, 3*chunk+50)); got != 3*chunk+50 {
+		t.Fatalf("a cached window: %d bytes covered, want %d", got, 3*chunk+50)
 	}
 	for i, n := range sizes {
 		if n != 2 {

@@ -51,9 +51,11 @@ type Prefetcher interface {
 // window it wants cached next, which may span the ends of several objects
 // (segments). The bucket loads what of it is neither cached nor loading,
 // in order, in the background, within the stream's fair share of its
-// in-flight budget; it must not block or wait for capacity.
+// in-flight budget; it must not block or wait for capacity. It returns how
+// many bytes of the window, from its start, are now cached or loading: the
+// caller need not ask for them again until its reader gets near their end.
 type ReadAheader interface {
-	ReadAhead(stream uint64, window []Range)
+	ReadAhead(stream uint64, window []Range) (covered int64)
 }
 
 // Range is a byte range of an object whose size the caller knows (from a

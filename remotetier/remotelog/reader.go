@@ -457,17 +457,22 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 		if err := l.readSegment(rctx, seg, offset, maxBytes, &res, prev, cont); err != nil {
 			return err
 		}
-		// The stream goes on from where the read ended.
+		// The stream goes on from where the read ended, and asks for its
+		// window when its reader nears the end of what it asked for last.
 		s := l.opts.nextStream(prev, cont, offset <= seg.BaseOffset, int64(res.Len), l.opts.Now(), maxBytes)
+		want, left := wantsWindow(prev, advance(prev, cont, seg.Log.Key, res.end), s.depth)
+		s.ahead, s.toEnd = left, prev.toEnd && cont
+		if readsAhead && want {
+			w, total := l.readAheadWindow(ctx, m, seg, res.end, s.depth)
+			if len(w) > 0 {
+				s.ahead = ra.ReadAhead(s.id, w)
+			}
+			s.toEnd = total < s.depth && s.ahead == total
+		}
 		if res.end < seg.Log.Size {
 			s.key, s.pos = seg.Log.Key, res.end
 		}
 		l.streams.put(res.NextOffset, s)
-		if readsAhead && s.depth > 0 {
-			if w := l.readAheadWindow(ctx, m, seg, res.end, s.depth); len(w) > 0 {
-				ra.ReadAhead(s.id, w)
-			}
-		}
 		return nil
 	})
 	if err != nil {

@@ -57,6 +57,42 @@ type streamState struct {
 	at    time.Time
 	rate  float64 // bytes per second the reader consumes (smoothed); 0 unknown
 	depth int64   // read-ahead depth in bytes
+	// ahead is how many bytes past where the read ended the bucket said
+	// are cached or loading: the stream asks for its window again only
+	// once its reader has come within half a depth of their end, so a
+	// reader of small reads does not walk its window on every read.
+	ahead int64
+	// toEnd says the covered bytes reach the log's end (as of that
+	// request): the stream asks again only once its reader gets there.
+	toEnd bool
+}
+
+// advance is how many bytes of the partition's logs a read that continued
+// prev (cont) and ended at end of the .log key moved on by; -1 unknown.
+func advance(prev streamState, cont bool, key string, end int64) int64 {
+	switch {
+	case !cont:
+		return -1
+	case prev.key == key:
+		return end - prev.pos
+	case prev.key == "":
+		return end // the previous read ended its segment: this one began the next
+	}
+	return -1
+}
+
+// wantsWindow reports whether a stream whose last request left prev.ahead
+// bytes covered (to the log's end: prev.toEnd), and which moved on by adv
+// since, asks for its window again, and how many covered bytes are left.
+func wantsWindow(prev streamState, adv, depth int64) (bool, int64) {
+	if adv < 0 {
+		return depth > 0, 0
+	}
+	left := prev.ahead - adv
+	if prev.toEnd {
+		return depth > 0 && left <= 0, max(left, 0)
+	}
+	return depth > 0 && 2*left < depth, max(left, 0)
 }
 
 // streamTable is a bounded LRU of streams by their next offset.
@@ -136,9 +172,17 @@ func (o ReaderOptions) nextStream(prev streamState, cont, fromStart bool, n int6
 
 // readAheadWindow is the window of the next depth bytes of the partition
 // after byte end of seg's log: the rest of seg, then the segments after
-// it, at most maxWindowSegments of them.
-func (l *RemoteLog) readAheadWindow(ctx context.Context, m *manifest.Manifest, seg manifest.Segment, end, depth int64) []objstore.Range {
-	var window []objstore.Range
+// it, at most maxWindowSegments of them, and its length (below depth when
+// it reaches the log's end).
+func (l *RemoteLog) readAheadWindow(ctx context.Context, m *manifest.Manifest, seg manifest.Segment, end, depth int64) (window []objstore.Range, total int64) {
+	defer func() {
+		for _, r := range window {
+			total += r.Len
+		}
+		if len(window) == maxWindowSegments {
+			total = depth // cut short, not at the log's end
+		}
+	}()
 	for left := depth; left > 0 && len(window) < maxWindowSegments; {
 		if end < seg.Log.Size {
 			n := min(left, seg.Log.Size-end)
@@ -151,11 +195,11 @@ func (l *RemoteLog) readAheadWindow(ctx context.Context, m *manifest.Manifest, s
 		}
 		next, err := m.FindOffset(ctx, l.subs, seg.NextOffset())
 		if err != nil || next.Log.Key == seg.Log.Key {
-			break // the read itself reports problems with the next segment
+			return window, depth // the read itself reports problems with the next segment
 		}
 		seg, end = next, 0
 	}
-	return window
+	return window, 0
 }
 
 // readsAhead reports whether the log drives the bucket's read-ahead.

@@ -134,19 +134,29 @@ func TestSequentialReadNeedsNoIndex(t *testing.T) {
 	}
 }
 
-// windowBucket is a ReadAheader that records the windows it is given.
+// windowBucket is a ReadAheader that records the windows it is given and
+// says it covered all of each (cover) or none.
 type windowBucket struct {
 	objstore.BucketReader
+	cover   bool
 	mu      sync.Mutex
 	streams []uint64
 	windows [][]objstore.Range
 }
 
-func (b *windowBucket) ReadAhead(stream uint64, w []objstore.Range) {
+func (b *windowBucket) ReadAhead(stream uint64, w []objstore.Range) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.streams = append(b.streams, stream)
 	b.windows = append(b.windows, w)
+	var n int64
+	for _, r := range w {
+		n += r.Len
+	}
+	if !b.cover {
+		return 0
+	}
+	return n
 }
 
 // take returns the stream and window of the last call since the last
@@ -244,6 +254,83 @@ func TestReadAheadAcrossSegments(t *testing.T) {
 	}
 	if id, _ := wb.take(); id == stream || id == 0 {
 		t.Fatalf("the second reader's stream is %d, the first's %d", id, stream)
+	}
+}
+
+// TestReadAheadAsksAgainHalfWay: a stream whose window the bucket
+// covered asks for it again only once its reader has read half a depth of
+// it (small reads do not each walk the window); one the bucket could not
+// cover asks on every read.
+func TestReadAheadAsksAgainHalfWay(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 33, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	const maxBytes, depth = 500, 64 << 10
+	for _, cover := range []bool{true, false} {
+		wb := &windowBucket{BucketReader: r.Bucket, cover: cover}
+		l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{ReadAheadBytes: depth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Read until the depth is at its cap, then count the requests
+		// over reads of 4 depths of bytes.
+		off := int64(0)
+		var read int64
+		asks, reads := 0, 0
+		for i := 0; off < l.LogEndOffset() && read < 4*depth; i++ {
+			v, err := l.ReadView(ctx, off, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off = v.NextOffset
+			if id, _ := wb.take(); i >= 8 {
+				reads++
+				read += int64(v.Len)
+				if id != 0 {
+					asks++
+				}
+			}
+		}
+		if read < 4*depth {
+			t.Fatalf("read only %d bytes", read)
+		}
+		switch {
+		case cover && (asks < 4 || asks > 10):
+			t.Fatalf("covered: %d requests over %d reads of 4 depths, want about 8 (one per half depth)", asks, reads)
+		case !cover && asks != reads:
+			t.Fatalf("not covered: %d requests over %d reads, want one each", asks, reads)
+		}
+	}
+}
+
+// TestReadAheadToTheEnd: once a covered window reaches the log's end, the
+// stream asks no more until its reader gets there.
+func TestReadAheadToTheEnd(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 34, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	wb := &windowBucket{BucketReader: r.Bucket, cover: true}
+	l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks, reads := 0, 0
+	for off := int64(0); off < l.LogEndOffset(); reads++ {
+		v, err := l.ReadView(ctx, off, 2000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = v.NextOffset
+		if id, _ := wb.take(); id != 0 {
+			asks++
+		}
+	}
+	// The depth ramps up from two reads: a few requests until the window
+	// reaches the end of the log (a few hundred KB), then none.
+	if asks > 8 || reads < 50 {
+		t.Fatalf("%d requests over %d reads of a log within the depth", asks, reads)
 	}
 }
 
