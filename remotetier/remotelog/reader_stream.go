@@ -22,8 +22,11 @@ import (
 // segment when the segment fits a chunk load.
 //
 // Each stream has an id (objstore.NewStreamID) under which the RemoteLog
-// asks a ReadAheader bucket, after every read, to keep the next `depth`
-// bytes of the partition cached, across segment boundaries. The depth
+// asks a ReadAheader bucket to keep the next `depth` bytes of the
+// partition cached, across segment boundaries: after a read whose reader
+// has come within half a depth of the end of what the bucket last said it
+// covered (or, when that reached the log's end, has got there), so small
+// reads do not each walk the window. The depth
 // follows the reader's consumption: it starts at two reads' worth (from
 // a segment's start; a reader that began elsewhere, from its second read
 // on, so random reads load nothing ahead), doubles
