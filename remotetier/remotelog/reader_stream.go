@@ -178,22 +178,17 @@ func (o ReaderOptions) nextStream(prev streamState, cont, fromStart bool, n int6
 // it, at most maxWindowSegments of them, and its length (below depth when
 // it reaches the log's end).
 func (l *RemoteLog) readAheadWindow(ctx context.Context, m *manifest.Manifest, seg manifest.Segment, end, depth int64) (window []objstore.Range, total int64) {
-	defer func() {
-		for _, r := range window {
-			total += r.Len
-		}
+	for total < depth {
 		if len(window) == maxWindowSegments {
-			total = depth // cut short, not at the log's end
+			return window, depth // cut short, not at the log's end
 		}
-	}()
-	for left := depth; left > 0 && len(window) < maxWindowSegments; {
 		if end < seg.Log.Size {
-			n := min(left, seg.Log.Size-end)
+			n := min(depth-total, seg.Log.Size-end)
 			hintSize(l.bucket, seg.Log)
 			window = append(window, objstore.Range{Key: seg.Log.Key, Off: end, Len: n, Size: seg.Log.Size})
-			left -= n
+			total += n
 		}
-		if left <= 0 || seg.NextOffset() >= m.NextOffset() {
+		if total >= depth || seg.NextOffset() >= m.NextOffset() {
 			break
 		}
 		next, err := m.FindOffset(ctx, l.subs, seg.NextOffset())
@@ -202,7 +197,7 @@ func (l *RemoteLog) readAheadWindow(ctx context.Context, m *manifest.Manifest, s
 		}
 		seg, end = next, 0
 	}
-	return window, 0
+	return window, total
 }
 
 // readsAhead reports whether the log drives the bucket's read-ahead.
