@@ -460,14 +460,19 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 		// The stream goes on from where the read ended, and asks for its
 		// window when its reader nears the end of what it asked for last.
 		s := l.opts.nextStream(prev, cont, offset <= seg.BaseOffset, int64(res.Len), l.opts.Now(), maxBytes)
-		want, left := wantsWindow(prev, advance(prev, cont, seg.Log.Key, res.end), s.depth)
-		s.ahead, s.toEnd = left, prev.toEnd && cont
+		ask := s.windowBytes(prev, cont, int64(maxBytes)+int64(l.opts.ScanWindow))
+		want, left := wantsWindow(prev, advance(prev, cont, seg.Log.Key, res.end), ask)
+		s.ahead, s.toEnd, s.limit = left, prev.toEnd && cont, prev.limit
 		if readsAhead && want {
-			w, total := l.readAheadWindow(ctx, m, seg, res.end, s.depth)
+			w, total := l.readAheadWindow(ctx, m, seg, res.end, ask)
 			if len(w) > 0 {
 				s.ahead = ra.ReadAhead(s.id, w)
 			}
-			s.toEnd = total < s.depth && s.ahead == total
+			s.toEnd = total < ask && s.ahead == total
+			s.limit = 0
+			if s.ahead < total && !s.toEnd {
+				s.limit = s.ahead // the bucket held back (its share of memory)
+			}
 		}
 		if res.end < seg.Log.Size {
 			s.key, s.pos = seg.Log.Key, res.end

@@ -68,6 +68,22 @@ type streamState struct {
 	// toEnd says the covered bytes reach the log's end (as of that
 	// request): the stream asks again only once its reader gets there.
 	toEnd bool
+	// limit is what the bucket covered of the last window when it held
+	// back part of it (its share of memory among many streams); 0 when it
+	// took all. The next window asks for twice that, not the whole depth,
+	// so a stream with a small share does not walk a deep window it
+	// cannot use.
+	limit int64
+}
+
+// windowBytes is the length of the window s asks for: its depth, or twice
+// what the bucket covered of the last one when it held back (at least
+// floor, one read's worth).
+func (s streamState) windowBytes(prev streamState, cont bool, floor int64) int64 {
+	if !cont || prev.limit <= 0 {
+		return s.depth
+	}
+	return min(s.depth, max(2*prev.limit, floor))
 }
 
 // advance is how many bytes of the partition's logs a read that continued

@@ -139,6 +139,7 @@ func TestSequentialReadNeedsNoIndex(t *testing.T) {
 type windowBucket struct {
 	objstore.BucketReader
 	cover   bool
+	limit   int64 // with cover: covers at most this many bytes of a window
 	mu      sync.Mutex
 	streams []uint64
 	windows [][]objstore.Range
@@ -153,8 +154,11 @@ func (b *windowBucket) ReadAhead(stream uint64, w []objstore.Range) int64 {
 	for _, r := range w {
 		n += r.Len
 	}
-	if !b.cover {
+	switch {
+	case !b.cover:
 		return 0
+	case b.limit > 0:
+		return min(n, b.limit)
 	}
 	return n
 }
@@ -331,6 +335,46 @@ func TestReadAheadToTheEnd(t *testing.T) {
 	// reaches the end of the log (a few hundred KB), then none.
 	if asks > 8 || reads < 50 {
 		t.Fatalf("%d requests over %d reads of a log within the depth", asks, reads)
+	}
+}
+
+// TestReadAheadHeldBack: when the bucket covers only part of each window
+// (its memory share among many streams), the stream asks for about twice
+// what it covered, not its whole depth, and asks again once that is
+// half read.
+func TestReadAheadHeldBack(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 35, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	const maxBytes, limit = 500, 20000
+	floor := int64(maxBytes + DefaultScanWindow)
+	wb := &windowBucket{BucketReader: r.Bucket, cover: true, limit: limit}
+	l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{ReadAheadBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks := 0
+	for off, i := int64(0), 0; off < l.LogEndOffset() && i < 100; i++ {
+		v, err := l.ReadView(ctx, off, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = v.NextOffset
+		_, w := wb.take()
+		var n int64
+		for _, rg := range w {
+			n += rg.Len
+		}
+		if w != nil {
+			asks++
+		}
+		if i > 0 && n > max(2*limit, floor) {
+			t.Fatalf("read %d: a window of %d bytes after the bucket covered %d", i, n, limit)
+		}
+	}
+	if asks < 2 {
+		t.Fatalf("%d requests", asks)
 	}
 }
 
