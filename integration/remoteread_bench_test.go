@@ -45,7 +45,7 @@ func remoteReadBytes() int {
 // BenchmarkRemoteRead: seg=1MiB and seg=16MiB, each remote (the read
 // pipeline, cold) and raw_get (minio-go, 16 at once). remote reports the
 // store requests per segment and per MiB, the process's CPU seconds per
-// GB, and its RSS growth over the run's start (peak-rss-MiB) against the
+// GB, and its RSS growth over the run's start (peak-rss-growth-MiB) against the
 // budget (budget-MiB: cache + in flight + 64 MiB), with the soft memory
 // limit set as the fetch service sets it.
 func BenchmarkRemoteRead(b *testing.B) {
@@ -195,7 +195,7 @@ func benchRemoteRead(b *testing.B, cd *coldData, segments int, total int64) {
 	b.ReportMetric(float64(storeReads)/iters/(float64(total)/(1<<20)), "store-reads/MiB")
 	b.ReportMetric(cpu.Seconds()/iters/(float64(total)/1e9), "cpu-s/GB")
 	grown := max(int64(ms.peakRSS.Load()<<10)-int64(base), 0)
-	b.ReportMetric(float64(grown)/(1<<20), "peak-rss-MiB")
+	b.ReportMetric(float64(grown)/(1<<20), "peak-rss-growth-MiB")
 	b.ReportMetric(float64(budget)/(1<<20), "budget-MiB")
 	if grown > budget {
 		b.Errorf("RSS grew %d MiB during the read, over the %d MiB of cache + in flight + 64 MiB", grown>>20, budget>>20)
