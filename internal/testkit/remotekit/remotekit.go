@@ -73,14 +73,7 @@ type Remote struct {
 
 func NewRemote(t testing.TB, b objstore.Bucket, prefix string, logStart int64, p manifest.Policy) *Remote {
 	t.Helper()
-	return NewRemotePartition(t, b, prefix, TestPartition, logStart, p)
-}
-
-// NewRemotePartition is NewRemote for partition part of TestTopic, for
-// tests of several partitions in one bucket.
-func NewRemotePartition(t testing.TB, b objstore.Bucket, prefix string, part int32, logStart int64, p manifest.Policy) *Remote {
-	t.Helper()
-	m, err := manifest.New(prefix, TestTopic, part, logStart)
+	m, err := manifest.New(prefix, TestTopic, TestPartition, logStart)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,4 +495,17 @@ func CheckTimestamps(t testing.TB, r *Remote, lookup func(ctx context.Context, t
 			t.Fatalf("ts %d: %d@%d %v, the local log gives %d@%d %v (%v)", ts, off, got, found, lo, lt, lf, err)
 		}
 	}
+}
+
+// NewRemotePartition is NewRemote for partition part of TestTopic, for
+// tests of several partitions in one bucket.
+func NewRemotePartition(t testing.TB, b objstore.Bucket, prefix string, part int32, logStart int64, p manifest.Policy) *Remote {
+	t.Helper()
+	r := NewRemote(t, b, prefix, logStart, p)
+	m, err := manifest.New(prefix, TestTopic, part, logStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.M = m
+	return r
 }
