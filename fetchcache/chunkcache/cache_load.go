@@ -36,6 +36,10 @@ type flight struct {
 type loadRun struct {
 	keys    []chunkKey
 	flights []*flight
+	// held says the run's bytes weight and one gets slot were admitted
+	// before its load began (stream read-ahead admits a run before it
+	// says the run is covered); load uses them instead of starting its own.
+	held bool
 }
 
 // maxRunChunks bounds the chunks of one run (one GET): a quarter of the
@@ -285,10 +289,18 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 		}
 		return g.StartBy(c.ctx, w, deadline)
 	}
-	if err := start(c.bytes, weight); err != nil {
-		c.settleRun(r, 0, err)
-		return
+	heldGet := r.held
+	if !r.held {
+		if err := start(c.bytes, weight); err != nil {
+			c.settleRun(r, 0, err)
+			return
+		}
 	}
+	defer func() {
+		if heldGet { // every chunk came from the disk tier
+			c.gets.Done(1)
+		}
+	}()
 	// keep caches chunk i and ends its flight as soon as its bytes are in.
 	keep := func(i int, data []byte) {
 		c.mem.add(r.keys[i], data, readAhead)
@@ -344,7 +356,9 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			}
 			j++
 		}
-		if err := start(c.gets, 1); err != nil {
+		if heldGet {
+			heldGet = false
+		} else if err := start(c.gets, 1); err != nil {
 			fail(i, err)
 			return
 		}

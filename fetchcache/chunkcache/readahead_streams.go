@@ -23,8 +23,11 @@ import (
 //     (at least one chunk), so read-ahead of many streams does not evict
 //     itself before its readers get there.
 //
-// Like all read-ahead it never waits: loads take gate capacity only when
-// free (they yield to clients waiting), and range reads marked with
+// Like all read-ahead it never waits: a run is admitted (its bytes and a
+// GET) before ReadAhead returns, only when free (it yields to clients
+// waiting), and what it says covered is what is cached or loading; the
+// runs the gates cannot take are given up, for the reader to ask again.
+// Range reads marked with
 // objstore.WithCallerReadAhead (the RemoteLog's own) get no per-object
 // read-ahead of their own besides.
 
@@ -130,18 +133,45 @@ func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) int64 
 	share := max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
 	depth := max(c.o.ChunkBytes, c.o.MemoryBytes/int64(2*active))
 	runs, covered := c.claimAhead(window, depth, share)
-	for _, r := range runs {
-		if !c.streams.take(st, r.weight, share) {
-			c.settleRun(r.loadRun, 0, errReadAheadSkipped)
-			covered = min(covered, r.from)
-			continue
+	for i, r := range runs {
+		// Admitted here, not in the load, so that what is said covered
+		// is loading: a run the gates cannot take now, and the runs
+		// after it, are given up, and the reader asks for them again.
+		if !c.admitAhead(st, r, share) {
+			for _, rest := range runs[i:] {
+				c.settleRun(rest.loadRun, 0, errReadAheadSkipped)
+			}
+			return min(covered, r.from)
 		}
-		c.goLoad([]loadRun{r.loadRun}, func() {
+		r.held = true
+		if !c.goLoad([]loadRun{r.loadRun}, func() {
 			defer c.streams.give(st, r.weight)
 			c.load(r.loadRun, r.size, time.Time{}, true)
-		})
+		}) {
+			c.gets.Done(1) // closed: goLoad settled the run
+			c.bytes.Done(r.weight)
+			c.streams.give(st, r.weight)
+		}
 	}
 	return covered
+}
+
+// admitAhead takes run r's place in the stream's share, its bytes weight
+// and a gets slot, all only if free now; false (nothing taken) otherwise.
+func (c *CachingBucket) admitAhead(st *raStream, r aheadRun, share int64) bool {
+	if !c.streams.take(st, r.weight, share) {
+		return false
+	}
+	if !c.bytes.TryStart(r.weight) {
+		c.streams.give(st, r.weight)
+		return false
+	}
+	if !c.gets.TryStart(1) {
+		c.bytes.Done(r.weight)
+		c.streams.give(st, r.weight)
+		return false
+	}
+	return true
 }
 
 // aheadRunChunks is the run length (chunks per GET) of a stream's

@@ -76,7 +76,10 @@ func TestReadAheadSharedFairly(t *testing.T) {
 		t.Fatalf("alone, stream 1 loads %v, want %d chunks of %s", got, streams, keys[0])
 	}
 	for i := 1; i < streams; i++ {
-		c.ReadAhead(uint64(i+1), window(i, 0)) // the gate is full: skipped
+		// The bytes gate is full: skipped, and said so (nothing covered).
+		if got := c.ReadAhead(uint64(i+1), window(i, 0)); got != 0 {
+			t.Fatalf("stream %d: %d bytes covered with the budget full", i+1, got)
+		}
 	}
 	waitSettled(t, c)
 	if n := inner.started.Load(); n != 0 {
@@ -287,5 +290,38 @@ func TestStreamsActive(t *testing.T) {
 	count(9)
 	if _, ok := s.m[1]; !ok {
 		t.Fatal("an idle stream with read-ahead in flight was forgotten")
+	}
+}
+
+// TestReadAheadCoversWhatItAdmits: the bytes a stream's read-ahead says it
+// covered are those loading or cached: with two GETs free, a window over
+// five one-chunk objects covers the first two, the other three are not
+// left claimed, and the next request, once the GETs are done, loads them.
+func TestReadAheadCoversWhatItAdmits(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk = 100
+	var window []objstore.Range
+	for i := range 5 {
+		k := fmt.Sprintf("seg%d", i)
+		putObject(t, store, k, chunk)
+		window = append(window, objstore.Range{Key: k, Off: 0, Len: chunk, Size: chunk})
+	}
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk, MaxConcurrentGets: 2})
+	inner.holdGets()
+	if got := c.ReadAhead(1, window); got != 2*chunk {
+		t.Fatalf("covered %d bytes with 2 GETs free, want %d", got, 2*chunk)
+	}
+	if n := c.loading(); n != 2 {
+		t.Fatalf("%d chunks loading, want 2", n)
+	}
+	inner.release()
+	waitIdle(t, c)
+	if got := c.ReadAhead(1, window); got != 4*chunk {
+		t.Fatalf("second request covered %d bytes, want %d (2 cached, 2 more loading)", got, 4*chunk)
+	}
+	waitIdle(t, c)
+	if got := c.ReadAhead(1, window); got != 5*chunk {
+		t.Fatalf("third request covered %d bytes, want all %d", got, 5*chunk)
 	}
 }
