@@ -325,3 +325,59 @@ func TestReadAheadCoversWhatItAdmits(t *testing.T) {
 		t.Fatalf("third request covered %d bytes, want all %d", got, 5*chunk)
 	}
 }
+
+// TestReadAheadDiskTier: a stream's read-ahead of chunks the disk tier
+// holds promotes them without a GET, and gives back the GET slot it was
+// admitted with; chunks it does not hold come from the store.
+func TestReadAheadDiskTier(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk = 100
+	putObject(t, store, "a", 8*chunk)
+	inner := newCounting(store)
+	dir := t.TempDir()
+	o := CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk, CacheDir: dir, DiskBytes: 100 * chunk,
+		ReadAheadChunks: -1}
+	c := mustCache(t, inner, o)
+	readAll(t, c, "a", 0, 4*chunk) // chunks 0-3 reach the disk tier
+	waitIdle(t, c)
+	c.Close()
+	inner.takeRanges()
+
+	o.ReadAheadChunks = 4
+	c = mustCache(t, inner, o) // memory empty, disk holding what was read
+	attrs, err := store.Attributes(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver := objectVersion(attrs)
+	// The stream's read learns the same version (not only the size hint).
+	if _, err := c.objectAttrs(context.Background(), "a", time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	onDisk := 0
+	for i := range 8 {
+		if c.disk.has(chunkKey{"a", ver, int64(i)}) {
+			onDisk++
+		}
+	}
+	if onDisk == 0 || onDisk == 8 {
+		t.Fatalf("%d of 8 chunks on disk: the test would not tell", onDisk)
+	}
+	got := c.ReadAhead(1, []objstore.Range{{Key: "a", Off: 0, Len: 8 * chunk, Size: 8 * chunk}})
+	waitIdle(t, c) // also: every gate back at 0
+	if got != 8*chunk {
+		t.Fatalf("covered %d bytes, want %d", got, 8*chunk)
+	}
+	var fetched int64
+	for _, r := range inner.takeRanges() {
+		fetched += r.size / chunk
+	}
+	if fetched != int64(8-onDisk) {
+		t.Fatalf("%d chunks from the store, want the %d not on disk", fetched, 8-onDisk)
+	}
+	for i := range 8 {
+		if !c.mem.contains(chunkKey{"a", ver, int64(i)}) {
+			t.Fatalf("chunk %d not in memory after read-ahead", i)
+		}
+	}
+}
