@@ -29,6 +29,7 @@ type wireRoot[S any] struct {
 	LogStartOffset int64    `json:"log_start_offset"`
 	Sealed         []SubRef `json:"sealed"`
 	Segments       []S      `json:"segments"`
+	Gaps           []Gap    `json:"gaps,omitempty"`
 }
 
 type wireSub[S any] struct {
@@ -121,7 +122,17 @@ func EncodeRoot(m *Manifest) ([]byte, error) {
 	if err := writeLines(&b, m.Segments); err != nil {
 		return nil, err
 	}
-	b.WriteString("]}\n")
+	b.WriteString("]")
+	if len(m.Gaps) > 0 {
+		// Only when there is one: a manifest without gaps is byte for byte
+		// what earlier releases wrote (their strict decoder refuses the field).
+		b.WriteString(",\n\"gaps\":[")
+		if err := writeLines(&b, m.Gaps); err != nil {
+			return nil, err
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("}\n")
 	if b.Len() > MaxEncodedBytes {
 		return nil, fmt.Errorf("encode manifest: %d bytes exceeds the %d-byte limit", b.Len(), MaxEncodedBytes)
 	}
@@ -206,7 +217,7 @@ func DecodeRoot(key string, data []byte) (*Manifest, error) {
 			"holds topic %q partition %d, which is not the partition its key names", w.Topic, w.Partition)}
 	}
 	m := &Manifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, Generation: w.Generation,
-		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: segs}
+		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: segs, Gaps: w.Gaps}
 	if err := m.Validate(); err != nil {
 		return nil, withKey(key, err)
 	}

@@ -268,6 +268,9 @@ type Manifest struct {
 	LogStartOffset int64
 	Sealed         []SubRef
 	Segments       []Segment
+	// Gaps are the offset ranges lost before upload (see Gap), in offset
+	// order; encoded as "gaps" only when there is one.
+	Gaps []Gap
 
 	idx *lookupIndex // built by DecodeRoot and the commit functions
 }
@@ -336,7 +339,7 @@ func (m *Manifest) Validate() error {
 	if first, ok := m.firstLast(); ok && m.LogStartOffset > first {
 		return invalidf("log start offset %d is above the first segment's last offset %d", m.LogStartOffset, first)
 	}
-	return nil
+	return m.validateGaps()
 }
 
 // firstLast is the last offset of the first segment (or of the first sealed

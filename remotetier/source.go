@@ -69,6 +69,14 @@ type Partition struct {
 	// IndexIntervalBytes is index.interval.bytes, for indexes the uploader
 	// has to build.
 	IndexIntervalBytes int64
+	// SourceRetentionMs and SourceRetentionBytes are the source's own
+	// retention for the topic (the broker's retention.ms and
+	// retention.bytes): how long data not yet uploaded lasts there. -1 is
+	// no limit (tiered's own log keeps what is not uploaded).
+	SourceRetentionMs, SourceRetentionBytes int64
+	// SourceBytes is the size of every segment of the source log, the
+	// active one included (what retention.bytes is compared with).
+	SourceBytes int64
 }
 
 // SegmentMeta describes one segment as listed.
@@ -256,13 +264,17 @@ func (s *LocalSource) Partitions(ctx context.Context) ([]Partition, error) {
 func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32, cfg topicconfig.Config, cleaned map[checkpoint.TopicPartition]int64) (Partition, error) {
 	p := Partition{Topic: topic, Partition: partition, HighWatermark: l.LastStableOffset(),
 		LogStartOffset: l.LogStartOffset(), Compacted: cfg.CleanupPolicy.Compact,
-		CleanedUpTo: cleaned[tp(topic, partition)], IndexIntervalBytes: cfg.IndexIntervalBytes}
+		CleanedUpTo: cleaned[tp(topic, partition)], IndexIntervalBytes: cfg.IndexIntervalBytes,
+		SourceRetentionMs: -1, SourceRetentionBytes: -1}
 	epochs, err := checkpoint.ReadLeaderEpochs(s.fs, filepath.Join(l.Dir(), checkpoint.LeaderEpochFile))
 	if err != nil {
 		return Partition{}, fmt.Errorf("read leader epochs of %s-%d: %w", topic, partition, err)
 	}
 	p.LeaderEpochs = toManifestEpochs(epochs)
 	segs := l.Segments()
+	for _, sg := range segs {
+		p.SourceBytes += sg.Size
+	}
 	for i, sg := range segs {
 		if sg.Active || i+1 >= len(segs) {
 			break
@@ -378,6 +390,10 @@ type BrokerSource struct {
 	// this broker leads, asked from the cluster). nil uploads every
 	// partition with a high watermark.
 	Leads func(ctx context.Context) (map[checkpoint.TopicPartition]bool, error)
+	// Retention, when set, gives the broker's retention.ms and
+	// retention.bytes of a topic (from its metadata); nil assumes Kafka's
+	// defaults (7 days, no size limit).
+	Retention func(topic string) (ms, bytes int64)
 }
 
 // NewBrokerSource returns a source over a broker log dir view; fsys (nil:
@@ -440,7 +456,11 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	key := tp(bp.Topic, bp.Partition)
 	cleanedUpTo, compacted := cleaned[key]
 	p := Partition{Topic: bp.Topic, Partition: bp.Partition, HighWatermark: hw, LogStartOffset: logStart,
-		Compacted: compacted, CleanedUpTo: cleanedUpTo, IndexIntervalBytes: DefaultIndexIntervalBytes}
+		Compacted: compacted, CleanedUpTo: cleanedUpTo, IndexIntervalBytes: DefaultIndexIntervalBytes,
+		SourceRetentionMs: topicconfig.DefaultRetentionMs, SourceRetentionBytes: topicconfig.DefaultRetentionBytes}
+	if s.Retention != nil {
+		p.SourceRetentionMs, p.SourceRetentionBytes = s.Retention(bp.Topic)
+	}
 	epochs, err := s.view.LeaderEpochs(bp.Topic, bp.Partition)
 	if err != nil {
 		return Partition{}, fmt.Errorf("read leader epochs of %s-%d: %w", bp.Topic, bp.Partition, err)
@@ -449,6 +469,9 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	segs, err := s.view.Segments(bp.Topic, bp.Partition)
 	if err != nil {
 		return Partition{}, err
+	}
+	for _, sg := range segs {
+		p.SourceBytes += sg.Size
 	}
 	for i, sg := range segs {
 		if sg.Active || i+1 >= len(segs) || sg.NextOffset > hw {

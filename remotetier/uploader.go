@@ -109,6 +109,9 @@ type partState struct {
 	mu   sync.Mutex
 	m    *manifest.Manifest
 	etag string
+	// listed holds the base offsets of segments listed by earlier passes
+	// and not committed yet: a gap counts those it swallowed as lost.
+	listed map[int64]bool
 }
 
 // NewUploader returns an uploader from src into bkt.
@@ -176,6 +179,7 @@ type Report struct {
 	Commits          int               `json:"commits"`
 	CommitConflicts  int               `json:"commit_conflicts"`
 	SegmentsGone     int               `json:"segments_gone"`
+	SegmentsLost     int               `json:"segments_lost"`
 	LagSegments      int               `json:"lag_segments"`
 	LagBytes         int64             `json:"lag_bytes"`
 	Errors           int               `json:"errors"`
@@ -188,14 +192,24 @@ type PartitionReport struct {
 	// Committed lists the segments this pass committed.
 	Committed []CommittedSegment `json:"committed"`
 	// RemoteNextOffset is the manifest's first uncommitted offset after the pass.
-	RemoteNextOffset int64  `json:"remote_next_offset"`
-	HighWatermark    int64  `json:"high_watermark"`
-	LagSegments      int    `json:"lag_segments"`
-	LagBytes         int64  `json:"lag_bytes"`
-	SegmentsGone     int    `json:"segments_gone,omitempty"`
-	Commits          int    `json:"commits"`
-	CommitConflicts  int    `json:"commit_conflicts"`
-	Error            string `json:"error,omitempty"`
+	RemoteNextOffset int64 `json:"remote_next_offset"`
+	HighWatermark    int64 `json:"high_watermark"`
+	LagSegments      int   `json:"lag_segments"`
+	LagBytes         int64 `json:"lag_bytes"`
+	SegmentsGone     int   `json:"segments_gone,omitempty"`
+	// Lost lists the gaps this pass recorded: offsets the source deleted
+	// before they were uploaded; SegmentsLost counts their segments.
+	Lost         []manifest.Gap `json:"lost,omitempty"`
+	SegmentsLost int            `json:"segments_lost,omitempty"`
+	// OldestLagMs is the largest timestamp of the oldest rolled segment
+	// not yet committed (-1 when none); HeadroomMs and HeadroomBytes are
+	// what is left before the source's retention deletes it (-1: no limit).
+	OldestLagMs     int64  `json:"oldest_lag_max_timestamp"`
+	HeadroomMs      int64  `json:"headroom_ms"`
+	HeadroomBytes   int64  `json:"headroom_bytes"`
+	Commits         int    `json:"commits"`
+	CommitConflicts int    `json:"commit_conflicts"`
+	Error           string `json:"error,omitempty"`
 }
 
 // CommittedSegment is one segment a pass committed.
@@ -302,6 +316,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 			rep.UploadedBytes += c.Bytes
 		}
 		rep.SegmentsGone += pr.SegmentsGone
+		rep.SegmentsLost += pr.SegmentsLost
 		rep.Commits += pr.Commits
 		rep.CommitConflicts += pr.CommitConflicts
 		rep.LagSegments += pr.LagSegments

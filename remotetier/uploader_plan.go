@@ -2,6 +2,8 @@ package remotetier
 
 import (
 	"context"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/tiered/tiered/manifest"
@@ -68,17 +70,71 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 			break // a segment went away: list again next pass
 		}
 	}
+	pr.OldestLagMs, pr.HeadroomMs, pr.HeadroomBytes = -1, p.SourceRetentionMs, p.SourceRetentionBytes
 	if st.m != nil {
 		next := st.m.NextOffset()
 		pr.RemoteNextOffset = next
+		var before int64 // bytes of the source's segments before s
 		for _, s := range p.Segments {
 			if s.NextOffset > next {
+				if st.listed == nil {
+					st.listed = map[int64]bool{}
+				}
+				st.listed[s.BaseOffset] = true
+				if pr.LagSegments == 0 {
+					pr.OldestLagMs = s.MaxTimestamp
+					pr.HeadroomMs, pr.HeadroomBytes = headroom(p, s, before, u.opts.Now())
+				}
 				pr.LagSegments++
 				pr.LagBytes += s.Size
 			}
+			before += s.Size
 		}
 	}
+	u.partitionGauges(p, pr)
 	return pr, err
+}
+
+// headroom is what is left before the source's retention deletes s, the
+// oldest segment not yet committed (before: the bytes of the segments
+// ahead of it), as Kafka's broker decides: by time once now passes its
+// largest timestamp plus retention.ms; by size once the log exceeds
+// retention.bytes by the segments up to and including s. -1 is no limit.
+func headroom(p Partition, s SegmentMeta, before int64, now time.Time) (ms, bytes int64) {
+	ms, bytes = -1, -1
+	if p.SourceRetentionMs >= 0 && s.MaxTimestamp >= 0 {
+		ms = s.MaxTimestamp + p.SourceRetentionMs - now.UnixMilli()
+	}
+	if p.SourceRetentionBytes >= 0 {
+		bytes = p.SourceRetentionBytes + before + s.Size - p.SourceBytes
+	}
+	return ms, bytes
+}
+
+// partitionGauges sets the partition's lag and headroom series.
+func (u *Uploader) partitionGauges(p Partition, pr PartitionReport) {
+	lbl := []string{p.Topic, strconv.Itoa(int(p.Partition))}
+	u.metrics.partLagBytes.WithLabelValues(lbl...).Set(float64(pr.LagBytes))
+	age := 0.0
+	if pr.OldestLagMs >= 0 {
+		age = max(0, float64(u.opts.Now().UnixMilli()-pr.OldestLagMs)/1000)
+	}
+	u.metrics.partLagSeconds.WithLabelValues(lbl...).Set(age)
+	hs, hb := math.Inf(1), math.Inf(1)
+	if p.SourceRetentionMs >= 0 {
+		hs = float64(p.SourceRetentionMs) / 1000
+		if pr.LagSegments > 0 && pr.OldestLagMs >= 0 {
+			hs = float64(pr.HeadroomMs) / 1000
+		}
+	}
+	if p.SourceRetentionBytes >= 0 {
+		hb = float64(p.SourceRetentionBytes)
+		if pr.LagSegments > 0 {
+			hb = float64(pr.HeadroomBytes)
+		}
+	}
+	u.metrics.headroomSeconds.WithLabelValues(lbl...).Set(hs)
+	u.metrics.headroomBytes.WithLabelValues(lbl...).Set(hb)
 }
 
 // plan decides, against the committed manifest m, which of the partition's

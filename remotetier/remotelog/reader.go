@@ -375,7 +375,9 @@ func (l *RemoteLog) retryGone(ctx context.Context, op func(m *manifest.Manifest)
 // Read returns whole record batches from the one holding offset (at least
 // that whole batch, then more while the total stays within maxBytes), like
 // a broker's fetch, from a single segment. An offset in a gap left by
-// compaction is served from the next batch present. At the log end the
+// compaction is served from the next batch present; one in a gap the
+// manifest records as lost (manifest.Gap) is a *manifest.LostOffsetsError,
+// which matches manifest.ErrOffsetOutOfRange. At the log end the
 // result is empty; outside [LogStartOffset, LogEndOffset] the error matches
 // manifest.ErrOffsetOutOfRange. Every returned batch is checked first: its
 // CRC and header, and its offsets (record.Chain) within the segment's
@@ -408,6 +410,12 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 		res = ReadView{LogStartOffset: m.LogStartOffset, LogEndOffset: m.NextOffset(), NextOffset: offset}
 		if offset == res.LogEndOffset && offset >= res.LogStartOffset {
 			return nil
+		}
+		if g, lost := m.LostAt(offset); lost && offset >= m.LogStartOffset {
+			// Deleted at the source before it was uploaded: answered as
+			// Kafka answers offsets its log no longer has, never with the
+			// batches after the hole.
+			return &manifest.LostOffsetsError{Offset: offset, Gap: g}
 		}
 		seg, err := m.FindOffset(ctx, l.subs, offset)
 		if err != nil {
