@@ -394,6 +394,9 @@ type BrokerSource struct {
 	// retention.bytes of a topic (from its metadata); nil assumes Kafka's
 	// defaults (7 days, no size limit).
 	Retention func(topic string) (ms, bytes int64)
+	// Tiered, when set, is the per-topic policy (remotetier/policy): partitions of a topic
+	// it returns false for are never listed, so never uploaded. nil lists every topic.
+	Tiered func(topic string) bool
 }
 
 // NewBrokerSource returns a source over a broker log dir view; fsys (nil:
@@ -433,6 +436,9 @@ func (s *BrokerSource) Partitions(ctx context.Context) ([]Partition, error) {
 	for _, bp := range bps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if s.Tiered != nil && !s.Tiered(bp.Topic) {
+			continue
 		}
 		key := tp(bp.Topic, bp.Partition)
 		hw, ok := hws[key]
