@@ -70,6 +70,13 @@ type Options struct {
 	// often, with GCGrace. Zero never collects.
 	GCInterval time.Duration
 	GCGrace    time.Duration
+	// RemoteRetention, when set, makes every pass apply remote retention
+	// to each partition after its upload (the sidecar: retention.Remote,
+	// manifest first, data after; SidecarRetention). It returns the
+	// partition's rule, or false to leave its remote segments alone.
+	RemoteRetention func(p Partition) (RetentionRule, bool)
+	// RetentionMetrics counts remote retention's deletions (nil: not counted).
+	RetentionMetrics *RetentionMetrics
 	// OnPass, when set, is called by Run after every pass that ctx did not
 	// end, with the pass's report and error (a daemon's health and
 	// readiness follow it). It must not block.
@@ -180,9 +187,12 @@ type Report struct {
 	CommitConflicts  int               `json:"commit_conflicts"`
 	SegmentsGone     int               `json:"segments_gone"`
 	SegmentsLost     int               `json:"segments_lost"`
-	LagSegments      int               `json:"lag_segments"`
-	LagBytes         int64             `json:"lag_bytes"`
-	Errors           int               `json:"errors"`
+	// RetainedSegments and RetainedBytes are what remote retention deleted.
+	RetainedSegments int   `json:"retention_deleted_segments"`
+	RetainedBytes    int64 `json:"retention_deleted_bytes"`
+	LagSegments      int   `json:"lag_segments"`
+	LagBytes         int64 `json:"lag_bytes"`
+	Errors           int   `json:"errors"`
 }
 
 // PartitionReport is one partition's outcome.
@@ -204,12 +214,14 @@ type PartitionReport struct {
 	// OldestLagMs is the largest timestamp of the oldest rolled segment
 	// not yet committed (-1 when none); HeadroomMs and HeadroomBytes are
 	// what is left before the source's retention deletes it (-1: no limit).
-	OldestLagMs     int64  `json:"oldest_lag_max_timestamp"`
-	HeadroomMs      int64  `json:"headroom_ms"`
-	HeadroomBytes   int64  `json:"headroom_bytes"`
-	Commits         int    `json:"commits"`
-	CommitConflicts int    `json:"commit_conflicts"`
-	Error           string `json:"error,omitempty"`
+	OldestLagMs int64 `json:"oldest_lag_max_timestamp"`
+	// Retention is what remote retention did to the partition this pass.
+	Retention       *RemotePartitionRetention `json:"retention,omitempty"`
+	HeadroomMs      int64                     `json:"headroom_ms"`
+	HeadroomBytes   int64                     `json:"headroom_bytes"`
+	Commits         int                       `json:"commits"`
+	CommitConflicts int                       `json:"commit_conflicts"`
+	Error           string                    `json:"error,omitempty"`
 }
 
 // CommittedSegment is one segment a pass committed.
@@ -317,6 +329,10 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		}
 		rep.SegmentsGone += pr.SegmentsGone
 		rep.SegmentsLost += pr.SegmentsLost
+		if pr.Retention != nil {
+			rep.RetainedSegments += pr.Retention.Segments
+			rep.RetainedBytes += pr.Retention.Bytes
+		}
 		rep.Commits += pr.Commits
 		rep.CommitConflicts += pr.CommitConflicts
 		rep.LagSegments += pr.LagSegments

@@ -91,6 +91,11 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 			before += s.Size
 		}
 	}
+	if u.opts.RemoteRetention != nil && err == nil && st.m != nil {
+		if rule, ok := u.opts.RemoteRetention(p); ok {
+			err = u.retainPartition(ctx, p, st, rule, &pr)
+		}
+	}
 	u.partitionGauges(p, pr)
 	return pr, err
 }
