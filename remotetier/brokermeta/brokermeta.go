@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -134,10 +133,6 @@ func (s *Snapshot) Leader(topic string, partition int32) int32 {
 		}
 	}
 	return -1
-}
-
-func sortPartitions(ps []Partition) {
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Partition < ps[j].Partition })
 }
 
 // effective layers overrides over the broker-level defaults (broker config names) over
