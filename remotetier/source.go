@@ -69,6 +69,17 @@ type Partition struct {
 	// IndexIntervalBytes is index.interval.bytes, for indexes the uploader
 	// has to build.
 	IndexIntervalBytes int64
+	// TopicID is the partition's topic ID in Kafka's string form, from
+	// partition.metadata; "" when the log dir has none (brokers before 2.8,
+	// tiered's own engine): the name-only lineage.
+	TopicID string
+	// Configs are topic configs to record in the topic object (nil: leave
+	// them as they are).
+	Configs map[string]string
+
+	// keyID is the lineage the uploader writes the partition to
+	// (resolveLineages).
+	keyID string
 }
 
 // SegmentMeta describes one segment as listed.
@@ -441,6 +452,13 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	cleanedUpTo, compacted := cleaned[key]
 	p := Partition{Topic: bp.Topic, Partition: bp.Partition, HighWatermark: hw, LogStartOffset: logStart,
 		Compacted: compacted, CleanedUpTo: cleanedUpTo, IndexIntervalBytes: DefaultIndexIntervalBytes}
+	id, err := s.view.TopicID(bp.Topic, bp.Partition)
+	if err != nil {
+		return Partition{}, fmt.Errorf("read topic id of %s-%d: %w", bp.Topic, bp.Partition, err)
+	}
+	if !id.IsZero() {
+		p.TopicID = id.String()
+	}
 	epochs, err := s.view.LeaderEpochs(bp.Topic, bp.Partition)
 	if err != nil {
 		return Partition{}, fmt.Errorf("read leader epochs of %s-%d: %w", bp.Topic, bp.Partition, err)
