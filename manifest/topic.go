@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -221,6 +223,18 @@ func DecodeTopic(key string, data []byte) (*TopicState, error) {
 		return nil, withKey(key, err)
 	}
 	return s, nil
+}
+
+// ParseTopicKey reports whether key is a topic object's key, and if so its
+// prefix and topic.
+func ParseTopicKey(key string) (prefix, topic string, ok bool) {
+	dir, name := path.Split(key)
+	topic, ok = strings.CutSuffix(name, subExt)
+	if !ok || !strings.HasSuffix(dir, topicsDir+"/") {
+		return "", "", false
+	}
+	prefix, ok = topicKeyPrefix(key, topic)
+	return prefix, topic, ok
 }
 
 // topicKeyPrefix returns the prefix of key if key is TopicKey(prefix, topic).

@@ -77,6 +77,17 @@ type Partition struct {
 	// SourceBytes is the size of every segment of the source log, the
 	// active one included (what retention.bytes is compared with).
 	SourceBytes int64
+	// TopicID is the partition's topic ID in Kafka's string form, from
+	// partition.metadata; "" when the log dir has none (brokers before 2.8,
+	// tiered's own engine): the name-only lineage.
+	TopicID string
+	// Configs are topic configs to record in the topic object (nil: leave
+	// them as they are).
+	Configs map[string]string
+
+	// keyID is the lineage the uploader writes the partition to
+	// (resolveLineages).
+	keyID string
 }
 
 // SegmentMeta describes one segment as listed.
@@ -466,6 +477,13 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 		SourceRetentionMs: topicconfig.DefaultRetentionMs, SourceRetentionBytes: topicconfig.DefaultRetentionBytes}
 	if s.Retention != nil {
 		p.SourceRetentionMs, p.SourceRetentionBytes = s.Retention(bp.Topic)
+	}
+	id, err := s.view.TopicID(bp.Topic, bp.Partition)
+	if err != nil {
+		return Partition{}, fmt.Errorf("read topic id of %s-%d: %w", bp.Topic, bp.Partition, err)
+	}
+	if !id.IsZero() {
+		p.TopicID = id.String()
 	}
 	epochs, err := s.view.LeaderEpochs(bp.Topic, bp.Partition)
 	if err != nil {

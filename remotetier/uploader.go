@@ -77,6 +77,12 @@ type Options struct {
 	RemoteRetention func(p Partition) (RetentionRule, bool)
 	// RetentionMetrics counts remote retention's deletions (nil: not counted).
 	RetentionMetrics *RetentionMetrics
+	// RemoveLineages makes every pass remove the superseded lineages (a
+	// deleted or re-created topic's old data) older than
+	// DeletedTopicRetention (0: at once; negative: keep them), as
+	// RemoveExpiredLineages. The sidecar sets it.
+	RemoveLineages        bool
+	DeletedTopicRetention time.Duration
 	// OnPass, when set, is called by Run after every pass that ctx did not
 	// end, with the pass's report and error (a daemon's health and
 	// readiness follow it). It must not block.
@@ -107,6 +113,7 @@ type Uploader struct {
 type partKey struct {
 	topic     string
 	partition int32
+	keyID     string // the lineage
 }
 
 // partState is the cached manifest of a partition and the ETag it was read
@@ -193,6 +200,11 @@ type Report struct {
 	LagSegments      int   `json:"lag_segments"`
 	LagBytes         int64 `json:"lag_bytes"`
 	Errors           int   `json:"errors"`
+	// RefusedPartitions were not uploaded because their topic ID belongs to
+	// a superseded lineage (or they have none under a topic with one).
+	RefusedPartitions int `json:"refused_partitions"`
+	// RemovedLineages is how many superseded lineages the pass removed.
+	RemovedLineages int `json:"removed_lineages"`
 }
 
 // PartitionReport is one partition's outcome.
@@ -302,6 +314,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		u.metrics.errors.WithLabelValues(ErrKindSource).Inc()
 		return Report{}, fmt.Errorf("list partitions: %w", err)
 	}
+	parts, refused, lineageErr := u.resolveLineages(ctx, parts)
 	reps := make([]PartitionReport, len(parts))
 	errs := make([]error, len(parts))
 	var g errgroup.Group
@@ -317,7 +330,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		})
 	}
 	_ = g.Wait()
-	rep := Report{Partitions: reps}
+	rep := Report{Partitions: reps, RefusedPartitions: refused}
 	for _, pr := range reps {
 		for _, c := range pr.Committed {
 			if c.Replaced {
@@ -343,13 +356,18 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	}
 	u.metrics.lagBytes.WithLabelValues().Set(float64(rep.LagBytes))
 	u.metrics.lagSegments.WithLabelValues().Set(float64(rep.LagSegments))
-	return rep, errors.Join(errs...)
+	if u.opts.RemoveLineages {
+		lr, err := RemoveExpiredLineages(ctx, u.bkt, u.opts.Prefix, u.opts.DeletedTopicRetention, u.opts.Now(), u.logger)
+		rep.RemovedLineages = lr.Lineages
+		errs = append(errs, err)
+	}
+	return rep, errors.Join(append(errs, lineageErr)...)
 }
 
 func (u *Uploader) partState(p Partition) *partState {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	k := partKey{p.Topic, p.Partition}
+	k := partKey{p.Topic, p.Partition, p.keyID}
 	st := u.state[k]
 	if st == nil {
 		st = &partState{}
@@ -364,7 +382,7 @@ func (u *Uploader) reload(ctx context.Context, p Partition, st *partState) error
 	for attempt := 1; ; attempt++ {
 		var m *manifest.Manifest
 		var etag string
-		m, etag, err = u.store.load(ctx, p.Topic, p.Partition, p.LogStartOffset)
+		m, etag, err = u.store.loadID(ctx, p.Topic, p.keyID, p.Partition, p.LogStartOffset)
 		if err == nil {
 			st.m, st.etag = m, etag
 			return nil

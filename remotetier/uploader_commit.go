@@ -177,7 +177,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			// The first commit: the remote log starts where the source
 			// log does, inside the first segment.
 			start := min(max(p.LogStartOffset, segs[0].BaseOffset), segs[0].LastOffset)
-			fresh, err := manifest.New(u.store.prefix, p.Topic, p.Partition, start)
+			fresh, err := manifest.NewID(u.store.prefix, p.Topic, p.keyID, p.Partition, start)
 			if err != nil {
 				return nil, nil, err
 			}
