@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -138,7 +139,18 @@ func (s *Snapshot) Leader(topic string, partition int32) int32 {
 // effective layers overrides over the broker-level defaults (broker config names) over
 // Kafka's topic defaults. A value that does not parse is an error naming the topic.
 func effective(topic string, brokerDefaults, overrides map[string]string) (topicconfig.Config, error) {
-	merged := TopicDefaults(brokerDefaults)
+	return effectiveOver(topic, TopicDefaults(brokerDefaults), overrides)
+}
+
+// effectiveOver layers overrides over base (topic config names) over Kafka's defaults;
+// names topicconfig does not know are left out.
+func effectiveOver(topic string, base, overrides map[string]string) (topicconfig.Config, error) {
+	merged := map[string]string{}
+	for k, v := range base {
+		if known[k] {
+			merged[k] = v
+		}
+	}
 	for k, v := range overrides {
 		if known[k] {
 			merged[k] = v
@@ -214,4 +226,8 @@ func TopicDefaults(broker map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+func sortPartitions(ps []Partition) {
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Partition < ps[j].Partition })
 }
