@@ -77,6 +77,9 @@ type Partition struct {
 	// SourceBytes is the size of every segment of the source log, the
 	// active one included (what retention.bytes is compared with).
 	SourceBytes int64
+	// Led is set when the source knows this broker leads the partition
+	// (BrokerSource with Leads): its log is the partition's whole log.
+	Led bool
 	// TopicID is the partition's topic ID in Kafka's string form, from
 	// partition.metadata; "" when the log dir has none (brokers before 2.8,
 	// tiered's own engine): the name-only lineage.
@@ -398,8 +401,9 @@ type BrokerSource struct {
 	view *localtier.BrokerView
 	fs   vfs.FS
 	// Leads, when set, limits uploads to the partitions it returns (those
-	// this broker leads, asked from the cluster). nil uploads every
-	// partition with a high watermark.
+	// this broker leads, asked from the cluster). nil, or a nil map
+	// returned (leadership unknown), uploads every partition with a high
+	// watermark.
 	Leads func(ctx context.Context) (map[checkpoint.TopicPartition]bool, error)
 	// Retention, when set, gives the broker's retention.ms and
 	// retention.bytes of a topic (from its metadata); nil assumes Kafka's
@@ -464,6 +468,7 @@ func (s *BrokerSource) Partitions(ctx context.Context) ([]Partition, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.Led = leads != nil
 		out = append(out, p)
 	}
 	return out, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -40,11 +41,11 @@ type SidecarOptions struct {
 // otherwise); it serves no records.
 type Sidecar struct {
 	base
-	bucket     objstore.Bucket
-	closeLeads func()
-	uploader   *remotetier.Uploader
-	server     *server.Server // nil without http.addr
-	passes     passHealth
+	bucket   objstore.Bucket
+	meta     *sidecarMeta
+	uploader *remotetier.Uploader
+	server   *server.Server // nil without http.addr
+	passes   passHealth
 }
 
 // NewSidecar opens the broker's log dir (read only), asks the cluster which
@@ -77,20 +78,39 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 		s.log.Warn("no sidecar.topics rules: every non-internal topic is tiered and nothing is deleted remotely; set sidecar.topics (or --topics) to choose",
 			"kafka_log_dir", cfg.Sidecar.KafkaLogDir)
 	}
-	if bs := cfg.Sidecar.BootstrapServer; bs != "" {
-		id, err := brokerID(cfg.Sidecar.KafkaLogDir)
-		if err != nil {
-			return nil, err
-		}
-		if src.Leads, s.closeLeads, err = leaderLookup(ctx, bs, id); err != nil {
-			return nil, err
-		}
+	// The broker's metadata (bootstrap server, else the KRaft metadata log,
+	// else partition.metadata; remotetier/brokermeta) and node id give each
+	// pass its leaders, the broker's retention and the topics' configs.
+	nodeID, err := optionalBrokerID(cfg.Sidecar.KafkaLogDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Sidecar.BootstrapServer != "" && nodeID < 0 {
+		return nil, fmt.Errorf("sidecar.bootstrap_server needs the broker id: %s has no meta.properties", cfg.Sidecar.KafkaLogDir)
+	}
+	msrc, err := brokermeta.Open(ctx, brokermeta.Options{LogDir: cfg.Sidecar.KafkaLogDir, BootstrapServer: cfg.Sidecar.BootstrapServer, NodeID: nodeID})
+	if err != nil {
+		return nil, fmt.Errorf("broker metadata: %w", err)
+	}
+	s.meta = &sidecarMeta{src: msrc, nodeID: nodeID}
+	if _, err := s.meta.leads(ctx); err != nil {
+		return nil, err
+	}
+	src.Leads, src.Retention = s.meta.leads, s.meta.retention
+	if nodeID < 0 {
+		s.log.Warn("no meta.properties in the broker's log dir: leadership unknown, every partition is uploaded and remote retention counts remote segments only",
+			"kafka_log_dir", cfg.Sidecar.KafkaLogDir)
+	}
+	rmetrics, err := remotetier.NewRetentionMetrics(s.reg)
+	if err != nil {
+		return nil, err
 	}
 	if s.bucket, err = openBucket(ctx, cfg.Bucket); err != nil {
 		return nil, err
 	}
-	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src,
-		s.uploaderOptions(o.Now, s.passes.record)); err != nil {
+	uopts := s.uploaderOptions(o.Now, s.passes.record)
+	uopts.RemoteRetention, uopts.RetentionMetrics = s.meta.remoteRule(pol), rmetrics
+	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src, uopts); err != nil {
 		return nil, err
 	}
 	if cfg.HTTP.Addr != "" {
@@ -120,8 +140,8 @@ func (s *Sidecar) close() error {
 	if s.server != nil {
 		errs = append(errs, s.server.Close())
 	}
-	if s.closeLeads != nil {
-		s.closeLeads()
+	if s.meta != nil {
+		errs = append(errs, s.meta.src.Close())
 	}
 	if s.bucket != nil {
 		errs = append(errs, s.bucket.Close())
