@@ -1,6 +1,8 @@
 package remotetier
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -112,4 +114,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.errors.WithLabelValues(k)
 	}
 	return m, nil
+}
+
+// forget deletes a partition's per-partition series.
+func (m *Metrics) forget(topic string, partition int32) {
+	lbl := prometheus.Labels{"topic": topic, "partition": strconv.Itoa(int(partition))}
+	for _, g := range []*prometheus.GaugeVec{m.partLagBytes, m.partLagSeconds, m.headroomSeconds, m.headroomBytes} {
+		g.Delete(lbl)
+	}
 }

@@ -107,6 +107,10 @@ type Uploader struct {
 
 	mu     sync.Mutex
 	state  map[partKey]*partState
+	// listed are the partitions the last pass listed: those a pass no
+	// longer lists (led elsewhere now, deleted, no longer tiered) lose
+	// their per-partition series.
+	listed map[partKey]bool
 	lastGC time.Time
 }
 
@@ -354,6 +358,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 			rep.Errors++
 		}
 	}
+	u.forgetGone(parts)
 	u.metrics.lagBytes.WithLabelValues().Set(float64(rep.LagBytes))
 	u.metrics.lagSegments.WithLabelValues().Set(float64(rep.LagSegments))
 	if u.opts.RemoveLineages {
@@ -396,4 +401,21 @@ func (u *Uploader) reload(ctx context.Context, p Partition, st *partState) error
 	}
 	u.metrics.errors.WithLabelValues(ErrKindManifest).Inc()
 	return err
+}
+
+// forgetGone drops the per-partition series of the partitions the previous
+// pass listed and this one did not.
+func (u *Uploader) forgetGone(parts []Partition) {
+	now := make(map[partKey]bool, len(parts))
+	for _, p := range parts {
+		now[partKey{topic: p.Topic, partition: p.Partition}] = true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k := range u.listed {
+		if !now[k] {
+			u.metrics.forget(k.topic, k.partition)
+		}
+	}
+	u.listed = now
 }
