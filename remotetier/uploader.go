@@ -105,8 +105,8 @@ type Uploader struct {
 	checkGate chan struct{}
 	logger    *slog.Logger
 
-	mu     sync.Mutex
-	state  map[partKey]*partState
+	mu    sync.Mutex
+	state map[partKey]*partState
 	// listed are the partitions the last pass listed: those a pass no
 	// longer lists (led elsewhere now, deleted, no longer tiered) lose
 	// their per-partition series.
