@@ -1,6 +1,9 @@
 package kraft_test
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -51,6 +54,36 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if !reflect.DeepEqual(r, r2) {
 			t.Fatalf("round trip:\n%+v\n%+v", r, r2)
+		}
+	})
+}
+
+// FuzzApplyBatches: any bytes as a metadata log segment or snapshot apply or fail with a
+// *CorruptError naming the file, never panic.
+func FuzzApplyBatches(f *testing.F) {
+	dir := f.TempDir()
+	l, err := kraftlog.Create(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := l.AppendControl(); err != nil {
+		f.Fatal(err)
+	}
+	if _, err := l.Append(kraftlog.Topic("a", tid(1)), kraftlog.Partition(tid(1), 0, 1, 0, 1), kraftlog.RemoveTopic(tid(1))); err != nil {
+		f.Fatal(err)
+	}
+	seg, err := os.ReadFile(filepath.Join(l.Dir, "00000000000000000000.log"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seg, int64(0), true)
+	f.Add(seg, kraft.Snapshot, false)
+	f.Fuzz(func(t *testing.T, data []byte, from int64, last bool) {
+		im := kraft.NewImage()
+		err := im.ApplyBatches("seg.log", data, from, last)
+		var ce *kraft.CorruptError
+		if err != nil && (!errors.As(err, &ce) || ce.File != "seg.log") {
+			t.Fatalf("error %v (%T), want a *CorruptError in seg.log", err, err)
 		}
 	})
 }

@@ -17,11 +17,15 @@
 // broker-level config defaults and registered brokers. Other record types
 // are skipped.
 //
+// Metadata transactions (KIP-868) apply as Kafka applies them: the records
+// between BeginTransactionRecord and EndTransactionRecord together, those
+// before an AbortTransactionRecord not at all, those of a transaction still
+// open at the end of the log not yet (Image.Pending counts them).
+//
 // Limits: a topic deleted before the snapshot loaded is gone from the image
 // without a trace (a snapshot holds state, not history); records past the
 // quorum's high watermark (uncommitted, which a single-node or healthy
-// quorum rarely has) are applied like the others; metadata transactions
-// (BeginTransaction/AbortTransaction, KIP-868) are not undone on abort.
+// quorum rarely has) are applied like the others.
 //
 // Corruption is a *CorruptError naming the file and byte position; an
 // incomplete batch at the end of the last segment (being written) ends the
@@ -67,8 +71,19 @@ type Image struct {
 	// nothing; 0 for an empty log).
 	NextOffset int64
 
+	// Pending are the records of a metadata transaction (KIP-868) begun and not yet ended
+	// at the end of the log: held back, as Kafka holds them, until its end record.
+	Pending int
+
 	byID         map[TopicID]string
 	topicConfigs map[string]map[string]string
+	inTxn        bool
+	txn          []txnRecord
+}
+
+type txnRecord struct {
+	offset, timestamp int64
+	rec               Record
 }
 
 // Topic is one live topic.
@@ -98,6 +113,9 @@ type DeletedTopic struct {
 	Name   string
 	ID     TopicID
 	Offset int64 // of the RemoveTopicRecord
+	// Timestamp is the RemoveTopicRecord's timestamp (Unix ms): when the controller
+	// appended it, the start of sidecar.deleted_topic_retention.
+	Timestamp int64
 }
 
 // Broker is a registered broker.
@@ -132,8 +150,8 @@ func (im *Image) BrokerDefaults(id int32) map[string]string {
 	return out
 }
 
-// Apply applies one decoded record at offset.
-func (im *Image) Apply(offset int64, r Record) {
+// Apply applies one decoded record, the log record at offset with timestamp (Unix ms).
+func (im *Image) Apply(offset, timestamp int64, r Record) {
 	switch {
 	case r.Topic != nil:
 		t := r.Topic
@@ -196,7 +214,7 @@ func (im *Image) Apply(offset int64, r Record) {
 		delete(im.byID, r.RemoveTopic.TopicID)
 		delete(im.Topics, name)
 		delete(im.topicConfigs, name) // Kafka drops the topic's configs with it
-		im.Deleted = append(im.Deleted, DeletedTopic{Name: name, ID: r.RemoveTopic.TopicID, Offset: offset})
+		im.Deleted = append(im.Deleted, DeletedTopic{Name: name, ID: r.RemoveTopic.TopicID, Offset: offset, Timestamp: timestamp})
 	case r.RegisterBroker != nil:
 		b := r.RegisterBroker
 		br := Broker{ID: b.BrokerID, Epoch: b.BrokerEpoch, Fenced: b.Fenced}
@@ -327,6 +345,36 @@ func ReadDir(fsys vfs.FS, dir string) (*Image, error) {
 	return im, nil
 }
 
+// applyTxn applies r, or holds it back inside a metadata transaction: an end applies the
+// records held, an abort drops them.
+func (im *Image) applyTxn(offset, timestamp int64, r Record) error {
+	switch r.APIKey {
+	case KeyBeginTransaction:
+		if im.inTxn {
+			return errors.New("BeginTransactionRecord inside a transaction")
+		}
+		im.inTxn = true
+	case KeyEndTransaction, KeyAbortTransaction:
+		if !im.inTxn {
+			return fmt.Errorf("transaction end (api key %d) without a BeginTransactionRecord", r.APIKey)
+		}
+		if r.APIKey == KeyEndTransaction {
+			for _, t := range im.txn {
+				im.Apply(t.offset, t.timestamp, t.rec)
+			}
+		}
+		im.inTxn, im.txn = false, nil
+	default:
+		if im.inTxn {
+			im.txn = append(im.txn, txnRecord{offset, timestamp, r})
+		} else {
+			im.Apply(offset, timestamp, r)
+		}
+	}
+	im.Pending = len(im.txn)
+	return nil
+}
+
 // Snapshot is ApplyBatches' from for a snapshot file: its records are state, not history,
 // and their offsets do not move NextOffset.
 const Snapshot int64 = -1
@@ -375,10 +423,12 @@ func (im *Image) ApplyBatches(file string, data []byte, from int64, last bool) e
 				continue
 			}
 			mr, err := DecodeRecord(r.Value)
+			if err == nil {
+				err = im.applyTxn(r.Offset, r.Timestamp, mr)
+			}
 			if err != nil {
 				return &CorruptError{File: file, Pos: pos, Offset: r.Offset, Err: err}
 			}
-			im.Apply(r.Offset, mr)
 		}
 		if from >= 0 {
 			im.NextOffset = max(im.NextOffset, b.NextOffset())

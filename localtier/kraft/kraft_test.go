@@ -76,6 +76,9 @@ func tid(b byte) kraft.TopicID { return kraft.TopicID{0: b, 15: b} }
 // generated writes a metadata log with brokers, topics, topic and broker configs, leader
 // changes, control batches, a deletion and a re-creation, a snapshot in the middle (the
 // segments before it deleted, as Kafka does), and more changes after it.
+// removedAt is the timestamp generated gave the RemoveTopicRecord of logs.
+var removedAt int64
+
 func generated(t *testing.T, c codec.Codec) (string, *kraftlog.Log) {
 	t.Helper()
 	logDir := t.TempDir()
@@ -123,6 +126,7 @@ func generated(t *testing.T, c codec.Codec) (string, *kraftlog.Log) {
 	must(l.Append(kraftlog.BrokerConfig("", "log.retention.ms", v("7200000"))))
 	must(l.Append(kraftlog.LeaderChange(tid(1), 1, 3), kraftlog.LeaderChange(tid(1), 1, 1)))
 	must(l.Append(kraftlog.RemoveTopic(tid(2))))
+	removedAt = l.LastTimestamp()
 	must(l.Append(kraftlog.Topic("logs", tid(4)), kraftlog.Partition(tid(4), 0, 2, 0, 2), kraftlog.Partition(tid(4), 1, 1, 0, 1)))
 	must(l.Append(kraftlog.TopicConfig("logs", "retention.ms", v("120000"))))
 	return logDir, l
@@ -162,7 +166,8 @@ func TestGenerated(t *testing.T) {
 					}
 				}
 			}
-			if len(im.Deleted) != 1 || im.Deleted[0].Name != "logs" || im.Deleted[0].ID != tid(2) || im.Deleted[0].Offset <= im.SnapshotEnd {
+			if len(im.Deleted) != 1 || im.Deleted[0].Name != "logs" || im.Deleted[0].ID != tid(2) || im.Deleted[0].Offset <= im.SnapshotEnd ||
+				im.Deleted[0].Timestamp != removedAt || removedAt == 0 {
 				t.Errorf("deleted %+v (snapshot end %d); want logs with its first ID, after the snapshot", im.Deleted, im.SnapshotEnd)
 			}
 			if got := im.BrokerDefaults(2); !reflect.DeepEqual(got, map[string]string{"log.retention.ms": "7200000", "log.segment.bytes": "1048576"}) {
@@ -213,6 +218,12 @@ func TestSnapshotIsTheStart(t *testing.T) {
 	}
 	if _, err := l.Append(kraftlog.LeaderChange(tid(2), 0, 6)); err != nil {
 		t.Fatal(err)
+	}
+	// A snapshot being written (Kafka's .checkpoint.part) or deleted is not one.
+	for _, name := range []string{"00000000000000000099-0000000001.checkpoint.part", "00000000000000000098-0000000001.checkpoint.deleted"} {
+		if err := os.WriteFile(filepath.Join(l.Dir, name), []byte("garbage"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	im, err := kraft.ReadLogDir(vfs.Default, logDir)
 	if err != nil {
@@ -336,5 +347,47 @@ func TestCorruption(t *testing.T) {
 				t.Errorf("error %q: file %s pos %d offset %d; want %q in %s at %d, offset %d", err, ce.File, ce.Pos, ce.Offset, tt.reason, file, pos, off)
 			}
 		})
+	}
+}
+
+// TestTransactions: a metadata transaction applies at its end, never when aborted, and not
+// yet while open at the end of the log; a transaction marker out of place is corruption.
+func TestTransactions(t *testing.T) {
+	logDir := t.TempDir()
+	l, err := kraftlog.Create(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range [][]kraft.Record{
+		{kraftlog.BeginTxn(), kraftlog.Topic("a", tid(1))},
+		{kraftlog.Partition(tid(1), 0, 1, 0, 1), kraftlog.EndTxn()},
+		{kraftlog.BeginTxn(), kraftlog.Topic("b", tid(2)), kraftlog.AbortTxn()},
+		{kraftlog.Topic("c", tid(3))},
+		{kraftlog.BeginTxn(), kraftlog.Topic("d", tid(4)), kraftlog.Partition(tid(4), 0, 1, 0, 1)},
+	} {
+		if _, err := l.Append(batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	im, err := kraft.ReadLogDir(vfs.Default, logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := im.Names(); !reflect.DeepEqual(got, []string{"a", "c"}) || im.Pending != 2 || len(im.Topics["a"].Partitions) != 1 {
+		t.Fatalf("topics %v, pending %d", got, im.Pending)
+	}
+	if _, err := l.Append(kraftlog.EndTxn()); err != nil {
+		t.Fatal(err)
+	}
+	if im, err = kraft.ReadLogDir(vfs.Default, logDir); err != nil || !reflect.DeepEqual(im.Names(), []string{"a", "c", "d"}) || im.Pending != 0 {
+		t.Fatalf("after the end: %v, %v", im.Names(), err)
+	}
+	off, err := l.Append(kraftlog.AbortTxn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *kraft.CorruptError
+	if _, err = kraft.ReadLogDir(vfs.Default, logDir); !errors.As(err, &ce) || ce.Offset != off || !strings.Contains(err.Error(), "without a BeginTransactionRecord") {
+		t.Fatalf("an abort outside a transaction: %v", err)
 	}
 }

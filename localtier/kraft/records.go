@@ -24,6 +24,11 @@ const (
 	KeyConfig          = 4
 	KeyPartitionChange = 5
 	KeyRemoveTopic     = 9
+	// Metadata transactions (KIP-868): the records between a begin and an end apply
+	// together; between a begin and an abort, not at all.
+	KeyBeginTransaction = 23
+	KeyEndTransaction   = 24
+	KeyAbortTransaction = 25
 )
 
 // ConfigRecord resource types (Kafka's ConfigResource.Type).

@@ -99,6 +99,10 @@ type DeletedTopic struct {
 	// MetadataOffset is the offset of the RemoveTopicRecord in the metadata log; -1 when the
 	// source does not know it (seen gone between two polls).
 	MetadataOffset int64
+	// DeletedAtMs is when the deletion happened (Unix ms): the RemoveTopicRecord's
+	// timestamp, or for a polling source the time of the snapshot that first saw the topic
+	// gone (or re-created). sidecar.deleted_topic_retention runs from it.
+	DeletedAtMs int64
 }
 
 // Topic returns the live topic named name.

@@ -67,7 +67,7 @@ func FromImage(im *kraft.Image, nodeID int32) (*Snapshot, error) {
 		snap.Topics[name] = top
 	}
 	for _, d := range im.Deleted {
-		snap.Deleted = append(snap.Deleted, DeletedTopic{Name: d.Name, ID: d.ID, MetadataOffset: d.Offset})
+		snap.Deleted = append(snap.Deleted, DeletedTopic{Name: d.Name, ID: d.ID, MetadataOffset: d.Offset, DeletedAtMs: d.Timestamp})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -91,9 +91,10 @@ type deletions struct {
 	deleted []DeletedTopic
 }
 
-// observe records the live topics of snap and sets snap.Deleted to every deletion seen so
-// far (a topic gone since the last snapshot, or whose ID changed: re-created).
-func (d *deletions) observe(snap *Snapshot) {
+// observe records the live topics of snap, taken at now, and sets snap.Deleted to every
+// deletion seen so far (a topic gone since the last snapshot, or whose ID changed:
+// re-created), dated now when first seen.
+func (d *deletions) observe(snap *Snapshot, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.seen == nil {
@@ -104,10 +105,10 @@ func (d *deletions) observe(snap *Snapshot) {
 		t, live := snap.Topics[name]
 		switch {
 		case !live:
-			d.deleted = append(d.deleted, DeletedTopic{Name: name, ID: old, MetadataOffset: -1})
+			d.deleted = append(d.deleted, DeletedTopic{Name: name, ID: old, MetadataOffset: -1, DeletedAtMs: now.UnixMilli()})
 			delete(d.seen, name)
 		case !old.IsZero() && !t.ID.IsZero() && t.ID != old:
-			d.deleted = append(d.deleted, DeletedTopic{Name: name, ID: old, MetadataOffset: -1})
+			d.deleted = append(d.deleted, DeletedTopic{Name: name, ID: old, MetadataOffset: -1, DeletedAtMs: now.UnixMilli()})
 		}
 	}
 	for name, t := range snap.Topics {
@@ -133,6 +134,8 @@ func sortedNames[V any](m map[string]V) []string {
 type FallbackSource struct {
 	view *localtier.BrokerView
 	dels deletions
+	// Now dates the deletions it sees (nil: time.Now).
+	Now func() time.Time
 }
 
 // NewFallbackSource returns the fallback source over a broker log dir view.
@@ -172,7 +175,7 @@ func (s *FallbackSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 	for _, t := range snap.Topics {
 		sortPartitions(t.Partitions)
 	}
-	s.dels.observe(snap)
+	s.dels.observe(snap, clock(s.Now))
 	return snap, nil
 }
 
@@ -187,6 +190,8 @@ type AdminSource struct {
 	adm  *kadm.Client
 	own  bool
 	dels deletions
+	// Now dates the deletions it sees (nil: time.Now).
+	Now func() time.Time
 }
 
 // NewAdminSource returns a source asking the cluster through cl (not closed by Close).
@@ -282,8 +287,15 @@ func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 			return nil, errors.Join(errs...)
 		}
 	}
-	s.dels.observe(snap)
+	s.dels.observe(snap, clock(s.Now))
 	return snap, nil
+}
+
+func clock(now func() time.Time) time.Time {
+	if now == nil {
+		return time.Now()
+	}
+	return now()
 }
 
 // describe sets t's Overrides (the configs set on the topic) and effective Config from a

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
@@ -75,6 +76,8 @@ func TestAdminMatchesKRaft(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
+	seenAt := time.UnixMilli(1_800_000_000_000)
+	admin.Now = func() time.Time { return seenAt }
 	got, err := admin.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -135,14 +138,15 @@ func TestAdminMatchesKRaft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	removedAt := l.LastTimestamp()
 	if got, err = admin.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if want, err = kr.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.Deleted, []DeletedTopic{{Name: "logs", ID: logsID, MetadataOffset: -1}}) ||
-		!reflect.DeepEqual(want.Deleted, []DeletedTopic{{Name: "logs", ID: logsID, MetadataOffset: off}}) {
+	if !reflect.DeepEqual(got.Deleted, []DeletedTopic{{Name: "logs", ID: logsID, MetadataOffset: -1, DeletedAtMs: seenAt.UnixMilli()}}) ||
+		!reflect.DeepEqual(want.Deleted, []DeletedTopic{{Name: "logs", ID: logsID, MetadataOffset: off, DeletedAtMs: removedAt}}) {
 		t.Errorf("deleted: admin %+v, kraft %+v", got.Deleted, want.Deleted)
 	}
 	if !reflect.DeepEqual(got.Names(), want.Names()) || !got.DeletedID(logsID) {
@@ -176,6 +180,8 @@ func TestFallbackSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	seenAt := time.UnixMilli(1_800_000_000_000)
+	src.(*FallbackSource).Now = func() time.Time { return seenAt }
 	first, err := src.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +201,7 @@ func TestFallbackSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Topics["foo"].ID != newID || !reflect.DeepEqual(second.Deleted, []DeletedTopic{{Name: "foo", ID: oldID, MetadataOffset: -1}}) {
+	if second.Topics["foo"].ID != newID || !reflect.DeepEqual(second.Deleted, []DeletedTopic{{Name: "foo", ID: oldID, MetadataOffset: -1, DeletedAtMs: seenAt.UnixMilli()}}) {
 		t.Errorf("after re-creation: foo %+v, deleted %+v", second.Topics["foo"], second.Deleted)
 	}
 	if err := os.RemoveAll(fooDir); err != nil {

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/tiered/tiered/localtier/topicconfig"
 )
 
 // Unlimited is the retention value meaning "no limit" (Kafka's -1).
@@ -64,7 +66,8 @@ type Problem struct {
 
 func (p Problem) Error() string { return fmt.Sprintf("[%d].%s: %s", p.Rule, p.Field, p.Msg) }
 
-// Validate reports every invalid rule: an empty or malformed match, retention below -1,
+// Validate reports every invalid rule: an empty or malformed match, a name (no glob
+// characters) Kafka refuses as a topic name, retention below -1,
 // retention on a rule that does not tier, and a rule an earlier identical match shadows.
 func Validate(rules []Rule) []Problem {
 	var out []Problem
@@ -75,6 +78,8 @@ func Validate(rules []Rule) []Problem {
 			out = append(out, Problem{i, "match", "must not be empty (a topic name or a glob such as logs-*)"})
 		case !validGlob(r.Match):
 			out = append(out, Problem{i, "match", fmt.Sprintf("%q is not a valid glob (syntax: *, ?, [a-z], \\ escapes)", r.Match)})
+		case !strings.ContainsAny(r.Match, `*?[\`) && topicconfig.ValidateTopicName(r.Match) != nil:
+			out = append(out, Problem{i, "match", fmt.Sprintf("never matches: %v", topicconfig.ValidateTopicName(r.Match))})
 		default:
 			if j, dup := first[r.Match]; dup {
 				out = append(out, Problem{i, "match", fmt.Sprintf("%q never applies: rule [%d] has the same match and comes first", r.Match, j)})

@@ -82,6 +82,7 @@ func TestValidate(t *testing.T) {
 		{name: "ok", rules: designRules},
 		{name: "empty_match", rules: []Rule{{}}, want: []string{"[0].match: must not be empty"}},
 		{name: "bad_glob", rules: []Rule{{Match: "a"}, {Match: "logs-["}}, want: []string{`[1].match: "logs-[" is not a valid glob`}},
+		{name: "illegal_topic_name", rules: []Rule{{Match: "orders topic"}, {Match: "a b*"}}, want: []string{`[0].match: never matches: Topic name "orders topic" is illegal`}},
 		{name: "retention_below_minus_one", rules: []Rule{{Match: "a", RetentionMs: i64(-2), RetentionBytes: i64(-5)}},
 			want: []string{"[0].retention.ms: must be -1", "[0].retention.bytes: must be -1"}},
 		{name: "retention_without_tier", rules: []Rule{{Match: "a", Tier: boolp(false), RetentionMs: i64(1)}},

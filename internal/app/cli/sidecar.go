@@ -35,6 +35,10 @@ shorthand for rules that tier the listed topics and globs with no remote deletio
 sidecar.deleted_topic_retention (default 24h; 0 = at once; -1 = keep) is how long the
 remote data of a topic the broker deleted stays in the bucket.
 
+'tiered sidecar plan' (see 'tiered help sidecar plan') shows, without uploading anything,
+what this policy does with each topic of the log dir: tiered or not and by which rule, its
+topic ID, remote retention, local and uploaded bytes, lag and headroom.
+
 With sidecar.bootstrap_server, the broker (its id from the log dir's meta.properties:
 node.id or broker.id) is asked on every pass which partitions it leads, and only those are
 uploaded, so the sidecars of a cluster split the work. Segments a new leader cut at other

@@ -47,13 +47,24 @@
 //
 //	data_dir: /var/lib/tiered
 //	bucket: s3://logs/tiered?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true
-//	sidecar: {kafka_log_dir: /var/lib/kafka/data, bootstrap_server: "localhost:9092"}
+//	sidecar:
+//	  kafka_log_dir: /var/lib/kafka/data
+//	  bootstrap_server: "localhost:9092"
+//	  deleted_topic_retention: 24h     # 0 = at once, -1 = keep
+//	  topics:                          # remotetier/policy: first match wins, no match = not tiered
+//	    - {match: "orders", retention.ms: 7776000000, retention.bytes: -1}
+//	    - {match: "scratch-*", tier: false}
 //	uploader: {interval: 10s, concurrency: 4, bytes_per_second: 50MiB}
 //	http: {addr: 127.0.0.1:8080}
 //	fetch: {cache_bytes: 1GiB, chunk_bytes: 4MiB}
 //	broker:
 //	  log.retention.hours: 72
 //	  log.cleaner.threads: 2
+//
+// sidecar.topics rules are checked by remotetier/policy.Validate (match a name or a valid
+// glob, retention -1 or >= 0, no retention on a tier: false rule, no rule shadowed by an
+// identical earlier match), each problem at its key path (sidecar.topics[1].match). The
+// sidecar's --topics 'orders,logs-*' flag replaces the rules with one per item.
 //
 // Unknown keys, duplicate keys and values of the wrong type are refused with the file name,
 // line and key path. A key with no value (null) leaves the default in place. Sizes are bytes,

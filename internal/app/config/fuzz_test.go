@@ -37,6 +37,8 @@ func FuzzLoad(f *testing.F) {
 		"!!binary aGVsbG8=\n",
 		"data_dir: ~\nshutdown_timeout: 1h\n",
 		"? [a]\n: b\n",
+		"sidecar:\n  deleted_topic_retention: 24h\n  topics: [{match: a, tier: false}, {match: 'b*', retention.ms: 5, retention.bytes: -1}]\n",
+		"sidecar: {deleted_topic_retention: -1, topics: []}\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -113,6 +113,8 @@ func Encode(r kraft.Record) ([]byte, error) {
 			b = append(b, 0)
 		}
 		b = noTags(b)
+	case r.APIKey == kraft.KeyBeginTransaction || r.APIKey == kraft.KeyEndTransaction || r.APIKey == kraft.KeyAbortTransaction:
+		b = noTags(b) // their only fields are tagged and optional
 	default:
 		return nil, fmt.Errorf("encode metadata record: api key %d has no body to encode", r.APIKey)
 	}
@@ -181,6 +183,11 @@ func RegisterBroker(id int32, epoch int64) kraft.Record {
 	return kraft.Record{APIKey: kraft.KeyRegisterBroker, Version: 3, RegisterBroker: &kraft.RegisterBrokerRecord{BrokerID: id, BrokerEpoch: epoch}}
 }
 
+// Transaction markers (KIP-868).
+func BeginTxn() kraft.Record { return kraft.Record{APIKey: kraft.KeyBeginTransaction} }
+func EndTxn() kraft.Record   { return kraft.Record{APIKey: kraft.KeyEndTransaction} }
+func AbortTxn() kraft.Record { return kraft.Record{APIKey: kraft.KeyAbortTransaction} }
+
 // Value returns p's address, for config values.
 func Value(s string) *string { return &s }
 
@@ -243,6 +250,10 @@ func Create(logDir string) (*Log, error) {
 	l := &Log{Dir: dir, Epoch: 1, ts: 1_700_000_000_000}
 	return l, l.Roll()
 }
+
+// LastTimestamp is the timestamp (Unix ms) of the last record written; records are stamped
+// 1_700_000_000_001, 1_700_000_000_002, ... in order.
+func (l *Log) LastTimestamp() int64 { return l.ts }
 
 // Next is the offset the next record gets.
 func (l *Log) Next() int64 { return l.next }
