@@ -389,6 +389,9 @@ type BrokerSource struct {
 	// this broker leads, asked from the cluster). nil uploads every
 	// partition with a high watermark.
 	Leads func(ctx context.Context) (map[checkpoint.TopicPartition]bool, error)
+	// Tiered, when set, is the per-topic policy (remotetier/policy): partitions of a topic
+	// it returns false for are never listed, so never uploaded. nil lists every topic.
+	Tiered func(topic string) bool
 }
 
 // NewBrokerSource returns a source over a broker log dir view; fsys (nil:
@@ -428,6 +431,9 @@ func (s *BrokerSource) Partitions(ctx context.Context) ([]Partition, error) {
 	for _, bp := range bps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if s.Tiered != nil && !s.Tiered(bp.Topic) {
+			continue
 		}
 		key := tp(bp.Topic, bp.Partition)
 		hw, ok := hws[key]

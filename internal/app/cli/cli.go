@@ -98,7 +98,7 @@ func init() {
 		inspectSegmentCmd, inspectIndexCmd, inspectManifestCmd,
 		bucketVerifyCmd,
 		replayCmd,
-		uploadCmd, sidecarCmd,
+		uploadCmd, sidecarCmd, sidecarPlanCmd,
 		serveCmd, fetchCmd, demoCmd,
 		configPrintCmd,
 		versionCmd, helpCmd,
@@ -161,6 +161,9 @@ func (r *Runner) Run(ctx context.Context, args []string) int {
 			return ExitUsage
 		}
 		name, rest = name+" "+rest[0], rest[1:]
+	}
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") && findCommand(name+" "+rest[0]) != nil {
+		name, rest = name+" "+rest[0], rest[1:] // a command with subcommands of its own: sidecar plan
 	}
 	cmd := findCommand(name)
 	if cmd == nil {

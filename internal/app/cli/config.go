@@ -34,7 +34,7 @@ Flags:
   --json             print {"config": {...}, "sources": {"key": "default|file|env|flag"}}
   --sources          annotate each YAML value with the layer it came from
   --data-dir, --bucket, --http, --kafka, --advertised-addr, --kafka-log-dir,
-  --bootstrap-server, --cache-bytes, --chunk-bytes, --cache-dir,
+  --bootstrap-server, --topics, --cache-bytes, --chunk-bytes, --cache-dir,
   --disk-cache-bytes, --interval, --concurrency, --rate, --gc-grace,
   --manifest-version, --log-level, --log-format
                      as for serve, sidecar and fetch

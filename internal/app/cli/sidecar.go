@@ -12,7 +12,7 @@ var sidecarCmd = &command{
 	name:    "sidecar",
 	summary: "beside a Kafka broker: upload its rolled segments to a bucket, continuously",
 	help: `usage: tiered sidecar (--kafka-log-dir DIR --bucket URL | --config FILE) [--bootstrap-server H:P]
-                      [--http ADDR] [--interval DURATION] [--concurrency N] [--rate BYTES/s]
+                      [--topics 'orders,logs-*'] [--http ADDR] [--interval DURATION] [--concurrency N] [--rate BYTES/s]
                       [--gc-grace DURATION] [--manifest-version N] [--log-level L] [--log-format F]
 
 Runs beside a Kafka broker until SIGINT or SIGTERM. Every uploader.interval it lists the
@@ -23,6 +23,21 @@ written, renamed or locked there. A segment the broker deletes or replaces while
 being uploaded is skipped (tiered_uploader_segments_gone_total) and never half-committed.
 Orphaned objects (attempts that crashed or lost a race) are garbage-collected once older
 than uploader.gc_grace.
+
+Which topics are tiered is the policy sidecar.topics: a list of rules {match, tier,
+retention.ms, retention.bytes}, tried in order; the first whose match (a topic name or a
+glob: *, ?, [a-z]) accepts the topic decides; a topic no rule matches is not tiered.
+retention.ms and retention.bytes are the remote (total) retention, -1 (or omitted) keeps
+everything. Internal topics (__consumer_offsets, __transaction_state, ...) are tiered only
+when a rule names them exactly. With no rules every non-internal topic is tiered and
+nothing is deleted remotely, and a WARN says so at start-up. --topics 'orders,logs-*' is a
+shorthand for rules that tier the listed topics and globs with no remote deletion.
+sidecar.deleted_topic_retention (default 24h; 0 = at once; -1 = keep) is how long the
+remote data of a topic the broker deleted stays in the bucket.
+
+'tiered sidecar plan' (see 'tiered help sidecar plan') shows, without uploading anything,
+what this policy does with each topic of the log dir: tiered or not and by which rule, its
+topic ID, remote retention, local and uploaded bytes, lag and headroom.
 
 With sidecar.bootstrap_server, the broker (its id from the log dir's meta.properties:
 node.id or broker.id) is asked on every pass which partitions it leads, and only those are
@@ -39,6 +54,8 @@ environment < flags; see 'tiered config print --process sidecar --sources'. The 
   sidecar.kafka_log_dir      --kafka-log-dir      TIERED_SIDECAR_KAFKA_LOG_DIR (required)
   bucket                     --bucket             TIERED_BUCKET (required)
   sidecar.bootstrap_server   --bootstrap-server   TIERED_SIDECAR_BOOTSTRAP_SERVER
+  sidecar.topics             --topics             TIERED_SIDECAR_TOPICS (YAML list; default none)
+  sidecar.deleted_topic_retention                 TIERED_SIDECAR_DELETED_TOPIC_RETENTION (default 24h)
   http.addr                  --http               TIERED_HTTP_ADDR
   uploader.interval          --interval           TIERED_UPLOADER_INTERVAL (default 10s)
   uploader.concurrency       --concurrency        TIERED_UPLOADER_CONCURRENCY (default 4)
@@ -59,6 +76,8 @@ Flags:
                            s3://bucket[/prefix]?endpoint=...&region=...&path_style=true
   --bootstrap-server H:P   the broker's Kafka listener(s), comma-separated, to upload only
                            the partitions it leads
+  --topics LIST            tier only these topics or globs, comma-separated, with no remote
+                           deletion (replaces sidecar.topics)
   --http ADDR              serve /metrics, /healthz and /readyz on ADDR (e.g. :9108)
   --interval DURATION      how often to look for rolled segments (default 10s)
   --concurrency N          segments uploaded at once, 1 to 256 (default 4)
@@ -76,7 +95,13 @@ Examples:
 
   # /etc/tiered/tiered.yaml:
   #   bucket: s3://logs/prod?region=eu-west-1
-  #   sidecar: {kafka_log_dir: /var/lib/kafka/data, bootstrap_server: "localhost:9092"}
+  #   sidecar:
+  #     kafka_log_dir: /var/lib/kafka/data
+  #     bootstrap_server: "localhost:9092"
+  #     topics:
+  #       - {match: "orders", retention.ms: 7776000000, retention.bytes: -1}
+  #       - {match: "logs-*", retention.ms: 2592000000}
+  #       - {match: "scratch-*", tier: false}
   #   http: {addr: ":9108"}
   tiered sidecar --config /etc/tiered/tiered.yaml
 `,
@@ -84,7 +109,7 @@ Examples:
 }
 
 func runSidecar(r *Runner, ctx context.Context, args []string) error {
-	flags := []string{"kafka-log-dir", "bucket", "bootstrap-server", "http", "interval", "concurrency", "rate",
+	flags := []string{"kafka-log-dir", "bucket", "bootstrap-server", "topics", "http", "interval", "concurrency", "rate",
 		"gc-grace", "manifest-version", "log-level", "log-format"}
 	return runDaemon(r, ctx, args, config.ProcessSidecar, flags, func(cfg *config.Config, _ func() (*config.Config, error), logger *slog.Logger) (daemonRunner, error) {
 		return daemon.NewSidecar(ctx, daemon.SidecarOptions{Config: cfg, Logger: logger, Now: r.Now})

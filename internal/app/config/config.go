@@ -15,6 +15,7 @@ import (
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/policy"
 )
 
 // Built-in defaults. Listeners bind to loopback so a default process is reachable only from
@@ -187,7 +188,51 @@ type Sidecar struct {
 	// partitions its broker (node.id or broker.id in the log dir's meta.properties) leads,
 	// and uploads only those.
 	BootstrapServer string `yaml:"bootstrap_server"`
+	// DeletedTopicRetention is how long the remote data of a topic the broker deleted stays in
+	// the bucket (default 24h; 0 removes it at once; -1 keeps it).
+	DeletedTopicRetention RetentionDuration `yaml:"deleted_topic_retention"`
+	// Topics are the per-topic policy rules (flag --topics 'orders,logs-*' for rules that
+	// tier the named topics with no remote deletion): first match wins, no match is not
+	// tiered, internal topics (__*) only when a rule names them exactly. With no rules every
+	// non-internal topic is tiered and nothing is deleted remotely (a WARN at start-up).
+	// See remotetier/policy.
+	Topics []TopicRule `yaml:"topics"`
 }
+
+// TopicRule is one sidecar.topics rule: {match, tier, retention.ms, retention.bytes}.
+type TopicRule = policy.Rule
+
+// DefaultDeletedTopicRetention is sidecar.deleted_topic_retention's default.
+const DefaultDeletedTopicRetention = RetentionDuration(24 * time.Hour)
+
+// KeepForever is the RetentionDuration -1: never remove.
+const KeepForever = RetentionDuration(-1)
+
+// RetentionDuration is a duration that may also be -1, "keep forever" (written -1 in YAML,
+// environment and flags; other values as durations: 24h, 30m, 0).
+type RetentionDuration time.Duration
+
+// Keep reports whether d is -1 (never remove).
+func (d RetentionDuration) Keep() bool { return d == KeepForever }
+
+// String is "-1" or the duration's own form.
+func (d RetentionDuration) String() string {
+	if d.Keep() {
+		return "-1"
+	}
+	return time.Duration(d).String()
+}
+
+// MarshalYAML prints d as String does (config print).
+func (d RetentionDuration) MarshalYAML() (any, error) {
+	if d.Keep() {
+		return -1, nil
+	}
+	return d.String(), nil
+}
+
+// Policy returns the sidecar.topics rules as a policy (Validate has checked them).
+func (s Sidecar) Policy() (*policy.Policy, error) { return policy.New(s.Topics) }
 
 // LocalTier configures serve's log engine.
 type LocalTier struct {
@@ -289,6 +334,7 @@ func Defaults() Config {
 			MaxWait:           DefaultFetchMaxWait,
 			ReadAheadChunks:   DefaultFetchReadAheadChunks,
 		},
+		Sidecar:         Sidecar{DeletedTopicRetention: DefaultDeletedTopicRetention},
 		ShutdownTimeout: DefaultShutdownTimeout,
 		meta:            newMeta(),
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tiered/tiered/remotetier/policy"
 )
 
 // Source says which layer a value came from.
@@ -72,6 +74,7 @@ var FlagPaths = map[string]string{
 	"advertised-addr":  "kafka.advertised_addr",
 	"kafka-log-dir":    "sidecar.kafka_log_dir",
 	"bootstrap-server": "sidecar.bootstrap_server",
+	"topics":           "sidecar.topics",
 	"cache-bytes":      "fetch.cache_bytes",
 	"chunk-bytes":      "fetch.chunk_bytes",
 	"cache-dir":        "fetch.cache_dir",
@@ -340,6 +343,7 @@ var (
 	durationType = reflect.TypeFor[time.Duration]()
 	byteSizeType = reflect.TypeFor[ByteSize]()
 	aclType      = reflect.TypeFor[ACL]()
+	retainType   = reflect.TypeFor[RetentionDuration]()
 )
 
 // fieldByTag returns the field of struct type t with yaml tag key.
@@ -415,8 +419,20 @@ func (l *loader) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	t := v.Type()
 	switch {
-	case t == durationType, t == byteSizeType:
+	case t == durationType, t == byteSizeType, t == retainType:
 		// handled as scalars below
+	case t.Kind() == reflect.Pointer:
+		// an optional value (sidecar.topics' tier, retention.ms): set when present
+		elem := reflect.New(t.Elem())
+		if !v.IsNil() {
+			elem.Elem().Set(v.Elem())
+		}
+		before := len(l.problems)
+		l.decode(n, elem.Elem(), path)
+		if len(l.problems) == before {
+			v.Set(elem)
+		}
+		return
 	case t == aclType:
 		l.decodeACL(n, v, path)
 		return
@@ -522,6 +538,16 @@ func setScalar(v reflect.Value, s string) error {
 			return fmt.Errorf("%q is not a duration (want e.g. 500ms, 30s, 5m, 1h)", s)
 		}
 		v.SetInt(int64(d))
+	case t == retainType:
+		if strings.TrimSpace(s) == "-1" {
+			v.SetInt(int64(KeepForever))
+			return nil
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not a duration or -1 (want e.g. 24h, 30m, 0 = at once, -1 = keep)", s)
+		}
+		v.SetInt(int64(d))
 	case t == byteSizeType:
 		b, err := ParseByteSize(s)
 		if err != nil {
@@ -571,6 +597,8 @@ func typeWant(t reflect.Type) string {
 	switch {
 	case t == durationType:
 		return "a duration"
+	case t == retainType:
+		return "a duration or -1"
 	case t == byteSizeType:
 		return "a size in bytes"
 	case t.Kind() == reflect.String:
@@ -772,6 +800,23 @@ func (l *loader) loadFlags(flags map[string]string) {
 			path = name
 		}
 		l.at = origin{src: SourceFlag, name: name}
+		if name == "topics" {
+			l.setTopicsFlag(flags[name])
+			continue
+		}
 		l.setString(path, flags[name])
 	}
+}
+
+// setTopicsFlag applies the --topics shorthand ('orders,logs-*'): one rule per item that
+// tiers it with no remote deletion, replacing the rules of earlier layers.
+func (l *loader) setTopicsFlag(value string) {
+	rules, err := policy.ParseTopicsFlag(value)
+	if err != nil {
+		l.fail("sidecar.topics", 0, err.Error())
+		return
+	}
+	l.clearBelow("sidecar.topics")
+	l.c.Sidecar.Topics = rules
+	l.set("sidecar.topics", 0)
 }

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/policy"
 )
 
 // Bounds Validate enforces beyond "not negative".
@@ -89,6 +91,12 @@ func (v *validator) general() {
 				v.add("sidecar.bootstrap_server", "%v", err)
 			}
 		}
+	}
+	if d := c.Sidecar.DeletedTopicRetention; d < 0 && !d.Keep() {
+		v.add("sidecar.deleted_topic_retention", "must be -1 (keep), 0 (remove at once) or a positive duration (got %s)", time.Duration(d))
+	}
+	for _, p := range policy.Validate(c.Sidecar.Topics) {
+		v.add(fmt.Sprintf("sidecar.topics[%d].%s", p.Rule, p.Field), "%s", p.Msg)
 	}
 	if d := c.Sidecar.KafkaLogDir; d != "" && v.p == ProcessSidecar {
 		if fi, err := os.Stat(d); err != nil {

@@ -68,6 +68,15 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 		return nil, err
 	}
 	src := remotetier.NewBrokerSource(view, vfs.Default)
+	pol, err := cfg.Sidecar.Policy()
+	if err != nil {
+		return nil, err
+	}
+	src.Tiered = pol.Tiered
+	if !pol.HasRules() {
+		s.log.Warn("no sidecar.topics rules: every non-internal topic is tiered and nothing is deleted remotely; set sidecar.topics (or --topics) to choose",
+			"kafka_log_dir", cfg.Sidecar.KafkaLogDir)
+	}
 	if bs := cfg.Sidecar.BootstrapServer; bs != "" {
 		id, err := brokerID(cfg.Sidecar.KafkaLogDir)
 		if err != nil {

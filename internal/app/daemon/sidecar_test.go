@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,5 +140,49 @@ func TestPassHealth(t *testing.T) {
 	h.record(remotetier.Report{UploadedSegments: 1}, nil)
 	if err := h.ready(context.Background()); err != nil {
 		t.Errorf("after a good pass: %v", err)
+	}
+}
+
+// TestSidecarPolicy: the sidecar uploads only the topics sidecar.topics (here --topics)
+// tiers; with no rules it tiers every non-internal topic and says so in a start-up WARN.
+func TestSidecarPolicy(t *testing.T) {
+	tests := []struct {
+		name     string
+		topics   string // --topics; "" = no rules
+		uploaded float64
+		wantWarn bool
+	}{
+		{name: "not_tiered", topics: "orders,logs-*", uploaded: 0},
+		{name: "tiered_by_glob", topics: "orders,f*", uploaded: 1},
+		{name: "no_rules", uploaded: 1, wantWarn: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logDir := brokerdir.Rolled(t, filepath.Join(t.TempDir(), "kafka"))
+			flags := map[string]string{"kafka-log-dir": logDir, "bucket": "mem://sidecar-policy-" + tt.name}
+			if tt.topics != "" {
+				flags["topics"] = tt.topics
+			}
+			cfg, err := config.Load(config.LoadOptions{Process: config.ProcessSidecar, Flags: flags})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs strings.Builder
+			logger := slog.New(slog.NewTextHandler(&logs, nil))
+			s, err := NewSidecar(context.Background(), SidecarOptions{Config: cfg, Logger: logger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.uploader.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := gathered(t, s, "tiered_uploader_uploaded_segments_total"); got != tt.uploaded {
+				t.Errorf("uploaded segments %v, want %v", got, tt.uploaded)
+			}
+			if got := strings.Contains(logs.String(), "level=WARN msg=\"no sidecar.topics rules"); got != tt.wantWarn {
+				t.Errorf("start-up WARN %t, want %t; logs:\n%s", got, tt.wantWarn, logs.String())
+			}
+		})
 	}
 }

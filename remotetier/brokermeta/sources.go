@@ -1,0 +1,349 @@
+package brokermeta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/kraft"
+	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/localtier/vfs"
+)
+
+// KRaftSource reads the broker's KRaft metadata log (LogDir/__cluster_metadata-0) afresh on
+// every Snapshot.
+type KRaftSource struct {
+	FS     vfs.FS // nil: the OS filesystem
+	LogDir string
+	// NodeID is the broker whose own broker-level configs apply over the cluster-wide
+	// defaults; -1 uses the cluster-wide ones only.
+	NodeID int32
+}
+
+// Snapshot implements Source.
+func (s *KRaftSource) Snapshot(context.Context) (*Snapshot, error) {
+	fsys := s.FS
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	im, err := kraft.ReadLogDir(fsys, s.LogDir)
+	if err != nil {
+		return nil, err
+	}
+	return FromImage(im, s.NodeID)
+}
+
+// Close implements Source.
+func (s *KRaftSource) Close() error { return nil }
+
+// FromImage converts a replayed metadata log into a Snapshot for broker nodeID (-1: the
+// cluster-wide broker defaults only).
+func FromImage(im *kraft.Image, nodeID int32) (*Snapshot, error) {
+	snap := &Snapshot{Origin: OriginKRaft, Topics: map[string]*Topic{}, BrokerDefaults: im.BrokerDefaults(nodeID),
+		MetadataOffset: im.NextOffset - 1}
+	var errs []error
+	for name, t := range im.Topics {
+		top := &Topic{Name: name, ID: t.ID, Overrides: copyMap(t.Configs)}
+		for _, p := range t.PartitionIDs() {
+			pp := t.Partitions[p]
+			top.Partitions = append(top.Partitions, Partition{Partition: p, Leader: pp.Leader, LeaderEpoch: pp.LeaderEpoch,
+				Replicas: append([]int32(nil), pp.Replicas...)})
+		}
+		c, err := effective(name, snap.BrokerDefaults, top.Overrides)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		top.Config = c
+		snap.Topics[name] = top
+	}
+	for _, d := range im.Deleted {
+		snap.Deleted = append(snap.Deleted, DeletedTopic{Name: d.Name, ID: d.ID, MetadataOffset: d.Offset})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return snap, nil
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// deletions remembers the topics a polling source saw, to report the ones that disappear
+// or come back with another ID as deleted.
+type deletions struct {
+	mu      sync.Mutex
+	seen    map[string]TopicID
+	deleted []DeletedTopic
+}
+
+// observe records the live topics of snap and sets snap.Deleted to every deletion seen so
+// far (a topic gone since the last snapshot, or whose ID changed: re-created).
+func (d *deletions) observe(snap *Snapshot) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = map[string]TopicID{}
+	}
+	for _, name := range sortedNames(d.seen) {
+		old := d.seen[name]
+		t, live := snap.Topics[name]
+		switch {
+		case !live:
+			d.deleted = append(d.deleted, DeletedTopic{Name: name, ID: old, MetadataOffset: -1})
+			delete(d.seen, name)
+		case !old.IsZero() && !t.ID.IsZero() && t.ID != old:
+			d.deleted = append(d.deleted, DeletedTopic{Name: name, ID: old, MetadataOffset: -1})
+		}
+	}
+	for name, t := range snap.Topics {
+		if !t.ID.IsZero() || d.seen[name].IsZero() {
+			d.seen[name] = t.ID
+		}
+	}
+	snap.Deleted = append([]DeletedTopic(nil), d.deleted...)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	s := &Snapshot{Topics: map[string]*Topic{}}
+	for k := range m {
+		s.Topics[k] = nil
+	}
+	return s.Names()
+}
+
+// FallbackSource is the broker's view when neither a metadata log nor a bootstrap server is
+// available: the partitions in the log dir, topic IDs from partition.metadata, Kafka's
+// default configs, leaders unknown (-1). A topic whose ID changes between snapshots was
+// re-created: its old ID is reported deleted, as is a topic whose partitions are gone.
+type FallbackSource struct {
+	view *localtier.BrokerView
+	dels deletions
+}
+
+// NewFallbackSource returns the fallback source over a broker log dir view.
+func NewFallbackSource(view *localtier.BrokerView) *FallbackSource {
+	return &FallbackSource{view: view}
+}
+
+// Snapshot implements Source.
+func (s *FallbackSource) Snapshot(ctx context.Context) (*Snapshot, error) {
+	parts, err := s.view.Partitions()
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Origin: OriginFallback, Topics: map[string]*Topic{}, MetadataOffset: -1}
+	for _, bp := range parts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		id, err := s.view.TopicID(bp.Topic, bp.Partition)
+		var unknown *localtier.UnknownTopicOrPartitionError
+		if errors.As(err, &unknown) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, fmt.Errorf("topic ID of %s-%d: %w", bp.Topic, bp.Partition, err)
+		}
+		t := snap.Topics[bp.Topic]
+		if t == nil {
+			t = &Topic{Name: bp.Topic, Overrides: map[string]string{}, Config: topicconfig.Defaults()}
+			snap.Topics[bp.Topic] = t
+		}
+		if t.ID.IsZero() {
+			t.ID = id
+		}
+		t.Partitions = append(t.Partitions, Partition{Partition: bp.Partition, Leader: -1, LeaderEpoch: -1})
+	}
+	for _, t := range snap.Topics {
+		sortPartitions(t.Partitions)
+	}
+	s.dels.observe(snap)
+	return snap, nil
+}
+
+// Close implements Source.
+func (s *FallbackSource) Close() error { return nil }
+
+// AdminSource asks the cluster: Metadata (v10+, with topic IDs; a fresh request every
+// Snapshot, never the client's cache) and DescribeConfigs of every topic (kadm). Deletions
+// are the topics that disappear between snapshots or come back with another ID.
+type AdminSource struct {
+	cl   *kgo.Client
+	adm  *kadm.Client
+	own  bool
+	dels deletions
+}
+
+// NewAdminSource returns a source asking the cluster through cl (not closed by Close).
+func NewAdminSource(cl *kgo.Client) *AdminSource {
+	return &AdminSource{cl: cl, adm: kadm.NewClient(cl)}
+}
+
+// DialAdmin connects to bootstrap (a comma-separated host:port list) and checks the
+// cluster answers; Close closes the client.
+func DialAdmin(ctx context.Context, bootstrap string) (*AdminSource, error) {
+	var seeds []string
+	for _, s := range strings.Split(bootstrap, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequestRetries(1), kgo.DialTimeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap server %s: %w", bootstrap, err)
+	}
+	s := NewAdminSource(cl)
+	s.own = true
+	if _, err := s.metadata(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("bootstrap server %s: %w", bootstrap, err)
+	}
+	return s, nil
+}
+
+// Close implements Source.
+func (s *AdminSource) Close() error {
+	if s.own {
+		s.cl.Close()
+	}
+	return nil
+}
+
+func (s *AdminSource) metadata(ctx context.Context) (*kmsg.MetadataResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest() // nil Topics: all topics
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	if resp.Version < 10 {
+		return nil, fmt.Errorf("metadata: the cluster answered version %d; topic IDs need 10+ (Kafka 2.8+)", resp.Version)
+	}
+	return resp, nil
+}
+
+// Snapshot implements Source.
+func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
+	resp, err := s.metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Origin: OriginAdmin, Topics: map[string]*Topic{}, MetadataOffset: -1}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.ErrorCode != 0 {
+			continue // being deleted or created
+		}
+		top := &Topic{Name: *t.Topic, ID: TopicID(t.TopicID), Overrides: map[string]string{}}
+		for _, p := range t.Partitions {
+			top.Partitions = append(top.Partitions, Partition{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+				Replicas: append([]int32(nil), p.Replicas...)})
+		}
+		sortPartitions(top.Partitions)
+		snap.Topics[top.Name] = top
+	}
+	if len(snap.Topics) > 0 {
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		rcs, err := s.adm.DescribeTopicConfigs(dctx, snap.Names()...)
+		if err != nil {
+			return nil, fmt.Errorf("describe topic configs: %w", err)
+		}
+		var errs []error
+		for _, rc := range rcs {
+			t := snap.Topics[rc.Name]
+			if t == nil {
+				continue
+			}
+			if rc.Err != nil {
+				delete(snap.Topics, rc.Name) // deleted since the metadata
+				continue
+			}
+			if err := t.describe(rc.Configs); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+	}
+	s.dels.observe(snap)
+	return snap, nil
+}
+
+// describe sets t's Overrides (the configs set on the topic) and effective Config from a
+// DescribeConfigs answer: the broker's effective value of each topic config, with
+// broker-level values reported under broker names (log.retention.ms: kfake does) mapped to
+// their topic configs.
+func (t *Topic) describe(cs []kadm.Config) error {
+	base, broker := map[string]string{}, map[string]string{}
+	for _, c := range cs {
+		if c.Value == nil {
+			continue
+		}
+		switch {
+		case c.Source == kmsg.ConfigSourceDynamicTopicConfig:
+			t.Overrides[c.Key] = *c.Value
+		case known[c.Key]:
+			base[c.Key] = *c.Value
+		default:
+			broker[c.Key] = *c.Value
+		}
+	}
+	for k, v := range TopicDefaults(broker) {
+		base[k] = v
+	}
+	c, err := effectiveOver(t.Name, base, t.Overrides)
+	if err != nil {
+		return err
+	}
+	t.Config = c
+	return nil
+}
+
+// Options configure Open.
+type Options struct {
+	FS     vfs.FS // nil: the OS filesystem
+	LogDir string // the broker's log dir (sidecar.kafka_log_dir)
+	// BootstrapServer, when set, makes the source the cluster's answers (AdminSource).
+	BootstrapServer string
+	// NodeID is the broker's node.id (its own broker-level configs apply in a KRaft log);
+	// -1 when unknown.
+	NodeID int32
+}
+
+// Open returns the best source available: AdminSource with a bootstrap server (it sees the
+// broker's static configs too), else KRaftSource when the log dir holds a metadata log,
+// else FallbackSource.
+func Open(ctx context.Context, o Options) (Source, error) {
+	fsys := o.FS
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	if o.BootstrapServer != "" {
+		return DialAdmin(ctx, o.BootstrapServer)
+	}
+	if fi, err := fsys.Stat(filepath.Join(o.LogDir, kraft.MetadataDir)); err == nil && fi.IsDir() {
+		return &KRaftSource{FS: fsys, LogDir: o.LogDir, NodeID: o.NodeID}, nil
+	}
+	view, err := localtier.OpenBrokerView(fsys, o.LogDir)
+	if err != nil {
+		return nil, err
+	}
+	return NewFallbackSource(view), nil
+}
