@@ -259,3 +259,74 @@ func TestTopicObjectRace(t *testing.T) {
 		t.Fatalf("%d configs (want %d), %d partitions: an update was lost", len(st.Configs), writers*updates, st.Current.Partitions)
 	}
 }
+
+// Upgrade where the topic was re-created before its first ID was seen: the
+// bucket's name-only lineage ends past the new partition's high watermark,
+// so it is another incarnation, superseded rather than adopted, and the
+// new ID starts its own lineage.
+func TestLineageUpgradeForeign(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	oldDir := upOpenDir(t, t.TempDir())
+	upTopic(t, oldDir, "orders", 1)
+	upSegments(t, upPartition(t, oldDir, "orders", 0), 4, 5, 10, 50)
+	if _, err := upUploader(t, mem, idSource{NewLocalSource(oldDir, nil), ""}, Options{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldKeys := lineageKeys(t, mem, "orders", "")
+	newDir := upOpenDir(t, t.TempDir())
+	upTopic(t, newDir, "orders", 1)
+	l := upPartition(t, newDir, "orders", 0)
+	upSegments(t, l, 2, 5, 10, 70)
+	if _, err := upUploader(t, mem, idSource{NewLocalSource(newDir, nil), lineB}, Options{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := LoadTopicState(ctx, mem, "", "orders")
+	if err != nil || st.Current.NameOnlyKeys || st.Current.TopicID != lineB || len(st.Superseded) != 1 || !st.Superseded[0].NameOnlyKeys {
+		t.Fatalf("topic object %+v, %v", st, err)
+	}
+	upCheckRemote(t, mem, l, "orders", 0, 100)
+	if got := lineageKeys(t, mem, "orders", ""); len(got) != len(oldKeys) {
+		t.Fatalf("the name-only lineage changed: %d keys, was %d", len(got), len(oldKeys))
+	}
+	if lr, err := RemoveExpiredLineages(ctx, mem, "", 0, upNow, nil); err != nil || lr.Lineages != 1 || len(lineageKeys(t, mem, "orders", "")) != 0 {
+		t.Fatalf("removal of the name-only lineage: %+v, %v", lr, err)
+	}
+	upCheckRemote(t, mem, l, "orders", 0, 100)
+}
+
+// The broker's deletions reach the bucket on the next pass: the deleted
+// ID stops being served, a deletion of an older ID changes nothing, and
+// the stale partition directory of the deleted ID is not uploaded again.
+func TestUploaderDeletedTopics(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "orders", 1)
+	upSegments(t, upPartition(t, d, "orders", 0), 2, 5, 10, 50)
+	var deleted []DeletedTopic
+	asked := 0
+	u := upUploader(t, mem, idSource{NewLocalSource(d, nil), lineA}, Options{
+		DeletedTopics: func(context.Context) ([]DeletedTopic, error) { asked++; return deleted, nil }})
+	if _, err := u.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleted = []DeletedTopic{{Name: "orders", TopicID: lineB}} // another incarnation
+	if _, err := u.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := remotelog.ResolveTopic(ctx, mem, "", "orders"); err != nil {
+		t.Fatalf("a deletion of another id deleted the topic: %v", err)
+	}
+	deleted = append(deleted, DeletedTopic{Name: "orders", TopicID: lineA})
+	rep, err := u.RunOnce(ctx)
+	if err != nil || rep.RefusedPartitions != 1 {
+		t.Fatalf("pass after the deletion: %+v, %v", rep, err)
+	}
+	if _, _, err := remotelog.ResolveTopic(ctx, mem, "", "orders"); !errors.Is(err, remotelog.ErrTopicDeleted) {
+		t.Fatalf("deleted topic still served: %v", err)
+	}
+	if asked != 3 {
+		t.Fatalf("deletions asked %d times in 3 passes", asked)
+	}
+}

@@ -76,6 +76,11 @@ type Options struct {
 	// RemoveExpiredLineages. The sidecar sets it.
 	RemoveLineages        bool
 	DeletedTopicRetention time.Duration
+	// DeletedTopics, when set, is asked at the start of every pass for the
+	// topics the broker's metadata deleted; each whose ID is its topic
+	// object's current one is marked deleted (MarkDeletedTopics): no
+	// longer served, removed after DeletedTopicRetention.
+	DeletedTopics func(ctx context.Context) ([]DeletedTopic, error)
 	// OnPass, when set, is called by Run after every pass that ctx did not
 	// end, with the pass's report and error (a daemon's health and
 	// readiness follow it). It must not block.
@@ -101,6 +106,9 @@ type Uploader struct {
 	mu     sync.Mutex
 	state  map[partKey]*partState
 	lastGC time.Time
+	// deletionsDone are the deletions already recorded in their topic
+	// objects (or found not current), not looked at again.
+	deletionsDone map[DeletedTopic]bool
 }
 
 type partKey struct {
@@ -283,6 +291,10 @@ func (u *Uploader) MaybeGC(ctx context.Context) error {
 // failing partition does not stop the others; their errors are joined.
 func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	u.metrics.passes.Inc()
+	var delErr error
+	if u.opts.DeletedTopics != nil {
+		delErr = u.applyDeletions(ctx)
+	}
 	parts, err := u.src.Partitions(ctx)
 	if err != nil {
 		u.metrics.errors.WithLabelValues(ErrKindSource).Inc()
@@ -330,7 +342,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		rep.RemovedLineages = lr.Lineages
 		errs = append(errs, err)
 	}
-	return rep, errors.Join(append(errs, lineageErr)...)
+	return rep, errors.Join(append(errs, lineageErr, delErr)...)
 }
 
 func (u *Uploader) partState(p Partition) *partState {

@@ -17,6 +17,7 @@ import (
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -42,6 +43,7 @@ type Sidecar struct {
 	base
 	bucket     objstore.Bucket
 	closeLeads func()
+	meta       brokermeta.Source // the broker's deleted topics
 	uploader   *remotetier.Uploader
 	server     *server.Server // nil without http.addr
 	passes     passHealth
@@ -89,8 +91,17 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 	if s.bucket, err = openBucket(ctx, cfg.Bucket); err != nil {
 		return nil, err
 	}
-	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src,
-		s.uploaderOptions(o.Now, s.passes.record)); err != nil {
+	// Topic identity: the broker's deletions mark topics deleted in the
+	// bucket, and superseded lineages (deleted or re-created topics) are
+	// removed after sidecar.deleted_topic_retention.
+	if s.meta, err = brokermeta.Open(ctx, brokermeta.Options{LogDir: cfg.Sidecar.KafkaLogDir, BootstrapServer: cfg.Sidecar.BootstrapServer, NodeID: -1}); err != nil {
+		return nil, fmt.Errorf("open the broker's metadata: %w", err)
+	}
+	uo := s.uploaderOptions(o.Now, s.passes.record)
+	uo.RemoveLineages = true
+	uo.DeletedTopicRetention = time.Duration(cfg.Sidecar.DeletedTopicRetention)
+	uo.DeletedTopics = s.deletedTopics
+	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src, uo); err != nil {
 		return nil, err
 	}
 	if cfg.HTTP.Addr != "" {
@@ -99,6 +110,22 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 		}
 	}
 	return s, nil
+}
+
+// deletedTopics reads the topics the broker's metadata deleted, for the
+// uploader to mark in the bucket.
+func (s *Sidecar) deletedTopics(ctx context.Context) ([]remotetier.DeletedTopic, error) {
+	snap, err := s.meta.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]remotetier.DeletedTopic, 0, len(snap.Deleted))
+	for _, d := range snap.Deleted {
+		if !d.ID.IsZero() {
+			out = append(out, remotetier.DeletedTopic{Name: d.Name, TopicID: d.ID.String()})
+		}
+	}
+	return out, nil
 }
 
 // HTTPAddr is the bound HTTP address ("" without a listener).
@@ -122,6 +149,9 @@ func (s *Sidecar) close() error {
 	}
 	if s.closeLeads != nil {
 		s.closeLeads()
+	}
+	if s.meta != nil {
+		errs = append(errs, s.meta.Close())
 	}
 	if s.bucket != nil {
 		errs = append(errs, s.bucket.Close())
