@@ -299,6 +299,12 @@ func TestObserveTopicUpgrade(t *testing.T) {
 	if err != nil || key != idB || r.Superseded[0].KeyID() != "" {
 		t.Fatalf("re-create after adoption: %+v %q %v", r, key, err)
 	}
+	// A name-only lineage holding offsets the partition never reached is
+	// another incarnation: superseded, not adopted.
+	f, key, _, err := ObserveTopic(testPrefix, testTopic, nil, Observation{TopicID: idA, Partitions: 2, NameOnlyExists: true, NameOnlyForeign: true, NowMs: 3})
+	if err != nil || key != idA || f.Current.NameOnlyKeys || len(f.Superseded) != 1 || f.Superseded[0].KeyID() != "" || f.Superseded[0].Partitions != 2 {
+		t.Fatalf("foreign name-only lineage: %+v %q %v", f, key, err)
+	}
 }
 
 // FuzzDecodeTopic: DecodeTopic never panics; what it accepts is valid and

@@ -277,7 +277,11 @@ type Observation struct {
 	// NameOnlyExists: the name-only lineage has a manifest (a bucket
 	// written before topic IDs), which the first ID seen adopts.
 	NameOnlyExists bool
-	NowMs          int64
+	// NameOnlyForeign: that name-only lineage cannot be this topic's (it
+	// holds offsets the partition never reached: the topic was re-created
+	// before its ID was first seen). It is superseded instead of adopted.
+	NameOnlyForeign bool
+	NowMs           int64
 }
 
 // ObserveTopic returns the topic object after an uploader saw o (s nil:
@@ -286,7 +290,8 @@ type Observation struct {
 //   - no topic ID and no topic object: the name-only lineage, no object;
 //   - the current ID: the partition count grows to o's, configs update;
 //   - no object yet: o's ID becomes current, adopting the name-only
-//     lineage when it exists (NameOnlyKeys);
+//     lineage when it exists (NameOnlyKeys), or superseding it when it
+//     is foreign (NameOnlyForeign);
 //   - a new ID: the current lineage is superseded (ReasonRecreated, now)
 //     and the new one is current in its own directories; a deleted topic
 //     is re-created the same way;
@@ -308,7 +313,10 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 			return nil, "", false, err
 		}
 		n := &TopicState{Prefix: p, Topic: topic, Configs: maps.Clone(o.Configs), UpdatedMs: o.NowMs,
-			Current: &TopicLineage{TopicID: o.TopicID, NameOnlyKeys: o.NameOnlyExists, Partitions: o.Partitions}}
+			Current: &TopicLineage{TopicID: o.TopicID, NameOnlyKeys: o.NameOnlyExists && !o.NameOnlyForeign, Partitions: o.Partitions}}
+		if o.NameOnlyExists && o.NameOnlyForeign {
+			n.Superseded = []TopicLineage{{NameOnlyKeys: true, Partitions: o.Partitions, SupersededMs: max(o.NowMs, 1), Reason: ReasonRecreated}}
+		}
 		if err := n.Validate(); err != nil {
 			return nil, "", false, err
 		}

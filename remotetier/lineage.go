@@ -302,23 +302,25 @@ func (u *Uploader) resolveLineages(ctx context.Context, parts []Partition) (kept
 	return out, refused, errors.Join(errs...)
 }
 
-// nameOnlyExists reports whether any of the partitions has a manifest in
-// the name-only lineage (a bucket written before topic IDs).
-func (u *Uploader) nameOnlyExists(ctx context.Context, topic string, parts []Partition, idx []int) (bool, error) {
+// nameOnlyLineage reports whether any of the partitions has a manifest in
+// the name-only lineage (a bucket written before topic IDs), and whether
+// that lineage is foreign: a manifest ending past its partition's high
+// watermark holds offsets this incarnation of the topic never had.
+func (u *Uploader) nameOnlyLineage(ctx context.Context, topic string, parts []Partition, idx []int) (exists, foreign bool, err error) {
 	for _, i := range idx {
-		key, err := manifest.ManifestKey(u.store.prefix, topic, parts[i].Partition)
+		m, _, err := u.store.load(ctx, topic, parts[i].Partition, 0)
 		if err != nil {
-			return false, err
+			return false, false, fmt.Errorf("look for the name-only manifest of %s-%d: %w", topic, parts[i].Partition, err)
 		}
-		_, err = u.bkt.Attributes(ctx, key)
-		if err == nil {
-			return true, nil
+		if m.Generation == 0 {
+			continue // none
 		}
-		if !objstore.IsNotFound(err) {
-			return false, fmt.Errorf("look for the name-only manifest %s: %w", key, err)
+		exists = true
+		if m.NextOffset() > parts[i].HighWatermark {
+			foreign = true
 		}
 	}
-	return false, nil
+	return exists, foreign, nil
 }
 
 // observe applies one pass's observation of a topic to its topic object
@@ -327,17 +329,20 @@ func (u *Uploader) observe(ctx context.Context, topic string, parts []Partition,
 	_, err := UpdateTopicState(ctx, u.bkt, u.store.prefix, topic, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
 		o := obs
 		if s == nil && o.TopicID != "" {
-			exists, err := u.nameOnlyExists(ctx, topic, parts, idx)
+			exists, foreign, err := u.nameOnlyLineage(ctx, topic, parts, idx)
 			if err != nil {
 				return nil, false, err
 			}
-			o.NameOnlyExists = exists
+			o.NameOnlyExists, o.NameOnlyForeign = exists, foreign
 		}
 		next, k, write, err := manifest.ObserveTopic(u.store.prefix, topic, s, o)
 		*keyID = k
 		if err == nil && write && s != nil && s.Current != nil && next.Current != nil && s.Current.TopicID != next.Current.TopicID {
 			u.logger.Warn("topic re-created: a new lineage starts; the old one is no longer served",
 				"topic", topic, "old_topic_id", s.Current.TopicID, "topic_id", next.Current.TopicID)
+		} else if err == nil && write && s == nil && o.NameOnlyForeign {
+			u.logger.Warn("the bucket's name-only lineage holds offsets the partitions never reached: another incarnation of the topic, superseded, not served",
+				"topic", topic, "topic_id", o.TopicID)
 		} else if err == nil && write && s == nil && o.NameOnlyExists {
 			u.logger.Info("topic id adopts the bucket's name-only lineage", "topic", topic, "topic_id", o.TopicID)
 		}
@@ -358,4 +363,75 @@ func (u *Uploader) retry(ctx context.Context, fn func() error) error {
 			return serr
 		}
 	}
+}
+
+// DeletedTopic is a topic the broker's metadata deleted: its name and the
+// ID it had (Kafka's string form).
+type DeletedTopic struct {
+	Name    string
+	TopicID string
+}
+
+// MarkDeletedTopics marks each deleted topic whose ID is its topic object's
+// current one deleted (MarkTopicDeleted's state change); a deletion of an
+// ID the object does not serve (an older incarnation, one already marked,
+// a topic the bucket never saw an ID for) changes nothing. It returns the
+// deletions it is done with (marked, or found not current), which need no
+// second look.
+func MarkDeletedTopics(ctx context.Context, b objstore.Bucket, prefix string, deleted []DeletedTopic, now time.Time, logger *slog.Logger) (done []DeletedTopic, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	for _, d := range deleted {
+		if d.TopicID == "" || manifest.ValidateTopic(d.Name) != nil {
+			continue // no ID: nothing names which lineage was deleted
+		}
+		marked := false
+		_, err := UpdateTopicState(ctx, b, prefix, d.Name, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
+			marked = false
+			if s == nil || s.Current == nil || s.Current.TopicID != d.TopicID {
+				return s, false, nil
+			}
+			next, write := s.MarkDeleted(now.UnixMilli())
+			marked = write
+			return next, write, nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mark topic %s deleted: %w", d.Name, err))
+			continue
+		}
+		if marked {
+			logger.Warn("topic deleted by the broker: its remote data is no longer served", "topic", d.Name, "topic_id", d.TopicID)
+		}
+		done = append(done, d)
+	}
+	return done, errors.Join(errs...)
+}
+
+// applyDeletions runs MarkDeletedTopics on the deletions Options.DeletedTopics
+// reports that no earlier pass finished.
+func (u *Uploader) applyDeletions(ctx context.Context) error {
+	all, err := u.opts.DeletedTopics(ctx)
+	if err != nil {
+		return fmt.Errorf("read the broker's deleted topics: %w", err)
+	}
+	u.mu.Lock()
+	var todo []DeletedTopic
+	for _, d := range all {
+		if !u.deletionsDone[d] {
+			todo = append(todo, d)
+		}
+	}
+	u.mu.Unlock()
+	done, err := MarkDeletedTopics(ctx, u.bkt, u.store.prefix, todo, u.opts.Now(), u.logger)
+	u.mu.Lock()
+	if u.deletionsDone == nil {
+		u.deletionsDone = map[DeletedTopic]bool{}
+	}
+	for _, d := range done {
+		u.deletionsDone[d] = true
+	}
+	u.mu.Unlock()
+	return err
 }

@@ -97,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		partLagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tiered_uploader_partition_lag_seconds",
 			Help: "Per partition: age (now minus its largest timestamp) of the oldest rolled segment not yet committed; 0 when none."}, []string{"topic", "partition"}),
 		headroomSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tiered_uploader_retention_headroom_seconds",
-			Help: "Per partition: time before the source's retention.ms deletes the oldest segment not yet committed (negative: overdue; retention.ms when nothing waits; +Inf without a time limit)."}, []string{"topic", "partition"}),
+			Help: "Per partition: time before the source's retention.ms deletes the oldest segment not yet committed (0: due; retention.ms when nothing waits; +Inf without a time limit)."}, []string{"topic", "partition"}),
 		headroomBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tiered_uploader_retention_headroom_bytes",
 			Help: "Per partition: bytes the source log may still grow before its retention.bytes deletes the oldest segment not yet committed (+Inf without a size limit)."}, []string{"topic", "partition"}),
 	}

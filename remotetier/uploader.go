@@ -83,6 +83,15 @@ type Options struct {
 	// RemoveExpiredLineages. The sidecar sets it.
 	RemoveLineages        bool
 	DeletedTopicRetention time.Duration
+	// RemovesLineages, when set, is asked each pass whether this uploader
+	// is the one that removes lineages (several sidecars over one bucket:
+	// one removes, so no object is deleted twice); nil: it is.
+	RemovesLineages func() bool
+	// DeletedTopics, when set, is asked at the start of every pass for the
+	// topics the broker's metadata deleted; each whose ID is its topic
+	// object's current one is marked deleted (MarkDeletedTopics): no
+	// longer served, removed after DeletedTopicRetention.
+	DeletedTopics func(ctx context.Context) ([]DeletedTopic, error)
 	// OnPass, when set, is called by Run after every pass that ctx did not
 	// end, with the pass's report and error (a daemon's health and
 	// readiness follow it). It must not block.
@@ -112,6 +121,9 @@ type Uploader struct {
 	// their per-partition series.
 	listed map[partKey]bool
 	lastGC time.Time
+	// deletionsDone are the deletions already recorded in their topic
+	// objects (or found not current), not looked at again.
+	deletionsDone map[DeletedTopic]bool
 }
 
 type partKey struct {
@@ -229,7 +241,7 @@ type PartitionReport struct {
 	SegmentsLost int            `json:"segments_lost,omitempty"`
 	// OldestLagMs is the largest timestamp of the oldest rolled segment
 	// not yet committed (-1 when none); HeadroomMs and HeadroomBytes are
-	// what is left before the source's retention deletes it (-1: no limit).
+	// what is left before the source's retention deletes it (PartitionLag: 0 when due, NoLimit -1 without a limit or nothing waiting).
 	OldestLagMs int64 `json:"oldest_lag_max_timestamp"`
 	// Retention is what remote retention did to the partition this pass.
 	Retention       *RemotePartitionRetention `json:"retention,omitempty"`
@@ -313,6 +325,10 @@ func (u *Uploader) MaybeGC(ctx context.Context) error {
 // failing partition does not stop the others; their errors are joined.
 func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	u.metrics.passes.Inc()
+	var delErr error
+	if u.opts.DeletedTopics != nil {
+		delErr = u.applyDeletions(ctx)
+	}
 	parts, err := u.src.Partitions(ctx)
 	if err != nil {
 		u.metrics.errors.WithLabelValues(ErrKindSource).Inc()
@@ -361,12 +377,12 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	u.forgetGone(parts)
 	u.metrics.lagBytes.WithLabelValues().Set(float64(rep.LagBytes))
 	u.metrics.lagSegments.WithLabelValues().Set(float64(rep.LagSegments))
-	if u.opts.RemoveLineages {
+	if u.opts.RemoveLineages && (u.opts.RemovesLineages == nil || u.opts.RemovesLineages()) {
 		lr, err := RemoveExpiredLineages(ctx, u.bkt, u.opts.Prefix, u.opts.DeletedTopicRetention, u.opts.Now(), u.logger)
 		rep.RemovedLineages = lr.Lineages
 		errs = append(errs, err)
 	}
-	return rep, errors.Join(append(errs, lineageErr)...)
+	return rep, errors.Join(append(errs, lineageErr, delErr)...)
 }
 
 func (u *Uploader) partState(p Partition) *partState {

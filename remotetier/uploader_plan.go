@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/manifest"
 )
 
@@ -70,11 +71,10 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 			break // a segment went away: list again next pass
 		}
 	}
-	pr.OldestLagMs, pr.HeadroomMs, pr.HeadroomBytes = -1, p.SourceRetentionMs, p.SourceRetentionBytes
+	pr.OldestLagMs, pr.HeadroomMs, pr.HeadroomBytes = -1, NoLimit, NoLimit
 	if st.m != nil {
 		next := st.m.NextOffset()
 		pr.RemoteNextOffset = next
-		var before int64 // bytes of the source's segments before s
 		for _, s := range p.Segments {
 			if s.NextOffset > next {
 				if st.listed == nil {
@@ -83,13 +83,13 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 				st.listed[s.BaseOffset] = true
 				if pr.LagSegments == 0 {
 					pr.OldestLagMs = s.MaxTimestamp
-					pr.HeadroomMs, pr.HeadroomBytes = headroom(p, s, before, u.opts.Now())
 				}
 				pr.LagSegments++
 				pr.LagBytes += s.Size
 			}
-			before += s.Size
 		}
+		lag := PartitionLag(sourceLagSegments(p), next, sourceRetention(p), u.opts.Now())
+		pr.HeadroomMs, pr.HeadroomBytes = lag.HeadroomMs, lag.HeadroomBytes
 	}
 	if u.opts.RemoteRetention != nil && err == nil && st.m != nil {
 		if rule, ok := u.opts.RemoteRetention(p); ok {
@@ -100,20 +100,28 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 	return pr, err
 }
 
-// headroom is what is left before the source's retention deletes s, the
-// oldest segment not yet committed (before: the bytes of the segments
-// ahead of it), as Kafka's broker decides: by time once now passes its
-// largest timestamp plus retention.ms; by size once the log exceeds
-// retention.bytes by the segments up to and including s. -1 is no limit.
-func headroom(p Partition, s SegmentMeta, before int64, now time.Time) (ms, bytes int64) {
-	ms, bytes = -1, -1
-	if p.SourceRetentionMs >= 0 && s.MaxTimestamp >= 0 {
-		ms = s.MaxTimestamp + p.SourceRetentionMs - now.UnixMilli()
+// sourceLagSegments are the source's segments as PartitionLag takes them:
+// the rolled ones listed, then one standing for the rest of the log (the
+// active segment and what lies above the high watermark), which counts
+// toward its size.
+func sourceLagSegments(p Partition) []LagSegment {
+	out := make([]LagSegment, 0, len(p.Segments)+1)
+	var listed int64
+	for _, s := range p.Segments {
+		out = append(out, LagSegment{BaseOffset: s.BaseOffset, NextOffset: s.NextOffset, Size: s.Size, MaxTimestamp: s.MaxTimestamp})
+		listed += s.Size
 	}
-	if p.SourceRetentionBytes >= 0 {
-		bytes = p.SourceRetentionBytes + before + s.Size - p.SourceBytes
+	if rest := p.SourceBytes - listed; rest > 0 {
+		out = append(out, LagSegment{Size: rest, MaxTimestamp: -1, Active: true})
 	}
-	return ms, bytes
+	return out
+}
+
+// sourceRetention is the source's own retention as PartitionLag reads it.
+func sourceRetention(p Partition) topicconfig.Config {
+	cfg := topicconfig.Defaults()
+	cfg.RetentionMs, cfg.RetentionBytes = p.SourceRetentionMs, p.SourceRetentionBytes
+	return cfg
 }
 
 // partitionGauges sets the partition's lag and headroom series.
@@ -128,13 +136,13 @@ func (u *Uploader) partitionGauges(p Partition, pr PartitionReport) {
 	hs, hb := math.Inf(1), math.Inf(1)
 	if p.SourceRetentionMs >= 0 {
 		hs = float64(p.SourceRetentionMs) / 1000
-		if pr.LagSegments > 0 && pr.OldestLagMs >= 0 {
+		if pr.HeadroomMs != NoLimit {
 			hs = float64(pr.HeadroomMs) / 1000
 		}
 	}
 	if p.SourceRetentionBytes >= 0 {
 		hb = float64(p.SourceRetentionBytes)
-		if pr.LagSegments > 0 {
+		if pr.HeadroomBytes != NoLimit {
 			hb = float64(pr.HeadroomBytes)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/internal/app/config"
@@ -807,9 +808,13 @@ func TestSidecarUploadStalledLoss(t *testing.T) {
 	testrecs.Same(t, got, within(all, 0, uploadedEnd), false)
 }
 
+// newKgoClient is a client whose Fetch is at most v12 (topics by name:
+// fetchOne names no topic ID).
 func newKgoClient(t *testing.T, addr string) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(1, 12)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(v))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,31 @@ func (m *sidecarMeta) leads(ctx context.Context) (map[checkpoint.TopicPartition]
 	return out, nil
 }
 
+// removesLineages reports whether this sidecar removes superseded
+// lineages this pass: the one beside the lowest broker id the metadata
+// names (as a replica or leader of any partition), so that with a sidecar
+// per broker one removes and no object is deleted twice. Without a node id
+// or without brokers in the metadata every sidecar does (the deletes are
+// idempotent, but may then repeat).
+func (m *sidecarMeta) removesLineages() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.nodeID < 0 || m.snap == nil {
+		return true
+	}
+	lowest := int32(-1)
+	for _, t := range m.snap.Topics {
+		for _, p := range t.Partitions {
+			for _, b := range append([]int32{p.Leader}, p.Replicas...) {
+				if b >= 0 && (lowest < 0 || b < lowest) {
+					lowest = b
+				}
+			}
+		}
+	}
+	return lowest < 0 || lowest == m.nodeID
+}
+
 // topic is the pass's view of topic, if the metadata has it.
 func (m *sidecarMeta) topic(name string) (*brokermeta.Topic, bool) {
 	m.mu.Lock()
@@ -82,9 +107,13 @@ func (m *sidecarMeta) topic(name string) (*brokermeta.Topic, bool) {
 
 // retention is the BrokerSource's Retention: the broker's own
 // retention.ms and retention.bytes of topic (Kafka's defaults when the
-// metadata does not have it), the window the upload must beat.
+// metadata does not have it; -1, no limit, when its cleanup.policy has no
+// delete), the window the upload must beat.
 func (m *sidecarMeta) retention(topic string) (ms, bytes int64) {
 	if t, ok := m.topic(topic); ok {
+		if !t.Config.CleanupPolicy.Delete {
+			return -1, -1
+		}
 		return t.Config.RetentionMs, t.Config.RetentionBytes
 	}
 	return topicconfig.DefaultRetentionMs, topicconfig.DefaultRetentionBytes
