@@ -40,6 +40,25 @@ func upBrokerHWs(t testing.TB, d *localtier.LogDir) {
 	}
 }
 
+// upBrokerLog makes a broker-layout log dir with tiered's engine: topic
+// "orders" (1 partition) with segs rolled segments of 4 batches of 10
+// records and an active one, its high watermarks published. It returns the
+// dir, the dir's engine, the partition's log and a broker view of the dir.
+func upBrokerLog(t testing.TB, segs int) (string, *localtier.LogDir, *localtier.Log, *localtier.BrokerView) {
+	t.Helper()
+	dir := t.TempDir()
+	d := upOpenDir(t, dir)
+	upTopic(t, d, "orders", 1)
+	l := upPartition(t, d, "orders", 0)
+	upSegments(t, l, segs, 4, 10, 100)
+	upBrokerHWs(t, d)
+	view, err := localtier.OpenBrokerView(vfs.Default, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, d, l, view
+}
+
 // TestLostSegmentsRecorded: the broker's retention deletes rolled segments
 // while the upload is stalled (every data PUT fails). The next pass records
 // the hole as a gap in the manifest, counts the segments it listed before
@@ -47,16 +66,7 @@ func upBrokerHWs(t testing.TB, d *localtier.LogDir) {
 // the hole is out of range, never the batches after it.
 func TestLostSegmentsRecorded(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	d := upOpenDir(t, dir)
-	upTopic(t, d, "orders", 1)
-	l := upPartition(t, d, "orders", 0)
-	upSegments(t, l, 2, 4, 10, 100)
-	upBrokerHWs(t, d)
-	view, err := localtier.OpenBrokerView(vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d, l, view := upBrokerLog(t, 2)
 	mem := objstore.NewMemory()
 	stalled := false
 	bkt := objstore.WithFaults(mem, objstore.InjectorFunc(func(c objstore.Call) *objstore.Fault {
@@ -152,16 +162,7 @@ func TestLostSegmentsRecorded(t *testing.T) {
 // them, as Kafka's broker would decide.
 func TestPartitionLagGauges(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	d := upOpenDir(t, dir)
-	upTopic(t, d, "orders", 1)
-	l := upPartition(t, d, "orders", 0)
-	upSegments(t, l, 3, 4, 10, 100)
-	upBrokerHWs(t, d)
-	view, err := localtier.OpenBrokerView(vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, l, view := upBrokerLog(t, 3)
 	src := NewBrokerSource(view, nil)
 	const retMs, retBytes = 3_600_000, 1 << 20
 	src.Retention = func(string) (int64, int64) { return retMs, retBytes }

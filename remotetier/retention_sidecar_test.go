@@ -37,12 +37,7 @@ func (b *deleteCounter) Delete(ctx context.Context, key string) error {
 // the source log dir is never written.
 func TestSidecarRemoteRetention(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	d := upOpenDir(t, dir)
-	upTopic(t, d, "orders", 1)
-	l := upPartition(t, d, "orders", 0)
-	upSegments(t, l, 6, 4, 10, 100)
-	upBrokerHWs(t, d)
+	dir, _, l, _ := upBrokerLog(t, 6)
 	local := l.Segments()
 	var total int64
 	for _, s := range local {

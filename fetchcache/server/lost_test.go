@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/httpapi"
@@ -61,25 +59,8 @@ func TestLostRangeAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := startKafka(t, cat, kafkasrv.KafkaOptions{})
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(1, 12) // topics by name: the request names no topic ID
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), kgo.MaxVersions(v))
-	fetchAt := func(off int64) kmsg.FetchResponseTopicPartition {
-		t.Helper()
-		req := kmsg.NewPtrFetchRequest()
-		req.Version, req.MaxWaitMillis, req.MaxBytes, req.ReplicaID = 11, 10, 1<<20, -1
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = "holes"
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = off, 1<<20, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(context.Background(), cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Topics[0].Partitions[0]
-	}
+	cl := fetchkit.ByNameClient(t, addr)
+	fetchAt := func(off int64) kmsg.FetchResponseTopicPartition { return fetchkit.FetchOne(t, cl, "holes", 0, off) }
 	for _, off := range []int64{0, committed - 1, lostTo, lostTo + 1} {
 		if p := fetchAt(off); p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
 			t.Fatalf("Kafka fetch at %d (served): error %v, %d bytes", off, kerr.ErrorForCode(p.ErrorCode), len(p.RecordBatches))

@@ -17,8 +17,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/internal/app/config"
@@ -298,15 +296,7 @@ func startLiveSidecarLogging(t *testing.T, b *liveBroker, url, cfgFile string, l
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sidecar %d: %v", b.id, err)
-		}
-	})
+	fetchkit.Serve(t, s.Run)
 	return s
 }
 
@@ -412,15 +402,7 @@ func startLiveFetchService(t *testing.T, url string) *Fetch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fetch: %v", err)
-		}
-	})
+	fetchkit.Serve(t, f.Run)
 	return f
 }
 
@@ -433,6 +415,27 @@ func remoteRange(t *testing.T, b objstore.Bucket, topic string, p int32) (start,
 		return -1, -1
 	}
 	return rl.LogStartOffset(), rl.LogEndOffset()
+}
+
+// liveBucket makes a MinIO bucket and a fault proxy in front of it (with
+// rules), and returns the bucket's URL through the proxy, for the
+// sidecars, and a direct handle on it, for the test.
+func liveBucket(t *testing.T, rules ...*faultproxy.Rule) (srv *testminio.Server, bucket string, proxy *faultproxy.Proxy, url string, direct objstore.Bucket) {
+	t.Helper()
+	srv = testminio.Shared(t)
+	testminio.SetCredentialsEnv(t)
+	bucket = srv.NewBucket(t)
+	proxy, err := faultproxy.New(srv.Endpoint, faultproxy.Options{Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	url = fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1&path_style=true", bucket, proxy.URL())
+	if direct, err = objstore.Open(context.Background(), srv.URL(bucket, "")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+	return srv, bucket, proxy, url, direct
 }
 
 // waitFor polls cond until it holds or the limit passes.
@@ -458,31 +461,17 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 // object is deleted twice, and nothing uploaded is lost but what remote
 // retention removed.
 func TestSidecarLiveBrokers(t *testing.T) {
-	srv := testminio.Shared(t)
-	testminio.SetCredentialsEnv(t)
-	bucket := srv.NewBucket(t)
 	// Every request to MinIO goes through a proxy that records deletions.
 	var mu sync.Mutex
 	deletes := map[string]int{}
-	proxy, err := faultproxy.New(srv.Endpoint, faultproxy.Options{Rules: []*faultproxy.Rule{{
-		Match: func(r *http.Request) bool {
-			if r.Method == http.MethodDelete {
-				mu.Lock()
-				deletes[r.URL.Path]++
-				mu.Unlock()
-			}
-			return false
-		}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	url := fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1&path_style=true", bucket, proxy.URL())
-	direct, err := objstore.Open(context.Background(), srv.URL(bucket, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Close() })
+	srv, bucket, _, url, direct := liveBucket(t, &faultproxy.Rule{Match: func(r *http.Request) bool {
+		if r.Method == http.MethodDelete {
+			mu.Lock()
+			deletes[r.URL.Path]++
+			mu.Unlock()
+		}
+		return false
+	}})
 
 	root := t.TempDir()
 	c := newLiveCluster(t, root)
@@ -690,20 +679,7 @@ func sameRecs(a, b []testrecs.Rec) bool {
 // service answers a read inside it as Kafka answers a deleted range
 // (OFFSET_OUT_OF_RANGE; HTTP 416), serving the offsets on both sides.
 func TestSidecarUploadStalledLoss(t *testing.T) {
-	srv := testminio.Shared(t)
-	testminio.SetCredentialsEnv(t)
-	bucket := srv.NewBucket(t)
-	proxy, err := faultproxy.New(srv.Endpoint, faultproxy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	url := fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1&path_style=true", bucket, proxy.URL())
-	direct, err := objstore.Open(context.Background(), srv.URL(bucket, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Close() })
+	srv, bucket, proxy, url, direct := liveBucket(t)
 
 	root := t.TempDir()
 	c := newLiveCluster(t, root)
@@ -777,12 +753,12 @@ func TestSidecarUploadStalledLoss(t *testing.T) {
 	})
 
 	f := startLiveFetchService(t, srv.URL(bucket, ""))
-	cl := newKgoClient(t, f.KafkaAddr())
+	cl := fetchkit.ByNameClient(t, f.KafkaAddr())
 	for _, tc := range []struct {
 		off  int64
 		code int16
 	}{{uploadedEnd - 1, 0}, {uploadedEnd, kerr.OffsetOutOfRange.Code}, {lostTo - 1, kerr.OffsetOutOfRange.Code}, {lostTo, 0}} {
-		p := fetchOne(t, cl, "payments", tc.off)
+		p := fetchkit.FetchOne(t, cl, "payments", 0, tc.off)
 		if p.ErrorCode != tc.code || (tc.code == 0) != (len(p.RecordBatches) > 0) {
 			t.Errorf("Kafka fetch at %d: %v with %d bytes, want %v", tc.off, kerr.ErrorForCode(p.ErrorCode), len(p.RecordBatches), kerr.ErrorForCode(tc.code))
 		}
@@ -804,38 +780,6 @@ func TestSidecarUploadStalledLoss(t *testing.T) {
 	// OFFSET_OUT_OF_RANGE (franz-go resets and says it lost records),
 	// never handed the records after it as if they followed.
 	var dec record.Decoder
-	got, _ := decodeBatches(t, &dec, fetchOne(t, cl, "payments", 0).RecordBatches, 0, uploadedEnd)
+	got, _ := decodeBatches(t, &dec, fetchkit.FetchOne(t, cl, "payments", 0, 0).RecordBatches, 0, uploadedEnd)
 	testrecs.Same(t, got, within(all, 0, uploadedEnd), false)
-}
-
-// newKgoClient is a client whose Fetch is at most v12 (topics by name:
-// fetchOne names no topic ID).
-func newKgoClient(t *testing.T, addr string) *kgo.Client {
-	t.Helper()
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(1, 12)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
-// fetchOne sends one Fetch (v11) for partition 0 of topic at offset.
-func fetchOne(t *testing.T, cl *kgo.Client, topic string, off int64) kmsg.FetchResponseTopicPartition {
-	t.Helper()
-	req := kmsg.NewPtrFetchRequest()
-	req.Version, req.MaxWaitMillis, req.MaxBytes, req.ReplicaID = 11, 10, 1<<20, -1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = off, 1<<20, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Topics[0].Partitions[0]
 }
