@@ -31,5 +31,16 @@
 //
 // Remote retention commits manifest.RemoveBelow first and deletes objects
 // after; RemoteLookup tells retention.RunOnce how far the remote tier holds
-// a partition, so local segments are deleted only once uploaded.
+// a partition, so local segments are deleted only once uploaded. The
+// sidecar runs it inside its upload passes (Options.RemoteRetention,
+// retentionStep shared with RemoteRetention), on the uploader's cached
+// manifest: a lost conditional write re-reads and plans again, and only the
+// writer whose commit unreferenced an object deletes it.
+//
+// Loss: when the next segment of a partition that is not compacted starts
+// past the committed end, the source deleted the offsets in between before
+// they were uploaded; the commit records them as a manifest.Gap (AppendLost),
+// counts tiered_uploader_segments_lost_total and logs at ERROR. Per
+// partition the uploader exports the lag and the headroom before the
+// source's retention deletes the oldest segment not uploaded (PartitionLag).
 package remotetier

@@ -33,8 +33,12 @@ type SidecarOptions struct {
 // Sidecar is `tiered sidecar`: beside a Kafka broker, it uploads the rolled
 // segments of the broker's log dir (sidecar.kafka_log_dir, only ever read)
 // that lie wholly below the high watermark, commits them to the manifests,
-// and collects orphans after uploader.gc_grace. With
-// sidecar.bootstrap_server it uploads only the partitions its broker leads.
+// and collects orphans after uploader.gc_grace. Each pass reads the
+// broker's metadata (sidecarMeta: leaders, the broker's retention, topic
+// configs, deletions): it uploads only the partitions its broker leads when
+// that is known, applies the sidecar.topics policy's remote retention
+// (remotetier.Options.RemoteRetention), and records what the broker
+// deleted before upload as gaps (the uploader's loss alarms).
 // Its HTTP listener (http.addr; none when empty) is every daemon's:
 // /metrics, /healthz (200 while it runs) and /readyz (200 once an upload
 // pass succeeded and while the latest one did; 503 with the pass's error
