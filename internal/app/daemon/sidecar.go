@@ -93,6 +93,9 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 		return nil, fmt.Errorf("sidecar.bootstrap_server needs the broker id: %s has no meta.properties", cfg.Sidecar.KafkaLogDir)
 	}
 	msrc, err := brokermeta.Open(ctx, brokermeta.Options{LogDir: cfg.Sidecar.KafkaLogDir, BootstrapServer: cfg.Sidecar.BootstrapServer, NodeID: nodeID})
+	if err != nil && cfg.Sidecar.BootstrapServer != "" {
+		return nil, fmt.Errorf("sidecar.bootstrap_server: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("broker metadata: %w", err)
 	}
