@@ -17,7 +17,6 @@ import (
 	"github.com/tiered/tiered/localtier/kraft"
 	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/localtier/vfs"
-	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/brokermeta"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -254,25 +253,17 @@ func minLimit(a, b int64) int64 {
 // uploaded reads a partition's root manifest (one GET): the .log bytes it holds and the
 // offset after its last segment; 0, 0 when it has none.
 func uploaded(ctx context.Context, b objstore.BucketReader, topic string, partition int32) (int64, int64, error) {
-	key, err := manifest.ManifestKey("", topic, partition)
-	if err != nil {
-		return 0, 0, err
-	}
-	m, err := remotelog.LoadRoot(ctx, b, key)
-	if errors.Is(err, objstore.ErrNotFound) {
+	// The served lineage (the topic object's current ID), as every reader.
+	l, err := remotelog.OpenRemoteLog(ctx, b, "", topic, partition, remotelog.ReaderOptions{})
+	var unknown *remotelog.UnknownTopicOrPartitionError
+	if errors.As(err, &unknown) || errors.Is(err, objstore.ErrNotFound) {
 		return 0, 0, nil
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("read manifest of %s-%d: %w", topic, partition, err)
 	}
-	var n int64
-	for _, s := range m.Sealed {
-		n += s.LogBytes
-	}
-	for _, s := range m.Segments {
-		n += s.Log.Size
-	}
-	return n, m.NextOffset(), nil
+	m := l.Manifest()
+	return m.LogBytes(), m.NextOffset(), nil
 }
 
 func writePlanText(w io.Writer, rep *planReport) error {
