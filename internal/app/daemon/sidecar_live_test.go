@@ -588,6 +588,11 @@ func TestSidecarLiveBrokers(t *testing.T) {
 	// through the fetch service.
 	addr := startLiveFetch(t, srv.URL(bucket, ""))
 	for p := int32(0); p < 3; p++ {
+		// Remote retention removed the old records' segments and nothing
+		// newer: the served range starts exactly after them.
+		if start, _ := remoteRange(t, direct, "orders", p); start != 150 {
+			t.Errorf("orders-%d: remote log start %d, want 150 (only the segments older than retention.ms go)", p, start)
+		}
 		c.checkServed(t, direct, addr, "orders", p, c.written[fmt.Sprintf("orders-%d", p)])
 	}
 	start, end := remoteRange(t, direct, "users", 0)
