@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -154,6 +155,32 @@ func TestLostSegmentsRecorded(t *testing.T) {
 		if !errors.As(err, &le) || !errors.Is(err, manifest.ErrOffsetOutOfRange) {
 			t.Fatalf("read at %d inside the hole: %v, want a lost-offsets out-of-range error", off, err)
 		}
+	}
+}
+
+// TestLostSegmentInsideAPass: a segment missing between two listed ones
+// (deleted before the first pass ever saw it) is a gap too, recorded in the
+// same commit as the segments around it.
+func TestLostSegmentInsideAPass(t *testing.T) {
+	ctx := context.Background()
+	dir, _, l, view := upBrokerLog(t, 4)
+	segs := l.Segments()
+	gone := segs[1]
+	for _, ext := range []string{localtier.LogSuffix, ".index", ".timeindex"} {
+		if err := os.Remove(localtier.SegmentPath(filepath.Join(dir, "orders-0"), gone.BaseOffset, ext)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	mem := objstore.NewMemory()
+	u := upUploader(t, mem, NewBrokerSource(view, nil), Options{})
+	rep, err := u.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := manifest.Gap{BaseOffset: gone.BaseOffset, LastOffset: gone.NextOffset - 1, DetectedMs: upNow.UnixMilli()}
+	m := upLoad(t, mem, "orders", 0)
+	if len(m.Gaps) != 1 || m.Gaps[0] != want || rep.SegmentsLost != 1 || rep.UploadedSegments != 3 {
+		t.Fatalf("gaps %+v, report %+v; want [%+v] and 3 segments uploaded", m.Gaps, rep, want)
 	}
 }
 

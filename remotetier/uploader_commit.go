@@ -183,18 +183,27 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			}
 			cur = fresh
 		}
-		var c *manifest.Commit
-		var err error
-		if gap, ok := u.lostBefore(p, cur, segs[0]); ok {
-			c, err = manifest.AppendLost(cur, u.opts.Policy, gap, segs...)
-		} else {
-			c, err = manifest.Append(cur, u.opts.Policy, segs...)
+		// Runs of segments that follow one another, each appended after
+		// the gap before it when that gap is a loss (lostBefore).
+		for start := 0; start < len(segs); {
+			end := start + 1
+			for end < len(segs) && (p.Compacted || segs[end].BaseOffset <= segs[end-1].LastOffset+1) {
+				end++
+			}
+			var c *manifest.Commit
+			var err error
+			if gap, ok := u.lostBefore(p, cur, segs[start]); ok {
+				c, err = manifest.AppendLost(cur, u.opts.Policy, gap, segs[start:end]...)
+			} else {
+				c, err = manifest.Append(cur, u.opts.Policy, segs[start:end]...)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, c)
+			cur = c.Root
+			start = end
 		}
-		if err != nil {
-			return nil, nil, err
-		}
-		steps = append(steps, c)
-		cur = c.Root
 	}
 	for _, d := range replaces {
 		c, err := manifest.Replace(ctx, u.store.subs, cur, u.opts.Policy, d.from, d.to, []manifest.Segment{d.seg})
