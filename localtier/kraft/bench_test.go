@@ -13,7 +13,8 @@ import (
 
 // BenchmarkReadDir replays a metadata log of 1000 topics of 8 partitions with two configs
 // each and 8 leader changes per topic, once from the log alone and once from a snapshot of
-// the same state (what a sidecar pays per pass).
+// the same state (what a full read costs), and a Reader's pass over the unchanged log (what
+// a sidecar following it pays per pass).
 func BenchmarkReadDir(b *testing.B) {
 	logDir := b.TempDir()
 	l, err := kraftlog.Create(logDir)
@@ -50,6 +51,18 @@ func BenchmarkReadDir(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := kraft.ReadDir(vfs.Default, l.Dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("follow_unchanged", func(b *testing.B) { // a Reader's pass when nothing was appended
+		r := kraft.NewReader(vfs.Default, l.Dir)
+		if err := r.Read(func(*kraft.Image) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := r.Read(func(*kraft.Image) error { return nil }); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -17,6 +17,11 @@
 // broker-level config defaults and registered brokers. Other record types
 // are skipped.
 //
+// A Reader follows a live log: each Read applies only what was appended since
+// the last (about 20 µs when nothing was, against ~10-40 ms to replay 1000
+// topics of 8 partitions), and replays from the snapshot when the directory
+// changed otherwise (a new snapshot, a segment truncated or rewritten).
+//
 // Metadata transactions (KIP-868) apply as Kafka applies them: the records
 // between BeginTransactionRecord and EndTransactionRecord together, those
 // before an AbortTransactionRecord not at all, those of a transaction still
@@ -118,7 +123,8 @@ type DeletedTopic struct {
 	Timestamp int64
 }
 
-// Broker is a registered broker.
+// Broker is a registered broker, as its RegisterBrokerRecord says (later fence, unfence
+// and registration-change records are not applied: Fenced is as registered).
 type Broker struct {
 	ID     int32
 	Epoch  int64
@@ -393,17 +399,35 @@ func (im *Image) readFile(fsys vfs.FS, path string, from int64, last bool) error
 // ApplyBatches applies the metadata records of the batches in data (the bytes of file,
 // for errors). See ReadDir for from and last.
 func (im *Image) ApplyBatches(file string, data []byte, from int64, last bool) error {
+	_, err := im.applyBatchesAt(file, data, 0, from, last)
+	return err
+}
+
+// readTail is where applyBatchesAt stopped: the bytes of whole batches it read, and the
+// position and CRC of the last one (-1 without a batch), by which a later read checks that
+// the file still holds what was applied.
+type readTail struct {
+	n        int
+	lastPos  int64
+	lastCRC  uint32
+	hasBatch bool
+}
+
+// applyBatchesAt is ApplyBatches for data read from byte base of file.
+func (im *Image) applyBatchesAt(file string, data []byte, base, from int64, last bool) (readTail, error) {
 	it := record.NewIter(data)
 	it.Verify = true
 	var dec record.Decoder
+	var tail readTail
 	for {
-		pos := int64(it.Pos())
+		pos := base + int64(it.Pos())
 		b, ok := it.Next()
 		if !ok {
 			break
 		}
+		tail.lastPos, tail.lastCRC, tail.hasBatch = pos, b.CRC(), true
 		if b.IsLegacy() {
-			return &CorruptError{File: file, Pos: pos, Offset: -1, Err: fmt.Errorf("magic %d batch (a metadata log holds v2 batches only)", b.Magic())}
+			return readTail{}, &CorruptError{File: file, Pos: pos, Offset: -1, Err: fmt.Errorf("magic %d batch (a metadata log holds v2 batches only)", b.Magic())}
 		}
 		if from >= 0 && b.NextOffset() <= from {
 			continue
@@ -416,7 +440,7 @@ func (im *Image) ApplyBatches(file string, data []byte, from int64, last bool) e
 		}
 		recs, err := dec.Records(b)
 		if err != nil {
-			return &CorruptError{File: file, Pos: pos, Offset: -1, Err: err}
+			return readTail{}, &CorruptError{File: file, Pos: pos, Offset: -1, Err: err}
 		}
 		for _, r := range recs {
 			if from >= 0 && r.Offset < from {
@@ -427,7 +451,7 @@ func (im *Image) ApplyBatches(file string, data []byte, from int64, last bool) e
 				err = im.applyTxn(r.Offset, r.Timestamp, mr)
 			}
 			if err != nil {
-				return &CorruptError{File: file, Pos: pos, Offset: r.Offset, Err: err}
+				return readTail{}, &CorruptError{File: file, Pos: pos, Offset: r.Offset, Err: err}
 			}
 		}
 		if from >= 0 {
@@ -435,10 +459,11 @@ func (im *Image) ApplyBatches(file string, data []byte, from int64, last bool) e
 		}
 	}
 	if err := it.Err(); err != nil {
-		return &CorruptError{File: file, Pos: int64(it.Pos()), Offset: -1, Err: record.WithFile(err, file, 0)}
+		return readTail{}, &CorruptError{File: file, Pos: base + int64(it.Pos()), Offset: -1, Err: record.WithFile(err, file, base)}
 	}
 	if it.Truncated() && !last {
-		return &CorruptError{File: file, Pos: int64(it.Pos()), Offset: -1, Err: errors.New("incomplete batch before the last segment's end")}
+		return readTail{}, &CorruptError{File: file, Pos: base + int64(it.Pos()), Offset: -1, Err: errors.New("incomplete batch before the last segment's end")}
 	}
-	return nil
+	tail.n = it.Pos()
+	return tail, nil
 }

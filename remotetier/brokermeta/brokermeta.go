@@ -8,14 +8,17 @@
 //
 //   - AdminSource (sidecar.bootstrap_server): the cluster's Metadata (v10+, topic IDs) and
 //     DescribeConfigs through franz-go's kadm. Deletions are the topics that disappear
-//     between snapshots (or whose ID changes).
+//     between snapshots and that the cluster, asked by name, answers
+//     UNKNOWN_TOPIC_OR_PARTITION for (Kafka leaves topics a principal may not describe out
+//     of its listing), or whose ID changes.
 //   - KRaftSource: the broker's KRaft metadata log in its log dir (__cluster_metadata-0, read
 //     only, localtier/kraft). Deletions are RemoveTopicRecords, with their metadata offsets.
 //     It sees the dynamic configs the metadata log holds, not the broker's static
 //     server.properties.
 //   - FallbackSource: neither. Topic IDs come from each partition's partition.metadata, the
 //     configs are Kafka's defaults, leaders are unknown (-1), and a re-creation is seen as a
-//     changed topic ID (the old ID is reported deleted).
+//     changed topic ID (the old ID is reported deleted); a topic merely gone from the log
+//     dir is not reported (deleted or moved away: the log dir cannot tell).
 package brokermeta
 
 import (

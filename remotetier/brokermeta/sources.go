@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -19,14 +21,17 @@ import (
 	"github.com/tiered/tiered/localtier/vfs"
 )
 
-// KRaftSource reads the broker's KRaft metadata log (LogDir/__cluster_metadata-0) afresh on
-// every Snapshot.
+// KRaftSource reads the broker's KRaft metadata log (LogDir/__cluster_metadata-0),
+// following it (kraft.Reader): each Snapshot applies what was appended since the last.
 type KRaftSource struct {
 	FS     vfs.FS // nil: the OS filesystem
 	LogDir string
 	// NodeID is the broker whose own broker-level configs apply over the cluster-wide
 	// defaults; -1 uses the cluster-wide ones only.
 	NodeID int32
+
+	once   sync.Once
+	reader *kraft.Reader
 }
 
 // Snapshot implements Source.
@@ -35,11 +40,18 @@ func (s *KRaftSource) Snapshot(context.Context) (*Snapshot, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	im, err := kraft.ReadLogDir(fsys, s.LogDir)
-	if err != nil {
-		return nil, err
+	dir := filepath.Join(s.LogDir, kraft.MetadataDir)
+	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", s.LogDir, kraft.ErrNoMetadataLog)
 	}
-	return FromImage(im, s.NodeID)
+	s.once.Do(func() { s.reader = kraft.NewReader(fsys, dir) })
+	var snap *Snapshot
+	err := s.reader.Read(func(im *kraft.Image) error {
+		var err error
+		snap, err = FromImage(im, s.NodeID)
+		return err
+	})
+	return snap, err
 }
 
 // Close implements Source.
@@ -93,8 +105,10 @@ type deletions struct {
 
 // observe records the live topics of snap, taken at now, and sets snap.Deleted to every
 // deletion seen so far (a topic gone since the last snapshot, or whose ID changed:
-// re-created), dated now when first seen.
-func (d *deletions) observe(snap *Snapshot, now time.Time) {
+// re-created), dated now when first seen. A topic in unsure (the source could not tell,
+// e.g. a transient error answered for it) is never taken for deleted, nor, unless
+// goneIsDeleted, a topic merely gone.
+func (d *deletions) observe(snap *Snapshot, now time.Time, unsure map[string]bool, goneIsDeleted bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.seen == nil {
@@ -104,6 +118,8 @@ func (d *deletions) observe(snap *Snapshot, now time.Time) {
 		old := d.seen[name]
 		t, live := snap.Topics[name]
 		switch {
+		case !live && (unsure[name] || !goneIsDeleted):
+			// not known to be deleted: keep its ID, so a re-creation is still seen
 		case !live:
 			d.deleted = append(d.deleted, DeletedTopic{Name: name, ID: old, MetadataOffset: -1, DeletedAtMs: now.UnixMilli()})
 			delete(d.seen, name)
@@ -119,6 +135,19 @@ func (d *deletions) observe(snap *Snapshot, now time.Time) {
 	snap.Deleted = append([]DeletedTopic(nil), d.deleted...)
 }
 
+// missing lists the topics seen before that are neither in snap nor unsure.
+func (d *deletions) missing(snap *Snapshot, unsure map[string]bool) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, name := range sortedNames(d.seen) {
+		if _, live := snap.Topics[name]; !live && !unsure[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 func sortedNames[V any](m map[string]V) []string {
 	s := &Snapshot{Topics: map[string]*Topic{}}
 	for k := range m {
@@ -130,7 +159,9 @@ func sortedNames[V any](m map[string]V) []string {
 // FallbackSource is the broker's view when neither a metadata log nor a bootstrap server is
 // available: the partitions in the log dir, topic IDs from partition.metadata, Kafka's
 // default configs, leaders unknown (-1). A topic whose ID changes between snapshots was
-// re-created: its old ID is reported deleted, as is a topic whose partitions are gone.
+// re-created: its old ID is reported deleted. A topic whose partitions are gone from the
+// log dir is not: a broker removes a partition's directory both when the topic is deleted
+// and when the replica moves to other brokers, and the log dir alone cannot tell which.
 type FallbackSource struct {
 	view *localtier.BrokerView
 	dels deletions
@@ -175,7 +206,7 @@ func (s *FallbackSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 	for _, t := range snap.Topics {
 		sortPartitions(t.Partitions)
 	}
-	s.dels.observe(snap, clock(s.Now))
+	s.dels.observe(snap, clock(s.Now), nil, false)
 	return snap, nil
 }
 
@@ -250,9 +281,19 @@ func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{Origin: OriginAdmin, Topics: map[string]*Topic{}, MetadataOffset: -1}
+	// Only UNKNOWN_TOPIC_OR_PARTITION says a topic is gone; a topic answered with another
+	// error (leader not available, authorization, ...) is left out of this snapshot but
+	// never taken for deleted.
+	unsure := map[string]bool{}
 	for _, t := range resp.Topics {
-		if t.Topic == nil || t.ErrorCode != 0 {
-			continue // being deleted or created
+		if t.Topic == nil {
+			continue
+		}
+		if t.ErrorCode != 0 {
+			if kerr.ErrorForCode(t.ErrorCode) != kerr.UnknownTopicOrPartition {
+				unsure[*t.Topic] = true
+			}
+			continue
 		}
 		top := &Topic{Name: *t.Topic, ID: TopicID(t.TopicID), Overrides: map[string]string{}}
 		for _, p := range t.Partitions {
@@ -276,7 +317,10 @@ func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 				continue
 			}
 			if rc.Err != nil {
-				delete(snap.Topics, rc.Name) // deleted since the metadata
+				delete(snap.Topics, rc.Name)
+				if !errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+					unsure[rc.Name] = true // not known to be deleted
+				}
 				continue
 			}
 			if err := t.describe(rc.Configs); err != nil {
@@ -287,8 +331,51 @@ func (s *AdminSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 			return nil, errors.Join(errs...)
 		}
 	}
-	s.dels.observe(snap, clock(s.Now))
+	if err := s.confirmGone(ctx, snap, unsure); err != nil {
+		return nil, err
+	}
+	s.dels.observe(snap, clock(s.Now), unsure, true)
 	return snap, nil
+}
+
+// confirmGone asks again, by name, for every topic seen before and missing from snap: Kafka
+// leaves the topics a principal may not describe out of an all-topics Metadata answer, so
+// only a topic the cluster answers UNKNOWN_TOPIC_OR_PARTITION for by name is deleted; the
+// others go into unsure.
+func (s *AdminSource) confirmGone(ctx context.Context, snap *Snapshot, unsure map[string]bool) error {
+	gone := s.dels.missing(snap, unsure)
+	if len(gone) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, name := range gone {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return fmt.Errorf("metadata of topics gone from the listing: %w", err)
+	}
+	answered := map[string]bool{}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		answered[*t.Topic] = true
+		if kerr.ErrorForCode(t.ErrorCode) != kerr.UnknownTopicOrPartition {
+			unsure[*t.Topic] = true
+		}
+	}
+	for _, name := range gone {
+		if !answered[name] {
+			unsure[name] = true
+		}
+	}
+	return nil
 }
 
 func clock(now func() time.Time) time.Time {

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/tiered/tiered/internal/testkit/brokerdir"
@@ -167,8 +169,9 @@ func TestAdminMatchesKRaft(t *testing.T) {
 
 // TestFallbackSource: without a metadata log or a bootstrap server, IDs come from
 // partition.metadata and configs are Kafka's defaults; a re-creation (a new ID in
-// partition.metadata) reports the old ID deleted, and a topic whose partitions are gone is
-// deleted too.
+// partition.metadata) reports the old ID deleted; a topic whose partitions are gone is not
+// (it may have moved to other brokers), and coming back with yet another ID is a
+// re-creation again.
 func TestFallbackSource(t *testing.T) {
 	ctx := context.Background()
 	logDir := brokerdir.Copy(t, filepath.Join(t.TempDir(), "kafka"))
@@ -211,7 +214,97 @@ func TestFallbackSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(third.Topics) != 0 || len(third.Deleted) != 2 || third.Deleted[1].ID != newID {
-		t.Errorf("after removal: %+v, deleted %+v", third.Topics, third.Deleted)
+	if len(third.Topics) != 0 || len(third.Deleted) != 1 {
+		t.Errorf("after removal: %+v, deleted %+v; want nothing more deleted", third.Topics, third.Deleted)
+	}
+	brokerdir.CopyTree(t, filepath.Join(brokerdir.Fixtures(), brokerdir.KRaft, "foo-0"), fooDir)
+	thirdID := localtier.TopicID{4, 5, 6}
+	if err := localtier.WritePartitionMetadata(vfs.Default, fooDir, thirdID); err != nil {
+		t.Fatal(err)
+	}
+	fourth, err := src.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fourth.Topics["foo"] == nil || len(fourth.Deleted) != 2 || fourth.Deleted[1].ID != newID {
+		t.Errorf("back with another ID: %+v, deleted %+v", fourth.Topics, fourth.Deleted)
+	}
+}
+
+// TestAdminTransientErrors: a topic the cluster answers with an error other than
+// UNKNOWN_TOPIC_OR_PARTITION, in Metadata or DescribeConfigs, drops out of that snapshot
+// but is never reported deleted (the sidecar would remove its remote data).
+func TestAdminTransientErrors(t *testing.T) {
+	ctx := context.Background()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	admin, err := DialAdmin(ctx, c.ListenAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if snap, err := admin.Snapshot(ctx); err != nil || len(snap.Topics) != 2 {
+		t.Fatalf("first snapshot %v, %v", snap, err)
+	}
+	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.DropControl()
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.SetVersion(req.GetVersion())
+		for _, name := range []string{"a", "b"} {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic = kmsg.StringPtr(name)
+			rt.ErrorCode = kerr.LeaderNotAvailable.Code
+			if name == "b" {
+				rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	snap, err := admin.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Topics) != 0 || len(snap.Deleted) != 0 {
+		t.Errorf("topics answered with errors: live %v, deleted %+v; want neither", snap.Names(), snap.Deleted)
+	}
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.DropControl()
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		resp.SetVersion(req.GetVersion())
+		for _, r := range req.(*kmsg.DescribeConfigsRequest).Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, kerr.RequestTimedOut.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	if snap, err = admin.Snapshot(ctx); err != nil || len(snap.Deleted) != 0 {
+		t.Errorf("configs answered with errors: %v, deleted %+v", err, snap.Deleted)
+	}
+	// An all-topics answer without b (Kafka leaves out the topics the principal may not
+	// describe): b is asked for by name, found, and not deleted.
+	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if req.(*kmsg.MetadataRequest).Topics != nil {
+			return nil, nil, false // by name: as the cluster answers
+		}
+		c.DropControl()
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.SetVersion(req.GetVersion())
+		return resp, nil, true // no topics at all
+	})
+	if snap, err = admin.Snapshot(ctx); err != nil || len(snap.Deleted) != 0 {
+		t.Errorf("topics left out of the listing: %v, deleted %+v", err, snap.Deleted)
+	}
+	// A real deletion is still seen.
+	if err := c.DeleteTopic("a"); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = admin.Snapshot(ctx); err != nil || len(snap.Deleted) != 1 || snap.Deleted[0].Name != "a" || snap.Names()[0] != "b" {
+		t.Errorf("after deleting a: %+v, %v", snap, err)
 	}
 }

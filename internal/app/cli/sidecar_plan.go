@@ -38,7 +38,8 @@ partitions) the local bytes, the bytes uploaded (from the partitions' manifests:
 each, no LIST; '-' without a bucket), the lag (rolled segments not yet uploaded: bytes and
 count) and the headroom: the time (and the bytes of growth) before the broker's retention
 deletes the oldest segment not yet uploaded ('-': no bound; 0: it is due now, data is about
-to be lost). The broker's view comes from --bootstrap-server when given, else the log dir's
+to be lost). Then one line per topic the broker's metadata says was deleted (name, ID, the
+metadata offset of the removal, when). The broker's view comes from --bootstrap-server when given, else the log dir's
 KRaft metadata log (__cluster_metadata-0), else partition.metadata with Kafka's defaults
 (the 'source' line says which).
 
@@ -51,7 +52,8 @@ Flags:
   --bootstrap-server H:P   ask the cluster for topics, IDs and configs
   --topics LIST            the --topics shorthand of tiered sidecar
   --config FILE            YAML configuration file
-  --json                   {"source": ..., "bucket": ..., "topics": [{..., "partitions": [...]}]}
+  --json                   {"source": ..., "bucket": ..., "topics": [{..., "partitions": [...]}],
+                           "deleted": [{"topic", "topic_id", "metadata_offset", "deleted_at_ms"}]}
 
 Examples:
   tiered sidecar plan --config /etc/tiered/tiered.yaml
@@ -94,6 +96,15 @@ type planReport struct {
 	Source string      `json:"source"`
 	Bucket string      `json:"bucket"`
 	Topics []planTopic `json:"topics"`
+	// Deleted are the topics the broker's metadata says were deleted.
+	Deleted []planDeleted `json:"deleted"`
+}
+
+type planDeleted struct {
+	Topic          string `json:"topic"`
+	TopicID        string `json:"topic_id"`
+	MetadataOffset int64  `json:"metadata_offset"` // -1 when the source does not know it
+	DeletedAtMs    int64  `json:"deleted_at_ms"`
 }
 
 func runSidecarPlan(r *Runner, ctx context.Context, args []string) error {
@@ -141,6 +152,10 @@ func runSidecarPlan(r *Runner, ctx context.Context, args []string) error {
 		return err
 	}
 	rep.Source, rep.Bucket = string(snap.Origin), shown
+	rep.Deleted = []planDeleted{}
+	for _, d := range snap.Deleted {
+		rep.Deleted = append(rep.Deleted, planDeleted{Topic: d.Name, TopicID: d.ID.String(), MetadataOffset: d.MetadataOffset, DeletedAtMs: d.DeletedAtMs})
+	}
 	if *asJSON {
 		return writeJSON(r.Stdout, rep)
 	}
@@ -290,7 +305,14 @@ func writePlanText(w io.Writer, rep *planReport) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", t.Topic, tiered, id, len(t.Partitions), remote, broker,
 			t.LocalBytes, orDash(t.UploadedBytes), t.LagBytes, t.LagSegments, headroomText(t.HeadroomMs), orDash(t.HeadroomBytes), t.Reason)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, d := range rep.Deleted {
+		fmt.Fprintf(w, "deleted: %s %s at metadata offset %d, %s\n", d.Topic, d.TopicID, d.MetadataOffset,
+			time.UnixMilli(d.DeletedAtMs).UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 func orDash(n int64) string {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,10 +13,14 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/internal/testkit/brokerdir"
+	"github.com/tiered/tiered/internal/testkit/kraftlog"
 	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/kraft"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/policy"
 )
 
 // TestSidecarPlan: `tiered sidecar plan` over a copy of a real KRaft broker's log dir (foo
@@ -129,5 +134,121 @@ func TestSidecarPlan(t *testing.T) {
 	}
 	if res := run(t, "", "sidecar", "plan", "--kafka-log-dir", logDir, "--topics", "a,,b"); res.code != ExitUsage || !strings.Contains(res.stderr, "--topics item 2 is empty") {
 		t.Errorf("bad --topics: %d %s", res.code, res.stderr)
+	}
+}
+
+// TestSidecarPlanKRaft: plan takes the broker's configs and deletions from the log dir's
+// KRaft metadata log: a topic's retention.ms override sets its broker retention and
+// headroom, a cluster-wide default applies to the others, and a deleted topic is listed.
+func TestSidecarPlanKRaft(t *testing.T) {
+	logDir := brokerdir.Rolled(t, filepath.Join(t.TempDir(), "kafka"))
+	fooID, err := localtier.ReadPartitionMetadata(vfs.Default, filepath.Join(logDir, "foo-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokerdir.CopyTree(t, filepath.Join(logDir, "foo-0"), filepath.Join(logDir, "bar-0"))
+	barID := localtier.TopicID{9: 9}
+	if err := localtier.WritePartitionMetadata(vfs.Default, filepath.Join(logDir, "bar-0"), barID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(logDir, kraft.MetadataDir)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := kraftlog.Create(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneID := localtier.TopicID{5: 5}
+	for _, batch := range [][]kraft.Record{
+		{kraftlog.BrokerConfig("", "log.retention.hours", kraftlog.Value("48"))},
+		{kraftlog.Topic("foo", fooID), kraftlog.Partition(fooID, 0, 1, 4, 1), kraftlog.TopicConfig("foo", "retention.ms", kraftlog.Value("3600000"))},
+		{kraftlog.Topic("bar", barID), kraftlog.Partition(barID, 0, 1, 0, 1)},
+		{kraftlog.Topic("gone", goneID), kraftlog.Partition(goneID, 0, 1, 0, 1)},
+		{kraftlog.RemoveTopic(goneID)},
+	} {
+		if _, err := l.Append(batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := mustRun(t, "", "sidecar", "plan", "--kafka-log-dir", logDir, "--json")
+	var rep planReport
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Source != "kraft-metadata-log" || len(rep.Topics) != 2 {
+		t.Fatalf("plan %+v", rep)
+	}
+	bar, foo := rep.Topics[0], rep.Topics[1]
+	view, err := localtier.OpenBrokerView(vfs.Default, logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, err := view.Segments("foo", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const now = 1_700_000_000_000
+	if foo.BrokerRetentionMs != 3600000 || foo.HeadroomMs != segs[0].MaxTimestamp+3600000-now || foo.TopicID != fooID.String() {
+		t.Errorf("foo %+v", foo)
+	}
+	if bar.BrokerRetentionMs != 48*3600000 || bar.HeadroomMs != segs[0].MaxTimestamp+48*3600000-now || bar.TopicID != barID.String() {
+		t.Errorf("bar %+v", bar)
+	}
+	want := []planDeleted{{Topic: "gone", TopicID: goneID.String(), MetadataOffset: l.Next() - 1, DeletedAtMs: l.LastTimestamp()}}
+	if !reflect.DeepEqual(rep.Deleted, want) {
+		t.Errorf("deleted %+v, want %+v", rep.Deleted, want)
+	}
+	text := mustRun(t, "", "sidecar", "plan", "--kafka-log-dir", logDir).stdout
+	if !strings.Contains(text, "deleted: gone "+goneID.String()+" at metadata offset "+strconv.FormatInt(l.Next()-1, 10)+", 2023-11-14T22:13:20Z") {
+		t.Errorf("text lacks the deletion:\n%s", text)
+	}
+}
+
+// noList is a bucket reader that fails the test on a LIST and counts GETs.
+type noList struct {
+	objstore.BucketReader
+	t    *testing.T
+	gets int
+}
+
+func (b *noList) List(context.Context, string, func(objstore.ObjectInfo) error) error {
+	b.t.Error("sidecar plan listed the bucket")
+	return nil
+}
+
+func (b *noList) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	b.gets++
+	return b.BucketReader.Get(ctx, key)
+}
+
+// TestPlanReadsManifestsOnly: the uploaded bytes come from one GET of each partition's root
+// manifest, never a LIST.
+func TestPlanReadsManifestsOnly(t *testing.T) {
+	logDir := brokerdir.Rolled(t, filepath.Join(t.TempDir(), "kafka"))
+	view, err := localtier.OpenBrokerView(vfs.Default, logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := objstore.Open(context.Background(), "mem://plan-no-list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	u, err := remotetier.NewUploader(mem, remotetier.NewBrokerSource(view, nil), remotetier.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := &noList{BucketReader: mem, t: t}
+	snap := &brokermeta.Snapshot{Topics: map[string]*brokermeta.Topic{}}
+	pol, _ := policy.New(nil)
+	rep, err := buildPlan(context.Background(), view, snap, pol.Decide, b, time.UnixMilli(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.gets != 1 || len(rep.Topics) != 1 || rep.Topics[0].UploadedBytes <= 0 {
+		t.Errorf("%d GETs for one partition, plan %+v", b.gets, rep.Topics)
 	}
 }
