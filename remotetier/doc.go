@@ -9,6 +9,11 @@
 // Upload protocol (docs/format/manifest.md, "Commit protocol"), per
 // partition:
 //
+//  0. Resolve the partition's lineage once per pass and topic
+//     (resolveLineages): its topic ID (partition.metadata) against the
+//     topic object (docs/format/topic-object.md), updated with a
+//     conditional PUT — adopted on upgrade, a new lineage on re-creation,
+//     a superseded ID refused. Everything below happens in that lineage.
 //  1. Read the root manifest once and cache it with its ETag.
 //  2. Reconcile every rolled segment below the high watermark against it:
 //     skip what is committed, append what follows, cut a segment that
@@ -28,6 +33,10 @@
 //     Attempts that were never part of a root write are deleted at once;
 //     anything else unreferenced is left to GC, which deletes objects no
 //     manifest references once they are older than the grace period.
+//
+// Deleted and re-created topics (lineage.go): MarkDeletedTopics stops a
+// deleted ID being served; RemoveExpiredLineages removes superseded
+// lineages after the deleted-topic retention, manifest first, data after.
 //
 // Remote retention commits manifest.RemoveBelow first and deletes objects
 // after; RemoteLookup tells retention.RunOnce how far the remote tier holds

@@ -435,3 +435,16 @@ func (u *Uploader) applyDeletions(ctx context.Context) error {
 	u.mu.Unlock()
 	return err
 }
+
+// ServedLineage is the lineage of topic that readers serve: keyID for
+// manifest.ManifestKeyID ("" = name-only, also for a topic without a topic
+// object); ok is false for a deleted topic. Remote retention and other
+// per-partition maintenance in the sidecar work on this lineage.
+func ServedLineage(ctx context.Context, b objstore.Bucket, prefix, topic string) (keyID string, ok bool, err error) {
+	s, _, err := LoadTopicState(ctx, b, prefix, topic)
+	if err != nil {
+		return "", false, err
+	}
+	keyID, _, ok = s.Serving()
+	return keyID, ok, nil
+}

@@ -330,3 +330,26 @@ func TestUploaderDeletedTopics(t *testing.T) {
 		t.Fatalf("deletions asked %d times in 3 passes", asked)
 	}
 }
+
+func TestServedLineage(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	if k, ok, err := ServedLineage(ctx, mem, "", "orders"); k != "" || !ok || err != nil {
+		t.Fatalf("no topic object: %q %v %v", k, ok, err)
+	}
+	if _, err := UpdateTopicState(ctx, mem, "", "orders", func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
+		n, _, w, err := manifest.ObserveTopic("", "orders", s, manifest.Observation{TopicID: lineA, Partitions: 1, NowMs: 1})
+		return n, w, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if k, ok, err := ServedLineage(ctx, mem, "", "orders"); k != lineA || !ok || err != nil {
+		t.Fatalf("current lineage: %q %v %v", k, ok, err)
+	}
+	if err := MarkTopicDeleted(ctx, mem, "", "orders", 1, upNow); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := ServedLineage(ctx, mem, "", "orders"); ok || err != nil {
+		t.Fatalf("deleted: %v %v", ok, err)
+	}
+}

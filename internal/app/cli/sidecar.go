@@ -35,6 +35,13 @@ shorthand for rules that tier the listed topics and globs with no remote deletio
 sidecar.deleted_topic_retention (default 24h; 0 = at once; -1 = keep) is how long the
 remote data of a topic the broker deleted stays in the bucket.
 
+A topic's identity in the bucket is its topic ID (partition.metadata): a topic deleted and
+re-created under the same name starts a new lineage that never mixes with the old one, and
+readers serve the current ID only (topics/<topic>.json names it). A deleted topic (the
+broker's metadata says so) is no longer served; the old lineage is removed after
+sidecar.deleted_topic_retention. Without partition.metadata (brokers before 2.8) the name
+is the identity. A bucket written before topic IDs is adopted by the first ID seen.
+
 'tiered sidecar plan' (see 'tiered help sidecar plan') shows, without uploading anything,
 what this policy does with each topic of the log dir: tiered or not and by which rule, its
 topic ID, remote retention, local and uploaded bytes, lag and headroom.

@@ -17,6 +17,7 @@ import (
 	"github.com/tiered/tiered/localtier/kraft"
 	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/brokermeta"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -265,19 +266,28 @@ func minLimit(a, b int64) int64 {
 	return min(a, b)
 }
 
-// uploaded reads a partition's root manifest (one GET): the .log bytes it holds and the
-// offset after its last segment; 0, 0 when it has none.
+// uploaded reads a partition's root manifest in the lineage its topic object serves (two
+// GETs): the .log bytes it holds and the offset after its last segment; 0, 0 when it has
+// none, or the topic is deleted.
 func uploaded(ctx context.Context, b objstore.BucketReader, topic string, partition int32) (int64, int64, error) {
-	// The served lineage (the topic object's current ID), as every reader.
-	l, err := remotelog.OpenRemoteLog(ctx, b, "", topic, partition, remotelog.ReaderOptions{})
-	var unknown *remotelog.UnknownTopicOrPartitionError
-	if errors.As(err, &unknown) || errors.Is(err, objstore.ErrNotFound) {
+	keyID, _, err := remotelog.ResolveTopic(ctx, b, "", topic)
+	if errors.Is(err, remotelog.ErrTopicDeleted) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	key, err := manifest.ManifestKeyID("", topic, keyID, partition)
+	if err != nil {
+		return 0, 0, err
+	}
+	m, err := remotelog.LoadRoot(ctx, b, key)
+	if errors.Is(err, objstore.ErrNotFound) {
 		return 0, 0, nil
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("read manifest of %s-%d: %w", topic, partition, err)
 	}
-	m := l.Manifest()
 	return m.LogBytes(), m.NextOffset(), nil
 }
 
