@@ -20,6 +20,16 @@ type TierLister interface {
 	Tiers(ctx context.Context) (Tiers, error)
 }
 
+// TopicIDer is implemented by partitions that know the topic ID of the
+// lineage they serve (Kafka's string form; "" when none).
+type TopicIDer interface {
+	TopicID() string
+}
+
+// TopicID is the served lineage's topic ID as of the last manifest read
+// (fresher than a Topics listing).
+func (p *remotePartition) TopicID() string { return p.log.TopicID() }
+
 // Tiers of a partition read only from the bucket: everything served is
 // tiered.
 func (p *remotePartition) Tiers(ctx context.Context) (Tiers, error) {

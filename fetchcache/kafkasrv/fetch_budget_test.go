@@ -49,7 +49,7 @@ func TestKafkaFetchCollapsesRepeats(t *testing.T) {
 	e.Produce(e.Log("dup", 0), fetchkit.ProduceOpts{}, fetchkit.GenRecs(400, ts0, "dup"))
 	e.Produce(e.Log("dup", 1), fetchkit.ProduceOpts{}, fetchkit.GenRecs(40, ts0, "dup1"))
 	addr := startKafka(t, e.Cat, KafkaOptions{})
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	ctx := context.Background()
 
 	one, err := fetchOf(0, 1<<20, "dup", int32(0)).RequestWith(ctx, cl)
@@ -88,7 +88,7 @@ func TestKafkaFetchPartitionCap(t *testing.T) {
 	e.Topic("cap", 8, nil)
 	cat := &countingCatalog{Catalog: e.Cat}
 	addr := startKafka(t, cat, KafkaOptions{MaxFetchPartitions: 4})
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	ctx := context.Background()
 	var within, over []any
 	for p := range int32(4) {
@@ -130,7 +130,7 @@ func TestKafkaFetchResponseBudget(t *testing.T) {
 	const capacity = partMax + 256
 	s, addr := startKafkaServer(t, e.Cat, KafkaOptions{MaxInFlightResponseBytes: capacity})
 	g := s.respBudget
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	ctx := context.Background()
 	drained := func(t *testing.T) {
 		t.Helper()
@@ -205,7 +205,7 @@ func TestKafkaFetchResponseCap(t *testing.T) {
 	}
 	const brokerCap = 6000
 	addr := startKafka(t, e.Cat, KafkaOptions{FetchMaxBytes: brokerCap})
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	tests := []struct {
 		name     string
 		maxBytes int32
@@ -250,7 +250,7 @@ func TestKafkaFetchBatchLargerThanBudget(t *testing.T) {
 	e.Produce(e.Log("big", 0), fetchkit.ProduceOpts{Per: 4}, recs) // one batch of ~12 KB
 	const capacity = 4 << 10
 	s, addr := startKafkaServer(t, e.Cat, KafkaOptions{MaxInFlightResponseBytes: capacity})
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	resp, err := fetchOf(50, 1<<10, "big", int32(0)).RequestWith(context.Background(), cl)
 	if err != nil {
 		t.Fatal(err)

@@ -151,7 +151,7 @@ func TestKafkaReadCommittedStopsAtOpenTxn(t *testing.T) {
 		t.Fatalf("setup: lso %d", lso)
 	}
 	addr := startKafka(t, e.Cat, KafkaOptions{})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), fetchByName())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestKafkaFetchErrors(t *testing.T) {
 	e.Produce(e.Log("f", 0), fetchkit.ProduceOpts{}, fetchkit.GenRecs(12, ts0, "f"))
 	m := fetchcache.NewServeMetrics(nil)
 	addr := startKafka(t, e.Cat, KafkaOptions{Metrics: m})
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	fetch := func(topic string, offset int64) kmsg.FetchResponseTopicPartition {
 		t.Helper()
 		req := kmsg.NewPtrFetchRequest()
@@ -290,7 +290,7 @@ func TestKafkaFetchOutOfRangeNamesWholeRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := startKafka(t, fetchcache.NewCombinedCatalog(e.Dir, remote), KafkaOptions{})
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxBytes, req.SessionEpoch = 1<<20, -1
 	rt := kmsg.NewFetchRequestTopic()

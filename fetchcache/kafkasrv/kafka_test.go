@@ -77,7 +77,7 @@ func TestKafkaProtocolErrors(t *testing.T) {
 		closed(t, rc)
 	})
 	t.Run("incremental_session", func(t *testing.T) {
-		cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+		cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 		req := kmsg.NewPtrFetchRequest()
 		req.SessionID, req.SessionEpoch = 77, 3
 		resp, err := req.RequestWith(context.Background(), cl)
@@ -108,7 +108,7 @@ func TestKafkaOverloadThrottles(t *testing.T) {
 	e.Produce(e.Log("busy", 0), fetchkit.ProduceOpts{}, fetchkit.GenRecs(5, ts0, "busy"))
 	m := fetchcache.NewServeMetrics(nil)
 	addr := startKafka(t, fetchkit.OverloadedCatalog{Catalog: e.Cat}, KafkaOptions{Metrics: m})
-	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), fetchByName())
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	ctx := context.Background()
 
 	req := kmsg.NewPtrFetchRequest()

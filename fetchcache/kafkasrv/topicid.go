@@ -3,6 +3,7 @@ package kafkasrv
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -50,6 +51,21 @@ func (s *KafkaServer) resolveFetchIDs(ctx context.Context, ts []kmsg.FetchReques
 	}
 	for _, t := range ts {
 		name, ok := byID[t.TopicID]
+		if ok && len(t.Partitions) > 0 {
+			// The listing may be older than the partition's last manifest
+			// read: a topic re-created since is served under its new ID
+			// only, never its data under the old one.
+			// Offsets re-reads the manifest when due, as the read will.
+			if p, err := s.o.Catalog.Partition(ctx, name, t.Partitions[0].Partition); err == nil {
+				if ider, isIDer := p.(fetchcache.TopicIDer); isIDer {
+					_, oerr := p.Offsets(ctx)
+					var ue *fetchcache.UnknownTopicOrPartitionError
+					if oerr == nil && topicIDBytes(ider.TopicID()) != t.TopicID || errors.As(oerr, &ue) {
+						ok = false // re-created, or deleted since the listing
+					}
+				}
+			}
+		}
 		if !ok {
 			unknown = append(unknown, t)
 			continue

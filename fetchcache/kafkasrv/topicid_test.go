@@ -8,20 +8,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
-
-// fetchByName caps Fetch at v12 for tests that send raw Fetch requests
-// naming their topics: v13 names them by ID only.
-func fetchByName() kgo.Opt {
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(fetchKey, 12)
-	return kgo.MaxVersions(v)
-}
 
 // idCatalog gives its topics IDs, as the remote catalog does from the
 // bucket's topic objects.
@@ -211,6 +205,98 @@ func TestKafkaListOffsetsTiers(t *testing.T) {
 				}
 				if g != w || w.code == 0 && ps[i].Timestamp != -1 {
 					t.Errorf("timestamp %d at v%d: %+v (timestamp %d), want %+v", -4-i, tc.version, g, ps[i].Timestamp, w)
+				}
+			}
+		})
+	}
+}
+
+// A topic re-created while the fetch service's topic listing still names
+// the old ID: Fetch v13 by the old ID is UNKNOWN_TOPIC_ID as soon as the
+// partition's manifest re-read found the new lineage, never the new
+// topic's data under the old ID (nor the old data under any ID).
+func TestKafkaFetchOldTopicIDAfterRecreation(t *testing.T) {
+	mem := objstore.NewMemory()
+	putState := func(s *manifest.TopicState) {
+		data, err := manifest.EncodeTopic(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := manifest.TopicKey("", s.Topic)
+		remotekit.Put(t, mem, key, data)
+	}
+	old := remotekit.NewRemoteID(t, mem, "", testTopicID, 0, manifest.DefaultPolicy())
+	old.Commit(remotekit.WriteLocal(t, t.TempDir(), 31, 2, 5, false).Files(t)...)
+	s, _, _, err := manifest.ObserveTopic("", remotekit.TestTopic, nil, manifest.Observation{TopicID: testTopicID, Partitions: 1, NowMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putState(s)
+	now := time.Unix(1000, 0)
+	cat, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startKafka(t, cat, KafkaOptions{})
+	rc := fetchkit.DialRaw(t, addr)
+	fetch := func(corr int32, id string) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		q := kmsg.NewPtrFetchRequest()
+		q.Version, q.ReplicaID, q.MaxBytes, q.SessionEpoch = 13, -1, 1<<20, -1
+		qt := kmsg.NewFetchRequestTopic()
+		qt.TopicID = topicIDBytes(id)
+		qp := kmsg.NewFetchRequestTopicPartition()
+		qp.Partition, qp.PartitionMaxBytes = remotekit.TestPartition, 1<<20
+		qt.Partitions = []kmsg.FetchRequestTopicPartition{qp}
+		q.Topics = []kmsg.FetchRequestTopic{qt}
+		resp := kmsg.NewPtrFetchResponse()
+		if err := rc.Request(corr, q, resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	if p := fetch(1, testTopicID); p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+		t.Fatalf("fetch by the current id: code %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
+	}
+	// Re-created: new lineage, topic object names it.
+	cur := remotekit.NewRemoteID(t, mem, "", otherTopicID, 0, manifest.DefaultPolicy())
+	cur.Commit(remotekit.WriteLocal(t, t.TempDir(), 32, 1, 5, false).Files(t)...)
+	s, _, _, err = manifest.ObserveTopic("", remotekit.TestTopic, s, manifest.Observation{TopicID: otherTopicID, Partitions: 1, NowMs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putState(s)
+	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second) // the manifest is re-read; the listing (30 s) is not
+	if p := fetch(2, testTopicID); p.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("fetch by the old id after re-creation: code %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
+	}
+}
+
+// ApiVersions advertises Fetch v13 only once a topic has an ID: a client
+// fetching a topic without one must name it (v12), not send a zero ID.
+func TestKafkaFetchV13AdvertisedWithIDs(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("orders", 1, nil)
+	for _, tc := range []struct {
+		name string
+		cat  fetchcache.Catalog
+		want int16
+	}{
+		{"no ids", e.Cat, 12},
+		{"ids", idCatalog{e.Cat, map[string]string{"orders": testTopicID}}, 13},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := fetchkit.DialRaw(t, startKafka(t, tc.cat, KafkaOptions{}))
+			q := kmsg.NewPtrApiVersionsRequest()
+			q.Version = 3
+			q.ClientSoftwareName, q.ClientSoftwareVersion = "test", "1"
+			resp := kmsg.NewPtrApiVersionsResponse()
+			if err := rc.Request(1, q, resp); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range resp.ApiKeys {
+				if k.ApiKey == fetchKey && k.MaxVersion != tc.want {
+					t.Fatalf("Fetch advertised up to v%d, want v%d", k.MaxVersion, tc.want)
 				}
 			}
 		})
