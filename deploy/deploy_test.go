@@ -773,6 +773,58 @@ func TestKubernetesConfigLoadsAndSizesFetch(t *testing.T) {
 	}
 }
 
+// TestSidecarPolicyFile: deploy/sidecar.yaml is a sidecar configuration the loader accepts,
+// compose mounts it as the sidecar's --config, and the Kubernetes ConfigMap and the README's
+// sidecar section carry the same sidecar.topics policy and deleted_topic_retention.
+func TestSidecarPolicyFile(t *testing.T) {
+	cfg := daemonConfig(t, config.ProcessSidecar, "sidecar.yaml", []string{"TIERED_BUCKET=s3://b/p?region=us-east-1"}, []any{"sidecar"})
+	if len(cfg.Sidecar.Topics) < 3 {
+		t.Fatalf("sidecar.yaml has %d topic rules; want a realistic policy", len(cfg.Sidecar.Topics))
+	}
+	policyOf := func(what, doc string) any {
+		t.Helper()
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		sc, _ := v["sidecar"].(map[string]any)
+		if sc["topics"] == nil {
+			t.Fatalf("%s has no sidecar.topics", what)
+		}
+		return []any{sc["topics"], sc["deleted_topic_retention"]}
+	}
+	file, err := os.ReadFile("sidecar.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := policyOf("sidecar.yaml", string(file))
+	cm := findObject(t, k8sObjects(t), "ConfigMap", "tiered-config")
+	if got := policyOf("k8s ConfigMap tiered.yaml", str(cm, "data", "tiered.yaml")); !reflect.DeepEqual(got, want) {
+		t.Errorf("the ConfigMap's sidecar policy %v differs from sidecar.yaml's %v", got, want)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n### sidecar\n")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok {
+		t.Fatal("README's sidecar section has no yaml block")
+	}
+	if got := policyOf("README sidecar section", block); !reflect.DeepEqual(got, want) {
+		t.Errorf("the README's sidecar policy %v differs from sidecar.yaml's %v", got, want)
+	}
+	compose, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(compose), "./sidecar.yaml:/etc/tiered/sidecar.yaml:ro") ||
+		!strings.Contains(string(compose), `["sidecar", "--config", "/etc/tiered/sidecar.yaml"]`) {
+		t.Error("compose does not run the sidecar with deploy/sidecar.yaml")
+	}
+}
+
 // ---- Prometheus rules -------------------------------------------------------------------
 
 func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
@@ -954,7 +1006,19 @@ func TestCompose(t *testing.T) {
 		for k, v := range get(svc, "environment").(map[string]any) {
 			env = append(env, fmt.Sprintf("%s=%v", k, v))
 		}
-		cfgs[name] = daemonConfig(t, p, "", env, list(svc, "command"))
+		// --config names a file the service mounts from deploy/.
+		file := ""
+		if path, ok := containerArg(list(svc, "command"), "--config"); ok {
+			for _, m := range mounts(svc) {
+				if m.target == path && strings.HasPrefix(m.source, "./") {
+					file = m.source
+				}
+			}
+			if file == "" {
+				t.Errorf("%s: --config %s is not a file it mounts from deploy/", name, path)
+			}
+		}
+		cfgs[name] = daemonConfig(t, p, file, env, list(svc, "command"))
 	}
 	ssvc := services[sidecar].(map[string]any)
 	dir := cfgs[sidecar].Sidecar.KafkaLogDir
@@ -1360,6 +1424,22 @@ func TestReferencedMetricsExist(t *testing.T) {
 
 	addr := testnet.LoopbackAddr(t)
 	sidecar := startDaemon(t, bin, "sidecar", "sidecar", "--kafka-log-dir", logDir, "--bucket", bucket, "--http", addr, "--interval", "1s")
+	// Per-partition series (tiered_uploader_partition_*) exist once a pass listed the
+	// partitions: scrape after the first pass (/readyz 200).
+	sidecar.scrape(t, "http://"+addr+"/metrics")
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := noKeepAlive.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sidecar not ready within 30s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	collect("sidecar", sidecar.scrape(t, "http://"+addr+"/metrics"))
 	sidecar.stop(t)
 

@@ -62,6 +62,9 @@ type Offsets struct {
 // TopicInfo describes one served topic.
 type TopicInfo struct {
 	Name string
+	// ID is the topic ID (Kafka's string form) of the lineage served, ""
+	// when unknown (a topic without IDs, or a local topic).
+	ID string
 	// Partitions are the partition numbers served, ascending.
 	Partitions []int32
 }

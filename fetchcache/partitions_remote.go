@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -155,17 +156,26 @@ func (c *RemoteCatalog) Topics(ctx context.Context) ([]TopicInfo, error) {
 }
 
 // list reads the manifests prefix and collects every root manifest's
-// topic and partition. Keys that do not parse are not ours and are skipped.
+// topic and partition in the lineage its topic object serves (the
+// name-only lineage for a topic without one; none for a deleted topic).
+// Keys that do not parse are not ours and are skipped.
 func (c *RemoteCatalog) list(ctx context.Context) ([]TopicInfo, error) {
+	served, err := c.servedLineages(ctx)
+	if err != nil {
+		return nil, err
+	}
 	lp := "manifests/"
 	if c.prefix != "" {
 		lp = path.Join(c.prefix, "manifests") + "/"
 	}
 	byTopic := map[string][]int32{}
-	err := c.b.List(ctx, lp, func(oi objstore.ObjectInfo) error {
+	err = c.b.List(ctx, lp, func(oi objstore.ObjectInfo) error {
 		k, err := manifest.ParseKey(oi.Key)
 		if err != nil || k.Type != manifest.KeyRoot || k.Prefix != c.prefix {
 			return nil
+		}
+		if l, ok := served[k.Topic]; ok && (l.deleted || l.keyID != k.TopicID) || !ok && k.TopicID != "" {
+			return nil // another lineage, or a deleted topic
 		}
 		byTopic[k.Topic] = append(byTopic[k.Topic], k.Partition)
 		return nil
@@ -176,9 +186,46 @@ func (c *RemoteCatalog) list(ctx context.Context) ([]TopicInfo, error) {
 	out := make([]TopicInfo, 0, len(byTopic))
 	for t, ps := range byTopic {
 		slices.Sort(ps)
-		out = append(out, TopicInfo{Name: t, Partitions: slices.Compact(ps)})
+		out = append(out, TopicInfo{Name: t, ID: served[t].topicID, Partitions: slices.Compact(ps)})
 	}
 	slices.SortFunc(out, func(a, b TopicInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// servedLineage is what a topic object says readers serve.
+type servedLineage struct {
+	keyID, topicID string
+	deleted        bool
+}
+
+// servedLineages lists the topic objects and reads each one.
+func (c *RemoteCatalog) servedLineages(ctx context.Context) (map[string]servedLineage, error) {
+	lp := "topics/"
+	if c.prefix != "" {
+		lp = path.Join(c.prefix, "topics") + "/"
+	}
+	var topics []string
+	err := c.b.List(ctx, lp, func(oi objstore.ObjectInfo) error {
+		if p, t, ok := manifest.ParseTopicKey(oi.Key); ok && p == c.prefix {
+			topics = append(topics, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list topic objects under %q: %w", lp, err)
+	}
+	out := make(map[string]servedLineage, len(topics))
+	for _, t := range topics {
+		keyID, topicID, err := remotelog.ResolveTopic(ctx, c.b, c.prefix, t)
+		switch {
+		case errors.Is(err, remotelog.ErrTopicDeleted):
+			out[t] = servedLineage{deleted: true}
+		case err != nil:
+			return nil, err
+		default:
+			out[t] = servedLineage{keyID: keyID, topicID: topicID}
+		}
+	}
 	return out, nil
 }
 
@@ -231,6 +278,9 @@ type remotePartition struct {
 
 	mu          sync.Mutex // serialises refreshes
 	refreshedAt time.Time
+	// gone is set when a refresh found the partition unknown (its topic
+	// deleted, or its manifest gone): nothing cached is served after it.
+	gone atomic.Bool
 }
 
 // refresh re-reads the root manifest when it is older than ttl, at most
@@ -243,9 +293,35 @@ func (p *remotePartition) refresh(ctx context.Context, ttl time.Duration) error 
 		return nil
 	}
 	if _, err := p.log.Refresh(ctx); err != nil {
-		return p.mapErr(err)
+		return p.refreshFailed(err)
 	}
 	p.refreshedAt = p.c.o.Now()
+	return nil
+}
+
+// refreshFailed maps a refresh's error; an unknown partition is gone: it
+// leaves the catalog (a re-created topic is opened afresh) and serves
+// nothing more.
+func (p *remotePartition) refreshFailed(err error) error {
+	err = p.mapErr(err)
+	var ue *UnknownTopicOrPartitionError
+	if errors.As(err, &ue) {
+		p.gone.Store(true)
+		k := remoteKey{p.log.Topic(), p.log.Partition()}
+		p.c.mu.Lock()
+		if p.c.parts[k] == p {
+			delete(p.c.parts, k)
+		}
+		p.c.mu.Unlock()
+	}
+	return err
+}
+
+// checkGone is the error of a partition found gone.
+func (p *remotePartition) checkGone() error {
+	if p.gone.Load() {
+		return &UnknownTopicOrPartitionError{Topic: p.log.Topic(), Partition: p.log.Partition()}
+	}
 	return nil
 }
 
@@ -254,7 +330,7 @@ func (p *remotePartition) forceRefresh(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, err := p.log.Refresh(ctx); err != nil {
-		return p.mapErr(err)
+		return p.refreshFailed(err)
 	}
 	p.refreshedAt = p.c.o.Now()
 	return nil
@@ -278,6 +354,9 @@ func (p *remotePartition) mapErr(err error) error {
 // final segment's bytes were found to end there (remotelog's CheckEnd,
 // once per final segment): a manifest claiming more is corrupt data.
 func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
+	if err := p.checkGone(); err != nil {
+		return Offsets{}, err
+	}
 	if err := p.refresh(ctx, p.c.o.ManifestTTL); err != nil {
 		return Offsets{}, err
 	}
@@ -295,6 +374,9 @@ func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 // of the manifest read so far re-reads it once before answering
 // OFFSET_OUT_OF_RANGE.
 func (p *remotePartition) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
+	if err := p.checkGone(); err != nil {
+		return nil, err
+	}
 	if offset > p.log.LogEndOffset() {
 		if err := p.refresh(ctx, 0); err != nil {
 			return nil, err
@@ -312,6 +394,9 @@ func (p *remotePartition) Read(ctx context.Context, offset int64, maxBytes int) 
 // a copy (SharedReader).
 func (p *remotePartition) ReadView(ctx context.Context, offset int64, maxBytes int) (View, error) {
 	// As Read: past the manifest's end, re-read it first.
+	if err := p.checkGone(); err != nil {
+		return View{}, err
+	}
 	if offset > p.log.LogEndOffset() {
 		if err := p.refresh(ctx, 0); err != nil {
 			return View{}, err
@@ -325,6 +410,9 @@ func (p *remotePartition) ReadView(ctx context.Context, offset int64, maxBytes i
 }
 
 func (p *remotePartition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, int64, bool, error) {
+	if err := p.checkGone(); err != nil {
+		return 0, 0, false, err
+	}
 	off, t, found, err := p.log.OffsetForTimestamp(ctx, ts)
 	return off, t, found, p.mapErr(err)
 }

@@ -25,10 +25,12 @@ type wireRoot[S any] struct {
 	Kind           string   `json:"kind"`
 	Topic          string   `json:"topic"`
 	Partition      int32    `json:"partition"`
+	TopicID        string   `json:"topic_id"`
 	Generation     int64    `json:"generation"`
 	LogStartOffset int64    `json:"log_start_offset"`
 	Sealed         []SubRef `json:"sealed"`
 	Segments       []S      `json:"segments"`
+	Gaps           []Gap    `json:"gaps,omitempty"`
 }
 
 type wireSub[S any] struct {
@@ -36,6 +38,7 @@ type wireSub[S any] struct {
 	Kind      string `json:"kind"`
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
+	TopicID   string `json:"topic_id"`
 	Segments  []S    `json:"segments"`
 }
 
@@ -111,8 +114,8 @@ func EncodeRoot(m *Manifest) ([]byte, error) {
 		return nil, fmt.Errorf("encode manifest: %w", err)
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"version":%d,"kind":%q,"topic":%q,"partition":%d,"generation":%d,"log_start_offset":%d,`,
-		VersionOf(m.Segments), KindPartition, m.Topic, m.Partition, m.Generation, m.LogStartOffset)
+	fmt.Fprintf(&b, `{"version":%d,"kind":%q,"topic":%q,"partition":%d,%s"generation":%d,"log_start_offset":%d,`,
+		VersionOf(m.Segments), KindPartition, m.Topic, m.Partition, topicIDField(m.TopicID), m.Generation, m.LogStartOffset)
 	b.WriteString("\n\"sealed\":[")
 	if err := writeLines(&b, m.Sealed); err != nil {
 		return nil, err
@@ -121,7 +124,17 @@ func EncodeRoot(m *Manifest) ([]byte, error) {
 	if err := writeLines(&b, m.Segments); err != nil {
 		return nil, err
 	}
-	b.WriteString("]}\n")
+	b.WriteString("]")
+	if len(m.Gaps) > 0 {
+		// Only when there is one: a manifest without gaps is byte for byte
+		// what earlier releases wrote (their strict decoder refuses the field).
+		b.WriteString(",\n\"gaps\":[")
+		if err := writeLines(&b, m.Gaps); err != nil {
+			return nil, err
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("}\n")
 	if b.Len() > MaxEncodedBytes {
 		return nil, fmt.Errorf("encode manifest: %d bytes exceeds the %d-byte limit", b.Len(), MaxEncodedBytes)
 	}
@@ -134,8 +147,8 @@ func EncodeSub(s *SubManifest) ([]byte, error) {
 		return nil, fmt.Errorf("encode sub-manifest: %w", err)
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"version":%d,"kind":%q,"topic":%q,"partition":%d,`,
-		VersionOf(s.Segments), KindSegments, s.Topic, s.Partition)
+	fmt.Fprintf(&b, `{"version":%d,"kind":%q,"topic":%q,"partition":%d,%s`,
+		VersionOf(s.Segments), KindSegments, s.Topic, s.Partition, topicIDField(s.TopicID))
 	b.WriteString("\n\"segments\":[")
 	if err := writeLines(&b, s.Segments); err != nil {
 		return nil, err
@@ -166,6 +179,15 @@ func checkVersion(ver int64, segs []Segment) error {
 		return fmt.Errorf("version %d manifest lists a segment with an indexes object, which needs version %d", ver, need)
 	}
 	return nil
+}
+
+// topicIDField is the encoded "topic_id" field with its comma, or nothing
+// for a name-only lineage (whose encoding stays what older releases wrote).
+func topicIDField(id string) string {
+	if id == "" {
+		return ""
+	}
+	return fmt.Sprintf("%q:%q,", "topic_id", id)
 }
 
 func writeLines[T any](b *bytes.Buffer, items []T) error {
@@ -201,12 +223,12 @@ func DecodeRoot(key string, data []byte) (*Manifest, error) {
 		return nil, &CorruptManifestError{Key: key, Reason: err.Error()}
 	}
 	k, err := ParseKey(key)
-	if err != nil || k.Type != KeyRoot || k.Topic != w.Topic || k.Partition != w.Partition {
+	if err != nil || k.Type != KeyRoot || k.Topic != w.Topic || k.Partition != w.Partition || k.TopicID != w.TopicID {
 		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
-			"holds topic %q partition %d, which is not the partition its key names", w.Topic, w.Partition)}
+			"holds topic %q partition %d topic id %q, which is not the partition its key names", w.Topic, w.Partition, w.TopicID)}
 	}
-	m := &Manifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, Generation: w.Generation,
-		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: segs}
+	m := &Manifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, TopicID: w.TopicID, Generation: w.Generation,
+		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: segs, Gaps: w.Gaps}
 	if err := m.Validate(); err != nil {
 		return nil, withKey(key, err)
 	}
@@ -228,11 +250,11 @@ func DecodeSub(key string, data []byte) (*SubManifest, error) {
 		return nil, &CorruptManifestError{Key: key, Reason: err.Error()}
 	}
 	k, err := ParseKey(key)
-	if err != nil || k.Type != KeySub || k.Topic != w.Topic || k.Partition != w.Partition {
+	if err != nil || k.Type != KeySub || k.Topic != w.Topic || k.Partition != w.Partition || k.TopicID != w.TopicID {
 		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
-			"holds topic %q partition %d, which is not the partition its key names", w.Topic, w.Partition)}
+			"holds topic %q partition %d topic id %q, which is not the partition its key names", w.Topic, w.Partition, w.TopicID)}
 	}
-	s := &SubManifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, Segments: segs}
+	s := &SubManifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, TopicID: w.TopicID, Segments: segs}
 	if err := s.Validate(); err != nil {
 		return nil, withKey(key, err)
 	}

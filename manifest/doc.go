@@ -17,6 +17,12 @@
 //	<prefix>/data/<hash>/<topic>-<partition>/<base>-<attempt>.log    segment objects, one pair per
 //	                      .indexes (version 1: .index, .timeindex,   upload attempt
 //	                      .txnindex)
+//	<prefix>/topics/<topic>.json                                     topic object (docs/format/topic-object.md)
+//
+// A topic with a topic ID writes each partition in the directories of its
+// lineage, "<topic>-<partition>~<id>" (Key.TopicID, DataKeysID,
+// ManifestKeyID); the topic object (TopicState, ObserveTopic) names the
+// lineage served, so a re-created topic never mixes with the old one.
 //
 // The root holds the most recent segments inline and a list of sealed
 // sub-manifests, each a contiguous, immutable run of older segments with its

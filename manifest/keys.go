@@ -3,6 +3,7 @@ package manifest
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -20,6 +21,9 @@ const (
 	offsetDigits  = 20 // Kafka's zero-padded segment names
 	hashHexDigits = 8
 	subSumDigits  = 16 // hex digits of the sub-manifest's SHA-256 in its key
+	// lineageSep separates the partition from the topic ID in a lineage's
+	// partition directory; neither topic names nor IDs contain it.
+	lineageSep = "~"
 )
 
 // MaxTopicLength is Kafka's limit on topic name length.
@@ -88,6 +92,11 @@ type Key struct {
 	AttemptID  string   // KeyData
 	File       FileType // KeyData
 	SumPrefix  string   // KeySub: leading hex digits of the sub-manifest's SHA-256
+	// TopicID is the lineage: the topic ID (Kafka's 22-character string
+	// form) in the partition directory "<topic>-<partition>~<id>", or ""
+	// for a name-only lineage ("<topic>-<partition>": brokers before 2.8,
+	// serve's own engine, buckets written before topic IDs).
+	TopicID string
 }
 
 // SegmentKeys are the object keys of one upload attempt of one segment.
@@ -116,9 +125,15 @@ func NewAttemptID() string {
 }
 
 // DataKeys returns the object keys for one upload attempt of the segment with
-// base offset base. prefix may be empty; slashes around it are trimmed.
+// base offset base, in the name-only lineage. prefix may be empty; slashes
+// around it are trimmed.
 func DataKeys(prefix, topic string, partition int32, base int64, attemptID string) (SegmentKeys, error) {
-	dir, err := partitionDir(prefix, dataDir, topic, partition)
+	return DataKeysID(prefix, topic, "", partition, base, attemptID)
+}
+
+// DataKeysID is DataKeys in the lineage of topicID ("" = name-only).
+func DataKeysID(prefix, topic, topicID string, partition int32, base int64, attemptID string) (SegmentKeys, error) {
+	dir, err := partitionDir(prefix, dataDir, topic, topicID, partition)
 	if err != nil {
 		return SegmentKeys{}, err
 	}
@@ -138,9 +153,16 @@ func DataKeys(prefix, topic string, partition int32, base int64, attemptID strin
 	}, nil
 }
 
-// ManifestKey returns the key of a partition's root manifest.
+// ManifestKey returns the key of a partition's root manifest in the
+// name-only lineage.
 func ManifestKey(prefix, topic string, partition int32) (string, error) {
-	dir, err := partitionDir(prefix, manifestsDir, topic, partition)
+	return ManifestKeyID(prefix, topic, "", partition)
+}
+
+// ManifestKeyID returns the key of a partition's root manifest in the
+// lineage of topicID ("" = name-only).
+func ManifestKeyID(prefix, topic, topicID string, partition int32) (string, error) {
+	dir, err := partitionDir(prefix, manifestsDir, topic, topicID, partition)
 	if err != nil {
 		return "", err
 	}
@@ -150,8 +172,8 @@ func ManifestKey(prefix, topic string, partition int32) (string, error) {
 // subKey returns the key of a sub-manifest covering [base, last] whose
 // encoding has SHA-256 sum. Sub-manifests are content-addressed: the same
 // content always gets the same key, and new content a new key.
-func subKey(prefix, topic string, partition int32, base, last int64, sum [32]byte) (string, error) {
-	dir, err := partitionDir(prefix, manifestsDir, topic, partition)
+func subKey(prefix, topic, topicID string, partition int32, base, last int64, sum [32]byte) (string, error) {
+	dir, err := partitionDir(prefix, manifestsDir, topic, topicID, partition)
 	if err != nil {
 		return "", err
 	}
@@ -177,7 +199,7 @@ func NormalizePrefix(prefix string) (string, error) {
 	return p, nil
 }
 
-func partitionDir(prefix, top, topic string, partition int32) (string, error) {
+func partitionDir(prefix, top, topic, topicID string, partition int32) (string, error) {
 	p, err := NormalizePrefix(prefix)
 	if err != nil {
 		return "", err
@@ -188,7 +210,15 @@ func partitionDir(prefix, top, topic string, partition int32) (string, error) {
 	if partition < 0 {
 		return "", fmt.Errorf("negative partition %d", partition)
 	}
+	if topicID != "" {
+		if err := ValidateTopicID(topicID); err != nil {
+			return "", err
+		}
+	}
 	dir := top + "/" + PartitionHash(topic, partition) + "/" + topic + "-" + strconv.FormatInt(int64(partition), 10)
+	if topicID != "" {
+		dir += lineageSep + topicID
+	}
 	if p != "" {
 		dir = p + "/" + dir
 	}
@@ -304,6 +334,13 @@ func parseKeyDir(key string, parts []string) (Key, error) {
 		return Key{}, keyErrorf(key, "%v", err)
 	}
 	hash, tp := parts[n-2], parts[n-1]
+	var topicID string
+	if j := strings.IndexByte(tp, lineageSep[0]); j >= 0 {
+		tp, topicID = tp[:j], tp[j+1:]
+		if err := ValidateTopicID(topicID); err != nil {
+			return Key{}, keyErrorf(key, "%v", err)
+		}
+	}
 	i := strings.LastIndexByte(tp, '-')
 	if i < 0 {
 		return Key{}, keyErrorf(key, "directory %q is not <topic>-<partition>", tp)
@@ -322,7 +359,7 @@ func parseKeyDir(key string, parts []string) (Key, error) {
 	if want := PartitionHash(topic, int32(p)); hash != want {
 		return Key{}, keyErrorf(key, "hash element %q does not match %s-%d (want %s)", hash, topic, p, want)
 	}
-	return Key{Prefix: prefix, Topic: topic, Partition: int32(p)}, nil
+	return Key{Prefix: prefix, Topic: topic, Partition: int32(p), TopicID: topicID}, nil
 }
 
 func parseData(key string, parts []string) (Key, error) {
@@ -382,4 +419,26 @@ func parseSub(key string, parts []string) (Key, error) {
 	}
 	k.Type, k.BaseOffset, k.LastOffset, k.SumPrefix = KeySub, base, last, sum
 	return k, nil
+}
+
+// topicIDChars is the length of Kafka's string form of a topic ID: 16
+// bytes as URL-safe base64 without padding.
+const topicIDChars = 22
+
+// ValidateTopicID checks Kafka's string form of a topic ID (22 characters
+// of URL-safe base64 without padding, 16 bytes, not the zero UUID). The
+// manifest package keeps IDs as strings; localtier.TopicID is the same
+// value as bytes.
+func ValidateTopicID(id string) error {
+	if len(id) != topicIDChars {
+		return fmt.Errorf("topic id %q: want %d characters of URL-safe base64, have %d", id, topicIDChars, len(id))
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(id)
+	if err != nil || len(b) != 16 {
+		return fmt.Errorf("topic id %q: not URL-safe base64 of 16 bytes", id)
+	}
+	if id == "AAAAAAAAAAAAAAAAAAAAAA" {
+		return fmt.Errorf("topic id %q is the zero UUID (no ID)", id)
+	}
+	return nil
 }

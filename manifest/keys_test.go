@@ -52,7 +52,7 @@ func TestKeys(t *testing.T) {
 	}
 	var sum [32]byte
 	sum[0] = 0xab
-	sk, err := subKey("p", "t", 0, 5, 99, sum)
+	sk, err := subKey("p", "t", "", 0, 5, 99, sum)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,7 +195,7 @@ func (m *Manifest) LoadSub(ctx context.Context, r Resolver, i int) (*SubManifest
 	if i < 0 || i >= len(m.Sealed) {
 		return nil, fmt.Errorf("load sub-manifest %d of %d: no such sub-manifest", i, len(m.Sealed))
 	}
-	sub, err := loadSub(ctx, r, m.Prefix, m.Topic, m.Partition, m.Sealed[i])
+	sub, err := loadSub(ctx, r, m.owner(), m.Sealed[i])
 	if err == nil && i == 0 && sub.Segments[0].LastOffset < m.LogStartOffset {
 		return nil, &CorruptManifestError{Key: m.Sealed[i].Key, Reason: fmt.Sprintf(
 			"first segment ends at %d, below the log start offset %d", sub.Segments[0].LastOffset, m.LogStartOffset)}
@@ -203,12 +203,12 @@ func (m *Manifest) LoadSub(ctx context.Context, r Resolver, i int) (*SubManifest
 	return sub, err
 }
 
-func loadSub(ctx context.Context, r Resolver, prefix, topic string, partition int32, ref SubRef) (*SubManifest, error) {
+func loadSub(ctx context.Context, r Resolver, o lineage, ref SubRef) (*SubManifest, error) {
 	cache, _ := r.(*SubCache)
 	if cache != nil {
 		// Keyed by the whole reference, so a hit was verified against
 		// exactly this reference.
-		if sub, ok := cache.get(ref); ok && sub.Prefix == prefix && sub.Topic == topic && sub.Partition == partition {
+		if sub, ok := cache.get(ref); ok && sub.owner() == o {
 			return sub, nil
 		}
 	}
@@ -229,8 +229,8 @@ func loadSub(ctx context.Context, r Resolver, prefix, topic string, partition in
 	if err != nil {
 		return nil, err
 	}
-	if sub.Prefix != prefix || sub.Topic != topic || sub.Partition != partition {
-		return nil, corrupt("belongs to %s/%s-%d, not %s/%s-%d", sub.Prefix, sub.Topic, sub.Partition, prefix, topic, partition)
+	if sub.owner() != o {
+		return nil, corrupt("belongs to %s, not %s", sub.owner(), o)
 	}
 	if got := summarize(ref.Key, ref.Size, ref.Checksum, sub.Segments); got != ref {
 		return nil, corrupt("content summary %+v does not match the manifest's reference %+v", got, ref)

@@ -226,7 +226,7 @@ func (s Segment) validate() (Key, error) {
 		}
 		if x.file == FileLog {
 			owner = k
-		} else if k.Prefix != owner.Prefix || k.Topic != owner.Topic || k.Partition != owner.Partition {
+		} else if of(k) != of(owner) {
 			return Key{}, fmt.Errorf("%s object key %q is not in the log object's partition", x.file, x.o.Key)
 		}
 	}
@@ -260,6 +260,10 @@ type Manifest struct {
 	Prefix    string
 	Topic     string
 	Partition int32
+	// TopicID is the lineage (Key.TopicID): the topic ID every key of the
+	// manifest is under, or "" for a name-only lineage. Encoded as
+	// "topic_id" (left out when "").
+	TopicID string
 	// Generation is incremented by every commit; 0 for a manifest never
 	// written.
 	Generation int64
@@ -268,6 +272,9 @@ type Manifest struct {
 	LogStartOffset int64
 	Sealed         []SubRef
 	Segments       []Segment
+	// Gaps are the offset ranges lost before upload (see Gap), in offset
+	// order; encoded as "gaps" only when there is one.
+	Gaps []Gap
 
 	idx *lookupIndex // built by DecodeRoot and the commit functions
 }
@@ -277,15 +284,21 @@ type SubManifest struct {
 	Prefix    string // not encoded; from the key
 	Topic     string
 	Partition int32
+	TopicID   string // as Manifest.TopicID
 	Segments  []Segment
 
 	idx *lookupIndex
 }
 
 // New returns an empty manifest (generation 0) for a partition whose remote
-// log starts at logStart.
+// log starts at logStart, in the name-only lineage.
 func New(prefix, topic string, partition int32, logStart int64) (*Manifest, error) {
-	m := &Manifest{Topic: topic, Partition: partition, LogStartOffset: logStart}
+	return NewID(prefix, topic, "", partition, logStart)
+}
+
+// NewID is New in the lineage of topicID ("" = name-only).
+func NewID(prefix, topic, topicID string, partition int32, logStart int64) (*Manifest, error) {
+	m := &Manifest{Topic: topic, Partition: partition, TopicID: topicID, LogStartOffset: logStart}
 	p, err := NormalizePrefix(prefix)
 	if err != nil {
 		return nil, fmt.Errorf("new manifest: %w", err)
@@ -299,7 +312,7 @@ func New(prefix, topic string, partition int32, logStart int64) (*Manifest, erro
 
 // Key is the manifest's own object key.
 func (m *Manifest) Key() string {
-	k, err := ManifestKey(m.Prefix, m.Topic, m.Partition)
+	k, err := ManifestKeyID(m.Prefix, m.Topic, m.TopicID, m.Partition)
 	if err != nil {
 		return ""
 	}
@@ -310,7 +323,8 @@ func (m *Manifest) Key() string {
 // reference, ordering (sorted, no offset in two segments) and that every key
 // belongs to this partition under Prefix. It returns a *CorruptManifestError.
 func (m *Manifest) Validate() error {
-	if err := validateHeader(m.Prefix, m.Topic, m.Partition); err != nil {
+	o := m.owner()
+	if err := validateHeader(o); err != nil {
 		return err
 	}
 	switch {
@@ -321,7 +335,7 @@ func (m *Manifest) Validate() error {
 	}
 	prevLast := int64(-1)
 	for i, r := range m.Sealed {
-		if err := validateRef(m.Prefix, m.Topic, m.Partition, r); err != nil {
+		if err := validateRef(o, r); err != nil {
 			return invalidf("sealed[%d]: %v", i, err)
 		}
 		if r.BaseOffset <= prevLast {
@@ -330,13 +344,13 @@ func (m *Manifest) Validate() error {
 		}
 		prevLast = r.LastOffset
 	}
-	if err := validateSegments(m.Prefix, m.Topic, m.Partition, m.Segments, prevLast, "segments"); err != nil {
+	if err := validateSegments(o, m.Segments, prevLast, "segments"); err != nil {
 		return err
 	}
 	if first, ok := m.firstLast(); ok && m.LogStartOffset > first {
 		return invalidf("log start offset %d is above the first segment's last offset %d", m.LogStartOffset, first)
 	}
-	return nil
+	return m.validateGaps()
 }
 
 // firstLast is the last offset of the first segment (or of the first sealed
@@ -353,38 +367,64 @@ func (m *Manifest) firstLast() (int64, bool) {
 
 // Validate checks a sub-manifest: header, segments, ordering and keys.
 func (s *SubManifest) Validate() error {
-	if err := validateHeader(s.Prefix, s.Topic, s.Partition); err != nil {
+	o := s.owner()
+	if err := validateHeader(o); err != nil {
 		return err
 	}
 	if len(s.Segments) == 0 {
 		return invalidf("sub-manifest has no segments")
 	}
-	return validateSegments(s.Prefix, s.Topic, s.Partition, s.Segments, -1, "segments")
+	return validateSegments(o, s.Segments, -1, "segments")
 }
 
-func validateHeader(prefix, topic string, partition int32) error {
-	if p, err := NormalizePrefix(prefix); err != nil || p != prefix {
-		return invalidf("key prefix %q is not normalized", prefix)
+// lineage names the partition directory every key of a manifest is under.
+type lineage struct {
+	prefix, topic, topicID string
+	partition              int32
+}
+
+func (m *Manifest) owner() lineage    { return lineage{m.Prefix, m.Topic, m.TopicID, m.Partition} }
+func (s *SubManifest) owner() lineage { return lineage{s.Prefix, s.Topic, s.TopicID, s.Partition} }
+
+// of is the lineage a parsed key is in.
+func of(k Key) lineage { return lineage{k.Prefix, k.Topic, k.TopicID, k.Partition} }
+
+func (l lineage) String() string {
+	s := l.prefix + "/" + l.topic + "-" + fmt.Sprint(l.partition)
+	if l.topicID != "" {
+		s += lineageSep + l.topicID
 	}
-	if err := ValidateTopic(topic); err != nil {
+	return s
+}
+
+func validateHeader(o lineage) error {
+	if p, err := NormalizePrefix(o.prefix); err != nil || p != o.prefix {
+		return invalidf("key prefix %q is not normalized", o.prefix)
+	}
+	if err := ValidateTopic(o.topic); err != nil {
 		return invalidf("%v", err)
 	}
-	if partition < 0 {
-		return invalidf("negative partition %d", partition)
+	if o.partition < 0 {
+		return invalidf("negative partition %d", o.partition)
+	}
+	if o.topicID != "" {
+		if err := ValidateTopicID(o.topicID); err != nil {
+			return invalidf("%v", err)
+		}
 	}
 	return nil
 }
 
-func validateSegments(prefix, topic string, partition int32, segs []Segment, prevLast int64, field string) error {
+func validateSegments(o lineage, segs []Segment, prevLast int64, field string) error {
 	for i := range segs {
 		s := &segs[i]
 		owner, err := s.validate()
 		if err != nil {
 			return invalidf("%s[%d] (base offset %d): %v", field, i, s.BaseOffset, err)
 		}
-		if owner.Prefix != prefix || owner.Topic != topic || owner.Partition != partition {
-			return invalidf("%s[%d] (base offset %d): key %q is not under this partition (%s/%s-%d)",
-				field, i, s.BaseOffset, s.Log.Key, prefix, topic, partition)
+		if of(owner) != o {
+			return invalidf("%s[%d] (base offset %d): key %q is not under this partition (%s)",
+				field, i, s.BaseOffset, s.Log.Key, o)
 		}
 		if s.BaseOffset <= prevLast {
 			return invalidf("%s[%d] [%d, %d] overlaps or precedes the segment before (last offset %d)",
@@ -395,7 +435,7 @@ func validateSegments(prefix, topic string, partition int32, segs []Segment, pre
 	return nil
 }
 
-func validateRef(prefix, topic string, partition int32, r SubRef) error {
+func validateRef(o lineage, r SubRef) error {
 	k, err := ParseKey(r.Key)
 	if err != nil {
 		return err
@@ -403,7 +443,7 @@ func validateRef(prefix, topic string, partition int32, r SubRef) error {
 	switch {
 	case k.Type != KeySub:
 		return fmt.Errorf("key %q is not a sub-manifest key", r.Key)
-	case k.Prefix != prefix || k.Topic != topic || k.Partition != partition:
+	case of(k) != o:
 		return fmt.Errorf("key %q is not under this partition", r.Key)
 	case k.BaseOffset != r.BaseOffset || k.LastOffset != r.LastOffset:
 		return fmt.Errorf("key %q does not match range [%d, %d]", r.Key, r.BaseOffset, r.LastOffset)

@@ -348,13 +348,13 @@ func seal(m *Manifest, p Policy, sealed []SubRef, inline []Segment) ([]SubRef, [
 
 // makeSub encodes segs as a sub-manifest of m's partition.
 func makeSub(m *Manifest, segs []Segment) (NewSub, error) {
-	s := &SubManifest{Prefix: m.Prefix, Topic: m.Topic, Partition: m.Partition, Segments: slices.Clone(segs)}
+	s := &SubManifest{Prefix: m.Prefix, Topic: m.Topic, Partition: m.Partition, TopicID: m.TopicID, Segments: slices.Clone(segs)}
 	data, err := EncodeSub(s)
 	if err != nil {
 		return NewSub{}, err
 	}
 	sum := sha256.Sum256(data)
-	key, err := subKey(m.Prefix, m.Topic, m.Partition, segs[0].BaseOffset, segs[len(segs)-1].LastOffset, sum)
+	key, err := subKey(m.Prefix, m.Topic, m.TopicID, m.Partition, segs[0].BaseOffset, segs[len(segs)-1].LastOffset, sum)
 	if err != nil {
 		return NewSub{}, err
 	}
@@ -363,8 +363,8 @@ func makeSub(m *Manifest, segs []Segment) (NewSub, error) {
 
 // finish builds and validates the next root.
 func finish(m *Manifest, logStart int64, sealed []SubRef, inline []Segment, subs []NewSub, unref []string) (*Commit, error) {
-	root := &Manifest{Prefix: m.Prefix, Topic: m.Topic, Partition: m.Partition, Generation: m.Generation + 1,
-		LogStartOffset: logStart, Sealed: sealed, Segments: inline}
+	root := &Manifest{Prefix: m.Prefix, Topic: m.Topic, Partition: m.Partition, TopicID: m.TopicID, Generation: m.Generation + 1,
+		LogStartOffset: logStart, Sealed: sealed, Segments: inline, Gaps: gapsFrom(m.Gaps, logStart)}
 	if err := root.Validate(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}

@@ -9,6 +9,11 @@
 // Upload protocol (docs/format/manifest.md, "Commit protocol"), per
 // partition:
 //
+//  0. Resolve the partition's lineage once per pass and topic
+//     (resolveLineages): its topic ID (partition.metadata) against the
+//     topic object (docs/format/topic-object.md), updated with a
+//     conditional PUT — adopted on upgrade, a new lineage on re-creation,
+//     a superseded ID refused. Everything below happens in that lineage.
 //  1. Read the root manifest once and cache it with its ETag.
 //  2. Reconcile every rolled segment below the high watermark against it:
 //     skip what is committed, append what follows, cut a segment that
@@ -29,7 +34,22 @@
 //     anything else unreferenced is left to GC, which deletes objects no
 //     manifest references once they are older than the grace period.
 //
+// Deleted and re-created topics (lineage.go): MarkDeletedTopics stops a
+// deleted ID being served; RemoveExpiredLineages removes superseded
+// lineages after the deleted-topic retention, manifest first, data after.
+//
 // Remote retention commits manifest.RemoveBelow first and deletes objects
 // after; RemoteLookup tells retention.RunOnce how far the remote tier holds
-// a partition, so local segments are deleted only once uploaded.
+// a partition, so local segments are deleted only once uploaded. The
+// sidecar runs it inside its upload passes (Options.RemoteRetention,
+// retentionStep shared with RemoteRetention), on the uploader's cached
+// manifest: a lost conditional write re-reads and plans again, and only the
+// writer whose commit unreferenced an object deletes it.
+//
+// Loss: when the next segment of a partition that is not compacted starts
+// past the committed end, the source deleted the offsets in between before
+// they were uploaded; the commit records them as a manifest.Gap (AppendLost),
+// counts tiered_uploader_segments_lost_total and logs at ERROR. Per
+// partition the uploader exports the lag and the headroom before the
+// source's retention deletes the oldest segment not uploaded (PartitionLag).
 package remotetier

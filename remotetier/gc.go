@@ -69,6 +69,7 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 	type pid struct {
 		prefix, topic string
 		partition     int32
+		topicID       string // the lineage
 	}
 	parts := map[pid]bool{}
 	listPrefix := ""
@@ -80,7 +81,7 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 		if err != nil || k.Prefix != prefix && !underPrefix(k.Prefix, prefix) {
 			return nil
 		}
-		parts[pid{k.Prefix, k.Topic, k.Partition}] = true
+		parts[pid{k.Prefix, k.Topic, k.Partition, k.TopicID}] = true
 		return nil
 	})
 	if err != nil {
@@ -97,7 +98,10 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 		if ids[i].topic != ids[j].topic {
 			return ids[i].topic < ids[j].topic
 		}
-		return ids[i].partition < ids[j].partition
+		if ids[i].partition != ids[j].partition {
+			return ids[i].partition < ids[j].partition
+		}
+		return ids[i].topicID < ids[j].topicID
 	})
 	now := opts.Now()
 	var errs []error
@@ -110,7 +114,7 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 		if err != nil {
 			return rep, err
 		}
-		m, _, err := store.load(ctx, id.topic, id.partition, 0)
+		m, _, err := store.loadID(ctx, id.topic, id.topicID, id.partition, 0)
 		var live map[string]bool
 		if err == nil {
 			var keys []string
@@ -133,11 +137,11 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 			errs = append(errs, fmt.Errorf("gc %s-%d: %w", id.topic, id.partition, err))
 			continue
 		}
-		root, err := manifest.ManifestKey(id.prefix, id.topic, id.partition)
+		root, err := manifest.ManifestKeyID(id.prefix, id.topic, id.topicID, id.partition)
 		if err != nil {
 			return rep, err
 		}
-		dk, err := manifest.DataKeys(id.prefix, id.topic, id.partition, 0, "00000000")
+		dk, err := manifest.DataKeysID(id.prefix, id.topic, id.topicID, id.partition, 0, "00000000")
 		if err != nil {
 			return rep, err
 		}

@@ -1,6 +1,8 @@
 package remotetier
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -29,6 +31,12 @@ var ErrorKinds = []string{ErrKindSource, ErrKindCorrupt, ErrKindUpload, ErrKindM
 //	tiered_uploader_replaced_segments_total                       (cleaned segments swapped in)
 //	tiered_uploader_deleted_objects_total                         (unreferenced objects deleted)
 //	tiered_uploader_passes_total
+//	tiered_uploader_segments_lost_total                           (deleted at the source before upload: gaps)
+//	tiered_uploader_lost_offsets_total                            (offsets in those gaps)
+//	tiered_uploader_partition_lag_bytes{topic,partition}          (per partition: bytes not yet tiered,
+//	tiered_uploader_partition_lag_seconds{topic,partition}         age of the oldest of them,
+//	tiered_uploader_retention_headroom_seconds{topic,partition}    time before the source's retention.ms
+//	tiered_uploader_retention_headroom_bytes{topic,partition}      or retention.bytes deletes it)
 //
 // Requests per committed segment are objstore's operations_total over
 // uploaded_segments_total.
@@ -43,6 +51,12 @@ type Metrics struct {
 	replaced              prometheus.Counter
 	deleted               prometheus.Counter
 	passes                prometheus.Counter
+	lostSegments          prometheus.Counter
+	lostOffsets           prometheus.Counter
+	partLagBytes          *prometheus.GaugeVec
+	partLagSeconds        *prometheus.GaugeVec
+	headroomSeconds       *prometheus.GaugeVec
+	headroomBytes         *prometheus.GaugeVec
 }
 
 // NewMetrics registers the uploader series on reg (nil: a private
@@ -74,9 +88,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Objects the uploader deleted: superseded by its own commit, or its own attempts that were never committed."}),
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "tiered_uploader_passes_total",
 			Help: "Upload passes run."}),
+		lostSegments: prometheus.NewCounter(prometheus.CounterOpts{Name: "tiered_uploader_segments_lost_total",
+			Help: "Segments the source deleted before they were uploaded, recorded as gaps in the manifest (data loss in the tier)."}),
+		lostOffsets: prometheus.NewCounter(prometheus.CounterOpts{Name: "tiered_uploader_lost_offsets_total",
+			Help: "Offsets in the gaps recorded in manifests: deleted at the source before they were uploaded."}),
+		partLagBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tiered_uploader_partition_lag_bytes",
+			Help: "Per partition: bytes of rolled segments below the high watermark not yet committed."}, []string{"topic", "partition"}),
+		partLagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tiered_uploader_partition_lag_seconds",
+			Help: "Per partition: age (now minus its largest timestamp) of the oldest rolled segment not yet committed; 0 when none."}, []string{"topic", "partition"}),
+		headroomSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tiered_uploader_retention_headroom_seconds",
+			Help: "Per partition: time before the source's retention.ms deletes the oldest segment not yet committed (0: due; retention.ms when nothing waits; +Inf without a time limit)."}, []string{"topic", "partition"}),
+		headroomBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tiered_uploader_retention_headroom_bytes",
+			Help: "Per partition: bytes the source log may still grow before its retention.bytes deletes the oldest segment not yet committed (+Inf without a size limit)."}, []string{"topic", "partition"}),
 	}
 	for _, c := range []prometheus.Collector{m.lagBytes, m.lagSegments, m.uploadedBytes, m.uploadedSegments, m.errors,
-		m.commits, m.conflicts, m.gone, m.replaced, m.deleted, m.passes} {
+		m.commits, m.conflicts, m.gone, m.replaced, m.deleted, m.passes, m.lostSegments, m.lostOffsets,
+		m.partLagBytes, m.partLagSeconds, m.headroomSeconds, m.headroomBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -87,4 +114,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.errors.WithLabelValues(k)
 	}
 	return m, nil
+}
+
+// forget deletes a partition's per-partition series.
+func (m *Metrics) forget(topic string, partition int32) {
+	lbl := prometheus.Labels{"topic": topic, "partition": strconv.Itoa(int(partition))}
+	for _, g := range []*prometheus.GaugeVec{m.partLagBytes, m.partLagSeconds, m.headroomSeconds, m.headroomBytes} {
+		g.Delete(lbl)
+	}
 }

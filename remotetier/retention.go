@@ -184,88 +184,120 @@ func remoteRetentionPartition(ctx context.Context, store *manifestStore, l *loca
 		if err != nil {
 			return pr, nil, 0, err
 		}
-		if m.Generation == 0 {
-			return pr, nil, 0, nil // nothing remote yet
-		}
-		pr.LogStartOffset, pr.NewLogStartOffset = m.LogStartOffset, m.LogStartOffset
-		var segs []retention.Segment
-		err = m.Walk(ctx, store.subs, func(s manifest.Segment) error {
-			segs = append(segs, retention.Segment{BaseOffset: s.BaseOffset, LastOffset: s.LastOffset, Size: s.Log.Size,
-				MaxTimestamp: s.MaxTimestamp, Uploaded: true})
-			return nil
-		})
-		if err != nil {
-			return pr, nil, 0, err
-		}
 		local, err := l.RetentionSegments()
 		if err != nil {
 			return pr, nil, 0, err
 		}
-		for _, s := range retention.FromLog(local) {
-			if s.NextOffset() > m.NextOffset() {
-				segs = append(segs, s)
-			}
+		step, err := retentionStep(ctx, store, m, etag, retention.FromLog(local), cfg, opts, logger)
+		pr = step.pr
+		if objstore.IsPreconditionFailed(err) && attempt < 8 {
+			continue // another writer committed: plan again from its manifest
 		}
-		d := retention.Remote(segs, cfg, m.LogStartOffset, opts.Now())
-		if len(d.Delete) == 0 || d.NewLogStartOffset <= m.LogStartOffset {
-			return pr, nil, 0, nil
+		if err != nil || step.commit == nil {
+			return pr, step.reports, 0, err
 		}
-		var reports []retention.SegmentReport
-		var bytes int64
-		for _, del := range d.Delete {
-			reports = append(reports, retention.SegmentReport{Topic: topic, Partition: partition, BaseOffset: del.Segment.BaseOffset,
-				LastOffset: del.Segment.LastOffset, SizeBytes: del.Segment.Size, MaxTimestamp: del.Segment.MaxTimestamp,
-				Reason: del.Reason, SizeBeatTime: del.SizeBeatTime})
-			bytes += del.Segment.Size
-		}
-		pr.NewLogStartOffset, pr.Segments, pr.Bytes = d.NewLogStartOffset, len(d.Delete), bytes
-		if opts.DryRun {
-			return pr, reports, 0, nil
-		}
-		// The new start may lie inside a segment the remote tier does not
-		// hold yet (a local one): RemoveBelow keeps the segment holding it.
-		c, err := manifest.RemoveBelow(ctx, store.subs, m, d.NewLogStartOffset)
-		if err != nil {
-			return pr, nil, 0, err
-		}
-		if _, err := store.write(ctx, c, m.Generation, etag); err != nil {
-			if objstore.IsPreconditionFailed(err) && attempt < 8 {
-				continue // another writer committed: plan again from its manifest
-			}
-			return pr, nil, 0, err
-		}
-		var delErrs []error
-		for _, k := range c.Unreferenced {
-			if err := store.bkt.Delete(ctx, k); err != nil {
-				delErrs = append(delErrs, err) // an orphan now: GC collects it
-				continue
-			}
-			if opts.Metrics != nil {
-				opts.Metrics.objects.Inc()
-			}
-		}
-		if opts.Metrics != nil {
-			for _, r := range reports {
-				opts.Metrics.segments.WithLabelValues(string(r.Reason)).Inc()
-				opts.Metrics.bytes.WithLabelValues(string(r.Reason)).Add(float64(r.SizeBytes))
-			}
-		}
-		logger.Info("remote retention", "topic", topic, "partition", partition, "deleted_segments", len(reports),
-			"deleted_bytes", bytes, "new_log_start_offset", d.NewLogStartOffset)
 		// Local copies below the new log start offset go too.
 		nLocal := 0
 		segsNow := l.Segments()
 		if n := len(segsNow); n > 0 {
-			upTo := min(d.NewLogStartOffset, segsNow[n-1].BaseOffset)
+			upTo := min(pr.NewLogStartOffset, segsNow[n-1].BaseOffset)
 			deleted, err := l.DeleteSegments(upTo)
 			nLocal = len(deleted)
 			if err != nil {
-				delErrs = append(delErrs, err)
+				logger.Warn("remote retention: local deletions failed", "topic", topic, "partition", partition, "err", err)
 			}
 		}
-		if len(delErrs) > 0 {
-			logger.Warn("remote retention: some deletions failed (left to garbage collection)", "topic", topic, "partition", partition, "err", errors.Join(delErrs...))
-		}
-		return pr, reports, nLocal, nil
+		return pr, step.reports, nLocal, nil
 	}
+}
+
+// retained is one retentionStep's outcome: commit is nil when nothing was
+// deletable (or on a dry run); etag is the new manifest's.
+type retained struct {
+	pr      RemotePartitionRetention
+	reports []retention.SegmentReport
+	commit  *manifest.Commit
+	etag    string
+}
+
+// retentionStep applies retention.Remote to m (read with etag) and the
+// source's segments past its end (local: the segments the remote tier does
+// not hold, counted toward retention.bytes), and commits the removal:
+// manifest.RemoveBelow written conditionally on etag first, then the
+// objects it no longer references deleted (only by the writer whose commit
+// unreferenced them, so never twice). A lost race is returned as the
+// store's precondition error: plan again from the new manifest.
+func retentionStep(ctx context.Context, store *manifestStore, m *manifest.Manifest, etag string, local []retention.Segment,
+	cfg topicconfig.Config, opts RetentionOptions, logger *slog.Logger) (retained, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	out := retained{pr: RemotePartitionRetention{Topic: m.Topic, Partition: m.Partition, LogStartOffset: m.LogStartOffset,
+		NewLogStartOffset: m.LogStartOffset}}
+	if m.Generation == 0 {
+		return out, nil // nothing remote yet
+	}
+	var segs []retention.Segment
+	err := m.Walk(ctx, store.subs, func(s manifest.Segment) error {
+		segs = append(segs, retention.Segment{BaseOffset: s.BaseOffset, LastOffset: s.LastOffset, Size: s.Log.Size,
+			MaxTimestamp: s.MaxTimestamp, Uploaded: true})
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	for _, s := range local {
+		if s.NextOffset() > m.NextOffset() {
+			s.Uploaded = false
+			segs = append(segs, s)
+		}
+	}
+	d := retention.Remote(segs, cfg, m.LogStartOffset, opts.Now())
+	if len(d.Delete) == 0 || d.NewLogStartOffset <= m.LogStartOffset {
+		return out, nil
+	}
+	var bytes int64
+	for _, del := range d.Delete {
+		out.reports = append(out.reports, retention.SegmentReport{Topic: m.Topic, Partition: m.Partition, BaseOffset: del.Segment.BaseOffset,
+			LastOffset: del.Segment.LastOffset, SizeBytes: del.Segment.Size, MaxTimestamp: del.Segment.MaxTimestamp,
+			Reason: del.Reason, SizeBeatTime: del.SizeBeatTime})
+		bytes += del.Segment.Size
+	}
+	out.pr.NewLogStartOffset, out.pr.Segments, out.pr.Bytes = d.NewLogStartOffset, len(d.Delete), bytes
+	if opts.DryRun {
+		return out, nil
+	}
+	// The new start may lie inside a segment the remote tier does not
+	// hold yet (a local one): RemoveBelow keeps the segment holding it.
+	c, err := manifest.RemoveBelow(ctx, store.subs, m, d.NewLogStartOffset)
+	if err != nil {
+		return out, err
+	}
+	if out.etag, err = store.write(ctx, c, m.Generation, etag); err != nil {
+		return out, err
+	}
+	out.commit = c
+	var delErrs []error
+	for _, k := range c.Unreferenced {
+		if err := store.bkt.Delete(ctx, k); err != nil {
+			delErrs = append(delErrs, err) // an orphan now: GC collects it
+			continue
+		}
+		if opts.Metrics != nil {
+			opts.Metrics.objects.Inc()
+		}
+	}
+	if opts.Metrics != nil {
+		for _, r := range out.reports {
+			opts.Metrics.segments.WithLabelValues(string(r.Reason)).Inc()
+			opts.Metrics.bytes.WithLabelValues(string(r.Reason)).Add(float64(r.SizeBytes))
+		}
+	}
+	logger.Info("remote retention", "topic", m.Topic, "partition", m.Partition, "deleted_segments", len(out.reports),
+		"deleted_bytes", bytes, "new_log_start_offset", d.NewLogStartOffset)
+	if len(delErrs) > 0 {
+		logger.Warn("remote retention: some deletions failed (left to garbage collection)", "topic", m.Topic, "partition", m.Partition,
+			"err", errors.Join(delErrs...))
+	}
+	return out, nil
 }

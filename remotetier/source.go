@@ -69,6 +69,28 @@ type Partition struct {
 	// IndexIntervalBytes is index.interval.bytes, for indexes the uploader
 	// has to build.
 	IndexIntervalBytes int64
+	// SourceRetentionMs and SourceRetentionBytes are the source's own
+	// retention for the topic (the broker's retention.ms and
+	// retention.bytes): how long data not yet uploaded lasts there. -1 is
+	// no limit (tiered's own log keeps what is not uploaded).
+	SourceRetentionMs, SourceRetentionBytes int64
+	// SourceBytes is the size of every segment of the source log, the
+	// active one included (what retention.bytes is compared with).
+	SourceBytes int64
+	// Led is set when the source knows this broker leads the partition
+	// (BrokerSource with Leads): its log is the partition's whole log.
+	Led bool
+	// TopicID is the partition's topic ID in Kafka's string form, from
+	// partition.metadata; "" when the log dir has none (brokers before 2.8,
+	// tiered's own engine): the name-only lineage.
+	TopicID string
+	// Configs are topic configs to record in the topic object (nil: leave
+	// them as they are).
+	Configs map[string]string
+
+	// keyID is the lineage the uploader writes the partition to
+	// (resolveLineages).
+	keyID string
 }
 
 // SegmentMeta describes one segment as listed.
@@ -256,13 +278,17 @@ func (s *LocalSource) Partitions(ctx context.Context) ([]Partition, error) {
 func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32, cfg topicconfig.Config, cleaned map[checkpoint.TopicPartition]int64) (Partition, error) {
 	p := Partition{Topic: topic, Partition: partition, HighWatermark: l.LastStableOffset(),
 		LogStartOffset: l.LogStartOffset(), Compacted: cfg.CleanupPolicy.Compact,
-		CleanedUpTo: cleaned[tp(topic, partition)], IndexIntervalBytes: cfg.IndexIntervalBytes}
+		CleanedUpTo: cleaned[tp(topic, partition)], IndexIntervalBytes: cfg.IndexIntervalBytes,
+		SourceRetentionMs: -1, SourceRetentionBytes: -1}
 	epochs, err := checkpoint.ReadLeaderEpochs(s.fs, filepath.Join(l.Dir(), checkpoint.LeaderEpochFile))
 	if err != nil {
 		return Partition{}, fmt.Errorf("read leader epochs of %s-%d: %w", topic, partition, err)
 	}
 	p.LeaderEpochs = toManifestEpochs(epochs)
 	segs := l.Segments()
+	for _, sg := range segs {
+		p.SourceBytes += sg.Size
+	}
 	for i, sg := range segs {
 		if sg.Active || i+1 >= len(segs) {
 			break
@@ -375,9 +401,14 @@ type BrokerSource struct {
 	view *localtier.BrokerView
 	fs   vfs.FS
 	// Leads, when set, limits uploads to the partitions it returns (those
-	// this broker leads, asked from the cluster). nil uploads every
-	// partition with a high watermark.
+	// this broker leads, asked from the cluster). nil, or a nil map
+	// returned (leadership unknown), uploads every partition with a high
+	// watermark.
 	Leads func(ctx context.Context) (map[checkpoint.TopicPartition]bool, error)
+	// Retention, when set, gives the broker's retention.ms and
+	// retention.bytes of a topic (from its metadata); nil assumes Kafka's
+	// defaults (7 days, no size limit).
+	Retention func(topic string) (ms, bytes int64)
 	// Tiered, when set, is the per-topic policy (remotetier/policy): partitions of a topic
 	// it returns false for are never listed, so never uploaded. nil lists every topic.
 	Tiered func(topic string) bool
@@ -437,6 +468,7 @@ func (s *BrokerSource) Partitions(ctx context.Context) ([]Partition, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.Led = leads != nil
 		out = append(out, p)
 	}
 	return out, nil
@@ -446,7 +478,18 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	key := tp(bp.Topic, bp.Partition)
 	cleanedUpTo, compacted := cleaned[key]
 	p := Partition{Topic: bp.Topic, Partition: bp.Partition, HighWatermark: hw, LogStartOffset: logStart,
-		Compacted: compacted, CleanedUpTo: cleanedUpTo, IndexIntervalBytes: DefaultIndexIntervalBytes}
+		Compacted: compacted, CleanedUpTo: cleanedUpTo, IndexIntervalBytes: DefaultIndexIntervalBytes,
+		SourceRetentionMs: topicconfig.DefaultRetentionMs, SourceRetentionBytes: topicconfig.DefaultRetentionBytes}
+	if s.Retention != nil {
+		p.SourceRetentionMs, p.SourceRetentionBytes = s.Retention(bp.Topic)
+	}
+	id, err := s.view.TopicID(bp.Topic, bp.Partition)
+	if err != nil {
+		return Partition{}, fmt.Errorf("read topic id of %s-%d: %w", bp.Topic, bp.Partition, err)
+	}
+	if !id.IsZero() {
+		p.TopicID = id.String()
+	}
 	epochs, err := s.view.LeaderEpochs(bp.Topic, bp.Partition)
 	if err != nil {
 		return Partition{}, fmt.Errorf("read leader epochs of %s-%d: %w", bp.Topic, bp.Partition, err)
@@ -455,6 +498,9 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	segs, err := s.view.Segments(bp.Topic, bp.Partition)
 	if err != nil {
 		return Partition{}, err
+	}
+	for _, sg := range segs {
+		p.SourceBytes += sg.Size
 	}
 	for i, sg := range segs {
 		if sg.Active || i+1 >= len(segs) || sg.NextOffset > hw {

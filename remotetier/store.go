@@ -49,13 +49,18 @@ func (s *manifestStore) loadObject(ctx context.Context, key string, size int64) 
 // one gets a new manifest (generation 0, ETag "") whose log starts at
 // logStart.
 func (s *manifestStore) load(ctx context.Context, topic string, partition int32, logStart int64) (*manifest.Manifest, string, error) {
-	key, err := manifest.ManifestKey(s.prefix, topic, partition)
+	return s.loadID(ctx, topic, "", partition, logStart)
+}
+
+// loadID is load in the lineage of keyID ("" = name-only).
+func (s *manifestStore) loadID(ctx context.Context, topic, keyID string, partition int32, logStart int64) (*manifest.Manifest, string, error) {
+	key, err := manifest.ManifestKeyID(s.prefix, topic, keyID, partition)
 	if err != nil {
 		return nil, "", err
 	}
 	rc, attrs, err := objstore.GetWithAttrs(ctx, s.bkt, key)
 	if objstore.IsNotFound(err) {
-		m, err := manifest.New(s.prefix, topic, partition, max(logStart, 0))
+		m, err := manifest.NewID(s.prefix, topic, keyID, partition, max(logStart, 0))
 		return m, "", err
 	}
 	if err != nil {

@@ -120,11 +120,26 @@ func upLoad(t testing.TB, bkt objstore.Bucket, topic string, p int32) *manifest.
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := store.load(context.Background(), topic, p, 0)
+	m, _, err := store.loadID(context.Background(), topic, upKeyID(t, bkt, topic), p, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// upKeyID is the lineage readers serve for topic: its topic object's
+// current one, or the name-only lineage without an object.
+func upKeyID(t testing.TB, bkt objstore.Bucket, topic string) string {
+	t.Helper()
+	s, _, err := LoadTopicState(context.Background(), bkt, "", topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, ok := s.Serving()
+	if !ok {
+		t.Fatalf("topic %s is deleted", topic)
+	}
+	return k
 }
 
 func upAllSegments(t testing.TB, bkt objstore.Bucket, m *manifest.Manifest) []manifest.Segment {
@@ -248,7 +263,9 @@ func upKeys(t testing.TB, b objstore.BucketReader) []string {
 	t.Helper()
 	var keys []string
 	if err := b.List(context.Background(), "", func(o objstore.ObjectInfo) error {
-		keys = append(keys, o.Key)
+		if _, _, topicObject := manifest.ParseTopicKey(o.Key); !topicObject {
+			keys = append(keys, o.Key)
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -266,7 +283,7 @@ func upReferenced(t testing.TB, b objstore.Bucket, parts ...manifest.Key) map[st
 	}
 	out := map[string]bool{}
 	for _, k := range parts {
-		m, _, err := store.load(context.Background(), k.Topic, k.Partition, 0)
+		m, _, err := store.loadID(context.Background(), k.Topic, k.TopicID, k.Partition, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,6 +70,28 @@ type Options struct {
 	// often, with GCGrace. Zero never collects.
 	GCInterval time.Duration
 	GCGrace    time.Duration
+	// RemoteRetention, when set, makes every pass apply remote retention
+	// to each partition after its upload (the sidecar: retention.Remote,
+	// manifest first, data after; SidecarRetention). It returns the
+	// partition's rule, or false to leave its remote segments alone.
+	RemoteRetention func(p Partition) (RetentionRule, bool)
+	// RetentionMetrics counts remote retention's deletions (nil: not counted).
+	RetentionMetrics *RetentionMetrics
+	// RemoveLineages makes every pass remove the superseded lineages (a
+	// deleted or re-created topic's old data) older than
+	// DeletedTopicRetention (0: at once; negative: keep them), as
+	// RemoveExpiredLineages. The sidecar sets it.
+	RemoveLineages        bool
+	DeletedTopicRetention time.Duration
+	// RemovesLineages, when set, is asked each pass whether this uploader
+	// is the one that removes lineages (several sidecars over one bucket:
+	// one removes, so no object is deleted twice); nil: it is.
+	RemovesLineages func() bool
+	// DeletedTopics, when set, is asked at the start of every pass for the
+	// topics the broker's metadata deleted; each whose ID is its topic
+	// object's current one is marked deleted (MarkDeletedTopics): no
+	// longer served, removed after DeletedTopicRetention.
+	DeletedTopics func(ctx context.Context) ([]DeletedTopic, error)
 	// OnPass, when set, is called by Run after every pass that ctx did not
 	// end, with the pass's report and error (a daemon's health and
 	// readiness follow it). It must not block.
@@ -92,14 +114,22 @@ type Uploader struct {
 	checkGate chan struct{}
 	logger    *slog.Logger
 
-	mu     sync.Mutex
-	state  map[partKey]*partState
+	mu    sync.Mutex
+	state map[partKey]*partState
+	// listed are the partitions the last pass listed: those a pass no
+	// longer lists (led elsewhere now, deleted, no longer tiered) lose
+	// their per-partition series.
+	listed map[partKey]bool
 	lastGC time.Time
+	// deletionsDone are the deletions already recorded in their topic
+	// objects (or found not current), not looked at again.
+	deletionsDone map[DeletedTopic]bool
 }
 
 type partKey struct {
 	topic     string
 	partition int32
+	keyID     string // the lineage
 }
 
 // partState is the cached manifest of a partition and the ETag it was read
@@ -109,6 +139,9 @@ type partState struct {
 	mu   sync.Mutex
 	m    *manifest.Manifest
 	etag string
+	// listed holds the base offsets of segments listed by earlier passes
+	// and not committed yet: a gap counts those it swallowed as lost.
+	listed map[int64]bool
 }
 
 // NewUploader returns an uploader from src into bkt.
@@ -176,9 +209,18 @@ type Report struct {
 	Commits          int               `json:"commits"`
 	CommitConflicts  int               `json:"commit_conflicts"`
 	SegmentsGone     int               `json:"segments_gone"`
-	LagSegments      int               `json:"lag_segments"`
-	LagBytes         int64             `json:"lag_bytes"`
-	Errors           int               `json:"errors"`
+	SegmentsLost     int               `json:"segments_lost"`
+	// RetainedSegments and RetainedBytes are what remote retention deleted.
+	RetainedSegments int   `json:"retention_deleted_segments"`
+	RetainedBytes    int64 `json:"retention_deleted_bytes"`
+	LagSegments      int   `json:"lag_segments"`
+	LagBytes         int64 `json:"lag_bytes"`
+	Errors           int   `json:"errors"`
+	// RefusedPartitions were not uploaded because their topic ID belongs to
+	// a superseded lineage (or they have none under a topic with one).
+	RefusedPartitions int `json:"refused_partitions"`
+	// RemovedLineages is how many superseded lineages the pass removed.
+	RemovedLineages int `json:"removed_lineages"`
 }
 
 // PartitionReport is one partition's outcome.
@@ -188,14 +230,26 @@ type PartitionReport struct {
 	// Committed lists the segments this pass committed.
 	Committed []CommittedSegment `json:"committed"`
 	// RemoteNextOffset is the manifest's first uncommitted offset after the pass.
-	RemoteNextOffset int64  `json:"remote_next_offset"`
-	HighWatermark    int64  `json:"high_watermark"`
-	LagSegments      int    `json:"lag_segments"`
-	LagBytes         int64  `json:"lag_bytes"`
-	SegmentsGone     int    `json:"segments_gone,omitempty"`
-	Commits          int    `json:"commits"`
-	CommitConflicts  int    `json:"commit_conflicts"`
-	Error            string `json:"error,omitempty"`
+	RemoteNextOffset int64 `json:"remote_next_offset"`
+	HighWatermark    int64 `json:"high_watermark"`
+	LagSegments      int   `json:"lag_segments"`
+	LagBytes         int64 `json:"lag_bytes"`
+	SegmentsGone     int   `json:"segments_gone,omitempty"`
+	// Lost lists the gaps this pass recorded: offsets the source deleted
+	// before they were uploaded; SegmentsLost counts their segments.
+	Lost         []manifest.Gap `json:"lost,omitempty"`
+	SegmentsLost int            `json:"segments_lost,omitempty"`
+	// OldestLagMs is the largest timestamp of the oldest rolled segment
+	// not yet committed (-1 when none); HeadroomMs and HeadroomBytes are
+	// what is left before the source's retention deletes it (PartitionLag: 0 when due, NoLimit -1 without a limit or nothing waiting).
+	OldestLagMs int64 `json:"oldest_lag_max_timestamp"`
+	// Retention is what remote retention did to the partition this pass.
+	Retention       *RemotePartitionRetention `json:"retention,omitempty"`
+	HeadroomMs      int64                     `json:"headroom_ms"`
+	HeadroomBytes   int64                     `json:"headroom_bytes"`
+	Commits         int                       `json:"commits"`
+	CommitConflicts int                       `json:"commit_conflicts"`
+	Error           string                    `json:"error,omitempty"`
 }
 
 // CommittedSegment is one segment a pass committed.
@@ -271,11 +325,16 @@ func (u *Uploader) MaybeGC(ctx context.Context) error {
 // failing partition does not stop the others; their errors are joined.
 func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	u.metrics.passes.Inc()
+	var delErr error
+	if u.opts.DeletedTopics != nil {
+		delErr = u.applyDeletions(ctx)
+	}
 	parts, err := u.src.Partitions(ctx)
 	if err != nil {
 		u.metrics.errors.WithLabelValues(ErrKindSource).Inc()
 		return Report{}, fmt.Errorf("list partitions: %w", err)
 	}
+	parts, refused, lineageErr := u.resolveLineages(ctx, parts)
 	reps := make([]PartitionReport, len(parts))
 	errs := make([]error, len(parts))
 	var g errgroup.Group
@@ -291,7 +350,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		})
 	}
 	_ = g.Wait()
-	rep := Report{Partitions: reps}
+	rep := Report{Partitions: reps, RefusedPartitions: refused}
 	for _, pr := range reps {
 		for _, c := range pr.Committed {
 			if c.Replaced {
@@ -302,6 +361,11 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 			rep.UploadedBytes += c.Bytes
 		}
 		rep.SegmentsGone += pr.SegmentsGone
+		rep.SegmentsLost += pr.SegmentsLost
+		if pr.Retention != nil {
+			rep.RetainedSegments += pr.Retention.Segments
+			rep.RetainedBytes += pr.Retention.Bytes
+		}
 		rep.Commits += pr.Commits
 		rep.CommitConflicts += pr.CommitConflicts
 		rep.LagSegments += pr.LagSegments
@@ -310,15 +374,21 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 			rep.Errors++
 		}
 	}
+	u.forgetGone(parts)
 	u.metrics.lagBytes.WithLabelValues().Set(float64(rep.LagBytes))
 	u.metrics.lagSegments.WithLabelValues().Set(float64(rep.LagSegments))
-	return rep, errors.Join(errs...)
+	if u.opts.RemoveLineages && (u.opts.RemovesLineages == nil || u.opts.RemovesLineages()) {
+		lr, err := RemoveExpiredLineages(ctx, u.bkt, u.opts.Prefix, u.opts.DeletedTopicRetention, u.opts.Now(), u.logger)
+		rep.RemovedLineages = lr.Lineages
+		errs = append(errs, err)
+	}
+	return rep, errors.Join(append(errs, lineageErr, delErr)...)
 }
 
 func (u *Uploader) partState(p Partition) *partState {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	k := partKey{p.Topic, p.Partition}
+	k := partKey{p.Topic, p.Partition, p.keyID}
 	st := u.state[k]
 	if st == nil {
 		st = &partState{}
@@ -333,7 +403,7 @@ func (u *Uploader) reload(ctx context.Context, p Partition, st *partState) error
 	for attempt := 1; ; attempt++ {
 		var m *manifest.Manifest
 		var etag string
-		m, etag, err = u.store.load(ctx, p.Topic, p.Partition, p.LogStartOffset)
+		m, etag, err = u.store.loadID(ctx, p.Topic, p.keyID, p.Partition, p.LogStartOffset)
 		if err == nil {
 			st.m, st.etag = m, etag
 			return nil
@@ -347,4 +417,21 @@ func (u *Uploader) reload(ctx context.Context, p Partition, st *partState) error
 	}
 	u.metrics.errors.WithLabelValues(ErrKindManifest).Inc()
 	return err
+}
+
+// forgetGone drops the per-partition series of the partitions the previous
+// pass listed and this one did not.
+func (u *Uploader) forgetGone(parts []Partition) {
+	now := make(map[partKey]bool, len(parts))
+	for _, p := range parts {
+		now[partKey{topic: p.Topic, partition: p.Partition}] = true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k := range u.listed {
+		if !now[k] {
+			u.metrics.forget(k.topic, k.partition)
+		}
+	}
+	u.listed = now
 }

@@ -40,11 +40,13 @@ func (u *Uploader) commit(ctx context.Context, p Partition, st *partState, done 
 			return nil, nil
 		}
 		prevGen := st.m.Generation
+		prev := st.m
 		etag, err := u.store.write(ctx, c, prevGen, st.etag)
 		if err == nil {
 			st.m, st.etag = c.Root, etag
 			pr.Commits++
 			u.committed(kept)
+			u.recordLost(p, st, prev, c.Root, pr)
 			u.deleteKeys(ctx, c.Unreferenced)
 			return kept, nil
 		}
@@ -78,6 +80,7 @@ func (u *Uploader) commit(ctx context.Context, p Partition, st *partState, done 
 		if u.landed(ctx, st.m, c.Root, kept) {
 			pr.Commits++
 			u.committed(kept)
+			u.recordLost(p, st, prev, c.Root, pr)
 			u.deleteKeys(ctx, c.Unreferenced)
 			return kept, nil
 		}
@@ -174,18 +177,33 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			// The first commit: the remote log starts where the source
 			// log does, inside the first segment.
 			start := min(max(p.LogStartOffset, segs[0].BaseOffset), segs[0].LastOffset)
-			fresh, err := manifest.New(u.store.prefix, p.Topic, p.Partition, start)
+			fresh, err := manifest.NewID(u.store.prefix, p.Topic, p.keyID, p.Partition, start)
 			if err != nil {
 				return nil, nil, err
 			}
 			cur = fresh
 		}
-		c, err := manifest.Append(cur, u.opts.Policy, segs...)
-		if err != nil {
-			return nil, nil, err
+		// Runs of segments that follow one another, each appended after
+		// the gap before it when that gap is a loss (lostBefore).
+		for start := 0; start < len(segs); {
+			end := start + 1
+			for end < len(segs) && (p.Compacted || segs[end].BaseOffset <= segs[end-1].LastOffset+1) {
+				end++
+			}
+			var c *manifest.Commit
+			var err error
+			if gap, ok := u.lostBefore(p, cur, segs[start]); ok {
+				c, err = manifest.AppendLost(cur, u.opts.Policy, gap, segs[start:end]...)
+			} else {
+				c, err = manifest.Append(cur, u.opts.Policy, segs[start:end]...)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			steps = append(steps, c)
+			cur = c.Root
+			start = end
 		}
-		steps = append(steps, c)
-		cur = c.Root
 	}
 	for _, d := range replaces {
 		c, err := manifest.Replace(ctx, u.store.subs, cur, u.opts.Policy, d.from, d.to, []manifest.Segment{d.seg})
@@ -206,4 +224,49 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		return nil, nil, nil
 	}
 	return chainCommit(m, steps), kept, nil
+}
+
+// lostBefore reports the gap that appending first after cur leaves, when
+// it is data loss: a partition whose offsets follow one another (not
+// compacted; a cleaner's gaps are no loss) that was committed before, and
+// whose next rolled segment starts past the committed end: the source
+// deleted the offsets in between before they were uploaded (its retention
+// ran while the upload stalled, or a DeleteRecords). The first commit of a
+// partition records none: the remote log starts where the source log did.
+func (u *Uploader) lostBefore(p Partition, cur *manifest.Manifest, first manifest.Segment) (manifest.Gap, bool) {
+	if p.Compacted || cur.Generation == 0 || first.BaseOffset <= cur.NextOffset() {
+		return manifest.Gap{}, false
+	}
+	return manifest.Gap{BaseOffset: cur.NextOffset(), LastOffset: first.BaseOffset - 1, DetectedMs: u.opts.Now().UnixMilli()}, true
+}
+
+// recordLost reports the gaps root recorded that prev did not: counted,
+// in the pass report, and logged at ERROR (data the tier will never have).
+func (u *Uploader) recordLost(p Partition, st *partState, prev, root *manifest.Manifest, pr *PartitionReport) {
+	from := prev.NextOffset()
+	for _, g := range root.Gaps {
+		if g.BaseOffset < from {
+			continue
+		}
+		segs := 0
+		for base := range st.listed {
+			if base >= g.BaseOffset && base <= g.LastOffset {
+				segs++
+			}
+		}
+		segs = max(segs, 1) // one at least; more when earlier passes listed them
+		pr.Lost = append(pr.Lost, g)
+		pr.SegmentsLost += segs
+		u.metrics.lostSegments.Add(float64(segs))
+		u.metrics.lostOffsets.Add(float64(g.LastOffset - g.BaseOffset + 1))
+		u.logger.Error("segments deleted at the source before they were uploaded: the remote tier has a gap (data loss)",
+			"topic", p.Topic, "partition", p.Partition, "base_offset", g.BaseOffset, "last_offset", g.LastOffset,
+			"offsets", g.LastOffset-g.BaseOffset+1, "segments", segs, "source_log_start_offset", p.LogStartOffset,
+			"source_retention_ms", p.SourceRetentionMs, "source_retention_bytes", p.SourceRetentionBytes)
+	}
+	for base := range st.listed {
+		if base < root.NextOffset() {
+			delete(st.listed, base)
+		}
+	}
 }

@@ -2,8 +2,11 @@ package remotetier
 
 import (
 	"context"
+	"math"
+	"strconv"
 	"time"
 
+	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/manifest"
 )
 
@@ -68,17 +71,83 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 			break // a segment went away: list again next pass
 		}
 	}
+	pr.OldestLagMs, pr.HeadroomMs, pr.HeadroomBytes = -1, NoLimit, NoLimit
 	if st.m != nil {
 		next := st.m.NextOffset()
 		pr.RemoteNextOffset = next
 		for _, s := range p.Segments {
 			if s.NextOffset > next {
+				if st.listed == nil {
+					st.listed = map[int64]bool{}
+				}
+				st.listed[s.BaseOffset] = true
+				if pr.LagSegments == 0 {
+					pr.OldestLagMs = s.MaxTimestamp
+				}
 				pr.LagSegments++
 				pr.LagBytes += s.Size
 			}
 		}
+		lag := PartitionLag(sourceLagSegments(p), next, sourceRetention(p), u.opts.Now())
+		pr.HeadroomMs, pr.HeadroomBytes = lag.HeadroomMs, lag.HeadroomBytes
 	}
+	if u.opts.RemoteRetention != nil && err == nil && st.m != nil {
+		if rule, ok := u.opts.RemoteRetention(p); ok {
+			err = u.retainPartition(ctx, p, st, rule, &pr)
+		}
+	}
+	u.partitionGauges(p, pr)
 	return pr, err
+}
+
+// sourceLagSegments are the source's segments as PartitionLag takes them:
+// the rolled ones listed, then one standing for the rest of the log (the
+// active segment and what lies above the high watermark), which counts
+// toward its size.
+func sourceLagSegments(p Partition) []LagSegment {
+	out := make([]LagSegment, 0, len(p.Segments)+1)
+	var listed int64
+	for _, s := range p.Segments {
+		out = append(out, LagSegment{BaseOffset: s.BaseOffset, NextOffset: s.NextOffset, Size: s.Size, MaxTimestamp: s.MaxTimestamp})
+		listed += s.Size
+	}
+	if rest := p.SourceBytes - listed; rest > 0 {
+		out = append(out, LagSegment{Size: rest, MaxTimestamp: -1, Active: true})
+	}
+	return out
+}
+
+// sourceRetention is the source's own retention as PartitionLag reads it.
+func sourceRetention(p Partition) topicconfig.Config {
+	cfg := topicconfig.Defaults()
+	cfg.RetentionMs, cfg.RetentionBytes = p.SourceRetentionMs, p.SourceRetentionBytes
+	return cfg
+}
+
+// partitionGauges sets the partition's lag and headroom series.
+func (u *Uploader) partitionGauges(p Partition, pr PartitionReport) {
+	lbl := []string{p.Topic, strconv.Itoa(int(p.Partition))}
+	u.metrics.partLagBytes.WithLabelValues(lbl...).Set(float64(pr.LagBytes))
+	age := 0.0
+	if pr.OldestLagMs >= 0 {
+		age = max(0, float64(u.opts.Now().UnixMilli()-pr.OldestLagMs)/1000)
+	}
+	u.metrics.partLagSeconds.WithLabelValues(lbl...).Set(age)
+	hs, hb := math.Inf(1), math.Inf(1)
+	if p.SourceRetentionMs >= 0 {
+		hs = float64(p.SourceRetentionMs) / 1000
+		if pr.HeadroomMs != NoLimit {
+			hs = float64(pr.HeadroomMs) / 1000
+		}
+	}
+	if p.SourceRetentionBytes >= 0 {
+		hb = float64(p.SourceRetentionBytes)
+		if pr.HeadroomBytes != NoLimit {
+			hb = float64(pr.HeadroomBytes)
+		}
+	}
+	u.metrics.headroomSeconds.WithLabelValues(lbl...).Set(hs)
+	u.metrics.headroomBytes.WithLabelValues(lbl...).Set(hb)
 }
 
 // plan decides, against the committed manifest m, which of the partition's

@@ -153,7 +153,7 @@ type checkedSegment struct {
 func (u *Uploader) check(ctx context.Context, p Partition, t task) (_ *checkedSegment, err error) {
 	started := u.opts.Now()
 	attempt := manifest.NewAttemptID()
-	keys, err := manifest.DataKeys(u.store.prefix, p.Topic, p.Partition, t.cut, attempt)
+	keys, err := manifest.DataKeysID(u.store.prefix, p.Topic, p.keyID, p.Partition, t.cut, attempt)
 	if err != nil {
 		return nil, err
 	}

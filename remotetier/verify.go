@@ -145,6 +145,7 @@ func (r *VerifyReport) OK() bool {
 type partitionID struct {
 	prefix, topic string
 	partition     int32
+	topicID       string // the lineage
 }
 
 // VerifyBucket checks every partition under b (the whole scope of b, which
@@ -171,6 +172,9 @@ func VerifyBucket(ctx context.Context, b objstore.BucketReader, opts VerifyOptio
 	parts := map[partitionID]bool{} // → has a root manifest
 	err := b.List(ctx, "", func(o objstore.ObjectInfo) error {
 		k, err := manifest.ParseKey(o.Key)
+		if _, _, ok := manifest.ParseTopicKey(o.Key); err != nil && ok {
+			return nil // a topic object: not a partition's
+		}
 		if err != nil {
 			rep.ForeignCount++
 			if len(rep.Foreign) < maxForeignListed {
@@ -178,7 +182,7 @@ func VerifyBucket(ctx context.Context, b objstore.BucketReader, opts VerifyOptio
 			}
 			return nil
 		}
-		id := partitionID{k.Prefix, k.Topic, k.Partition}
+		id := partitionID{k.Prefix, k.Topic, k.Partition, k.TopicID}
 		parts[id] = parts[id] || k.Type == manifest.KeyRoot
 		return nil
 	})
@@ -197,7 +201,10 @@ func VerifyBucket(ctx context.Context, b objstore.BucketReader, opts VerifyOptio
 		if a.topic != c.topic {
 			return a.topic < c.topic
 		}
-		return a.partition < c.partition
+		if a.partition != c.partition {
+			return a.partition < c.partition
+		}
+		return a.topicID < c.topicID
 	})
 
 	// Pass 2: one partition at a time.
@@ -262,7 +269,7 @@ func (v *verifier) loadRoot(ctx context.Context, id partitionID, key string) (m 
 	if err == nil || id.prefix == "" {
 		return m, "", err
 	}
-	rel, _ := manifest.ManifestKey("", id.topic, id.partition)
+	rel, _ := manifest.ManifestKeyID("", id.topic, id.topicID, id.partition)
 	if mr, rerr := manifest.DecodeRoot(rel, data); rerr == nil {
 		return mr, id.prefix + "/", nil
 	}
@@ -271,11 +278,11 @@ func (v *verifier) loadRoot(ctx context.Context, id partitionID, key string) (m 
 
 func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) error {
 	pr := VerifiedPartition{Prefix: id.prefix, Topic: id.topic, Partition: id.partition, HasRoot: hasRoot}
-	rootKey, err := manifest.ManifestKey(id.prefix, id.topic, id.partition)
+	rootKey, err := manifest.ManifestKeyID(id.prefix, id.topic, id.topicID, id.partition)
 	if err != nil {
 		return err
 	}
-	keys, err := manifest.DataKeys(id.prefix, id.topic, id.partition, 0, "00000000")
+	keys, err := manifest.DataKeysID(id.prefix, id.topic, id.topicID, id.partition, 0, "00000000")
 	if err != nil {
 		return err
 	}

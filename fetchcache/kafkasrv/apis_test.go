@@ -15,8 +15,8 @@ import (
 func TestAPIRegistry(t *testing.T) {
 	want := []kmsg.ApiVersionsResponseApiKey{
 		{ApiKey: produceKey, MinVersion: 3, MaxVersion: 9},
-		{ApiKey: fetchKey, MinVersion: 4, MaxVersion: 12},
-		{ApiKey: listOffsetsKey, MinVersion: 1, MaxVersion: 7},
+		{ApiKey: fetchKey, MinVersion: 4, MaxVersion: 13},
+		{ApiKey: listOffsetsKey, MinVersion: 1, MaxVersion: 9},
 		{ApiKey: metadataKey, MinVersion: 0, MaxVersion: 12},
 		{ApiKey: offsetCommitKey, MinVersion: 2, MaxVersion: 9},
 		{ApiKey: offsetFetchKey, MinVersion: 1, MaxVersion: 9},

@@ -15,9 +15,9 @@ import (
 
 const fetchKey int16 = 1
 
-// fetchAPI serves Fetch v4-12: later versions name topics by id, and the
-// service reports the zero topic id.
-var fetchAPI = api{key: fetchKey, min: 4, max: 12, perm: auth.PermRead, handle: handler((*KafkaServer).fetch)}
+// fetchAPI serves Fetch v4-13: v13 names topics by ID (topicid.go); a
+// client uses it once Metadata gave it every topic's ID.
+var fetchAPI = api{key: fetchKey, min: 4, max: 13, perm: auth.PermRead, handle: handler((*KafkaServer).fetch)}
 
 // fetchPart is one requested partition's state during a Fetch.
 type fetchPart struct {
@@ -39,7 +39,18 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 		return r, fetchcache.CodeInvalidRequest, 0
 	}
 	committed := q.IsolationLevel == 1
-	topics, n := collapseFetch(q.Topics)
+	reqTopics, byIDCode := q.Topics, fetchcache.CodeOK
+	var unknownIDs []kmsg.FetchRequestTopic
+	if q.Version >= 13 {
+		var err error
+		reqTopics, unknownIDs, err = s.resolveFetchIDs(ctx, q.Topics)
+		byIDCode = fetchIDCode(unknownIDs, err)
+		if err != nil {
+			s.log.Error("kafka fetch: list topics to resolve topic ids", "err", err)
+			reqTopics, unknownIDs = nil, q.Topics
+		}
+	}
+	topics, n := collapseFetch(reqTopics)
 	if n > s.o.MaxFetchPartitions {
 		// Kafka has no such cap; a request this large is hostile or broken:
 		// refused whole, without a look at any partition, and the
@@ -59,7 +70,14 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(qt.Partitions))
 		r.Topics = append(r.Topics, rt)
 	}
-	denied := fetchcache.CodeOK
+	if len(unknownIDs) > 0 {
+		idCode := kerr.UnknownTopicID.Code
+		if byIDCode == fetchcache.CodeInternal {
+			idCode = kerr.UnknownServerError.Code
+		}
+		unknownTopicIDs(r, unknownIDs, idCode)
+	}
+	denied := byIDCode
 	for i, qt := range topics {
 		allowed := s.allowed(ctx, kc, qt.Topic)
 		for j, qp := range qt.Partitions {

@@ -164,6 +164,9 @@ type KafkaServer struct {
 	m       *fetchcache.ServeMetrics
 	log     *slog.Logger
 	apiKeys []kmsg.ApiVersionsResponseApiKey // KafkaAPIVersions, plus SASL when configured
+	// apiKeysByName is apiKeys with Fetch capped below v13, advertised while
+	// no topic has an ID (apiversions.go).
+	apiKeysByName []kmsg.ApiVersionsResponseApiKey
 	// respBudget admits the bytes of Fetch responses in flight
 	// (MaxInFlightResponseBytes), shared by all connections.
 	respBudget *gate.Gate
@@ -184,6 +187,7 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 	if o.Auth.SASLRequired() {
 		s.apiKeys = append(slices.Clone(KafkaAPIVersions), saslAPIVersions...)
 	}
+	s.apiKeysByName = byNameKeys(s.apiKeys)
 	if s.m == nil {
 		s.m = fetchcache.NewServeMetrics(nil)
 	}

@@ -16,14 +16,17 @@ import (
 
 const listOffsetsKey int16 = 2
 
-// listOffsetsAPI serves ListOffsets v1-7 (v7: max timestamp).
-var listOffsetsAPI = api{key: listOffsetsKey, min: 1, max: 7, perm: auth.PermRead, handle: handler((*KafkaServer).listOffsets)}
+// listOffsetsAPI serves ListOffsets v1-9 (v7: max timestamp; v8:
+// earliest local, KIP-405; v9: latest tiered, KIP-1005).
+var listOffsetsAPI = api{key: listOffsetsKey, min: 1, max: 9, perm: auth.PermRead, handle: handler((*KafkaServer).listOffsets)}
 
 // ListOffsets special timestamps.
 const (
-	listLatest       = -1
-	listEarliest     = -2
-	listMaxTimestamp = -3 // v7+
+	listLatest        = -1
+	listEarliest      = -2
+	listMaxTimestamp  = -3 // v7+
+	listEarliestLocal = -4 // v8+: the local log start offset
+	listLatestTiered  = -5 // v9+: the highest offset in remote storage (-1: none)
 )
 
 func (s *KafkaServer) listOffsets(ctx context.Context, kc *kafkaConn, q *kmsg.ListOffsetsRequest) (kmsg.Response, string, time.Duration) {
@@ -112,6 +115,19 @@ func (s *KafkaServer) listOffset(ctx context.Context, topic string, partition in
 			return -1, -1, nil
 		}
 		ts = maxTS
+	case ts == listEarliestLocal && version >= 8, ts == listLatestTiered && version >= 9:
+		tl, ok := part.(fetchcache.TierLister)
+		if !ok {
+			return 0, 0, fmt.Errorf("%w: %d needs the partition's tiers", errBadListTimestamp, ts)
+		}
+		t, err := tl.Tiers(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ts == listEarliestLocal {
+			return t.LocalStart, -1, nil
+		}
+		return t.HighestTiered, -1, nil
 	case ts < 0:
 		return 0, 0, fmt.Errorf("%w: %d", errBadListTimestamp, ts)
 	}

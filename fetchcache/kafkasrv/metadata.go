@@ -14,8 +14,9 @@ import (
 
 const metadataKey int16 = 3
 
-// metadataAPI serves Metadata v0-12: later versions name topics by id, and
-// the service reports the zero topic id. A topic needs describe (read or
+// metadataAPI serves Metadata v0-12: v10+ carry each topic's ID (the zero
+// UUID for a topic without one), v12 may ask for a topic by ID. A topic
+// needs describe (read or
 // write on it, or admin), as Kafka's DESCRIBE, so a producer finds its
 // topic's leader.
 var metadataAPI = api{key: metadataKey, min: 0, max: 12, perm: auth.PermDescribe, handle: handler((*KafkaServer).metadata)}
@@ -54,14 +55,19 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 		topics, code = nil, fetchcache.CodeInternal
 	}
 	byName := make(map[string]fetchcache.TopicInfo, len(topics))
+	byID := make(map[[16]byte]fetchcache.TopicInfo, len(topics))
 	for _, t := range topics {
 		byName[t.Name] = t
+		if id := topicIDBytes(t.ID); id != ([16]byte{}) {
+			byID[id] = t
+		}
 	}
 	p := kc.principalOf()
 	addTopic := func(t fetchcache.TopicInfo) {
 		rt := kmsg.NewMetadataResponseTopic()
 		name := t.Name
 		rt.Topic = &name
+		rt.TopicID = topicIDBytes(t.ID)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewMetadataResponseTopicPartition()
 			rp.Partition = p
@@ -83,6 +89,12 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 		return r, code, 0
 	}
 	for _, qt := range q.Topics {
+		if qt.Topic == nil && qt.TopicID != ([16]byte{}) {
+			if t, ok := byID[qt.TopicID]; ok && s.allowed(ctx, kc, t.Name) {
+				addTopic(t)
+				continue
+			}
+		}
 		if qt.Topic == nil {
 			rt := kmsg.NewMetadataResponseTopic()
 			rt.TopicID = qt.TopicID

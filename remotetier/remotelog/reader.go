@@ -55,9 +55,13 @@ type UnknownTopicOrPartitionError struct {
 	Topic     string
 	Partition int32
 	Key       string // the manifest key that does not exist
+	Deleted   bool   // the topic object marks the topic deleted
 }
 
 func (e *UnknownTopicOrPartitionError) Error() string {
+	if e.Deleted {
+		return fmt.Sprintf("unknown topic or partition %s-%d: the topic is deleted", e.Topic, e.Partition)
+	}
 	return fmt.Sprintf("unknown topic or partition %s-%d: no manifest at %s", e.Topic, e.Partition, e.Key)
 }
 
@@ -191,9 +195,9 @@ func hintSize(b objstore.BucketReader, obj manifest.Object) {
 // fetched. A RemoteLog is safe for concurrent use.
 type RemoteLog struct {
 	bucket    objstore.BucketReader
+	prefix    string
 	topic     string
 	partition int32
-	key       string
 	opts      ReaderOptions
 	subs      *manifest.SubCache
 	idx       *IndexCache
@@ -201,6 +205,9 @@ type RemoteLog struct {
 
 	mu sync.Mutex
 	m  *manifest.Manifest
+	// topicID is the served lineage's topic ID ("" for a topic without a
+	// topic object): with m, from the last load.
+	topicID string
 	// endOK is the final segment CheckEnd found ending where the manifest
 	// says (its .log key and last offset).
 	endOK endCheck
@@ -215,31 +222,33 @@ type endCheck struct {
 // OpenRemoteLog loads the root manifest of topic-partition under prefix
 // (relative to b; "" when b is already scoped to the bucket URL's prefix).
 // A partition without a manifest is an *UnknownTopicOrPartitionError;
-// a corrupt one a *manifest.CorruptManifestError.
+// a corrupt one a *manifest.CorruptManifestError. The lineage read is the
+// one the topic's topic object names (ResolveTopic): a deleted topic is
+// unknown, a re-created one is read from its new lineage only.
 func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic string, partition int32, opts ReaderOptions) (*RemoteLog, error) {
-	key, err := manifest.ManifestKey(prefix, topic, partition)
-	if err != nil {
+	if _, err := manifest.ManifestKey(prefix, topic, partition); err != nil {
 		return nil, err
 	}
+	prefix, _ = manifest.NormalizePrefix(prefix)
 	opts = opts.withDefaults()
 	if opts.IndexCache == nil {
 		opts.IndexCache = NewIndexCache(opts.IndexCacheBytes)
 	}
 	l := &RemoteLog{
 		bucket:    b,
+		prefix:    prefix,
 		topic:     topic,
 		partition: partition,
-		key:       key,
 		opts:      opts,
 		subs:      manifest.NewSubCache(BucketResolver(b), opts.SubManifestCache),
 		idx:       opts.IndexCache,
 		streams:   newStreamTable(opts.Streams),
 	}
-	m, err := l.loadRoot(ctx)
+	m, topicID, err := l.loadRoot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	l.m = m
+	l.m, l.topicID = m, topicID
 	return l, nil
 }
 
@@ -276,15 +285,71 @@ func LoadRoot(ctx context.Context, b objstore.BucketReader, key string) (*manife
 	return manifest.DecodeRoot(key, data)
 }
 
-func (l *RemoteLog) loadRoot(ctx context.Context) (*manifest.Manifest, error) {
-	m, err := LoadRoot(ctx, l.bucket, l.key)
-	if objstore.IsNotFound(err) {
-		return nil, &UnknownTopicOrPartitionError{Topic: l.topic, Partition: l.partition, Key: l.key}
+// loadRoot resolves the topic's served lineage, then reads its root
+// manifest; it returns the lineage's topic ID too.
+func (l *RemoteLog) loadRoot(ctx context.Context) (*manifest.Manifest, string, error) {
+	keyID, topicID, err := ResolveTopic(ctx, l.bucket, l.prefix, l.topic)
+	if errors.Is(err, ErrTopicDeleted) {
+		return nil, "", &UnknownTopicOrPartitionError{Topic: l.topic, Partition: l.partition, Deleted: true}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load manifest of %s-%d: %w", l.topic, l.partition, err)
+		return nil, "", err
 	}
-	return m, nil
+	key, err := manifest.ManifestKeyID(l.prefix, l.topic, keyID, l.partition)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := LoadRoot(ctx, l.bucket, key)
+	if objstore.IsNotFound(err) {
+		return nil, "", &UnknownTopicOrPartitionError{Topic: l.topic, Partition: l.partition, Key: key}
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("load manifest of %s-%d: %w", l.topic, l.partition, err)
+	}
+	return m, topicID, nil
+}
+
+// ErrTopicDeleted is a topic whose topic object marks it deleted.
+var ErrTopicDeleted = errors.New("topic is deleted")
+
+// ResolveTopic reads the topic's topic object (manifest.TopicKey) and
+// returns the lineage readers serve: keyID for ManifestKeyID ("" =
+// name-only) and the topic ID ("" when there is no object: a topic
+// without IDs). A deleted topic is ErrTopicDeleted.
+func ResolveTopic(ctx context.Context, b objstore.BucketReader, prefix, topic string) (keyID, topicID string, err error) {
+	key, err := manifest.TopicKey(prefix, topic)
+	if err != nil {
+		return "", "", err
+	}
+	rc, err := b.Get(ctx, key)
+	if objstore.IsNotFound(err) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("read topic object of %s: %w", topic, err)
+	}
+	defer rc.Close()
+	data, err := manifest.ReadLimited(key, rc)
+	if err != nil {
+		return "", "", err
+	}
+	s, err := manifest.DecodeTopic(key, data)
+	if err != nil {
+		return "", "", err
+	}
+	keyID, topicID, ok := s.Serving()
+	if !ok {
+		return "", "", fmt.Errorf("%s: %w", topic, ErrTopicDeleted)
+	}
+	return keyID, topicID, nil
+}
+
+// TopicID is the served lineage's topic ID (Kafka's string form; "" for a
+// topic without IDs), as of the last manifest read.
+func (l *RemoteLog) TopicID() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.topicID
 }
 
 // Refresh re-reads the root manifest and reports whether it changed (its
@@ -292,14 +357,14 @@ func (l *RemoteLog) loadRoot(ctx context.Context) (*manifest.Manifest, error) {
 // and after an object turned out to be gone (retention or compaction
 // replaced it after this manifest was read).
 func (l *RemoteLog) Refresh(ctx context.Context) (changed bool, err error) {
-	m, err := l.loadRoot(ctx)
+	m, topicID, err := l.loadRoot(ctx)
 	if err != nil {
 		return false, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	changed = m.Generation != l.m.Generation
-	l.m = m
+	changed = m.Generation != l.m.Generation || m.Key() != l.m.Key()
+	l.m, l.topicID = m, topicID
 	return changed, nil
 }
 
@@ -410,7 +475,9 @@ func (l *RemoteLog) retryGone(ctx context.Context, op func(m *manifest.Manifest)
 // Read returns whole record batches from the one holding offset (at least
 // that whole batch, then more while the total stays within maxBytes), like
 // a broker's fetch, from a single segment. An offset in a gap left by
-// compaction is served from the next batch present. At the log end the
+// compaction is served from the next batch present; one in a gap the
+// manifest records as lost (manifest.Gap) is a *manifest.LostOffsetsError,
+// which matches manifest.ErrOffsetOutOfRange. At the log end the
 // result is empty; outside [LogStartOffset, LogEndOffset] the error matches
 // manifest.ErrOffsetOutOfRange. Every returned batch is checked first: its
 // CRC and header, and its offsets (record.Chain) within the segment's
@@ -449,6 +516,12 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 		res = ReadView{LogStartOffset: m.LogStartOffset, LogEndOffset: m.NextOffset(), NextOffset: offset}
 		if offset == res.LogEndOffset && offset >= res.LogStartOffset {
 			return nil
+		}
+		if g, lost := m.LostAt(offset); lost && offset >= m.LogStartOffset {
+			// Deleted at the source before it was uploaded: answered as
+			// Kafka answers offsets its log no longer has, never with the
+			// batches after the hole.
+			return &manifest.LostOffsetsError{Offset: offset, Gap: g}
 		}
 		seg, err := m.FindOffset(ctx, l.subs, offset)
 		if err != nil {

@@ -144,7 +144,14 @@ func (u *handUploader) upload(dir string) {
 		segs = append(segs, seg)
 		u.keys = append(u.keys, keys.Log, keys.Index, keys.TimeIndex)
 	}
-	c, err := manifest.Append(u.m, u.policy, segs...)
+	var c *manifest.Commit
+	if u.m.Generation > 0 && len(segs) > 0 && segs[0].BaseOffset > u.m.NextOffset() {
+		// Segments deleted before their upload: a gap, as the uploader records it.
+		c, err = manifest.AppendLost(u.m, u.policy, manifest.Gap{BaseOffset: u.m.NextOffset(), LastOffset: segs[0].BaseOffset - 1,
+			DetectedMs: 1_700_000_000_000}, segs...)
+	} else {
+		c, err = manifest.Append(u.m, u.policy, segs...)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +324,42 @@ func TestInspectManifest(t *testing.T) {
 	res = run(t, "", append(args, "--all")...)
 	if res.code != ExitError || !strings.Contains(res.stderr, "corrupt") {
 		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+// TestInspectManifestGaps: inspect manifest prints the gaps (text and
+// JSON), and consume --bucket reading into one fails with the out-of-range
+// hint rather than skipping it.
+func TestInspectManifestGaps(t *testing.T) {
+	dir, bucketURL, u := remoteFixture(t)
+	produceMixed(t, dir, "c", 3000, 1000)
+	rollPartition(t, dir, "c")
+	produceMixed(t, dir, "c", 4000, 1000)
+	rollPartition(t, dir, "c")
+	// The segment at 3000 goes before it is uploaded.
+	for _, ext := range []string{".log", ".index", ".timeindex"} {
+		if err := os.Remove(localtier.SegmentPath(filepath.Join(dir, "c-0"), 3000, ext)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u.upload(dir)
+	if len(u.m.Gaps) != 1 || u.m.Gaps[0].BaseOffset != 3000 || u.m.Gaps[0].LastOffset != 3999 {
+		t.Fatalf("fixture: gaps %+v", u.m.Gaps)
+	}
+	args := []string{"inspect", "manifest", "--bucket", bucketURL, "--topic", "c", "--partition", "0"}
+	if res := mustRun(t, "", args...); !strings.Contains(res.stdout, "gap baseOffset 3000 lastOffset 3999 offsets 1000 detected 2023-11-14T22:13:20Z (lost") {
+		t.Fatalf("no gap line:\n%s", res.stdout)
+	}
+	var got manifestJSON
+	if err := json.Unmarshal([]byte(mustRun(t, "", append(args, "--json")...).stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Gaps) != 1 || got.Gaps[0] != u.m.Gaps[0] {
+		t.Fatalf("json gaps %+v", got.Gaps)
+	}
+	res := run(t, "", "consume", "--bucket", bucketURL, "--topic", "c", "--partition", "0", "--from-offset", "3500")
+	if res.code != ExitError || !strings.Contains(res.stderr, "deleted at the source before they were uploaded") {
+		t.Fatalf("consume into the gap: exit %d, stderr %q", res.code, res.stderr)
 	}
 }
 

@@ -19,10 +19,11 @@ var inspectManifestCmd = &command{
 
 Prints the root manifest of one partition of the remote tier (docs/format/manifest.md):
 its key, generation, log start offset, next offset, the sealed sub-manifests it
-references (key, size, checksum, offsets, timestamps, segment count, log bytes) and its
+references (key, size, checksum, offsets, timestamps, segment count, log bytes), its
 inline segments (offsets, record count, timestamps, size, compacted, leader epochs,
 upload time, uploader, attempt, then each object's key, size and checksum; an index that
-is a section of the segment's .indexes object also shows "at OFFSET"). Reads the
+is a section of the segment's .indexes object also shows "at OFFSET") and its gaps: offsets
+the source deleted before they were uploaded (lost; reads there are OFFSET_OUT_OF_RANGE). Reads the
 manifest only (no LIST). The manifest is decoded and validated; a corrupt one is an error.
 
 Flags:
@@ -34,7 +35,8 @@ Flags:
                     and print its segments
   --json            print one JSON object: {"key", "topic", "partition", "generation",
                     "log_start_offset", "next_offset", "segment_count", "log_bytes",
-                    "sealed": [...], "segments": [...], "sub_manifests": [...] (with --all)}
+                    "sealed": [...], "segments": [...], "gaps": [...],
+                    "sub_manifests": [...] (with --all)}
 `,
 	run: runInspectManifest,
 }
@@ -55,6 +57,7 @@ type manifestJSON struct {
 	LogBytes       int64              `json:"log_bytes"`
 	Sealed         []manifest.SubRef  `json:"sealed"`
 	Segments       []manifest.Segment `json:"segments"`
+	Gaps           []manifest.Gap     `json:"gaps"`
 	SubManifests   []subManifestJSON  `json:"sub_manifests,omitempty"`
 }
 
@@ -100,7 +103,7 @@ func runInspectManifest(r *Runner, ctx context.Context, args []string) error {
 	if *asJSON {
 		out := manifestJSON{Key: m.Key(), Topic: m.Topic, Partition: m.Partition, Generation: m.Generation,
 			LogStartOffset: m.LogStartOffset, NextOffset: m.NextOffset(), SegmentCount: m.SegmentCount(), LogBytes: m.LogBytes(),
-			Sealed: nonNil(m.Sealed), Segments: nonNil(m.Segments), SubManifests: subs}
+			Sealed: nonNil(m.Sealed), Segments: nonNil(m.Segments), Gaps: nonNil(m.Gaps), SubManifests: subs}
 		data, err := json.Marshal(out)
 		if err != nil {
 			return fmt.Errorf("encode manifest: %w", err)
@@ -124,6 +127,10 @@ func runInspectManifest(r *Runner, ctx context.Context, args []string) error {
 	}
 	for _, s := range m.Segments {
 		printSegment(w, "", s)
+	}
+	for _, g := range m.Gaps {
+		fmt.Fprintf(w, "gap baseOffset %d lastOffset %d offsets %d detected %s (lost: deleted at the source before upload)\n",
+			g.BaseOffset, g.LastOffset, g.LastOffset-g.BaseOffset+1, time.UnixMilli(g.DetectedMs).UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -35,14 +35,38 @@ shorthand for rules that tier the listed topics and globs with no remote deletio
 sidecar.deleted_topic_retention (default 24h; 0 = at once; -1 = keep) is how long the
 remote data of a topic the broker deleted stays in the bucket.
 
+A topic's identity in the bucket is its topic ID (partition.metadata): a topic deleted and
+re-created under the same name starts a new lineage that never mixes with the old one, and
+readers serve the current ID only (topics/<topic>.json names it). A deleted topic (the
+broker's metadata says so) is no longer served; the old lineage is removed after
+sidecar.deleted_topic_retention. Without partition.metadata (brokers before 2.8) the name
+is the identity. A bucket written before topic IDs is adopted by the first ID seen.
+
 'tiered sidecar plan' (see 'tiered help sidecar plan') shows, without uploading anything,
 what this policy does with each topic of the log dir: tiered or not and by which rule, its
 topic ID, remote retention, local and uploaded bytes, lag and headroom.
 
-With sidecar.bootstrap_server, the broker (its id from the log dir's meta.properties:
-node.id or broker.id) is asked on every pass which partitions it leads, and only those are
-uploaded, so the sidecars of a cluster split the work. Segments a new leader cut at other
-offsets are reconciled with the manifest: no gap, no offset twice.
+Every pass reads the broker's metadata: with sidecar.bootstrap_server the cluster's
+answers, else the KRaft metadata log in the log dir (__cluster_metadata-0), else
+partition.metadata. With the broker's id (the log dir's meta.properties: node.id or
+broker.id; optional) and the partitions' leaders from it, only the partitions this broker
+leads are uploaded, so the sidecars of a cluster split the work. Segments a new leader cut
+at other offsets are reconciled with the manifest: no gap, no offset twice. Without an id or
+leaders, every partition with a high watermark is uploaded (conditional manifest writes keep
+several sidecars safe).
+
+Remote retention runs in every pass for the topics whose rule sets retention.ms or
+retention.bytes, with Kafka's remote rules: the manifest first (a conditional write), the
+objects after. The leader counts its whole log (remote and local segments) toward
+retention.bytes; a sidecar that cannot tell counts the remote segments only, which never
+deletes more than Kafka would.
+
+Loss alarms: a segment the broker deleted before it was uploaded (its own retention ran
+while uploads stalled) is recorded as a gap in the manifest, counted in
+tiered_uploader_segments_lost_total and logged at ERROR; reads inside it are
+OFFSET_OUT_OF_RANGE. Per partition, tiered_uploader_partition_lag_bytes and _lag_seconds
+say what waits, tiered_uploader_retention_headroom_seconds and _bytes how long the broker's
+retention leaves before it deletes the oldest of it.
 
 With http.addr set (none by default), it serves /metrics (Prometheus), /healthz (200 while
 it runs) and /readyz (200 once an upload pass succeeded and while the latest one did, else

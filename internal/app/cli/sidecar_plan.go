@@ -266,10 +266,18 @@ func minLimit(a, b int64) int64 {
 	return min(a, b)
 }
 
-// uploaded reads a partition's root manifest (one GET): the .log bytes it holds and the
-// offset after its last segment; 0, 0 when it has none.
+// uploaded reads a partition's root manifest in the lineage its topic object serves (two
+// GETs): the .log bytes it holds and the offset after its last segment; 0, 0 when it has
+// none, or the topic is deleted.
 func uploaded(ctx context.Context, b objstore.BucketReader, topic string, partition int32) (int64, int64, error) {
-	key, err := manifest.ManifestKey("", topic, partition)
+	keyID, _, err := remotelog.ResolveTopic(ctx, b, "", topic)
+	if errors.Is(err, remotelog.ErrTopicDeleted) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	key, err := manifest.ManifestKeyID("", topic, keyID, partition)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -280,14 +288,7 @@ func uploaded(ctx context.Context, b objstore.BucketReader, topic string, partit
 	if err != nil {
 		return 0, 0, fmt.Errorf("read manifest of %s-%d: %w", topic, partition, err)
 	}
-	var n int64
-	for _, s := range m.Sealed {
-		n += s.LogBytes
-	}
-	for _, s := range m.Segments {
-		n += s.Log.Size
-	}
-	return n, m.NextOffset(), nil
+	return m.LogBytes(), m.NextOffset(), nil
 }
 
 func writePlanText(w io.Writer, rep *planReport) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -32,19 +33,23 @@ type SidecarOptions struct {
 // Sidecar is `tiered sidecar`: beside a Kafka broker, it uploads the rolled
 // segments of the broker's log dir (sidecar.kafka_log_dir, only ever read)
 // that lie wholly below the high watermark, commits them to the manifests,
-// and collects orphans after uploader.gc_grace. With
-// sidecar.bootstrap_server it uploads only the partitions its broker leads.
+// and collects orphans after uploader.gc_grace. Each pass reads the
+// broker's metadata (sidecarMeta: leaders, the broker's retention, topic
+// configs, deletions): it uploads only the partitions its broker leads when
+// that is known, applies the sidecar.topics policy's remote retention
+// (remotetier.Options.RemoteRetention), and records what the broker
+// deleted before upload as gaps (the uploader's loss alarms).
 // Its HTTP listener (http.addr; none when empty) is every daemon's:
 // /metrics, /healthz (200 while it runs) and /readyz (200 once an upload
 // pass succeeded and while the latest one did; 503 with the pass's error
 // otherwise); it serves no records.
 type Sidecar struct {
 	base
-	bucket     objstore.Bucket
-	closeLeads func()
-	uploader   *remotetier.Uploader
-	server     *server.Server // nil without http.addr
-	passes     passHealth
+	bucket   objstore.Bucket
+	meta     *sidecarMeta
+	uploader *remotetier.Uploader
+	server   *server.Server // nil without http.addr
+	passes   passHealth
 }
 
 // NewSidecar opens the broker's log dir (read only), asks the cluster which
@@ -77,20 +82,49 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 		s.log.Warn("no sidecar.topics rules: every non-internal topic is tiered and nothing is deleted remotely; set sidecar.topics (or --topics) to choose",
 			"kafka_log_dir", cfg.Sidecar.KafkaLogDir)
 	}
-	if bs := cfg.Sidecar.BootstrapServer; bs != "" {
-		id, err := brokerID(cfg.Sidecar.KafkaLogDir)
-		if err != nil {
-			return nil, err
-		}
-		if src.Leads, s.closeLeads, err = leaderLookup(ctx, bs, id); err != nil {
-			return nil, err
-		}
+	// The broker's metadata (bootstrap server, else the KRaft metadata log,
+	// else partition.metadata; remotetier/brokermeta) and node id give each
+	// pass its leaders, the broker's retention and the topics' configs.
+	nodeID, err := optionalBrokerID(cfg.Sidecar.KafkaLogDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Sidecar.BootstrapServer != "" && nodeID < 0 {
+		return nil, fmt.Errorf("sidecar.bootstrap_server needs the broker id: %s has no meta.properties", cfg.Sidecar.KafkaLogDir)
+	}
+	msrc, err := brokermeta.Open(ctx, brokermeta.Options{LogDir: cfg.Sidecar.KafkaLogDir, BootstrapServer: cfg.Sidecar.BootstrapServer, NodeID: nodeID})
+	if err != nil && cfg.Sidecar.BootstrapServer != "" {
+		return nil, fmt.Errorf("sidecar.bootstrap_server: %w", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("broker metadata: %w", err)
+	}
+	s.meta = &sidecarMeta{src: msrc, nodeID: nodeID}
+	if _, err := s.meta.leads(ctx); err != nil {
+		return nil, err
+	}
+	src.Leads, src.Retention = s.meta.leads, s.meta.retention
+	if nodeID < 0 {
+		s.log.Warn("no meta.properties in the broker's log dir: leadership unknown, every partition is uploaded and remote retention counts remote segments only",
+			"kafka_log_dir", cfg.Sidecar.KafkaLogDir)
+	}
+	rmetrics, err := remotetier.NewRetentionMetrics(s.reg)
+	if err != nil {
+		return nil, err
 	}
 	if s.bucket, err = openBucket(ctx, cfg.Bucket); err != nil {
 		return nil, err
 	}
-	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src,
-		s.uploaderOptions(o.Now, s.passes.record)); err != nil {
+	// Topic identity: the broker's deletions mark topics deleted in the
+	// bucket, and superseded lineages (deleted or re-created topics) are
+	// removed after sidecar.deleted_topic_retention. Remote retention by the
+	// policy runs in the same passes.
+	uo := s.uploaderOptions(o.Now, s.passes.record)
+	uo.RemoveLineages, uo.RemovesLineages = true, s.meta.removesLineages
+	uo.DeletedTopicRetention = time.Duration(cfg.Sidecar.DeletedTopicRetention)
+	uo.DeletedTopics = s.deletedTopics
+	uo.RemoteRetention, uo.RetentionMetrics = s.meta.remoteRule(pol), rmetrics
+	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src, uo); err != nil {
 		return nil, err
 	}
 	if cfg.HTTP.Addr != "" {
@@ -99,6 +133,22 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 		}
 	}
 	return s, nil
+}
+
+// deletedTopics reads the topics the broker's metadata deleted, for the
+// uploader to mark in the bucket.
+func (s *Sidecar) deletedTopics(ctx context.Context) ([]remotetier.DeletedTopic, error) {
+	snap, err := s.meta.src.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]remotetier.DeletedTopic, 0, len(snap.Deleted))
+	for _, d := range snap.Deleted {
+		if !d.ID.IsZero() {
+			out = append(out, remotetier.DeletedTopic{Name: d.Name, TopicID: d.ID.String()})
+		}
+	}
+	return out, nil
 }
 
 // HTTPAddr is the bound HTTP address ("" without a listener).
@@ -120,8 +170,8 @@ func (s *Sidecar) close() error {
 	if s.server != nil {
 		errs = append(errs, s.server.Close())
 	}
-	if s.closeLeads != nil {
-		s.closeLeads()
+	if s.meta != nil {
+		errs = append(errs, s.meta.src.Close())
 	}
 	if s.bucket != nil {
 		errs = append(errs, s.bucket.Close())

@@ -18,6 +18,7 @@ import (
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
 )
 
 // TestSidecarLeaders: with --bootstrap-server the sidecar uploads only the
@@ -35,17 +36,18 @@ func TestSidecarLeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	leads, closeLeads, err := leaderLookup(ctx, c.ListenAddrs()[0], id)
+	admin, err := brokermeta.DialAdmin(ctx, c.ListenAddrs()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeLeads()
+	defer admin.Close()
+	meta := &sidecarMeta{src: admin, nodeID: id}
 	view, err := localtier.OpenBrokerView(vfs.Default, logDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := remotetier.NewBrokerSource(view, nil)
-	src.Leads = leads
+	src.Leads = meta.leads
 	for _, leader := range []int32{1, 0, 1} {
 		if err := c.MoveTopicPartition("foo", 0, leader); err != nil {
 			t.Fatal(err)

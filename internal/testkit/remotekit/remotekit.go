@@ -63,6 +63,7 @@ type Remote struct {
 	T       testing.TB
 	Bucket  objstore.Bucket
 	Prefix  string
+	TopicID string // the lineage ("" = name-only)
 	Policy  manifest.Policy
 	M       *manifest.Manifest
 	Segs    []manifest.Segment
@@ -73,11 +74,17 @@ type Remote struct {
 
 func NewRemote(t testing.TB, b objstore.Bucket, prefix string, logStart int64, p manifest.Policy) *Remote {
 	t.Helper()
-	m, err := manifest.New(prefix, TestTopic, TestPartition, logStart)
+	return NewRemoteID(t, b, prefix, "", logStart, p)
+}
+
+// NewRemoteID is NewRemote in the lineage of topicID.
+func NewRemoteID(t testing.TB, b objstore.Bucket, prefix, topicID string, logStart int64, p manifest.Policy) *Remote {
+	t.Helper()
+	m, err := manifest.NewID(prefix, TestTopic, topicID, TestPartition, logStart)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Remote{T: t, Bucket: b, Prefix: prefix, Policy: p, M: m}
+	return &Remote{T: t, Bucket: b, Prefix: prefix, TopicID: topicID, Policy: p, M: m}
 }
 
 func Put(t testing.TB, b objstore.Bucket, key string, data []byte) {
@@ -117,7 +124,7 @@ func (r *Remote) Commit(files ...SegFiles) {
 	var segs []manifest.Segment
 	for _, f := range files {
 		attempt := manifest.NewAttemptID()
-		keys, err := manifest.DataKeys(r.Prefix, TestTopic, r.M.Partition, f.Base, attempt)
+		keys, err := manifest.DataKeysID(r.Prefix, TestTopic, r.TopicID, r.M.Partition, f.Base, attempt)
 		if err != nil {
 			t.Fatal(err)
 		}

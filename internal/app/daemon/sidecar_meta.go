@@ -1,0 +1,153 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+
+	"github.com/tiered/tiered/localtier/checkpoint"
+	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
+	"github.com/tiered/tiered/remotetier/policy"
+)
+
+// sidecarMeta is what the sidecar knows of its broker each pass: one
+// brokermeta snapshot, taken when the pass lists partitions (Leads), and
+// the broker's node id from meta.properties (-1 when the log dir has none).
+//
+// Leadership rule: a partition is led by this sidecar when the metadata
+// names its leader and that leader is the node id. Then only the leader
+// uploads it and applies remote retention over its whole log (remote and
+// local segments, Kafka's rule). When leadership cannot be known (no
+// meta.properties, or a source without leaders: partition.metadata only),
+// every sidecar uploads every partition it holds, and remote retention
+// counts the remote segments alone: retention.ms is the same on every
+// replica, and retention.bytes over less than the whole log never deletes
+// more than Kafka would. Concurrent sidecars stay safe either way: every
+// commit is a conditional manifest write, the loser re-reads and plans
+// again, and objects are deleted only by the writer whose commit stopped
+// referencing them.
+type sidecarMeta struct {
+	src    brokermeta.Source
+	nodeID int32
+
+	mu   sync.Mutex
+	snap *brokermeta.Snapshot
+}
+
+// leads is the BrokerSource's Leads: it takes the pass's snapshot and
+// returns the partitions this broker leads, or nil when that is unknown.
+func (m *sidecarMeta) leads(ctx context.Context) (map[checkpoint.TopicPartition]bool, error) {
+	snap, err := m.src.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the broker's metadata (%T): %w", m.src, err)
+	}
+	m.mu.Lock()
+	m.snap = snap
+	m.mu.Unlock()
+	if m.nodeID < 0 {
+		return nil, nil
+	}
+	out := map[checkpoint.TopicPartition]bool{}
+	known := false
+	for name, t := range snap.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader < 0 {
+				continue
+			}
+			known = true
+			if p.Leader == m.nodeID {
+				out[checkpoint.TopicPartition{Topic: name, Partition: p.Partition}] = true
+			}
+		}
+	}
+	if !known {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// removesLineages reports whether this sidecar removes superseded
+// lineages this pass: the one beside the lowest broker id the metadata
+// names (as a replica or leader of any partition), so that with a sidecar
+// per broker one removes and no object is deleted twice. Without a node id
+// or without brokers in the metadata every sidecar does (the deletes are
+// idempotent, but may then repeat).
+func (m *sidecarMeta) removesLineages() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.nodeID < 0 || m.snap == nil {
+		return true
+	}
+	lowest := int32(-1)
+	for _, t := range m.snap.Topics {
+		for _, p := range t.Partitions {
+			for _, b := range append([]int32{p.Leader}, p.Replicas...) {
+				if b >= 0 && (lowest < 0 || b < lowest) {
+					lowest = b
+				}
+			}
+		}
+	}
+	return lowest < 0 || lowest == m.nodeID
+}
+
+// topic is the pass's view of topic, if the metadata has it.
+func (m *sidecarMeta) topic(name string) (*brokermeta.Topic, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.snap == nil {
+		return nil, false
+	}
+	return m.snap.Topic(name)
+}
+
+// retention is the BrokerSource's Retention: the broker's own
+// retention.ms and retention.bytes of topic (Kafka's defaults when the
+// metadata does not have it; -1, no limit, when its cleanup.policy has no
+// delete), the window the upload must beat.
+func (m *sidecarMeta) retention(topic string) (ms, bytes int64) {
+	if t, ok := m.topic(topic); ok {
+		if !t.Config.CleanupPolicy.Delete {
+			return -1, -1
+		}
+		return t.Config.RetentionMs, t.Config.RetentionBytes
+	}
+	return topicconfig.DefaultRetentionMs, topicconfig.DefaultRetentionBytes
+}
+
+// remoteRule is the uploader's RemoteRetention: the policy's remote
+// retention.ms and retention.bytes for the partition's topic, with the
+// topic's cleanup.policy from the metadata (without it: delete unless the
+// broker's cleaner has cleaned the partition), counting the source's
+// segments only when this sidecar leads the partition. Topics without a
+// remote limit (no rules, or none set) are left alone.
+func (m *sidecarMeta) remoteRule(pol *policy.Policy) func(remotetier.Partition) (remotetier.RetentionRule, bool) {
+	return func(p remotetier.Partition) (remotetier.RetentionRule, bool) {
+		d := pol.Decide(p.Topic)
+		if !d.Tiered || d.RetentionMs < 0 && d.RetentionBytes < 0 {
+			return remotetier.RetentionRule{}, false
+		}
+		cfg := topicconfig.Defaults()
+		if t, ok := m.topic(p.Topic); ok {
+			cfg = t.Config
+		} else if p.Compacted {
+			cfg.CleanupPolicy = topicconfig.Policy{Compact: true}
+		}
+		cfg.RetentionMs, cfg.RetentionBytes = d.RetentionMs, d.RetentionBytes
+		return remotetier.RetentionRule{Config: cfg, CountSource: p.Led}, true
+	}
+}
+
+// optionalBrokerID is brokerID when the log dir has a meta.properties, -1
+// when it has none; a meta.properties that does not name an id is an error.
+func optionalBrokerID(dir string) (int32, error) {
+	id, err := brokerID(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, nil
+	}
+	return id, err
+}

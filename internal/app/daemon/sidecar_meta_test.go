@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tiered/tiered/localtier/checkpoint"
+	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
+	"github.com/tiered/tiered/remotetier/policy"
+)
+
+// fixedMeta is a brokermeta.Source answering one snapshot.
+type fixedMeta struct{ snap *brokermeta.Snapshot }
+
+func (f fixedMeta) Snapshot(context.Context) (*brokermeta.Snapshot, error) { return f.snap, nil }
+func (fixedMeta) Close() error                                             { return nil }
+
+func metaSnapshot(leaders ...int32) *brokermeta.Snapshot {
+	cfg := topicconfig.Defaults()
+	cfg.RetentionMs = 3_600_000
+	t := &brokermeta.Topic{Name: "orders", Config: cfg}
+	for i, l := range leaders {
+		t.Partitions = append(t.Partitions, brokermeta.Partition{Partition: int32(i), Leader: l, Replicas: []int32{2, 3, 4}})
+	}
+	return &brokermeta.Snapshot{Topics: map[string]*brokermeta.Topic{"orders": t}}
+}
+
+// TestSidecarLeadershipRule: which partitions a sidecar leads, whether it
+// removes lineages, and how it applies remote retention, by what it knows.
+func TestSidecarLeadershipRule(t *testing.T) {
+	tp := func(p int32) checkpoint.TopicPartition {
+		return checkpoint.TopicPartition{Topic: "orders", Partition: p}
+	}
+	tests := []struct {
+		name      string
+		nodeID    int32
+		snap      *brokermeta.Snapshot
+		wantLeads map[checkpoint.TopicPartition]bool // nil: unknown, every partition
+		removes   bool
+	}{
+		{"leader known", 3, metaSnapshot(3, 2, 3), map[checkpoint.TopicPartition]bool{tp(0): true, tp(2): true}, false},
+		{"lowest broker removes lineages", 2, metaSnapshot(3, 2, 3), map[checkpoint.TopicPartition]bool{tp(1): true}, true},
+		{"no node id", -1, metaSnapshot(3, 2, 3), nil, true},
+		{"leaders unknown (partition.metadata only)", 3, metaSnapshot(-1, -1, -1), nil, false},
+		{"leads nothing", 4, metaSnapshot(3, 2, 3), map[checkpoint.TopicPartition]bool{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &sidecarMeta{src: fixedMeta{tt.snap}, nodeID: tt.nodeID}
+			got, err := m.leads(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == nil) != (tt.wantLeads == nil) || len(got) != len(tt.wantLeads) {
+				t.Fatalf("leads %v, want %v", got, tt.wantLeads)
+			}
+			for k := range tt.wantLeads {
+				if !got[k] {
+					t.Fatalf("leads %v, want %v", got, tt.wantLeads)
+				}
+			}
+			if r := m.removesLineages(); r != tt.removes {
+				t.Errorf("removesLineages %v, want %v", r, tt.removes)
+			}
+			if ms, _ := m.retention("orders"); ms != 3_600_000 {
+				t.Errorf("broker retention.ms %d, want the metadata's", ms)
+			}
+			if ms, bytes := m.retention("absent"); ms != topicconfig.DefaultRetentionMs || bytes != topicconfig.DefaultRetentionBytes {
+				t.Errorf("retention of a topic the metadata lacks: %d %d, want Kafka's defaults", ms, bytes)
+			}
+		})
+	}
+}
+
+// TestSidecarRemoteRule: the policy's remote values over the topic's
+// cleanup.policy; topics without a remote limit are left alone; only a
+// partition the sidecar leads counts the broker's segments.
+func TestSidecarRemoteRule(t *testing.T) {
+	ms, keep := int64(86_400_000), int64(-1)
+	pol, err := policy.New([]policy.Rule{
+		{Match: "orders", RetentionMs: &ms},
+		{Match: "keep-*"},
+		{Match: "users", RetentionMs: &ms},
+		{Match: "bytes", RetentionBytes: &keep},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := metaSnapshot(1)
+	compact := topicconfig.Defaults()
+	compact.CleanupPolicy = topicconfig.Policy{Compact: true}
+	snap.Topics["users"] = &brokermeta.Topic{Name: "users", Config: compact}
+	m := &sidecarMeta{src: fixedMeta{snap}, nodeID: 1}
+	if _, err := m.leads(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rule := m.remoteRule(pol)
+	for _, tt := range []struct {
+		p          remotetier.Partition
+		ok, delete bool
+		count      bool
+	}{
+		{remotetier.Partition{Topic: "orders", Led: true}, true, true, true},
+		{remotetier.Partition{Topic: "orders"}, true, true, false},
+		{remotetier.Partition{Topic: "keep-a", Led: true}, false, false, false},
+		{remotetier.Partition{Topic: "bytes", Led: true}, false, false, false},
+		{remotetier.Partition{Topic: "users", Led: true}, true, false, true},
+		{remotetier.Partition{Topic: "other", Led: true}, false, false, false},
+	} {
+		r, ok := rule(tt.p)
+		if ok != tt.ok || ok && (r.Config.CleanupPolicy.Delete != tt.delete || r.CountSource != tt.count || r.Config.RetentionMs != ms) {
+			t.Errorf("%s led=%v: rule %+v %v, want ok %v delete %v count %v", tt.p.Topic, tt.p.Led, r, ok, tt.ok, tt.delete, tt.count)
+		}
+	}
+}
+
+// TestOptionalBrokerID: meta.properties is optional; present, it must name
+// an id.
+func TestOptionalBrokerID(t *testing.T) {
+	dir := t.TempDir()
+	if id, err := optionalBrokerID(dir); err != nil || id != -1 {
+		t.Fatalf("no meta.properties: %d, %v; want -1", id, err)
+	}
+	for _, tt := range []struct {
+		body string
+		want int32
+		bad  bool
+	}{
+		{"version=1\nnode.id=7\n", 7, false},
+		{"broker.id=3\n", 3, false},
+		{"version=1\ncluster.id=x\n", 0, true},
+		{"node.id=-2\n", 0, true},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "meta.properties"), []byte(tt.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		id, err := optionalBrokerID(dir)
+		if (err != nil) != tt.bad || !tt.bad && id != tt.want {
+			t.Errorf("%q: %d, %v", tt.body, id, err)
+		}
+	}
+}

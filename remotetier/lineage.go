@@ -1,0 +1,450 @@
+package remotetier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/tiered/tiered/internal/x/ctxsleep"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// DefaultDeletedTopicRetention is how long a superseded lineage (a deleted
+// or re-created topic's old data) stays in the bucket
+// (sidecar.deleted_topic_retention).
+const DefaultDeletedTopicRetention = 24 * time.Hour
+
+// maxTopicCAS bounds the conditional-write retries of one topic object
+// update: each retry means another writer changed it in between.
+const maxTopicCAS = 16
+
+// LoadTopicState reads a topic's topic object and its ETag; a topic without
+// one is (nil, "", nil).
+func LoadTopicState(ctx context.Context, b objstore.Bucket, prefix, topic string) (*manifest.TopicState, string, error) {
+	key, err := manifest.TopicKey(prefix, topic)
+	if err != nil {
+		return nil, "", err
+	}
+	rc, attrs, err := objstore.GetWithAttrs(ctx, b, key)
+	if objstore.IsNotFound(err) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read topic object %s: %w", key, err)
+	}
+	defer rc.Close()
+	data, err := manifest.ReadLimited(key, rc)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := manifest.DecodeTopic(key, data)
+	if err != nil {
+		return nil, "", err
+	}
+	return s, attrs.ETag, nil
+}
+
+// UpdateTopicState applies fn to the topic object (nil when there is none)
+// and writes the result with a conditional PUT (if-absent, or if-match on
+// the ETag read), re-reading and re-applying fn when another writer won.
+// fn returns the new state and whether to write it. It returns the state
+// stored (or the one read, when fn wrote nothing).
+func UpdateTopicState(ctx context.Context, b objstore.Bucket, prefix, topic string,
+	fn func(*manifest.TopicState) (*manifest.TopicState, bool, error)) (*manifest.TopicState, error) {
+	key, err := manifest.TopicKey(prefix, topic)
+	if err != nil {
+		return nil, err
+	}
+	for range maxTopicCAS {
+		cur, etag, err := LoadTopicState(ctx, b, prefix, topic)
+		if err != nil {
+			return nil, err
+		}
+		next, write, err := fn(cur)
+		if err != nil || !write {
+			return cur, err
+		}
+		data, err := manifest.EncodeTopic(next)
+		if err != nil {
+			return nil, err
+		}
+		cond := objstore.IfMatch(etag)
+		if cur == nil {
+			cond = objstore.IfAbsent()
+		}
+		_, err = b.Put(ctx, key, bytes.NewReader(data), int64(len(data)), cond)
+		if objstore.IsPreconditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("write topic object %s: %w", key, err)
+		}
+		return next, nil
+	}
+	return nil, fmt.Errorf("write topic object %s: %d conditional writes lost to other writers", key, maxTopicCAS)
+}
+
+// MarkTopicDeleted records that the broker's metadata deleted topic: from
+// then on no reader serves it, and its lineage is removed after the
+// deleted-topic retention (RemoveExpiredLineages). A topic the bucket has
+// no object for gets one: its name-only lineage of partitions partitions is
+// what is deleted.
+func MarkTopicDeleted(ctx context.Context, b objstore.Bucket, prefix, topic string, partitions int32, now time.Time) error {
+	_, err := UpdateTopicState(ctx, b, prefix, topic, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
+		if s == nil {
+			p, err := manifest.NormalizePrefix(prefix)
+			if err != nil {
+				return nil, false, err
+			}
+			ms := max(now.UnixMilli(), 1)
+			return &manifest.TopicState{Prefix: p, Topic: topic, DeletedMs: ms, UpdatedMs: ms,
+				Superseded: []manifest.TopicLineage{{NameOnlyKeys: true, Partitions: max(partitions, 0), SupersededMs: ms, Reason: manifest.ReasonDeleted}}}, true, nil
+		}
+		next, write := s.MarkDeleted(now.UnixMilli())
+		return next, write, nil
+	})
+	if err != nil {
+		return fmt.Errorf("mark topic %s deleted: %w", topic, err)
+	}
+	return nil
+}
+
+// LineageReport is what RemoveExpiredLineages did.
+type LineageReport struct {
+	Topics         int `json:"topics"`          // topic objects read
+	Lineages       int `json:"lineages"`        // lineages removed
+	DeletedObjects int `json:"deleted_objects"` // manifests and data objects deleted
+}
+
+// RemoveExpiredLineages removes every superseded lineage whose retention
+// has passed (0: at once; negative: never): for each, RemoveLineage, then
+// the lineage leaves the topic object. It lists the topic objects (like GC,
+// it is a maintenance pass, not a read path). Safe with several processes
+// at once: every step is idempotent.
+func RemoveExpiredLineages(ctx context.Context, b objstore.Bucket, prefix string, retention time.Duration, now time.Time, logger *slog.Logger) (LineageReport, error) {
+	var rep LineageReport
+	if retention < 0 {
+		return rep, nil
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	p, err := manifest.NormalizePrefix(prefix)
+	if err != nil {
+		return rep, err
+	}
+	lp := "topics/"
+	if p != "" {
+		lp = p + "/" + lp
+	}
+	var topics []string
+	err = b.List(ctx, lp, func(o objstore.ObjectInfo) error {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, lp), ".json")
+		if ok && manifest.ValidateTopic(name) == nil {
+			topics = append(topics, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("list topic objects: %w", err)
+	}
+	var errs []error
+	for _, topic := range topics {
+		rep.Topics++
+		s, _, err := LoadTopicState(ctx, b, p, topic)
+		if err != nil || s == nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, l := range s.Expired(retention.Milliseconds(), now.UnixMilli()) {
+			n, err := RemoveLineage(ctx, b, p, topic, l)
+			rep.DeletedObjects += n
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			_, err = UpdateTopicState(ctx, b, p, topic, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
+				if s == nil {
+					return nil, false, nil
+				}
+				next, ok := s.WithoutLineage(l.KeyID(), now.UnixMilli())
+				return next, ok, nil
+			})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			rep.Lineages++
+			logger.Info("removed superseded topic lineage", "topic", topic, "topic_id", l.TopicID, "reason", l.Reason,
+				"superseded_ms", l.SupersededMs, "objects", n)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// RemoveLineage deletes one lineage of a topic: for each of its partitions
+// the root manifest first (readers stop finding it), then the objects in
+// its sub-manifest and data directories (a LIST of the lineage's own
+// directories, so nothing of another lineage is touched). Objects already
+// gone are not errors. It returns how many objects it deleted.
+func RemoveLineage(ctx context.Context, b objstore.Bucket, prefix, topic string, l manifest.TopicLineage) (int, error) {
+	parts := l.Partitions
+	var deleted int
+	del := func(key string) error {
+		err := b.Delete(ctx, key)
+		if err == nil {
+			deleted++
+		}
+		if err != nil && !objstore.IsNotFound(err) {
+			return fmt.Errorf("remove lineage %s of %s: %w", l.TopicID, topic, err)
+		}
+		return nil
+	}
+	for p := int32(0); p < parts; p++ {
+		root, err := manifest.ManifestKeyID(prefix, topic, l.KeyID(), p)
+		if err != nil {
+			return deleted, err
+		}
+		if err := del(root); err != nil {
+			return deleted, err
+		}
+		dk, err := manifest.DataKeysID(prefix, topic, l.KeyID(), p, 0, "00000000")
+		if err != nil {
+			return deleted, err
+		}
+		for _, dir := range []string{path.Dir(root) + "/sub/", path.Dir(dk.Log) + "/"} {
+			var keys []string
+			err := b.List(ctx, dir, func(o objstore.ObjectInfo) error {
+				// Only keys of this lineage's directory, never a deeper or
+				// foreign one.
+				if k, err := manifest.ParseKey(o.Key); err == nil && k.TopicID == l.KeyID() && k.Partition == p && k.Topic == topic {
+					keys = append(keys, o.Key)
+				}
+				return nil
+			})
+			if err != nil {
+				return deleted, fmt.Errorf("remove lineage %s of %s: list %s: %w", l.TopicID, topic, dir, err)
+			}
+			for _, k := range keys {
+				if err := del(k); err != nil {
+					return deleted, err
+				}
+			}
+		}
+	}
+	return deleted, nil
+}
+
+// resolveLineages decides, topic by topic, which lineage each partition of
+// a pass is written to (Partition.keyID), updating the topic objects
+// (ObserveTopic: adoption of a name-only lineage on upgrade, a new lineage
+// on re-creation). A partition of a superseded lineage, or one without a
+// topic ID under a topic that has one, is dropped from the pass with a
+// WARN: its data must never mix into the served lineage. A topic object
+// that cannot be read or written drops its topic's partitions (the error
+// is returned); the other topics go on.
+func (u *Uploader) resolveLineages(ctx context.Context, parts []Partition) (kept []Partition, refused int, err error) {
+	type group struct {
+		topic, id string
+	}
+	var order []group
+	members := map[group][]int{}
+	for i, p := range parts {
+		g := group{p.Topic, p.TopicID}
+		if _, ok := members[g]; !ok {
+			order = append(order, g)
+		}
+		members[g] = append(members[g], i)
+	}
+	keep := make([]bool, len(parts))
+	var errs []error
+	for _, g := range order {
+		idx := members[g]
+		obs := manifest.Observation{TopicID: g.id, NowMs: u.opts.Now().UnixMilli()}
+		for _, i := range idx {
+			obs.Partitions = max(obs.Partitions, parts[i].Partition+1)
+			if parts[i].Configs != nil {
+				obs.Configs = parts[i].Configs
+			}
+		}
+		var keyID string
+		err = u.retry(ctx, func() error {
+			return u.observe(ctx, g.topic, parts, idx, obs, &keyID)
+		})
+		switch {
+		case errors.Is(err, manifest.ErrSupersededLineage) || errors.Is(err, manifest.ErrNoTopicID):
+			u.logger.Warn("partitions not uploaded: not the topic's current lineage", "topic", g.topic, "topic_id", g.id,
+				"partitions", len(idx), "err", err)
+			refused += len(idx)
+			continue
+		case err != nil:
+			u.metrics.errors.WithLabelValues(ErrKindManifest).Inc()
+			errs = append(errs, fmt.Errorf("topic %s: %w", g.topic, err))
+			continue
+		}
+		for _, i := range idx {
+			parts[i].keyID = keyID
+			keep[i] = true
+		}
+	}
+	out := parts[:0:0]
+	for i, p := range parts {
+		if keep[i] {
+			out = append(out, p)
+		}
+	}
+	return out, refused, errors.Join(errs...)
+}
+
+// nameOnlyLineage reports whether any of the partitions has a manifest in
+// the name-only lineage (a bucket written before topic IDs), and whether
+// that lineage is foreign: a manifest ending past its partition's high
+// watermark holds offsets this incarnation of the topic never had.
+func (u *Uploader) nameOnlyLineage(ctx context.Context, topic string, parts []Partition, idx []int) (exists, foreign bool, err error) {
+	for _, i := range idx {
+		m, _, err := u.store.load(ctx, topic, parts[i].Partition, 0)
+		if err != nil {
+			return false, false, fmt.Errorf("look for the name-only manifest of %s-%d: %w", topic, parts[i].Partition, err)
+		}
+		if m.Generation == 0 {
+			continue // none
+		}
+		exists = true
+		if m.NextOffset() > parts[i].HighWatermark {
+			foreign = true
+		}
+	}
+	return exists, foreign, nil
+}
+
+// observe applies one pass's observation of a topic to its topic object
+// and sets *keyID to the lineage its partitions are written to.
+func (u *Uploader) observe(ctx context.Context, topic string, parts []Partition, idx []int, obs manifest.Observation, keyID *string) error {
+	_, err := UpdateTopicState(ctx, u.bkt, u.store.prefix, topic, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
+		o := obs
+		if s == nil && o.TopicID != "" {
+			exists, foreign, err := u.nameOnlyLineage(ctx, topic, parts, idx)
+			if err != nil {
+				return nil, false, err
+			}
+			o.NameOnlyExists, o.NameOnlyForeign = exists, foreign
+		}
+		next, k, write, err := manifest.ObserveTopic(u.store.prefix, topic, s, o)
+		*keyID = k
+		if err == nil && write && s != nil && s.Current != nil && next.Current != nil && s.Current.TopicID != next.Current.TopicID {
+			u.logger.Warn("topic re-created: a new lineage starts; the old one is no longer served",
+				"topic", topic, "old_topic_id", s.Current.TopicID, "topic_id", next.Current.TopicID)
+		} else if err == nil && write && s == nil && o.NameOnlyForeign {
+			u.logger.Warn("the bucket's name-only lineage holds offsets the partitions never reached: another incarnation of the topic, superseded, not served",
+				"topic", topic, "topic_id", o.TopicID)
+		} else if err == nil && write && s == nil && o.NameOnlyExists {
+			u.logger.Info("topic id adopts the bucket's name-only lineage", "topic", topic, "topic_id", o.TopicID)
+		}
+		return next, write, err
+	})
+	return err
+}
+
+// retry runs fn with the uploader's retry policy until it succeeds, fails
+// permanently or ctx ends.
+func (u *Uploader) retry(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || permanent(err) || attempt >= u.opts.Retry.Attempts || errors.Is(err, manifest.ErrSupersededLineage) || errors.Is(err, manifest.ErrNoTopicID) {
+			return err
+		}
+		if serr := ctxsleep.Sleep(ctx, u.opts.Retry.backoff(attempt)); serr != nil {
+			return serr
+		}
+	}
+}
+
+// DeletedTopic is a topic the broker's metadata deleted: its name and the
+// ID it had (Kafka's string form).
+type DeletedTopic struct {
+	Name    string
+	TopicID string
+}
+
+// MarkDeletedTopics marks each deleted topic whose ID is its topic object's
+// current one deleted (MarkTopicDeleted's state change); a deletion of an
+// ID the object does not serve (an older incarnation, one already marked,
+// a topic the bucket never saw an ID for) changes nothing. It returns the
+// deletions it is done with (marked, or found not current), which need no
+// second look.
+func MarkDeletedTopics(ctx context.Context, b objstore.Bucket, prefix string, deleted []DeletedTopic, now time.Time, logger *slog.Logger) (done []DeletedTopic, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	for _, d := range deleted {
+		if d.TopicID == "" || manifest.ValidateTopic(d.Name) != nil {
+			continue // no ID: nothing names which lineage was deleted
+		}
+		marked := false
+		_, err := UpdateTopicState(ctx, b, prefix, d.Name, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
+			marked = false
+			if s == nil || s.Current == nil || s.Current.TopicID != d.TopicID {
+				return s, false, nil
+			}
+			next, write := s.MarkDeleted(now.UnixMilli())
+			marked = write
+			return next, write, nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mark topic %s deleted: %w", d.Name, err))
+			continue
+		}
+		if marked {
+			logger.Warn("topic deleted by the broker: its remote data is no longer served", "topic", d.Name, "topic_id", d.TopicID)
+		}
+		done = append(done, d)
+	}
+	return done, errors.Join(errs...)
+}
+
+// applyDeletions runs MarkDeletedTopics on the deletions Options.DeletedTopics
+// reports that no earlier pass finished.
+func (u *Uploader) applyDeletions(ctx context.Context) error {
+	all, err := u.opts.DeletedTopics(ctx)
+	if err != nil {
+		return fmt.Errorf("read the broker's deleted topics: %w", err)
+	}
+	u.mu.Lock()
+	var todo []DeletedTopic
+	for _, d := range all {
+		if !u.deletionsDone[d] {
+			todo = append(todo, d)
+		}
+	}
+	u.mu.Unlock()
+	done, err := MarkDeletedTopics(ctx, u.bkt, u.store.prefix, todo, u.opts.Now(), u.logger)
+	u.mu.Lock()
+	if u.deletionsDone == nil {
+		u.deletionsDone = map[DeletedTopic]bool{}
+	}
+	for _, d := range done {
+		u.deletionsDone[d] = true
+	}
+	u.mu.Unlock()
+	return err
+}
+
+// ServedLineage is the lineage of topic that readers serve: keyID for
+// manifest.ManifestKeyID ("" = name-only, also for a topic without a topic
+// object); ok is false for a deleted topic. Remote retention and other
+// per-partition maintenance in the sidecar work on this lineage.
+func ServedLineage(ctx context.Context, b objstore.Bucket, prefix, topic string) (keyID string, ok bool, err error) {
+	s, _, err := LoadTopicState(ctx, b, prefix, topic)
+	if err != nil {
+		return "", false, err
+	}
+	keyID, _, ok = s.Serving()
+	return keyID, ok, nil
+}

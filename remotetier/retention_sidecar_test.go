@@ -1,0 +1,140 @@
+package remotetier
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/retention"
+)
+
+// deleteCounter counts deletions per key.
+type deleteCounter struct {
+	objstore.Bucket
+	mu      sync.Mutex
+	deletes map[string]int
+}
+
+func (b *deleteCounter) Delete(ctx context.Context, key string) error {
+	b.mu.Lock()
+	b.deletes[key]++
+	b.mu.Unlock()
+	return b.Bucket.Delete(ctx, key)
+}
+
+// TestSidecarRemoteRetention: two sidecars over one bucket apply remote
+// retention.bytes in every pass, concurrently. The one that leads counts
+// the whole log (remote and source segments), as Kafka; the other only
+// the remote segments. The manifest moves first, each unreferenced object
+// is deleted exactly once, every segment still listed stays readable, and
+// the source log dir is never written.
+func TestSidecarRemoteRetention(t *testing.T) {
+	ctx := context.Background()
+	dir, _, l, _ := upBrokerLog(t, 6)
+	local := l.Segments()
+	var total int64
+	for _, s := range local {
+		total += s.Size
+	}
+	segSize := local[0].Size
+	// Keep room for the source's log minus a little more than two segments:
+	// Kafka's rule deletes the two oldest (whole) segments.
+	limit := total - 2*segSize - segSize/2
+	cfg := topicconfig.Defaults()
+	cfg.RetentionBytes = limit
+	want := retention.Remote(append(remoteSegs(local[:len(local)-1]), retention.FromLog(local[len(local)-1:])...), cfg, 0, upNow)
+	if len(want.Delete) != 2 {
+		t.Fatalf("test setup: Kafka's rule deletes %d segments, want 2", len(want.Delete))
+	}
+
+	mem := &deleteCounter{Bucket: objstore.NewMemory(), deletes: map[string]int{}}
+	up := func(leader bool) (*Uploader, *RetentionMetrics) {
+		view, err := localtier.OpenBrokerView(&readOnlyFS{FS: vfs.Default, t: t}, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		rm, err := NewRetentionMetrics(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := upUploader(t, mem, NewBrokerSource(view, &readOnlyFS{FS: vfs.Default, t: t}), Options{Registerer: reg, RetentionMetrics: rm,
+			RemoteRetention: func(p Partition) (RetentionRule, bool) {
+				return RetentionRule{Config: cfg, CountSource: leader}, true
+			}})
+		return u, rm
+	}
+	a, am := up(true)
+	b, bm := up(false)
+	var wg sync.WaitGroup
+	for _, u := range []*Uploader{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				if _, err := u.RunOnce(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	m := upLoad(t, mem, "orders", 0)
+	if m.LogStartOffset != want.NewLogStartOffset {
+		t.Fatalf("log start %d after retention, want %d (Kafka's rule over the whole log)", m.LogStartOffset, want.NewLogStartOffset)
+	}
+	for k, n := range mem.deletes {
+		if n > 1 {
+			t.Errorf("%s deleted %d times", k, n)
+		}
+	}
+	deleted := testutil.ToFloat64(am.segments.WithLabelValues(string(retention.ReasonRetentionBytes))) +
+		testutil.ToFloat64(bm.segments.WithLabelValues(string(retention.ReasonRetentionBytes)))
+	if deleted != 2 {
+		t.Fatalf("the sidecars counted %v remote deletions, want 2", deleted)
+	}
+	for _, s := range upAllSegments(t, mem, m) {
+		upCheckObjects(t, mem, s)
+	}
+	if len(l.Segments()) != len(local) {
+		t.Fatal("the source log changed")
+	}
+
+	// Alone, with a limit one segment below the whole log (remote and
+	// source): the leader deletes the oldest segment, a sidecar counting
+	// only the remote segments deletes nothing (never more than Kafka).
+	active := local[len(local)-1].Size
+	cfg.RetentionBytes = total - segSize
+	for _, leader := range []bool{true, false} {
+		mem = &deleteCounter{Bucket: objstore.NewMemory(), deletes: map[string]int{}}
+		u, _ := up(leader)
+		for range 2 {
+			if _, err := u.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantStart := int64(0)
+		if leader {
+			wantStart = local[1].BaseOffset
+		}
+		if m := upLoad(t, mem, "orders", 0); m.LogStartOffset != wantStart {
+			t.Fatalf("leader %v: log start %d, want %d (active segment %d bytes)", leader, m.LogStartOffset, wantStart, active)
+		}
+	}
+}
+
+// remoteSegs turns local segments into uploaded policy segments.
+func remoteSegs(infos []localtier.SegmentInfo) []retention.Segment {
+	out := retention.FromLog(infos)
+	for i := range out {
+		out[i].Uploaded, out[i].Active = true, false
+	}
+	return out
+}
