@@ -203,7 +203,7 @@ func New(o Options) (*Fleet, error) {
 	case len(o.Peers) == 0:
 		f.alone = true
 		f.live = []string{o.Self}
-	case len(o.Peers) == 1 && isDNSName(o.Peers[0]):
+	case len(o.Peers) == 1 && IsDNSName(o.Peers[0]):
 		host, port, err := net.SplitHostPort(o.Peers[0])
 		if err != nil {
 			return nil, fmt.Errorf("fleet: peer %q: %w", o.Peers[0], err)
@@ -226,8 +226,9 @@ func New(o Options) (*Fleet, error) {
 	return f, nil
 }
 
-// isDNSName reports whether peer (host:port) names a host rather than an IP address.
-func isDNSName(peer string) bool {
+// IsDNSName reports whether peer (host:port) names a host rather than an IP address: a
+// single such entry of fetch.peers is resolved to every replica.
+func IsDNSName(peer string) bool {
 	host, _, err := net.SplitHostPort(peer)
 	return err == nil && net.ParseIP(host) == nil
 }

@@ -205,9 +205,9 @@ func waitLive(t *testing.T, f *Fleet, want []string, limit time.Duration) time.D
 func TestTwoReplicasAgreeAndTakeOver(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	for _, tc := range []struct {
-		name   string
-		kill   bool // kill -9 (lease left behind) instead of SIGTERM (released)
-		bound  time.Duration
+		name  string
+		kill  bool // kill -9 (lease left behind) instead of SIGTERM (released)
+		bound time.Duration
 	}{
 		{"kill -9", true, TakeoverBound(lease)},
 		{"SIGTERM", false, 3 * Interval(lease)},
