@@ -18,7 +18,7 @@
 //
 // The contract every backend meets is written on the interface methods and
 // checked by objtesting.AcceptanceTest. Callers recognise outcomes with
-// errors.Is against ErrNotFound, ErrPreconditionFailed, ErrInvalidRange,
+// errors.Is against ErrNotFound, ErrPreconditionFailed, ErrInvalidRange, ErrAccessDenied,
 // ErrInvalidKey, ErrSizeMismatch and ErrReadOnly (and, from the file
 // backend, ErrSymlink and ErrNotRegular); they never need backend types.
 package objstore
@@ -62,6 +62,9 @@ var (
 	// ErrReadOnly: a Put or Delete on a bucket opened read-only
 	// (OpenReadOnly); nothing was sent to the store.
 	ErrReadOnly = errors.New("bucket opened read-only")
+	// ErrAccessDenied: the store refused the request for want of
+	// permission (S3 403 AccessDenied: credentials that may only read).
+	ErrAccessDenied = errors.New("access denied")
 )
 
 // Attrs describes one stored version of an object.

@@ -289,6 +289,8 @@ func mapErr(op, key string, err error) error {
 		kind = ErrPreconditionFailed
 	case code == "InvalidRange" || status == http.StatusRequestedRangeNotSatisfiable:
 		kind = ErrInvalidRange
+	case code == "AccessDenied" || status == http.StatusForbidden:
+		kind = ErrAccessDenied
 	}
 	return &opError{op: op, key: key, kind: kind, err: err}
 }

@@ -315,11 +315,12 @@ func TestS3ErrorMapping(t *testing.T) {
 		{"get_range_beyond_end", rangeErr(11), objstore.ErrInvalidRange},
 		{"get_range_at_end_is_empty", rangeErr(10), nil},
 		{"delete_missing_is_ok", b.Delete(ctx, "missing"), nil},
-		{"access_denied", get("denied"), nil},
+		{"access_denied", get("denied"), objstore.ErrAccessDenied},
+		{"put_access_denied", put("denied", objstore.IfAbsent()), objstore.ErrAccessDenied},
 		{"bad_request", get("other"), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sentinels := []error{objstore.ErrNotFound, objstore.ErrPreconditionFailed, objstore.ErrInvalidRange, objstore.ErrBucketNotFound}
+			sentinels := []error{objstore.ErrNotFound, objstore.ErrPreconditionFailed, objstore.ErrInvalidRange, objstore.ErrBucketNotFound, objstore.ErrAccessDenied}
 			if c.is == nil && (c.name == "get_range_at_end_is_empty" || c.name == "delete_missing_is_ok") {
 				if c.err != nil {
 					t.Fatalf("got %v, want success", c.err)

@@ -1,0 +1,263 @@
+package groups
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// ErrUnavailable is a group store that cannot write: the bucket was opened
+// read-only or refused a PUT (ErrReadOnly, ErrAccessDenied). The group APIs
+// answer COORDINATOR_NOT_AVAILABLE.
+var ErrUnavailable = errors.New("group store unavailable: the bucket refuses writes to " + KeyPrefix)
+
+// ErrConflict is an update that lost its conditional PUT MaxUpdateAttempts
+// times in a row: another coordinator keeps writing the group.
+var ErrConflict = errors.New("group object kept changing under a conditional write")
+
+// MaxUpdateAttempts bounds the read-modify-write retries of one Update.
+const MaxUpdateAttempts = 4
+
+// DefaultReadOnlyRecheck is how long a store that saw a PUT refused
+// answers ErrUnavailable before it tries writing again.
+const DefaultReadOnlyRecheck = time.Minute
+
+// StoreOptions configure NewStore.
+type StoreOptions struct {
+	// ReadOnly: the bucket was opened read-only; every Update is
+	// ErrUnavailable and nothing is sent.
+	ReadOnly bool
+	// ReadOnlyRecheck is how long a refused PUT keeps the store
+	// unavailable (DefaultReadOnlyRecheck).
+	ReadOnlyRecheck time.Duration
+	Now             func() time.Time
+	Metrics         *Metrics
+	Logger          *slog.Logger
+}
+
+// Store keeps the group objects of a bucket: one object per group at
+// Key(group), written only with a conditional PUT (IfAbsent for a new
+// object, IfMatch of the version read otherwise), so two coordinators can
+// never overwrite each other's writes. It caches each object with its ETag;
+// Load answers from the cache, Reload re-reads, and Update is one PUT
+// unless it loses a race (then it re-reads and re-applies).
+type Store struct {
+	b   objstore.Bucket
+	o   StoreOptions
+	log *slog.Logger
+	m   *Metrics
+
+	mu      sync.Mutex
+	cache   map[string]*cached
+	locks   map[string]*sync.Mutex // one Update at a time per group
+	refused time.Time              // last refused PUT (zero: none)
+}
+
+type cached struct {
+	obj  *Object // nil: no object in the bucket
+	etag string
+}
+
+// NewStore returns the store of b's groups/ prefix.
+func NewStore(b objstore.Bucket, o StoreOptions) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.ReadOnlyRecheck <= 0 {
+		o.ReadOnlyRecheck = DefaultReadOnlyRecheck
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	return &Store{b: b, o: o, log: o.Logger, m: o.Metrics, cache: map[string]*cached{}, locks: map[string]*sync.Mutex{}}
+}
+
+// Writable reports whether the store can write now (not opened read-only,
+// no PUT refused within ReadOnlyRecheck).
+func (s *Store) Writable() bool {
+	if s.o.ReadOnly {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused.IsZero() || s.o.Now().Sub(s.refused) >= s.o.ReadOnlyRecheck
+}
+
+// Load is group's object, from the cache when it holds one, else read from
+// the bucket. A group with no object (or a Dead one) is nil, nil.
+func (s *Store) Load(ctx context.Context, group string) (*Object, error) {
+	s.mu.Lock()
+	c, ok := s.cache[group]
+	s.mu.Unlock()
+	if ok {
+		return live(c.obj), nil
+	}
+	c, err := s.read(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return live(c.obj), nil
+}
+
+// Reload re-reads group's object from the bucket (another writer — a
+// takeover, `tiered groups reset-offsets` — may have changed it).
+func (s *Store) Reload(ctx context.Context, group string) (*Object, error) {
+	c, err := s.read(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return live(c.obj), nil
+}
+
+// Forget drops group from the cache: the next Load reads the bucket.
+func (s *Store) Forget(group string) {
+	s.mu.Lock()
+	delete(s.cache, group)
+	s.mu.Unlock()
+}
+
+// live hides a Dead object (a deleted or expired group) as no object; the
+// caller gets a copy it may keep.
+func live(o *Object) *Object {
+	if o == nil || o.State == StateDead {
+		return nil
+	}
+	return o.clone()
+}
+
+func (s *Store) read(ctx context.Context, group string) (*cached, error) {
+	key := Key(group)
+	rc, attrs, err := objstore.GetWithAttrs(ctx, s.b, key)
+	var c cached
+	switch {
+	case objstore.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("read group %q: %w", group, err)
+	default:
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read group %q: %w", group, err)
+		}
+		if c.obj, err = Decode(key, data); err != nil {
+			return nil, err
+		}
+		c.etag = attrs.ETag
+	}
+	s.mu.Lock()
+	s.cache[group] = &c
+	s.mu.Unlock()
+	return &c, nil
+}
+
+// Update applies fn to a copy of group's object (a new, empty one when the
+// group has none: State Empty, no offsets) and writes the result with a
+// conditional PUT; the object is durable in the bucket when Update returns
+// nil. fn may be called again, on a freshly read object, when another
+// writer won the race; an error from fn is returned unchanged and nothing
+// is written. It returns the object written.
+func (s *Store) Update(ctx context.Context, group string, fn func(*Object) error) (*Object, error) {
+	if !s.Writable() {
+		return nil, ErrUnavailable
+	}
+	lock := s.lockOf(group)
+	lock.Lock()
+	defer lock.Unlock()
+	for attempt := 0; attempt < MaxUpdateAttempts; attempt++ {
+		s.mu.Lock()
+		c, ok := s.cache[group]
+		s.mu.Unlock()
+		if !ok || attempt > 0 {
+			var err error
+			if c, err = s.read(ctx, group); err != nil {
+				return nil, err
+			}
+		}
+		var next *Object
+		if c.obj != nil && c.obj.State != StateDead {
+			next = c.obj.clone()
+		} else {
+			next = &Object{Format: FormatVersion, Group: group, State: StateEmpty, Offsets: []Offset{}}
+			if c.obj != nil {
+				next.Generation = c.obj.Generation // a re-created group keeps numbering up
+			}
+		}
+		if err := fn(next); err != nil {
+			return nil, err
+		}
+		next.Format, next.Group, next.UpdatedMS = FormatVersion, group, s.o.Now().UnixMilli()
+		data, err := next.Encode()
+		if err != nil {
+			return nil, err
+		}
+		cond := objstore.IfAbsent()
+		if c.obj != nil {
+			cond = objstore.IfMatch(c.etag)
+		}
+		start := time.Now()
+		attrs, err := s.b.Put(ctx, Key(group), bytes.NewReader(data), int64(len(data)), cond)
+		s.m.observePut(err, time.Since(start))
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			s.cache[group] = &cached{obj: next, etag: attrs.ETag}
+			s.mu.Unlock()
+			return next.clone(), nil
+		case objstore.IsPreconditionFailed(err):
+			s.log.Info("group object changed by another writer; re-reading", "group", group, "attempt", attempt+1)
+			continue
+		case errors.Is(err, objstore.ErrReadOnly) || errors.Is(err, objstore.ErrAccessDenied):
+			s.mu.Lock()
+			s.refused = s.o.Now()
+			s.mu.Unlock()
+			s.log.Warn("bucket refused a group write; group APIs answer COORDINATOR_NOT_AVAILABLE", "group", group, "recheck", s.o.ReadOnlyRecheck, "err", err)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		default:
+			s.Forget(group) // the write may or may not have landed
+			return nil, fmt.Errorf("write group %q: %w", group, err)
+		}
+	}
+	s.Forget(group)
+	return nil, fmt.Errorf("write group %q: %w", group, ErrConflict)
+}
+
+func (s *Store) lockOf(group string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.locks[group]
+	if !ok {
+		l = &sync.Mutex{}
+		s.locks[group] = l
+	}
+	return l
+}
+
+// Listed is one group object as List finds it.
+type Listed struct {
+	Group        string
+	LastModified time.Time
+}
+
+// List calls fn for every group object in the bucket (Dead ones too: a
+// LIST does not read them), in key order. Keys under groups/ that are not
+// group keys are skipped.
+func (s *Store) List(ctx context.Context, fn func(Listed) error) error {
+	return s.b.List(ctx, KeyPrefix, func(info objstore.ObjectInfo) error {
+		g, err := GroupOfKey(info.Key)
+		if err != nil {
+			s.log.Warn("foreign key under groups/ skipped", "key", info.Key, "err", err)
+			return nil
+		}
+		return fn(Listed{Group: g, LastModified: info.LastModified})
+	})
+}
