@@ -44,6 +44,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/internal/x/promreg"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -132,6 +133,12 @@ type Options struct {
 	// Now is the wall clock written into leases (nil: time.Now). Liveness itself is
 	// measured with the monotonic readings of time.Now.
 	Now func() time.Time
+	// OnLose is called (from the fleet's goroutine) for each group this replica named
+	// itself coordinator of and no longer does after a change of the live set: the
+	// coordinator drops the group's state and cached object, so that if the group comes
+	// back it is re-read from the bucket (a takeover's commits are never hidden by an old
+	// cache). Nil: nothing is called.
+	OnLose func(group string)
 }
 
 // Fleet tracks the live replicas and names each group's coordinator. Its methods are safe
@@ -153,7 +160,8 @@ type Fleet struct {
 	live     []string // sorted
 	epoch    uint64
 	released bool
-	changed  chan struct{} // closed and replaced on every change of the live set
+	changed  chan struct{}       // closed and replaced on every change of the live set
+	owned    map[string]struct{} // groups Owner named this replica for, in the current view
 }
 
 type peerState struct {
@@ -198,7 +206,7 @@ func New(o Options) (*Fleet, error) {
 		return nil, fmt.Errorf("fleet: advertised address %q: %w", o.Self, err)
 	}
 	f := &Fleet{o: o, log: o.Logger, self: o.Self, seen: map[string]*peerState{}, changed: make(chan struct{}),
-		metrics: newMetrics(o.Registerer)}
+		owned: map[string]struct{}{}, metrics: newMetrics(o.Registerer)}
 	switch {
 	case len(o.Peers) == 0:
 		f.alone = true
@@ -508,10 +516,24 @@ func (f *Fleet) recompute(live []string) {
 	close(f.changed)
 	f.changed = make(chan struct{})
 	epoch := f.epoch
-	f.mu.Unlock()
+	var lost []string
+	for g := range f.owned {
+		if a, ok := Rendezvous(live, g); !ok || a != f.self {
+			lost = append(lost, g)
+			delete(f.owned, g)
+		}
+	}
 	f.metrics.live.Set(float64(len(live)))
 	f.metrics.changes.Inc()
-	f.log.Info("fleet view changed", "live", live, "before", old, "epoch", epoch)
+	f.metrics.moves.Add(float64(len(lost)))
+	f.mu.Unlock()
+	f.log.Info("fleet view changed", "live", live, "before", old, "epoch", epoch, "groups_lost", len(lost))
+	if f.o.OnLose != nil {
+		slices.Sort(lost)
+		for _, g := range lost {
+			f.o.OnLose(g)
+		}
+	}
 }
 
 // Live returns the live replicas, sorted by address, and the view's epoch (incremented on
@@ -533,23 +555,41 @@ func (f *Fleet) Changed() <-chan struct{} {
 	return f.changed
 }
 
-// Coordinator returns the member that coordinates group: the live replica with the highest
+// Owner returns the member that coordinates group: the live replica with the highest
 // rendezvous score. ok is false when no replica is live (this one's lease could not be
 // written and no peer's is fresh): the group has no coordinator.
-func (f *Fleet) Coordinator(group string) (m Member, ok bool) {
+func (f *Fleet) Owner(group string) (m Member, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	a, ok := Rendezvous(f.live, group)
 	if !ok {
 		return Member{}, false
 	}
+	if a == f.self && !f.alone {
+		f.owned[group] = struct{}{}
+	}
 	return Member{Addr: a, NodeID: NodeID(a), Self: a == f.self}, true
 }
 
 // Owns reports whether this replica coordinates group now.
 func (f *Fleet) Owns(group string) bool {
-	m, ok := f.Coordinator(group)
+	m, ok := f.Owner(group)
 	return ok && m.Self
+}
+
+// ErrNoCoordinator: no replica of the fleet is live in this replica's view (its own lease
+// could not be written for a lease length and no peer's is fresh). Clients are answered
+// COORDINATOR_NOT_AVAILABLE and retry.
+var ErrNoCoordinator = errors.New("no live fetch replica to coordinate the group (this replica's lease is not renewed and no peer's is fresh)")
+
+// Coordinator implements groups.Ring: the node that coordinates group and whether it is
+// this replica.
+func (f *Fleet) Coordinator(group string) (groups.Node, bool, error) {
+	m, ok := f.Owner(group)
+	if !ok {
+		return groups.Node{}, false, ErrNoCoordinator
+	}
+	return groups.Node{ID: m.NodeID, Host: m.Host(), Port: m.Port()}, m.Self, nil
 }
 
 // Rendezvous returns the member of members with the highest score for key (highest random
@@ -584,6 +624,7 @@ func score(member, key string) uint64 {
 }
 
 type metrics struct {
+	moves    prometheus.Counter
 	live     prometheus.Gauge
 	changes  prometheus.Counter
 	renewals *prometheus.CounterVec
@@ -593,6 +634,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		live: promreg.RegisterOrReuse(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tiered_fetch_fleet_live_replicas", Help: "Fetch replicas this one sees alive (itself included) in the fleet's last view."})),
+		moves: promreg.RegisterOrReuse(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tiered_fetch_fleet_group_moves_total", Help: "Groups this replica coordinated and handed to another replica (or to none) on a change of the live set."})),
 		changes: promreg.RegisterOrReuse(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tiered_fetch_fleet_view_changes_total", Help: "Changes of the live replica set: each may move groups to another coordinator."})),
 		renewals: promreg.RegisterOrReuse(reg, prometheus.NewCounterVec(prometheus.CounterOpts{

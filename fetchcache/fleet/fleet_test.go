@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,7 +102,7 @@ func TestAloneCoordinatesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range []string{"a", "b", "billing"} {
-		if m, ok := f.Coordinator(g); !ok || !m.Self || m.Addr != "127.0.0.1:9092" {
+		if m, ok := f.Owner(g); !ok || !m.Self || m.Addr != "127.0.0.1:9092" {
 			t.Fatalf("alone: coordinator of %s = %+v, %v", g, m, ok)
 		}
 	}
@@ -148,9 +149,15 @@ type replica struct {
 
 func startReplica(t *testing.T, b objstore.Bucket, self string, peers []string, lease time.Duration, res Resolver) *replica {
 	t.Helper()
+	return startReplicaWith(t, b, Options{Self: self, Peers: peers, Lease: lease, Resolver: res})
+}
+
+func startReplicaWith(t *testing.T, b objstore.Bucket, o Options) *replica {
+	t.Helper()
 	r := &replica{bucket: &killable{Bucket: b}, reg: prometheus.NewRegistry(), done: make(chan error, 1)}
+	o.Bucket, o.Registerer = r.bucket, r.reg
 	var err error
-	r.f, err = New(Options{Bucket: r.bucket, Self: self, Peers: peers, Lease: lease, Resolver: res, Registerer: r.reg})
+	r.f, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,8 +229,8 @@ func TestTwoReplicasAgreeAndTakeOver(t *testing.T) {
 			var onA []string
 			for i := range 200 {
 				g := fmt.Sprintf("g%d", i)
-				ma, ok1 := a.f.Coordinator(g)
-				mc, ok2 := c.f.Coordinator(g)
+				ma, ok1 := a.f.Owner(g)
+				mc, ok2 := c.f.Owner(g)
 				if !ok1 || !ok2 || ma.Addr != mc.Addr || ma.NodeID != mc.NodeID || ma.Self == mc.Self {
 					t.Fatalf("%s: replicas disagree: %+v on one, %+v on the other", g, ma, mc)
 				}
@@ -267,6 +274,62 @@ func TestTwoReplicasAgreeAndTakeOver(t *testing.T) {
 	}
 }
 
+// TestOnLoseOnlyMovedGroups: when a replica joins, the one already running is told exactly
+// which of the groups it coordinated moved away (it drops their state, so that a group
+// coming back is read from the bucket again); Coordinator names the owner as FindCoordinator
+// must.
+func TestOnLoseOnlyMovedGroups(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	b := objstore.NewMemory()
+	peers := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	var mu sync.Mutex
+	var lost []string
+	a := startReplicaWith(t, b, Options{Self: peers[0], Peers: peers, Lease: lease, OnLose: func(g string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lost = append(lost, g)
+	}})
+	waitLive(t, a.f, peers[:1], 2*lease)
+	var all []string
+	for i := range 100 {
+		g := fmt.Sprintf("g%d", i)
+		node, self, err := a.f.Coordinator(g)
+		if err != nil || !self || node.ID != NodeID(peers[0]) || node.Host != "127.0.0.1" || node.Port != 9001 {
+			t.Fatalf("alone in its view: Coordinator(%s) = %v, %v, %v", g, node, self, err)
+		}
+		all = append(all, g)
+	}
+	c := startReplica(t, b, peers[1], peers, lease, nil)
+	waitLive(t, a.f, peers, 2*lease)
+	waitLive(t, c.f, peers, 2*lease)
+	var want []string
+	for _, g := range all {
+		if owner, _ := Rendezvous(peers, g); owner == peers[1] {
+			want = append(want, g)
+		}
+		node, self, err := a.f.Coordinator(g)
+		if owner, _ := Rendezvous(peers, g); err != nil || self != (owner == peers[0]) || node.ID != NodeID(owner) {
+			t.Fatalf("Coordinator(%s) = %v, %v, %v; the owner is %s", g, node, self, err, owner)
+		}
+	}
+	slices.Sort(want)
+	var got []string
+	for deadline := time.Now().Add(lease); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		got = slices.Sorted(slices.Values(lost))
+		mu.Unlock()
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("OnLose for %v, want exactly the groups now on %s: %v", got, peers[1], want)
+	}
+	if v := testutil.ToFloat64(a.f.metrics.moves); v != float64(len(want)) {
+		t.Fatalf("tiered_fetch_fleet_group_moves_total = %v, want %d", v, len(want))
+	}
+}
+
 func TestOwnRenewalFailureStepsDown(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	b := objstore.NewMemory()
@@ -279,7 +342,7 @@ func TestOwnRenewalFailureStepsDown(t *testing.T) {
 	a.bucket.dead.Store(true)
 	waitLive(t, a.f, nil, TakeoverBound(lease)+lease) // a cannot read c's lease either
 	waitLive(t, c.f, peers[1:], TakeoverBound(lease)+lease)
-	if _, ok := a.f.Coordinator("g"); ok {
+	if _, self, err := a.f.Coordinator("g"); !errors.Is(err, ErrNoCoordinator) || self {
 		t.Fatal("a replica with no fresh lease names a coordinator")
 	}
 	if got := testutil.ToFloat64(a.f.metrics.renewals.WithLabelValues("error")); got == 0 {
@@ -349,7 +412,7 @@ func TestDNSPeers(t *testing.T) {
 	if a.f.Self().Addr != "10.1.0.5:9092" {
 		t.Fatalf("self in DNS mode = %s, want the IP the peers' name gives", a.f.Self().Addr)
 	}
-	m, _ := a.f.Coordinator("billing")
+	m, _ := a.f.Owner("billing")
 	if m.Host() != "10.1.0.5" && m.Host() != "10.1.0.7" || m.Port() != 9092 {
 		t.Fatalf("coordinator %+v is not one of the answers", m)
 	}
