@@ -82,7 +82,9 @@ Example (replay an application's input from 09:00 UTC):
       --to-datetime 2026-05-01T09:00:00Z --execute
 
 ` + groupsNotes,
-	run: func(r *Runner, ctx context.Context, args []string) error { return runGroups(r, ctx, "reset-offsets", args) },
+	run: func(r *Runner, ctx context.Context, args []string) error {
+		return runGroups(r, ctx, "reset-offsets", args)
+	},
 }
 
 var groupsDeleteCmd = &command{
@@ -348,4 +350,3 @@ func dash(s string) string {
 	}
 	return s
 }
-
