@@ -153,6 +153,7 @@ type Fleet struct {
 	metrics *metrics
 
 	mu       sync.Mutex
+	httpURL  string                // this replica's HTTP API URL, written into its lease
 	seen     map[string]*peerState // by member address
 	selfOK   time.Time             // last successful renewal of our own lease (monotonic)
 	seq      uint64
@@ -167,6 +168,7 @@ type Fleet struct {
 type peerState struct {
 	etag    string
 	changed time.Time // monotonic reading of the last change seen
+	http    string    // the HTTP URL its lease names
 }
 
 // lease is the JSON content of a lease object.
@@ -178,6 +180,9 @@ type lease struct {
 	Seq       uint64 `json:"seq"`
 	StartedAt string `json:"started_at"`
 	RenewedAt string `json:"renewed_at"`
+	// HTTP is the replica's HTTP API URL ("" when unknown): where `tiered groups --fetch`
+	// is sent for a group this replica coordinates.
+	HTTP string `json:"http,omitempty"`
 }
 
 // ErrNotMember: fetch.peers lists addresses, and this replica's advertised address is not
@@ -239,6 +244,27 @@ func New(o Options) (*Fleet, error) {
 func IsDNSName(peer string) bool {
 	host, _, err := net.SplitHostPort(peer)
 	return err == nil && net.ParseIP(host) == nil
+}
+
+// SetHTTPURL sets the URL of this replica's HTTP API that its lease names (call it before
+// Start: the listener's address is known only once bound).
+func (f *Fleet) SetHTTPURL(u string) {
+	f.mu.Lock()
+	f.httpURL = u
+	f.mu.Unlock()
+}
+
+// HTTPURL is the HTTP API URL of the member at addr, as its lease names it ("" unknown).
+func (f *Fleet) HTTPURL(addr string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if addr == f.self {
+		return f.httpURL
+	}
+	if st := f.seen[addr]; st != nil {
+		return st.http
+	}
+	return ""
 }
 
 // Alone reports whether the replica runs without peers.
@@ -362,7 +388,7 @@ func (f *Fleet) renew(ctx context.Context) error {
 	f.mu.Lock()
 	f.seq++
 	l := lease{Version: leaseVersion, Replica: f.self, NodeID: NodeID(f.self), LeaseMS: f.o.Lease.Milliseconds(), Seq: f.seq,
-		StartedAt: f.started.UTC().Format(time.RFC3339Nano), RenewedAt: f.o.Now().UTC().Format(time.RFC3339Nano)}
+		StartedAt: f.started.UTC().Format(time.RFC3339Nano), RenewedAt: f.o.Now().UTC().Format(time.RFC3339Nano), HTTP: f.httpURL}
 	f.mu.Unlock()
 	data, err := json.Marshal(l)
 	if err != nil {
@@ -417,7 +443,7 @@ func (f *Fleet) poll(ctx context.Context) {
 			f.log.Warn("peer lease unreadable; judged by its last change", "peer", m, "err", r.err)
 			obs[m] = observation{unknown: true}
 		default:
-			obs[m] = observation{present: true, etag: r.etag, renewedAt: r.l.RenewedAt}
+			obs[m] = observation{present: true, etag: r.etag, renewedAt: r.l.RenewedAt, http: r.l.HTTP}
 		}
 	}
 	f.observe(now, obs)
@@ -429,6 +455,7 @@ type observation struct {
 	unknown   bool // read failed: keep the previous state
 	etag      string
 	renewedAt string
+	http      string
 }
 
 // leaseRead is one read of a peer's lease object.
@@ -479,6 +506,9 @@ func (f *Fleet) observe(now time.Time, obs map[string]observation) {
 			f.seen[m] = st
 		case st.etag != o.etag:
 			st.etag, st.changed = o.etag, now
+		}
+		if st != nil && o.present {
+			st.http = o.http
 		}
 	}
 	for m := range f.seen {

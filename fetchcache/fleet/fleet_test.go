@@ -158,6 +158,9 @@ func startReplicaWith(t *testing.T, b objstore.Bucket, o Options) *replica {
 	o.Bucket, o.Registerer = r.bucket, r.reg
 	var err error
 	r.f, err = New(o)
+	if err == nil {
+		r.f.SetHTTPURL("http://" + o.Self + "/api")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +229,9 @@ func TestTwoReplicasAgreeAndTakeOver(t *testing.T) {
 			c := startReplica(t, b, peers[1], peers, lease, nil)
 			waitLive(t, a.f, peers, 2*lease)
 			waitLive(t, c.f, peers, 2*lease)
+			if got := c.f.HTTPURL(peers[0]); got != "http://"+peers[0]+"/api" {
+				t.Fatalf("HTTP URL of %s in its lease: %q", peers[0], got)
+			}
 			var onA []string
 			for i := range 200 {
 				g := fmt.Sprintf("g%d", i)
