@@ -154,6 +154,7 @@ type Fleet struct {
 
 	mu       sync.Mutex
 	httpURL  string                // this replica's HTTP API URL, written into its lease
+	resolved bool                  // Resolve found self among the DNS answers
 	seen     map[string]*peerState // by member address
 	selfOK   time.Time             // last successful renewal of our own lease (monotonic)
 	seq      uint64
@@ -271,7 +272,11 @@ func (f *Fleet) HTTPURL(addr string) string {
 func (f *Fleet) Alone() bool { return f.alone }
 
 // Self is this replica as a member.
-func (f *Fleet) Self() Member { return Member{Addr: f.self, NodeID: NodeID(f.self), Self: true} }
+func (f *Fleet) Self() Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Member{Addr: f.self, NodeID: NodeID(f.self), Self: true}
+}
 
 // Lease is the lease length in use.
 func (f *Fleet) Lease() time.Duration { return f.o.Lease }
@@ -286,15 +291,31 @@ func (f *Fleet) Start(ctx context.Context) error {
 	f.mu.Lock()
 	f.started = f.o.Now()
 	f.mu.Unlock()
-	if f.dnsName != "" {
-		if err := f.resolveSelf(ctx); err != nil {
-			return err
-		}
+	if err := f.Resolve(ctx); err != nil {
+		return err
 	}
 	if err := f.renew(ctx); err != nil {
 		return fmt.Errorf("write lease %s: %w", LeaseKey(f.self), err)
 	}
 	f.poll(ctx)
+	return nil
+}
+
+// Resolve finds this replica among the answers of a DNS peer name (Self is then that
+// address), once; Start calls it. A static list or alone needs nothing.
+func (f *Fleet) Resolve(ctx context.Context) error {
+	f.mu.Lock()
+	done := f.resolved
+	f.mu.Unlock()
+	if f.dnsName == "" || done {
+		return nil
+	}
+	if err := f.resolveSelf(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.resolved = true
+	f.mu.Unlock()
 	return nil
 }
 
@@ -318,14 +339,18 @@ func (f *Fleet) resolveSelf(ctx context.Context) error {
 	}
 	for _, ip := range ips {
 		if a := net.JoinHostPort(ip, port); slices.Contains(members, a) {
+			f.mu.Lock()
 			f.self = a
+			f.mu.Unlock()
 			return nil
 		}
 	}
 	// Not yet in DNS (a Kubernetes pod before it is ready, without
 	// publishNotReadyAddresses): take the first address and let polls find it.
+	f.mu.Lock()
 	f.self = net.JoinHostPort(ips[0], port)
-	f.log.Warn("advertised address not among the peers' DNS answers yet", "self", f.self, "peers", f.dnsName, "answers", members)
+	f.mu.Unlock()
+	f.log.Warn("advertised address not among the peers' DNS answers yet", "self", net.JoinHostPort(ips[0], port), "peers", f.dnsName, "answers", members)
 	return nil
 }
 

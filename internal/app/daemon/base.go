@@ -60,6 +60,9 @@ type listenOptions struct {
 	ready func(context.Context) error
 	// writer serves the /v1 write API (serve's produce and topic admin).
 	writer httpapi.Writer
+	// nodeID is the Kafka node id Metadata and FindCoordinator give this process (a fleet
+	// replica's: fleet.NodeID of its address; 0 alone).
+	nodeID int32
 }
 
 // listen binds the daemon's listeners, the same for every daemon: HTTP on http.addr with
@@ -100,6 +103,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			MaxConnectionsPerIP:      k.MaxConnectionsPerIP,
 			MaxInFlightResponseBytes: int64(k.MaxInFlightResponseBytes),
 			MaxFetchPartitions:       k.MaxFetchPartitions,
+			NodeID:                   o.nodeID,
 		}
 		so.Registerer = b.reg
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/fleet"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -31,6 +32,11 @@ type Fetch struct {
 	bucket objstore.Bucket
 	cache  *chunkcache.CachingBucket
 	server *server.Server
+	// fleet is the fetch fleet (fetch.peers; alone without): which replica coordinates
+	// each consumer group. leases is the read-write bucket its leases are written to
+	// (nil alone).
+	fleet  *fleet.Fleet
+	leases objstore.Bucket
 }
 
 // NewFetch opens and checks the bucket (read-only: Put and Delete are
@@ -59,9 +65,22 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.server, err = f.listen(listenOptions{catalog: cat}); err != nil {
+	if len(cfg.Fetch.Peers) > 0 {
+		if f.leases, err = openBucket(ctx, cfg.Bucket); err != nil {
+			return nil, fmt.Errorf("fetch fleet: %w", err)
+		}
+	}
+	if f.fleet, err = f.newFleet(f.leases, nil); err != nil {
 		return nil, err
 	}
+	nodeID, err := fleetNodeID(ctx, f.fleet)
+	if err != nil {
+		return nil, err
+	}
+	if f.server, err = f.listen(listenOptions{catalog: cat, nodeID: nodeID}); err != nil {
+		return nil, err
+	}
+	f.startFleet(ctx, f.fleet, f.HTTPAddr())
 	return f, nil
 }
 
@@ -75,6 +94,9 @@ func (f *Fetch) close() error {
 	}
 	if f.bucket != nil {
 		errs = append(errs, f.bucket.Close())
+	}
+	if f.leases != nil {
+		errs = append(errs, f.leases.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -102,7 +124,14 @@ func (f *Fetch) KafkaAddr() string {
 // shutdown_timeout) and closes the cache and bucket.
 func (f *Fetch) Run(ctx context.Context) error {
 	f.log.Info("fetch service started", "bucket", ShownURL(f.cfg.Bucket), "http", f.HTTPAddr(), "kafka", f.KafkaAddr())
+	fleetCtx, stopFleet := context.WithCancel(ctx)
+	fleetDone := make(chan error, 1)
+	go func() { fleetDone <- f.fleet.Run(fleetCtx) }() // renews the lease; releases it when stopped
 	err := f.server.Serve(ctx)
+	stopFleet()
+	if ferr := <-fleetDone; ferr != nil {
+		f.log.Warn("fetch fleet", "err", ferr)
+	}
 	f.server = nil // served: nothing left to close
 	if cerr := f.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("shutdown: %w", cerr)

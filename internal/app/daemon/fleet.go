@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/tiered/tiered/fetchcache/fleet"
+	"github.com/tiered/tiered/fetchcache/groupadmin"
+	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// selfAddr is the advertised Kafka address of this replica: kafka.advertised_addr, else
+// kafka.addr.
+func (b *base) selfAddr() string {
+	if a := b.cfg.Kafka.AdvertisedAddr; a != "" {
+		return a
+	}
+	return b.cfg.Kafka.Addr
+}
+
+// newFleet is the fetch fleet of fetch.peers: alone (no lease, every group coordinated
+// here) without peers, else leases in bucket (which must accept writes to groups/).
+// onLose is called for each group that moved to another replica.
+func (b *base) newFleet(bucket objstore.Bucket, onLose func(group string)) (*fleet.Fleet, error) {
+	f, err := fleet.New(fleet.Options{
+		Bucket:     bucket,
+		Self:       b.selfAddr(),
+		Peers:      b.cfg.Fetch.Peers,
+		Lease:      b.cfg.Fetch.PeerLease,
+		Logger:     b.log.With("component", "fleet"),
+		Registerer: b.reg,
+		OnLose:     onLose,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fetch fleet: %w", err)
+	}
+	return f, nil
+}
+
+// fleetNodeID is the Kafka node id of this replica: in a fleet, a hash of its address
+// (fleet.NodeID; in DNS mode the address the peers' name gives for it, resolved here), the
+// same on every replica; alone, 0.
+func fleetNodeID(ctx context.Context, f *fleet.Fleet) (int32, error) {
+	if f.Alone() {
+		return 0, nil
+	}
+	if err := f.Resolve(ctx); err != nil {
+		return 0, fmt.Errorf("fetch fleet: %w", err)
+	}
+	return f.Self().NodeID, nil
+}
+
+// startFleet names the HTTP URL in the lease (the advertised host, the bound HTTP port),
+// writes the first lease and reads the peers'. A lease that cannot be written (a bucket
+// that refuses writes) leaves the replica serving reads with no group coordinated here:
+// the group APIs answer COORDINATOR_NOT_AVAILABLE (or name a live peer).
+func (b *base) startFleet(ctx context.Context, f *fleet.Fleet, httpAddr string) {
+	if f.Alone() {
+		return
+	}
+	host, _, _ := net.SplitHostPort(f.Self().Addr)
+	_, port, _ := net.SplitHostPort(httpAddr)
+	scheme := "http"
+	if b.cfg.HTTP.TLS.CertFile != "" {
+		scheme = "https"
+	}
+	f.SetHTTPURL(scheme + "://" + net.JoinHostPort(host, port))
+	if err := f.Start(ctx); err != nil {
+		b.log.Warn("fetch fleet lease not written: this replica coordinates no group until it is", "err", err)
+		return
+	}
+	live, _ := f.Live()
+	var addrs []string
+	for _, m := range live {
+		addrs = append(addrs, m.Addr)
+	}
+	b.log.Info("fetch fleet joined", "self", f.Self().Addr, "node_id", f.Self().NodeID, "live", strings.Join(addrs, ","),
+		"lease", f.Lease(), "takeover_bound", fleet.TakeoverBound(f.Lease()))
+}
+
+// groupsHTTP is the /v1/groups administration over the group store, the catalog, the
+// coordinator's membership (live; nil: none known) and the fleet's ownership.
+func groupsHTTP(admin *groupadmin.Admin, names func() []string, f *fleet.Fleet) *httpapi.Groups {
+	return &httpapi.Groups{
+		Admin: admin,
+		Names: names,
+		Route: func(group string) (bool, string, string, error) {
+			m, ok := f.Owner(group)
+			if !ok {
+				return false, "", "", fleet.ErrNoCoordinator
+			}
+			if m.Self {
+				return true, m.Addr, "", nil
+			}
+			return false, m.Addr, f.HTTPURL(m.Addr), nil
+		},
+	}
+}
