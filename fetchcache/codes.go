@@ -28,6 +28,17 @@ const (
 	CodeIllegalSASLState           = "ILLEGAL_SASL_STATE"         // Kafka: a request out of authentication order
 )
 
+// Result codes of the Kafka consumer-group APIs.
+const (
+	CodeGroupAuthorizationFailed = "GROUP_AUTHORIZATION_FAILED" // a group the principal's groups patterns do not allow
+	CodeCoordinatorNotAvailable  = "COORDINATOR_NOT_AVAILABLE"  // no coordinator, or a bucket the service may only read
+	CodeNotCoordinator           = "NOT_COORDINATOR"            // another fetch replica coordinates the group
+	// CodeGroupMembership: the protocol's own flow — REBALANCE_IN_PROGRESS,
+	// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED,
+	// FENCED_INSTANCE_ID, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, ….
+	CodeGroupMembership = "GROUP_MEMBERSHIP"
+)
+
 // CodeCorruptMessage is the result code of a read that found stored data
 // failing its checks (a batch CRC, an object's size or checksum against
 // its manifest, an index that cannot be right): HTTP 500 with this code,

@@ -17,6 +17,7 @@ var resultCodes = []string{
 	CodeUnsupportedVersion, CodePolicyViolation, CodeNotFound, CodeNotAcceptable, CodeInternal,
 	CodeUnauthorized, CodeTopicAuthorizationFailed, CodeClusterAuthorizationFailed, CodeSASLAuthenticationFailed,
 	CodeUnsupportedSASLMechanism, CodeIllegalSASLState, CodeCorruptMessage,
+	CodeGroupAuthorizationFailed, CodeCoordinatorNotAvailable, CodeNotCoordinator, CodeGroupMembership,
 }
 
 // Reasons of tiered_fetch_connections_refused_total: a connection closed at

@@ -388,8 +388,8 @@ func (z *Authorizer) Enforced(p Principal) bool {
 }
 
 // GroupAllowed reports whether p may join and commit offsets for the
-// consumer group (auth.acls.<principal>.groups). No API served today takes
-// a group; the consumer-group APIs will ask this.
+// consumer group (auth.acls.<principal>.groups); the Kafka group APIs ask
+// it for every group a request names.
 func (z *Authorizer) GroupAllowed(p Principal, group string) bool {
 	if !z.Enforced(p) {
 		return true
@@ -432,6 +432,19 @@ func (z *Authorizer) LogDenied(log *slog.Logger, iface string, p Principal, perm
 		}
 		log.Warn("topic access denied", "interface", iface, "principal", p.String(), "mechanism", p.Mechanism,
 			"permission", perm.String(), "topic", topic, "remote", remote, "suppressed", n)
+	}
+}
+
+// LogGroupDenied logs a request for a consumer group the principal's
+// groups patterns do not allow ("group access denied"), rate-limited as
+// LogDenied.
+func (z *Authorizer) LogGroupDenied(log *slog.Logger, iface string, p Principal, group, remote string) {
+	if z == nil {
+		return
+	}
+	if n, ok := z.deny.allow(iface + "\x00" + p.Name + "\x00group\x00" + group); ok {
+		log.Warn("group access denied", "interface", iface, "principal", p.String(), "mechanism", p.Mechanism,
+			"group", group, "remote", remote, "suppressed", n)
 	}
 }
 

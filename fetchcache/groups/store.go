@@ -163,7 +163,7 @@ func (s *Store) read(ctx context.Context, group string) (*cached, error) {
 // Update applies fn to a copy of group's object (a new, empty one when the
 // group has none: State Empty, no offsets) and writes the result with a
 // conditional PUT; the object is durable in the bucket when Update returns
-// nil. fn may be called again, on a freshly read object, when another
+// nil. fn can tell a new object by its UpdatedMS of 0. fn may be called again, on a freshly read object, when another
 // writer won the race; an error from fn is returned unchanged and nothing
 // is written. It returns the object written.
 func (s *Store) Update(ctx context.Context, group string, fn func(*Object) error) (*Object, error) {

@@ -28,8 +28,12 @@ type api struct {
 	// handler's context; the handler asks allowed for each topic and answers
 	// a denied one TOPIC_AUTHORIZATION_FAILED where Kafka does. No API
 	// needing admin (CreateTopics, AlterConfigs, …) is served.
-	perm   auth.Permission
-	handle handlerFunc
+	perm auth.Permission
+	// group: the API is about consumer groups and needs the group in the
+	// principal's auth.acls groups patterns; admin: it needs admin too
+	// (deleting groups or offsets).
+	group, admin bool
+	handle       handlerFunc
 }
 
 // handlerFunc answers req, a request of the API's kmsg type at a served
@@ -49,14 +53,16 @@ func handler[Q kmsg.Request](h func(s *KafkaServer, ctx context.Context, kc *kaf
 // apis are the APIs every listener serves, in the order of keys; saslAPIs
 // are served too (and advertised after them) when SASL/PLAIN is configured.
 var (
-	apis     = []*api{&produceAPI, &fetchAPI, &listOffsetsAPI, &metadataAPI, &apiVersionsAPI}
+	apis = []*api{&produceAPI, &fetchAPI, &listOffsetsAPI, &metadataAPI,
+		&offsetCommitAPI, &offsetFetchAPI, &findCoordinatorAPI, &joinGroupAPI, &heartbeatAPI, &leaveGroupAPI,
+		&syncGroupAPI, &describeGroupsAPI, &listGroupsAPI, &apiVersionsAPI, &deleteGroupsAPI, &offsetDeleteAPI}
 	saslAPIs = []*api{&saslHandshakeAPI, &saslAuthenticateAPI}
 )
 
 // KafkaAPIVersions lists the APIs the Kafka listener advertises (SASL's
 // are added when SASL/PLAIN is configured). Each version range is stated
 // once, beside its handler: produce.go, fetch.go, listoffsets.go,
-// metadata.go, apiversions.go.
+// metadata.go, apiversions.go, and the group APIs' files (groups.go).
 var KafkaAPIVersions = versionsOf(apis)
 
 // API describes one Kafka API of the registry: what the authorization tests
@@ -70,6 +76,9 @@ type API struct {
 	PreAuth, SASL bool
 	// Perm is what the principal needs on each topic the request names.
 	Perm auth.Permission
+	// Group APIs need the group in the principal's groups patterns; Admin
+	// ones need admin as well.
+	Group, Admin bool
 }
 
 // APIs lists every API the listener may serve, in ApiVersions' order.
@@ -77,7 +86,7 @@ func APIs() []API {
 	var out []API
 	for i, as := range [][]*api{apis, saslAPIs} {
 		for _, a := range as {
-			out = append(out, API{Key: a.key, Name: kmsg.NameForKey(a.key), Min: a.min, Max: a.max, PreAuth: a.preAuth, SASL: i == 1, Perm: a.perm})
+			out = append(out, API{Key: a.key, Name: kmsg.NameForKey(a.key), Min: a.min, Max: a.max, PreAuth: a.preAuth, SASL: i == 1, Perm: a.perm, Group: a.group, Admin: a.admin})
 		}
 	}
 	return out
@@ -151,6 +160,9 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, cod
 		throttle time.Duration
 	)
 	a := registered(h.key)
+	if kc != nil && h.clientID != nil {
+		kc.clientID = *h.clientID
+	}
 	r, code, throttle = a.handle(s, withPerm(ctx, a.perm), kc, req)
 	if r == nil {
 		return nil, code, nil // no response is due (Produce with acks=0)

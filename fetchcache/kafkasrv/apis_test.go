@@ -18,7 +18,18 @@ func TestAPIRegistry(t *testing.T) {
 		{ApiKey: fetchKey, MinVersion: 4, MaxVersion: 12},
 		{ApiKey: listOffsetsKey, MinVersion: 1, MaxVersion: 7},
 		{ApiKey: metadataKey, MinVersion: 0, MaxVersion: 12},
+		{ApiKey: offsetCommitKey, MinVersion: 2, MaxVersion: 9},
+		{ApiKey: offsetFetchKey, MinVersion: 1, MaxVersion: 9},
+		{ApiKey: findCoordinatorKey, MinVersion: 0, MaxVersion: 6},
+		{ApiKey: joinGroupKey, MinVersion: 2, MaxVersion: 9},
+		{ApiKey: heartbeatKey, MinVersion: 0, MaxVersion: 4},
+		{ApiKey: leaveGroupKey, MinVersion: 0, MaxVersion: 5},
+		{ApiKey: syncGroupKey, MinVersion: 0, MaxVersion: 5},
+		{ApiKey: describeGroupsKey, MinVersion: 0, MaxVersion: 5},
+		{ApiKey: listGroupsKey, MinVersion: 0, MaxVersion: 5},
 		{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: 3},
+		{ApiKey: deleteGroupsKey, MinVersion: 0, MaxVersion: 2},
+		{ApiKey: offsetDeleteKey, MinVersion: 0, MaxVersion: 0},
 	}
 	if !reflect.DeepEqual(KafkaAPIVersions, want) {
 		t.Errorf("KafkaAPIVersions = %+v, want %+v", KafkaAPIVersions, want)

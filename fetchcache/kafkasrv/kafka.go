@@ -27,6 +27,7 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/gate"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -137,6 +138,10 @@ type KafkaOptions struct {
 	// with RequireAndVerifyClientCert the certificate's common name is the
 	// connection's principal.
 	TLS *tls.Config
+	// Groups is the consumer-group coordinator (fetchcache/groups) the
+	// group APIs are answered by; nil answers them COORDINATOR_NOT_AVAILABLE.
+	Groups *groups.Coordinator
+
 	// Auth requires SASL/PLAIN when it has users (SaslHandshake v0-1 and
 	// SaslAuthenticate v0-2 are then advertised, and a connection may send
 	// only ApiVersions and SASL requests until it authenticates) and
@@ -384,6 +389,7 @@ type kafkaConn struct {
 
 	// Authentication state, used by the connection's goroutine only.
 	principal  auth.Principal // anonymous until a certificate or SASL says otherwise
+	clientID   string         // of the last request header that had one
 	sasl       saslState
 	closeAfter bool // close once the current response is written
 	// afterWrite runs once the current response is written or its write

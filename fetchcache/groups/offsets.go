@@ -1,0 +1,198 @@
+package groups
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Commit answers an OffsetCommit: the offsets are durable in the bucket
+// (one conditional PUT) before the response says so. A commit with a
+// member id and generation must come from a member of the current
+// generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+// REBALANCE_IN_PROGRESS while the generation is being formed); one with
+// generation -1 and no member id (a consumer with assign()) is accepted
+// only while the group has no members, as Kafka does.
+func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	start := time.Now()
+	r := kmsg.NewPtrOffsetCommitResponse()
+	r.Version = q.Version
+	codes := make([][]int16, len(q.Topics))
+	for i, t := range q.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+	}
+	fill := func(code int16) {
+		for i := range codes {
+			for j := range codes[i] {
+				if codes[i][j] == 0 {
+					codes[i][j] = code
+				}
+			}
+		}
+	}
+	defer func() {
+		for i, t := range q.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for j, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, codes[i][j]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+	}()
+	if code := c.Owner(q.Group); code != 0 {
+		fill(code)
+		return r
+	}
+	g, err := c.loadGroup(ctx, q.Group)
+	if err != nil {
+		fill(kerr.CoordinatorNotAvailable.Code)
+		return r
+	}
+	code := c.checkCommit(g, q.MemberID, q.InstanceID, q.Generation)
+	gen, ptype, members := g.generation, g.protocolType, len(g.members)
+	c.mu.Unlock()
+	if code != 0 {
+		fill(code)
+		return r
+	}
+	now := c.o.Now()
+	valid := false
+	for i, t := range q.Topics {
+		for j, p := range t.Partitions {
+			switch {
+			case p.Metadata != nil && len(*p.Metadata) > c.o.MaxMetadataBytes:
+				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
+			case t.Topic == "" || p.Partition < 0:
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+			default:
+				valid = true
+			}
+		}
+	}
+	if !valid {
+		return r
+	}
+	_, err = c.store.Update(ctx, q.Group, func(o *Object) error {
+		if ptype != "" {
+			o.ProtocolType = ptype
+		}
+		o.Generation = max(o.Generation, gen)
+		if members > 0 {
+			o.State, o.EmptySinceMS = StateStable, 0
+		} else {
+			o.State = StateEmpty
+			if o.EmptySinceMS == 0 {
+				o.EmptySinceMS = now.UnixMilli()
+			}
+		}
+		if o.ProtocolType == "" {
+			c.dropExpired(o, now) // commits-only groups expire offset by offset
+		}
+		for i, t := range q.Topics {
+			for j, p := range t.Partitions {
+				if codes[i][j] != 0 {
+					continue
+				}
+				md := ""
+				if p.Metadata != nil {
+					md = *p.Metadata
+				}
+				epoch := p.LeaderEpoch
+				if q.Version < 6 {
+					epoch = -1
+				}
+				o.set(Offset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: md, CommitMS: now.UnixMilli()})
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		c.mu.Lock()
+		if g := c.lookup(q.Group); g != nil {
+			g.hasObject = true
+		}
+		c.mu.Unlock()
+		c.m.commit.Observe(time.Since(start).Seconds())
+	case errors.Is(err, ErrConflict):
+		c.log.Warn("offset commit lost to another coordinator", "group", q.Group, "err", err)
+		fill(kerr.NotCoordinator.Code)
+	default:
+		c.log.Warn("offset commit not written", "group", q.Group, "err", err)
+		fill(kerr.CoordinatorNotAvailable.Code)
+	}
+	return r
+}
+
+// checkCommit validates a commit's member and generation against g, with
+// c.mu held (Kafka's ClassicGroup.validateOffsetCommit). A valid commit of
+// a member counts as its heartbeat.
+func (c *Coordinator) checkCommit(g *group, memberID string, instance *string, generation int32) int16 {
+	if g.state == StateDead {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if generation < 0 && memberID == "" && instance == nil {
+		if len(g.members) == 0 {
+			return 0 // offsets only: no membership
+		}
+		return kerr.UnknownMemberID.Code
+	}
+	m, code := checkMember(g, memberID, instance, generation)
+	if code != 0 {
+		return code
+	}
+	if g.state == StateCompletingRebalance {
+		return kerr.RebalanceInProgress.Code
+	}
+	m.lastHeard = c.o.Now()
+	return 0
+}
+
+// dropExpired removes the offsets of a commits-only group committed more
+// than the retention ago.
+func (c *Coordinator) dropExpired(o *Object, now time.Time) bool {
+	cut := now.Add(-c.o.OffsetsRetention).UnixMilli()
+	n := len(o.Offsets)
+	kept := o.Offsets[:0]
+	for _, off := range o.Offsets {
+		if off.CommitMS > cut {
+			kept = append(kept, off)
+		}
+	}
+	o.Offsets = kept
+	return len(kept) != n
+}
+
+// Committed is group's committed offsets for OffsetFetch. A group with
+// members answers from the cached object (its coordinator wrote every
+// version); a group without re-reads the bucket, where a takeover or
+// `tiered groups reset-offsets` may have changed it. nil: none.
+func (c *Coordinator) Committed(ctx context.Context, group string) (*Object, int16) {
+	if code := c.Owner(group); code != 0 {
+		return nil, code
+	}
+	c.mu.Lock()
+	g := c.lookup(group)
+	active := g != nil && len(g.members) > 0
+	c.mu.Unlock()
+	var (
+		o   *Object
+		err error
+	)
+	if active {
+		o, err = c.store.Load(ctx, group)
+	} else {
+		o, err = c.store.Reload(ctx, group)
+	}
+	if err != nil {
+		c.log.Warn("committed offsets unreadable", "group", group, "err", err)
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	return o, 0
+}

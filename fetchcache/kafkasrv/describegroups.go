@@ -1,0 +1,58 @@
+package kafkasrv
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const describeGroupsKey int16 = 15
+
+// describeGroupsAPI serves DescribeGroups v0-5 (v3+ authorized operations,
+// v4+ group.instance.id).
+var describeGroupsAPI = api{key: describeGroupsKey, min: 0, max: 5, group: true, handle: handler((*KafkaServer).describeGroups)}
+
+// Kafka's ACL operation bits (AclOperation) a group may show: READ (3),
+// DESCRIBE (8) and, with admin, DELETE (6).
+const (
+	aclOpRead     = 3
+	aclOpDelete   = 6
+	aclOpDescribe = 8
+)
+
+func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg.DescribeGroupsRequest) (kmsg.Response, string, time.Duration) {
+	r := kmsg.NewPtrDescribeGroupsResponse()
+	r.Version = q.Version
+	worst := int16(0)
+	for _, id := range q.Groups {
+		var d kmsg.DescribeGroupsResponseGroup
+		switch {
+		case !s.groupAllowed(kc, id):
+			d = kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+		default:
+			if code := s.groupOwner(id); code != 0 {
+				d = kmsg.NewDescribeGroupsResponseGroup()
+				d.Group, d.ErrorCode = id, code
+			} else {
+				d = s.coordinator().Describe(ctx, id)
+			}
+		}
+		d.AuthorizedOperations = math.MinInt32 // not asked for
+		if q.IncludeAuthorizedOperations && d.ErrorCode == 0 {
+			ops := int32(1<<aclOpRead | 1<<aclOpDescribe)
+			if s.adminAllowed(kc) {
+				ops |= 1 << aclOpDelete
+			}
+			d.AuthorizedOperations = ops
+		}
+		if worst == 0 {
+			worst = d.ErrorCode
+		}
+		r.Groups = append(r.Groups, d)
+	}
+	return r, groupCode(worst), 0
+}

@@ -1,0 +1,116 @@
+package kafkasrv
+
+import (
+	"context"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/groups"
+)
+
+// The consumer-group APIs (findcoordinator.go, joingroup.go, syncgroup.go,
+// heartbeat.go, leavegroup.go, offsetcommit.go, offsetfetch.go,
+// describegroups.go, listgroups.go, deletegroups.go, offsetdelete.go) are
+// served by KafkaOptions.Groups, the coordinator (fetchcache/groups). Without
+// one, or on a bucket the service may only read, they answer
+// COORDINATOR_NOT_AVAILABLE while every read goes on. Each checks the
+// principal's auth.acls groups entry (GROUP_AUTHORIZATION_FAILED); the
+// offset APIs check the topic too (the registry's perm); deleting groups
+// or offsets needs admin.
+
+// coordinator is the listener's group coordinator, nil when none.
+func (s *KafkaServer) coordinator() *groups.Coordinator { return s.o.Groups }
+
+// groupAllowed reports whether the connection's principal may use group
+// (its auth.acls groups patterns) and logs a denial.
+func (s *KafkaServer) groupAllowed(kc *kafkaConn, group string) bool {
+	p := kc.principalOf()
+	if s.o.Auth.GroupAllowed(p, group) {
+		return true
+	}
+	s.o.Auth.LogGroupDenied(s.log, fetchcache.InterfaceKafka, p, group, kc.remote())
+	return false
+}
+
+// adminAllowed reports whether the principal has admin (group and offset
+// deletion) and logs a denial.
+func (s *KafkaServer) adminAllowed(kc *kafkaConn) bool {
+	p := kc.principalOf()
+	if s.o.Auth.May(p, auth.PermAdmin, "") {
+		return true
+	}
+	s.o.Auth.LogDenied(s.log, fetchcache.InterfaceKafka, p, auth.PermAdmin, "", kc.remote())
+	return false
+}
+
+// groupOwner is the error code of a request about group before the
+// coordinator sees it: COORDINATOR_NOT_AVAILABLE without a coordinator,
+// else the coordinator's Owner.
+func (s *KafkaServer) groupOwner(group string) int16 {
+	c := s.coordinator()
+	if c == nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return c.Owner(group)
+}
+
+// groupCode is the metrics result code of a group API's Kafka error.
+func groupCode(code int16) string {
+	switch code {
+	case 0:
+		return fetchcache.CodeOK
+	case kerr.GroupAuthorizationFailed.Code:
+		return fetchcache.CodeGroupAuthorizationFailed
+	case kerr.TopicAuthorizationFailed.Code:
+		return fetchcache.CodeTopicAuthorizationFailed
+	case kerr.ClusterAuthorizationFailed.Code:
+		return fetchcache.CodeClusterAuthorizationFailed
+	case kerr.CoordinatorNotAvailable.Code:
+		return fetchcache.CodeCoordinatorNotAvailable
+	case kerr.NotCoordinator.Code:
+		return fetchcache.CodeNotCoordinator
+	case kerr.InvalidGroupID.Code, kerr.InvalidSessionTimeout.Code, kerr.InconsistentGroupProtocol.Code,
+		kerr.OffsetMetadataTooLarge.Code, kerr.UnknownTopicOrPartition.Code, kerr.InvalidRequest.Code:
+		return fetchcache.CodeInvalidRequest
+	default: // the protocol's own flow: rebalance, fencing, empty or unknown groups
+		return fetchcache.CodeGroupMembership
+	}
+}
+
+// groupContext is ctx ended also when a graceful shutdown begins, for the
+// requests that wait on a rebalance (JoinGroup, SyncGroup): they are
+// answered REBALANCE_IN_PROGRESS then and the shutdown need not wait.
+func groupContext(ctx context.Context, kc *kafkaConn) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if kc == nil || kc.stopping == nil {
+		return ctx, cancel
+	}
+	go func() {
+		select {
+		case <-kc.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// client is the coordinator's view of the connection: client.id and the
+// host as Kafka shows it ("/" and the address).
+func (kc *kafkaConn) client() groups.Client {
+	if kc == nil {
+		return groups.Client{}
+	}
+	cl := groups.Client{ID: kc.clientID}
+	if kc.c != nil {
+		host := kc.c.RemoteAddr().String()
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		cl.Host = "/" + host
+	}
+	return cl
+}

@@ -1,0 +1,28 @@
+package kafkasrv
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const heartbeatKey int16 = 12
+
+// heartbeatAPI serves Heartbeat v0-4 (v3+ static membership).
+var heartbeatAPI = api{key: heartbeatKey, min: 0, max: 4, group: true, handle: handler((*KafkaServer).heartbeat)}
+
+func (s *KafkaServer) heartbeat(_ context.Context, kc *kafkaConn, q *kmsg.HeartbeatRequest) (kmsg.Response, string, time.Duration) {
+	r := kmsg.NewPtrHeartbeatResponse()
+	r.Version = q.Version
+	switch {
+	case !s.groupAllowed(kc, q.Group):
+		r.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	default:
+		if r.ErrorCode = s.groupOwner(q.Group); r.ErrorCode == 0 {
+			r = s.coordinator().Heartbeat(q)
+		}
+	}
+	return r, groupCode(r.ErrorCode), 0
+}

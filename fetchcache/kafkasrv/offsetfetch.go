@@ -1,0 +1,154 @@
+package kafkasrv
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/groups"
+)
+
+const offsetFetchKey int16 = 9
+
+// offsetFetchAPI serves OffsetFetch v1-9 (Kafka 4.0 removed v0, KIP-896;
+// v8+ several groups in one request, KIP-709; v10 names topics by id). A
+// topic's offsets need describe on it (Kafka's DESCRIBE), besides the group.
+var offsetFetchAPI = api{key: offsetFetchKey, min: 1, max: 9, group: true, perm: auth.PermDescribe, handle: handler((*KafkaServer).offsetFetch)}
+
+// fetchedTopic is one topic's answer, whichever version's type carries it.
+type fetchedTopic struct {
+	topic string
+	parts []kmsg.OffsetFetchResponseGroupTopicPartition
+}
+
+// offsetFetch reads committed offsets from the coordinator's cached group
+// object (never touching the read path of Fetch).
+func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.OffsetFetchRequest) (kmsg.Response, string, time.Duration) {
+	r := kmsg.NewPtrOffsetFetchResponse()
+	r.Version = q.Version
+	worst := int16(0)
+	note := func(c int16) {
+		if worst == 0 {
+			worst = c
+		}
+	}
+	if q.Version >= 8 {
+		for _, g := range q.Groups {
+			var req []kmsg.OffsetFetchRequestTopic
+			if g.Topics != nil {
+				req = []kmsg.OffsetFetchRequestTopic{}
+				for _, t := range g.Topics {
+					req = append(req, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
+				}
+			}
+			code, topics := s.fetchGroupOffsets(ctx, kc, g.Group, req)
+			note(code)
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, code
+			for _, t := range topics {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic, rt.Partitions = t.topic, t.parts
+				for _, p := range t.parts {
+					note(p.ErrorCode)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+			r.Groups = append(r.Groups, rg)
+		}
+		return r, groupCode(worst), 0
+	}
+	code, topics := s.fetchGroupOffsets(ctx, kc, q.Group, q.Topics)
+	note(code)
+	if code != 0 && q.Version < 2 {
+		// v1 has no top-level error: every partition asked carries it.
+		topics = nil
+		for _, t := range q.Topics {
+			ft := fetchedTopic{topic: t.Topic}
+			for _, p := range t.Partitions {
+				ft.parts = append(ft.parts, noOffset(p, code))
+			}
+			topics = append(topics, ft)
+		}
+	}
+	if q.Version >= 2 {
+		r.ErrorCode = code
+	}
+	for _, t := range topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.topic
+		for _, p := range t.parts {
+			note(p.ErrorCode)
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{
+				Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata, ErrorCode: p.ErrorCode})
+		}
+		r.Topics = append(r.Topics, rt)
+	}
+	return r, groupCode(worst), 0
+}
+
+func noOffset(partition int32, code int16) kmsg.OffsetFetchResponseGroupTopicPartition {
+	empty := ""
+	return kmsg.OffsetFetchResponseGroupTopicPartition{Partition: partition, Offset: -1, LeaderEpoch: -1, Metadata: &empty, ErrorCode: code}
+}
+
+// fetchGroupOffsets is one group's answer: a group-level error code, or the
+// committed offsets of the topics asked (nil: every topic committed that
+// the principal may describe; others are left out, as Kafka does).
+func (s *KafkaServer) fetchGroupOffsets(ctx context.Context, kc *kafkaConn, group string, topics []kmsg.OffsetFetchRequestTopic) (int16, []fetchedTopic) {
+	if !s.groupAllowed(kc, group) {
+		return kerr.GroupAuthorizationFailed.Code, nil
+	}
+	if code := s.groupOwner(group); code != 0 {
+		return code, nil
+	}
+	obj, code := s.coordinator().Committed(ctx, group)
+	if code != 0 {
+		return code, nil
+	}
+	if obj == nil {
+		obj = &groups.Object{}
+	}
+	var out []fetchedTopic
+	if topics == nil {
+		skip := ""
+		for _, off := range obj.Offsets {
+			if off.Topic == skip {
+				continue
+			}
+			if len(out) == 0 || out[len(out)-1].topic != off.Topic {
+				if !s.allowed(ctx, kc, off.Topic) {
+					skip = off.Topic
+					continue
+				}
+				out = append(out, fetchedTopic{topic: off.Topic})
+			}
+			md := off.Metadata
+			out[len(out)-1].parts = append(out[len(out)-1].parts, kmsg.OffsetFetchResponseGroupTopicPartition{
+				Partition: off.Partition, Offset: off.Offset, LeaderEpoch: off.LeaderEpoch, Metadata: &md})
+		}
+		return 0, out
+	}
+	for _, t := range topics {
+		ft := fetchedTopic{topic: t.Topic}
+		allowed := s.allowed(ctx, kc, t.Topic)
+		for _, p := range t.Partitions {
+			if !allowed {
+				ft.parts = append(ft.parts, noOffset(p, kerr.TopicAuthorizationFailed.Code))
+				continue
+			}
+			off, ok := obj.Lookup(t.Topic, p)
+			if !ok {
+				ft.parts = append(ft.parts, noOffset(p, 0))
+				continue
+			}
+			md := off.Metadata
+			ft.parts = append(ft.parts, kmsg.OffsetFetchResponseGroupTopicPartition{
+				Partition: p, Offset: off.Offset, LeaderEpoch: off.LeaderEpoch, Metadata: &md})
+		}
+		out = append(out, ft)
+	}
+	return 0, out
+}

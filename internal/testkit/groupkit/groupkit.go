@@ -1,0 +1,214 @@
+// Package groupkit drives consumer groups against a Kafka listener in
+// tests: a franz-go group whose members come and go (Churn), and a bucket
+// wrapper that checks every group object written (Watch: committed
+// offsets never go backwards).
+package groupkit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tiered/tiered/fetchcache/groups"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// TP is a topic partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// Watch wraps a bucket and checks every group object PUT through it: each
+// committed offset is at least the one the previous write of that group
+// held (a commit never moves backwards), and records the writes.
+type Watch struct {
+	objstore.Bucket
+	mu     sync.Mutex
+	last   map[string]map[TP]int64
+	errs   []string
+	Writes int
+}
+
+// NewWatch wraps b.
+func NewWatch(b objstore.Bucket) *Watch {
+	return &Watch{Bucket: b, last: map[string]map[TP]int64{}}
+}
+
+// Put implements objstore.Bucket.
+func (w *Watch) Put(ctx context.Context, key string, r io.Reader, size int64, cond objstore.Condition) (objstore.Attrs, error) {
+	if !strings.HasPrefix(key, groups.KeyPrefix) {
+		return w.Bucket.Put(ctx, key, r, size, cond)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return objstore.Attrs{}, err
+	}
+	attrs, err := w.Bucket.Put(ctx, key, bytes.NewReader(data), size, cond)
+	if err != nil {
+		return attrs, err
+	}
+	o, derr := groups.Decode(key, data)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.Writes++
+	if derr != nil {
+		w.errs = append(w.errs, derr.Error())
+		return attrs, err
+	}
+	prev := w.last[o.Group]
+	next := map[TP]int64{}
+	for _, off := range o.Offsets {
+		tp := TP{off.Topic, off.Partition}
+		next[tp] = off.Offset
+		if p, ok := prev[tp]; ok && off.Offset < p {
+			w.errs = append(w.errs, fmt.Sprintf("group %s: %s-%d committed %d after %d", o.Group, tp.Topic, tp.Partition, off.Offset, p))
+		}
+	}
+	if o.State != groups.StateDead {
+		w.last[o.Group] = next
+	}
+	return attrs, err
+}
+
+// Check fails t for every backwards commit seen.
+func (w *Watch) Check(t testing.TB) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.errs {
+		t.Error(e)
+	}
+}
+
+// Committed is the last committed offsets written for group.
+func (w *Watch) Committed(group string) map[TP]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[TP]int64{}
+	for k, v := range w.last[group] {
+		out[k] = v
+	}
+	return out
+}
+
+// Delivered collects the records the members of a group consumed.
+type Delivered struct {
+	mu   sync.Mutex
+	seen map[TP]map[int64]int // offset -> times delivered
+}
+
+func (d *Delivered) add(tp TP, off int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = map[TP]map[int64]int{}
+	}
+	if d.seen[tp] == nil {
+		d.seen[tp] = map[int64]int{}
+	}
+	d.seen[tp][off]++
+}
+
+// Missing lists the offsets below end[tp] never delivered.
+func (d *Delivered) Missing(end map[TP]int64) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for tp, e := range end {
+		for off := int64(0); off < e; off++ {
+			if d.seen[tp][off] == 0 {
+				out = append(out, fmt.Sprintf("%s-%d@%d", tp.Topic, tp.Partition, off))
+				if len(out) > 20 {
+					return out
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Count is the number of distinct offsets delivered.
+func (d *Delivered) Count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, m := range d.seen {
+		n += len(m)
+	}
+	return n
+}
+
+// Member is one consumer of a group, polling in its own goroutine.
+type Member struct {
+	Client *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Fast are group timings for tests: short session, heartbeat and
+// rebalance timeouts (the coordinator's minimum session must allow them).
+func Fast() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(150 * time.Millisecond),
+		kgo.RebalanceTimeout(5 * time.Second), kgo.AutoCommitInterval(100 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+	}
+}
+
+// Start starts a member of group consuming topics from addr into d.
+func Start(t testing.TB, addr, group string, d *Delivered, opts ...kgo.Opt) *Member {
+	t.Helper()
+	all := append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(group),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Member{Client: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) { d.add(TP{r.Topic, r.Partition}, r.Offset) })
+		}
+	}()
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// Stop commits what the member consumed, leaves the group and closes the
+// client (idempotent).
+func (m *Member) Stop() {
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	m.cancel()
+	<-m.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = m.Client.CommitUncommittedOffsets(ctx)
+	m.Client.Close()
+}
+
+// Eventually polls cond every 20ms until it holds or d passes.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
