@@ -10,7 +10,9 @@ import (
 // switchRing names this replica the coordinator while self is true.
 type switchRing struct{ self *bool }
 
-func (r switchRing) Coordinator(string) (Node, bool, error) { return Node{ID: 7, Host: "10.0.0.7", Port: 9092}, *r.self, nil }
+func (r switchRing) Coordinator(string) (Node, bool, error) {
+	return Node{ID: 7, Host: "10.0.0.7", Port: 9092}, *r.self, nil
+}
 
 // TestReleaseAfterTakeover: a group moves away (the fleet calls Release), another
 // coordinator commits over the same bucket, and the group comes back: this coordinator
