@@ -51,7 +51,7 @@ type Live struct {
 type LiveSource interface {
 	// LiveGroup returns group's membership; ok is false when the coordinator holds no
 	// state for it (never joined since the replica started, or expired).
-	LiveGroup(group string) (Live, bool)
+	LiveGroup(ctx context.Context, group string) (Live, bool)
 }
 
 // Admin runs the group commands. Store and Catalog are required; Live is the
@@ -103,7 +103,7 @@ func (a *Admin) List(ctx context.Context, live []string) ([]Summary, error) {
 	}
 	if a.Live != nil {
 		for _, g := range live {
-			l, ok := a.Live.LiveGroup(g)
+			l, ok := a.Live.LiveGroup(ctx, g)
 			if !ok {
 				continue
 			}
@@ -169,7 +169,7 @@ func (a *Admin) Describe(ctx context.Context, group string) (*Description, error
 	var live Live
 	haveLive := false
 	if a.Live != nil {
-		live, haveLive = a.Live.LiveGroup(group)
+		live, haveLive = a.Live.LiveGroup(ctx, group)
 	}
 	if o == nil && !haveLive {
 		return nil, fmt.Errorf("%w: %q", ErrGroupNotFound, group)
@@ -396,7 +396,7 @@ func (a *Admin) now() time.Time {
 // checkEmpty refuses a group with members.
 func (a *Admin) checkEmpty(ctx context.Context, group string) error {
 	if a.Live != nil {
-		if l, ok := a.Live.LiveGroup(group); ok && len(l.Members) > 0 {
+		if l, ok := a.Live.LiveGroup(ctx, group); ok && len(l.Members) > 0 {
 			return fmt.Errorf("%w: %q has %d members (%s); stop its consumers first", ErrNotEmpty, group, len(l.Members), l.State)
 		}
 		return nil
@@ -465,6 +465,11 @@ func (a *Admin) target(ctx context.Context, spec ResetSpec, po PartitionOffset) 
 // Delete removes group's committed offsets (its object is written Dead, as DeleteGroups
 // does). Refused while the group has members.
 func (a *Admin) Delete(ctx context.Context, group string) error {
+	if d, ok := a.Live.(interface {
+		DeleteGroup(ctx context.Context, group string) error
+	}); ok {
+		return d.DeleteGroup(ctx, group) // the coordinator's own DeleteGroups
+	}
 	if err := a.checkEmpty(ctx, group); err != nil {
 		return err
 	}
@@ -474,7 +479,7 @@ func (a *Admin) Delete(ctx context.Context, group string) error {
 	}
 	if o == nil {
 		if a.Live != nil {
-			if _, ok := a.Live.LiveGroup(group); ok {
+			if _, ok := a.Live.LiveGroup(ctx, group); ok {
 				return nil // known only in memory, with no members and no offsets: nothing stored
 			}
 		}

@@ -68,7 +68,7 @@ func (c catalog) Partition(_ context.Context, topic string, p int32) (fetchcache
 
 type liveMap map[string]Live
 
-func (l liveMap) LiveGroup(g string) (Live, bool) { v, ok := l[g]; return v, ok }
+func (l liveMap) LiveGroup(_ context.Context, g string) (Live, bool) { v, ok := l[g]; return v, ok }
 
 const t0 = int64(1_700_000_000_000)
 

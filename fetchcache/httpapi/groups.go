@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ type Groups struct {
 	// Admin does the work, with the coordinator's membership (Admin.Live).
 	Admin *groupadmin.Admin
 	// Names lists the groups the coordinator holds in memory (for list).
-	Names func() []string
+	Names func(ctx context.Context) []string
 	// Route says whether this replica coordinates group; when it does not, the
 	// coordinator's Kafka address and HTTP URL ("" when unknown). An error means no
 	// replica coordinates it now.
@@ -139,7 +140,7 @@ func (a *httpAPI) groupAllowed(w *countingWriter, r *http.Request, group string)
 func (a *httpAPI) listGroups(g *Groups, w *countingWriter, r *http.Request) {
 	var names []string
 	if g.Names != nil {
-		names = g.Names()
+		names = g.Names(r.Context())
 	}
 	all, err := g.Admin.List(r.Context(), names)
 	if err != nil {

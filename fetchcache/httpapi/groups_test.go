@@ -20,7 +20,10 @@ import (
 
 type liveGroups map[string]groupadmin.Live
 
-func (l liveGroups) LiveGroup(g string) (groupadmin.Live, bool) { v, ok := l[g]; return v, ok }
+func (l liveGroups) LiveGroup(_ context.Context, g string) (groupadmin.Live, bool) {
+	v, ok := l[g]
+	return v, ok
+}
 
 // TestGroupRoutes drives /v1/groups over a local catalog and a memory bucket: list,
 // describe, the dry run and the executed reset (to a time, by ListOffsets' rule), the
@@ -46,7 +49,7 @@ func TestGroupRoutes(t *testing.T) {
 	live := liveGroups{"billing-busy": {State: groups.StateStable, Members: []groupadmin.Member{{MemberID: "m1"}}}}
 	gs := &Groups{
 		Admin: &groupadmin.Admin{Store: store, Catalog: e.Cat, Live: live},
-		Names: func() []string { return []string{"billing-busy"} },
+		Names: func(context.Context) []string { return []string{"billing-busy"} },
 		Route: func(g string) (bool, string, string, error) {
 			switch g {
 			case "elsewhere":

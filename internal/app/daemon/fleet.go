@@ -83,7 +83,7 @@ func (b *base) startFleet(ctx context.Context, f *fleet.Fleet, httpAddr string) 
 
 // groupsHTTP is the /v1/groups administration over the group store, the catalog, the
 // coordinator's membership (live; nil: none known) and the fleet's ownership.
-func groupsHTTP(admin *groupadmin.Admin, names func() []string, f *fleet.Fleet) *httpapi.Groups {
+func groupsHTTP(admin *groupadmin.Admin, names func(context.Context) []string, f *fleet.Fleet) *httpapi.Groups {
 	return &httpapi.Groups{
 		Admin: admin,
 		Names: names,
