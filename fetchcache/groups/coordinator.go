@@ -159,18 +159,27 @@ func New(o Options) (*Coordinator, error) {
 	return &Coordinator{o: o, store: o.Store, log: o.Logger, m: o.Metrics, groups: map[string]*group{}}, nil
 }
 
-// Run drives the timeouts (every Tick) and offset expiry (every
-// RetentionCheckInterval) until ctx ends, then waits for background writes.
+// Run probes whether the bucket takes group writes (Store.Probe; again
+// every ReadOnlyRecheck while it does not), drives the timeouts (every
+// Tick) and offset expiry (every RetentionCheckInterval) until ctx ends,
+// then waits for background writes.
 func (c *Coordinator) Run(ctx context.Context) error {
 	tick := time.NewTicker(c.o.Tick)
 	defer tick.Stop()
 	expire := time.NewTicker(c.o.RetentionCheckInterval)
 	defer expire.Stop()
+	recheck := time.NewTicker(c.store.o.ReadOnlyRecheck)
+	defer recheck.Stop()
 	defer c.bg.Wait()
+	c.probe(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-recheck.C:
+			if !c.store.Writable() {
+				c.probe(ctx)
+			}
 		case <-tick.C:
 			c.Tick()
 		case <-expire.C:
@@ -178,6 +187,15 @@ func (c *Coordinator) Run(ctx context.Context) error {
 				c.log.Warn("group offset expiry pass failed", "err", err)
 			}
 		}
+	}
+}
+
+func (c *Coordinator) probe(ctx context.Context) {
+	if c.store.o.ReadOnly {
+		return
+	}
+	if err := c.store.Probe(ctx); err != nil && !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		c.log.Warn("group write probe failed; consumer groups stay available", "err", err)
 	}
 }
 

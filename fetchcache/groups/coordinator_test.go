@@ -566,3 +566,36 @@ func TestDeleteGroups(t *testing.T) {
 		t.Fatalf("list after delete: %+v %v", l, err)
 	}
 }
+
+// TestRunProbesWrites: a coordinator over a bucket that refuses writes
+// finds out at start (the probe writes nothing), before any commit.
+func TestRunProbesWrites(t *testing.T) {
+	ctx := context.Background()
+	ro, err := objstore.OpenReadOnly(ctx, "mem://probe-"+t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	for name, tc := range map[string]struct {
+		b    objstore.Bucket
+		want int16
+	}{"read_only": {ro, kerr.CoordinatorNotAvailable.Code}, "writable": {objstore.NewMemory(), 0}} {
+		t.Run(name, func(t *testing.T) {
+			c, err := New(Options{Store: NewStore(tc.b, StoreOptions{})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, "before the probe", c.Owner("g"), 0)
+			runCtx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- c.Run(runCtx) }()
+			deadline := time.Now().Add(5 * time.Second)
+			for c.Owner("g") != tc.want && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			wantCode(t, "after the probe", c.Owner("g"), tc.want)
+		})
+	}
+}

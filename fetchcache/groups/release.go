@@ -20,3 +20,7 @@ func (c *Coordinator) Release(group string) {
 	c.store.Forget(group)
 	c.log.Info("group moved to another coordinator; its state here is dropped", "group", group)
 }
+
+// Store is the group store the coordinator writes through (the /v1/groups administration
+// changes offsets through the same store, so the coordinator's cache sees them).
+func (c *Coordinator) Store() *Store { return c.store }

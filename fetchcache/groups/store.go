@@ -25,17 +25,24 @@ var ErrConflict = errors.New("group object kept changing under a conditional wri
 // MaxUpdateAttempts bounds the read-modify-write retries of one Update.
 const MaxUpdateAttempts = 4
 
-// DefaultReadOnlyRecheck is how long a store that saw a PUT refused
-// answers ErrUnavailable before it tries writing again.
+// DefaultReadOnlyRecheck is how often a coordinator whose store saw a PUT
+// refused probes again whether the bucket takes writes (Coordinator.Run).
 const DefaultReadOnlyRecheck = time.Minute
+
+// ProbeKey is the key of the write probe: a PUT conditional on an ETag no
+// object has, so it never writes (Probe).
+const ProbeKey = KeyPrefix + "write-probe"
+
+// probeETag is the impossible ETag of the probe's condition.
+const probeETag = `"tiered-write-probe-never-matches"`
 
 // StoreOptions configure NewStore.
 type StoreOptions struct {
 	// ReadOnly: the bucket was opened read-only; every Update is
 	// ErrUnavailable and nothing is sent.
 	ReadOnly bool
-	// ReadOnlyRecheck is how long a refused PUT keeps the store
-	// unavailable (DefaultReadOnlyRecheck).
+	// ReadOnlyRecheck is how often Run re-probes a store that saw a PUT
+	// refused (DefaultReadOnlyRecheck).
 	ReadOnlyRecheck time.Duration
 	Now             func() time.Time
 	Metrics         *Metrics
@@ -82,15 +89,51 @@ func NewStore(b objstore.Bucket, o StoreOptions) *Store {
 	return &Store{b: b, o: o, log: o.Logger, m: o.Metrics, cache: map[string]*cached{}, locks: map[string]*sync.Mutex{}}
 }
 
-// Writable reports whether the store can write now (not opened read-only,
-// no PUT refused within ReadOnlyRecheck).
+// Writable reports whether the store can write: not opened read-only, and
+// no PUT refused since the last successful write or Probe.
 func (s *Store) Writable() bool {
 	if s.o.ReadOnly {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.refused.IsZero() || s.o.Now().Sub(s.refused) >= s.o.ReadOnlyRecheck
+	return s.refused.IsZero()
+}
+
+// Probe finds out whether the bucket takes writes under groups/ without
+// writing anything: a PUT of ProbeKey conditional on an ETag no object has.
+// A store that may write loses the precondition (412, or 404 for a missing
+// key); credentials that may only read get 403 AccessDenied, a bucket
+// opened read-only ErrReadOnly: the store is then unavailable (the group
+// APIs answer COORDINATOR_NOT_AVAILABLE) until a later Probe succeeds. Any
+// other error leaves the state as it was and is returned.
+func (s *Store) Probe(ctx context.Context) error {
+	if s.o.ReadOnly {
+		return ErrUnavailable
+	}
+	_, err := s.b.Put(ctx, ProbeKey, bytes.NewReader(nil), 0, objstore.IfMatch(probeETag))
+	switch {
+	case err == nil:
+		// A store that ignores conditions wrote an empty object: it
+		// takes writes (and cannot be trusted with two coordinators).
+		s.log.Warn("the bucket ignored a conditional PUT (If-Match): two coordinators of a group could overwrite each other", "key", ProbeKey)
+	case objstore.IsPreconditionFailed(err), objstore.IsNotFound(err):
+	case errors.Is(err, objstore.ErrReadOnly) || errors.Is(err, objstore.ErrAccessDenied):
+		s.mu.Lock()
+		first := s.refused.IsZero()
+		s.refused = s.o.Now()
+		s.mu.Unlock()
+		if first {
+			s.log.Warn("the bucket refuses writes to "+KeyPrefix+": consumer groups unavailable (COORDINATOR_NOT_AVAILABLE); every read is served", "err", err)
+		}
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	default:
+		return fmt.Errorf("probe group writes: %w", err)
+	}
+	s.mu.Lock()
+	s.refused = time.Time{}
+	s.mu.Unlock()
+	return nil
 }
 
 // Load is group's object, from the cache when it holds one, else read from
@@ -211,6 +254,7 @@ func (s *Store) Update(ctx context.Context, group string, fn func(*Object) error
 		case err == nil:
 			s.mu.Lock()
 			s.cache[group] = &cached{obj: next, etag: attrs.ETag}
+			s.refused = time.Time{}
 			s.mu.Unlock()
 			return next.clone(), nil
 		case objstore.IsPreconditionFailed(err):
@@ -220,7 +264,7 @@ func (s *Store) Update(ctx context.Context, group string, fn func(*Object) error
 			s.mu.Lock()
 			s.refused = s.o.Now()
 			s.mu.Unlock()
-			s.log.Warn("bucket refused a group write; group APIs answer COORDINATOR_NOT_AVAILABLE", "group", group, "recheck", s.o.ReadOnlyRecheck, "err", err)
+			s.log.Warn("bucket refused a group write; group APIs answer COORDINATOR_NOT_AVAILABLE until a probe succeeds", "group", group, "recheck", s.o.ReadOnlyRecheck, "err", err)
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		default:
 			s.Forget(group) // the write may or may not have landed

@@ -3,6 +3,7 @@ package groups
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -150,15 +151,23 @@ func TestStoreReadOnly(t *testing.T) {
 	if _, err := s.Update(ctx, "g", commitOne("t", 0, 1)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("second update: %v", err)
 	}
-	now = now.Add(time.Minute)
-	if !s.Writable() {
-		t.Fatal("still unavailable after the recheck interval")
+	if err := s.Probe(ctx); !errors.Is(err, ErrUnavailable) || s.Writable() {
+		t.Fatalf("probe of a read-only bucket: %v, writable %v", err, s.Writable())
 	}
 	if s := NewStore(mem, StoreOptions{ReadOnly: true}); s.Writable() {
 		t.Fatal("ReadOnly store writable")
 	}
+	// A probe of a writable bucket writes nothing and makes it available.
+	w := NewStore(mem, StoreOptions{})
+	w.refused = now
+	if err := w.Probe(ctx); err != nil || !w.Writable() {
+		t.Fatalf("probe of a writable bucket: %v, writable %v", err, w.Writable())
+	}
+	if err := mem.List(ctx, "", func(o objstore.ObjectInfo) error { return fmt.Errorf("the probe wrote %s", o.Key) }); err != nil {
+		t.Fatal(err)
+	}
 	if got := testutilCount(m.puts.WithLabelValues(PutRefused)); got != 1 {
-		t.Fatalf("refused PUTs %v, want 1 (the second update sent nothing)", got)
+		t.Fatalf("refused PUTs %v, want 1 (the second update sent nothing; probes are not group writes)", got)
 	}
 }
 

@@ -21,7 +21,8 @@ import (
 
 // The principals of the authorization tests, each with a bearer token and a
 // SASL/PLAIN password: reader may read alpha (the list form), writer may
-// produce to it and to new-*, admin may administer, nobody has no ACL entry.
+// produce to it and to new-*, admin may administer, nobody has no ACL entry;
+// reader may use the consumer groups g-*, admin every group.
 var authzPrincipals = []string{"reader", "writer", "admin", "nobody"}
 
 func authzToken(p string) string    { return "tok-authz-" + p + "-3f9c2a7e" }
@@ -37,7 +38,7 @@ func authzFlags() map[string]string {
 	return map[string]string{
 		"auth.tokens":     "[" + strings.Join(tokens, ", ") + "]",
 		"auth.sasl_plain": "[" + strings.Join(users, ", ") + "]",
-		"auth.acls":       "{reader: [alpha], writer: {write: [alpha, new-*]}, admin: {admin: true}}",
+		"auth.acls":       "{reader: {read: [alpha], groups: [g-*]}, writer: {write: [alpha, new-*]}, admin: {admin: true, groups: ['*']}}",
 	}
 }
 
@@ -196,6 +197,14 @@ var httpMatrix = map[string]httpCase{
 		[6]int{401, 403, 200, 403, 403, 200}},
 	"POST /v1/admin/reload": {"POST", "/v1/admin/reload", "", [6]int{401, 403, 403, 200, 403, 200}},
 	"/":                     {"GET", "/no/such/path", "", [6]int{401, 404, 404, 404, 404, 404}},
+	// The group administration: list for every reader (filtered by the principal's groups
+	// patterns), describe only for a principal whose patterns allow the group (or admin;
+	// "ghost" has no object: 404), reset and delete for admin.
+	"GET /v1/groups":         {"GET", "/v1/groups", "", [6]int{401, 200, 200, 200, 200, 200}},
+	"GET /v1/groups/{group}": {"GET", "/v1/groups/ghost", "", [6]int{401, 403, 403, 404, 403, 404}},
+	"POST /v1/groups/{group}/reset-offsets": {"POST", "/v1/groups/ghost/reset-offsets", `{"topic":"alpha","to_earliest":true}`,
+		[6]int{401, 403, 403, 200, 403, 200}},
+	"DELETE /v1/groups/{group}": {"DELETE", "/v1/groups/ghost", "", [6]int{401, 403, 403, 404, 403, 404}},
 }
 
 // callers are the matrix's columns: "" is no token (or no SASL).
@@ -212,7 +221,7 @@ func TestAuthorizationMatrixHTTP(t *testing.T) {
 	if a := call(t, "POST", open+"/v1/topics/alpha/records", "{\"value\":\"v0\"}\n"); a.status != 200 {
 		t.Fatalf("produce without auth: %+v", a)
 	}
-	routes := httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry()})
+	routes := httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry(), Groups: &httpapi.Groups{}})
 	seen := map[string]bool{}
 	for _, rt := range routes {
 		seen[rt.Pattern] = true
@@ -262,6 +271,17 @@ const (
 	kTAF    = "TOPIC_AUTHORIZATION_FAILED"
 	kPolicy = "POLICY_VIOLATION"
 	kSASL   = "ILLEGAL_SASL_STATE"
+	kGAF    = "GROUP_AUTHORIZATION_FAILED"
+	kMIR    = "MEMBER_ID_REQUIRED"
+	kUMI    = "UNKNOWN_MEMBER_ID"
+	kGNF    = "GROUP_ID_NOT_FOUND"
+)
+
+// The consumer-group rows' groups: g-1 (joined and committed to), g-del
+// (never used: deleting it finds nothing).
+const (
+	authzGroup    = "g-1"
+	authzDelGroup = "g-del"
 )
 
 // kafkaMatrix has a row for every API the Kafka listener registers
@@ -312,6 +332,67 @@ var kafkaMatrix = map[int16]kafkaCase{
 		q.Version, q.ClientSoftwareName, q.ClientSoftwareVersion = 3, "authz-matrix", "1"
 		return q
 	}, [6]string{kOK, kOK, kOK, kOK, kOK, kOK}},
+	kmsg.FindCoordinator.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrFindCoordinatorRequest()
+		q.Version, q.CoordinatorKeys = 6, []string{authzGroup}
+		return q
+	}, [6]string{kClosed, kOK, kGAF, kOK, kGAF, kOK}},
+	kmsg.JoinGroup.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrJoinGroupRequest()
+		q.Version, q.Group, q.SessionTimeoutMillis, q.RebalanceTimeoutMillis = 9, authzGroup, 10000, 10000
+		q.ProtocolType = "consumer"
+		q.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+		return q
+	}, [6]string{kClosed, kMIR, kGAF, kMIR, kGAF, kMIR}},
+	kmsg.SyncGroup.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrSyncGroupRequest()
+		q.Version, q.Group, q.MemberID, q.Generation = 5, authzGroup, "m", 1
+		return q
+	}, [6]string{kClosed, kUMI, kGAF, kUMI, kGAF, kUMI}},
+	kmsg.Heartbeat.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrHeartbeatRequest()
+		q.Version, q.Group, q.MemberID, q.Generation = 4, authzGroup, "m", 1
+		return q
+	}, [6]string{kClosed, kUMI, kGAF, kUMI, kGAF, kUMI}},
+	kmsg.LeaveGroup.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrLeaveGroupRequest()
+		q.Version, q.Group = 5, authzGroup
+		q.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+		return q
+	}, [6]string{kClosed, kUMI, kGAF, kUMI, kGAF, kUMI}},
+	kmsg.OffsetCommit.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrOffsetCommitRequest()
+		q.Version, q.Group, q.Generation = 9, authzGroup, -1
+		q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "alpha", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+		return q
+	}, [6]string{kClosed, kOK, kGAF, kTAF, kGAF, kOK}}, // admin may use the group but not read alpha
+	kmsg.OffsetFetch.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrOffsetFetchRequest()
+		q.Version = 9
+		q.Groups = []kmsg.OffsetFetchRequestGroup{{Group: authzGroup, MemberEpoch: -1, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "alpha", Partitions: []int32{0}}}}}
+		return q
+	}, [6]string{kClosed, kOK, kGAF, kOK, kGAF, kOK}}, // describe on alpha: admin has it
+	kmsg.DescribeGroups.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrDescribeGroupsRequest()
+		q.Version, q.Groups = 5, []string{authzGroup}
+		return q
+	}, [6]string{kClosed, kOK, kGAF, kOK, kGAF, kOK}},
+	kmsg.ListGroups.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrListGroupsRequest()
+		q.Version = 5
+		return q
+	}, [6]string{kClosed, kOK, kOK, kOK, kOK, kOK}}, // lists only the groups the principal may use
+	kmsg.DeleteGroups.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrDeleteGroupsRequest()
+		q.Version, q.Groups = 2, []string{authzDelGroup}
+		return q
+	}, [6]string{kClosed, kGAF, kGAF, kGNF, kGAF, kGNF}}, // needs admin
+	kmsg.OffsetDelete.Int16(): {func() kmsg.Request {
+		q := kmsg.NewPtrOffsetDeleteRequest()
+		q.Group = authzDelGroup
+		q.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "alpha", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+		return q
+	}, [6]string{kClosed, kGAF, kGAF, kGNF, kGAF, kGNF}}, // needs admin
 	kmsg.SASLHandshake.Int16(): {func() kmsg.Request {
 		q := kmsg.NewPtrSASLHandshakeRequest()
 		q.Version, q.Mechanism = 1, kafkasrv.MechanismPLAIN
@@ -346,6 +427,37 @@ func kafkaOutcome(r kmsg.Response) string {
 		code = r.ErrorCode
 	case *kmsg.SASLAuthenticateResponse:
 		code = r.ErrorCode
+	case *kmsg.FindCoordinatorResponse:
+		code = r.Coordinators[0].ErrorCode
+	case *kmsg.JoinGroupResponse:
+		code = r.ErrorCode
+	case *kmsg.SyncGroupResponse:
+		code = r.ErrorCode
+	case *kmsg.HeartbeatResponse:
+		code = r.ErrorCode
+	case *kmsg.LeaveGroupResponse:
+		code = r.ErrorCode
+		if code == 0 {
+			code = r.Members[0].ErrorCode
+		}
+	case *kmsg.OffsetCommitResponse:
+		code = r.Topics[0].Partitions[0].ErrorCode
+	case *kmsg.OffsetFetchResponse:
+		code = r.Groups[0].ErrorCode
+		if code == 0 {
+			code = r.Groups[0].Topics[0].Partitions[0].ErrorCode
+		}
+	case *kmsg.DescribeGroupsResponse:
+		code = r.Groups[0].ErrorCode
+	case *kmsg.ListGroupsResponse:
+		code = r.ErrorCode
+	case *kmsg.DeleteGroupsResponse:
+		code = r.Groups[0].ErrorCode
+	case *kmsg.OffsetDeleteResponse:
+		code = r.ErrorCode
+		if code == 0 {
+			code = r.Topics[0].Partitions[0].ErrorCode
+		}
 	default:
 		return fmt.Sprintf("no outcome for %T", r)
 	}
@@ -445,7 +557,7 @@ func TestREADMEPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, rt := range httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry()}) {
+	for _, rt := range httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry(), Groups: &httpapi.Groups{}}) {
 		want := "| `" + rt.Pattern + "` | " + rt.Perm.String()
 		if rt.Public {
 			want += " (no authentication)"
@@ -458,6 +570,12 @@ func TestREADMEPermissions(t *testing.T) {
 		want := "| " + api.Name + " | " + api.Perm.String()
 		if api.Perm != auth.PermNone {
 			want += " on each topic"
+		}
+		if api.Group {
+			want += ", and the group"
+		}
+		if api.Admin {
+			want += " and admin"
 		}
 		if !strings.Contains(readme, want) {
 			t.Errorf("README has no row %q for Kafka API %s", want, api.Name)

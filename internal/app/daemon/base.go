@@ -10,11 +10,13 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // base is what every daemon (serve, fetch, sidecar) has, made one way: the validated
@@ -26,6 +28,9 @@ type base struct {
 	reg      *prometheus.Registry
 	security auth.Security
 	fetch    bool // runs the fetch service: Kafka listener, tiered_fetch request series
+	// ring decides which consumer groups this process coordinates
+	// (groups.Alone: all of them).
+	ring groups.Ring
 }
 
 // newBase checks the options every daemon takes (nil logger: discard; nil registry:
@@ -49,7 +54,7 @@ func newBase(name string, cfg *config.Config, log *slog.Logger, reg *prometheus.
 	if err != nil {
 		return base{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return base{cfg: cfg, log: log, reg: reg, security: security, fetch: fetch}, nil
+	return base{cfg: cfg, log: log, reg: reg, security: security, fetch: fetch, ring: groups.Alone{}}, nil
 }
 
 // listenOptions are what the daemons' listeners differ in.
@@ -63,6 +68,10 @@ type listenOptions struct {
 	// nodeID is the Kafka node id Metadata and FindCoordinator give this process (a fleet
 	// replica's: fleet.NodeID of its address; 0 alone).
 	nodeID int32
+	// groups answers the Kafka consumer-group APIs (nil: COORDINATOR_NOT_AVAILABLE).
+	groups *groups.Coordinator
+	// groupsHTTP serves the /v1/groups administration (nil: not routed).
+	groupsHTTP *httpapi.Groups
 }
 
 // listen binds the daemon's listeners, the same for every daemon: HTTP on http.addr with
@@ -78,6 +87,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 		Ready:    o.ready,
 		HTTP: httpapi.HTTPOptions{
 			Writer:                  o.writer,
+			Groups:                  o.groupsHTTP,
 			BodyReadTimeout:         b.cfg.HTTP.BodyReadTimeout,
 			WriteTimeout:            b.cfg.HTTP.WriteTimeout,
 			MaxInFlightProduceBytes: int64(b.cfg.HTTP.MaxInFlightProduceBytes),
@@ -104,10 +114,34 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			MaxInFlightResponseBytes: int64(k.MaxInFlightResponseBytes),
 			MaxFetchPartitions:       k.MaxFetchPartitions,
 			NodeID:                   o.nodeID,
+			Groups:                   o.groups,
 		}
 		so.Registerer = b.reg
 	}
 	return server.Listen(so)
+}
+
+// groupCoordinator is the consumer-group coordinator of a daemon serving
+// Kafka, over the groups/ prefix of bkt (fetchcache/groups, with Kafka's
+// coordinator defaults). readOnly: the bucket refuses writes, and the group
+// APIs answer COORDINATOR_NOT_AVAILABLE.
+func (b *base) groupCoordinator(bkt objstore.Bucket, readOnly bool) (*groups.Coordinator, error) {
+	m := groups.NewMetrics(b.reg)
+	log := b.log.With("component", "groups")
+	st := groups.NewStore(bkt, groups.StoreOptions{ReadOnly: readOnly, Metrics: m, Logger: log})
+	return groups.New(groups.Options{Store: st, Ring: b.ring, Metrics: m, Logger: log})
+}
+
+// runGroups runs c (timeouts, offset expiry) until the returned stop is
+// called; stop waits for it.
+func runGroups(c *groups.Coordinator) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // awaitShutdown waits for a daemon's shutdown to finish (done sends its own error) until

@@ -11,6 +11,7 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/fetchcache/fleet"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -24,24 +25,31 @@ type FetchOptions struct {
 	Registry *prometheus.Registry // nil: NewRegistry()
 }
 
-// Fetch is `tiered fetch`: the stateless fetch service over a bucket, its
-// remote catalog reading through the chunk cache. Several may run behind a
-// load balancer; none writes to the bucket.
+// Fetch is `tiered fetch`: the fetch service over a bucket, its remote
+// catalog reading through the chunk cache, and the consumer-group
+// coordinator. Several may run behind a load balancer. The only thing it
+// writes is group state (committed offsets) under groups/; on a bucket it
+// may only read it serves every read and answers the group APIs
+// COORDINATOR_NOT_AVAILABLE.
 type Fetch struct {
 	base
 	bucket objstore.Bucket
+	// groupBkt is the read-write handle of the group coordinator and the fleet's leases
+	// (nil when the bucket could only be opened read-only: then bucket serves it).
+	groupBkt objstore.Bucket
+	groups   *groups.Coordinator
+	// fleet is the fetch fleet (fetch.peers; alone without): which replica coordinates
+	// each consumer group.
+	fleet  *fleet.Fleet
 	cache  *chunkcache.CachingBucket
 	server *server.Server
-	// fleet is the fetch fleet (fetch.peers; alone without): which replica coordinates
-	// each consumer group. leases is the read-write bucket its leases are written to
-	// (nil alone).
-	fleet  *fleet.Fleet
-	leases objstore.Bucket
 }
 
-// NewFetch opens and checks the bucket (read-only: Put and Delete are
-// refused, and a file:// bucket needs only read permission), opens the
-// cache (the disk tier's directory is locked) and binds the listeners.
+// NewFetch opens and checks the bucket (read-only for reads: Put and Delete
+// are refused, and a file:// bucket needs only read permission; and
+// read-write for the group coordinator's groups/ objects when it can be
+// opened so), opens the cache (the disk tier's directory is locked) and
+// binds the listeners.
 func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	b, err := newBase("fetch", o.Config, o.Logger, o.Registry, true)
 	if err != nil {
@@ -65,19 +73,28 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.Fetch.Peers) > 0 {
-		if f.leases, err = openBucket(ctx, cfg.Bucket); err != nil {
-			return nil, fmt.Errorf("fetch fleet: %w", err)
-		}
+	groupBkt, readOnly := metered, true
+	if rw, err := openBucket(ctx, cfg.Bucket); err != nil {
+		f.log.Warn("bucket cannot be opened for writing: consumer groups unavailable (the group APIs answer COORDINATOR_NOT_AVAILABLE); every read is served",
+			"bucket", ShownURL(cfg.Bucket), "err", err)
+	} else {
+		f.groupBkt, groupBkt, readOnly = rw, objstore.WithMetrics(rw, f.reg), false
 	}
-	if f.fleet, err = f.newFleet(f.leases, nil); err != nil {
+	// The fleet decides which groups this replica coordinates; a group that moves away is
+	// released by the coordinator (re-read from the bucket if it comes back).
+	if f.fleet, err = f.newFleet(groupBkt, func(g string) { f.groups.Release(g) }); err != nil {
+		return nil, err
+	}
+	f.ring = f.fleet
+	if f.groups, err = f.groupCoordinator(groupBkt, readOnly); err != nil {
 		return nil, err
 	}
 	nodeID, err := fleetNodeID(ctx, f.fleet)
 	if err != nil {
 		return nil, err
 	}
-	if f.server, err = f.listen(listenOptions{catalog: cat, nodeID: nodeID}); err != nil {
+	if f.server, err = f.listen(listenOptions{catalog: cat, groups: f.groups, nodeID: nodeID,
+		groupsHTTP: groupsHTTP(f.groups, cat, f.fleet)}); err != nil {
 		return nil, err
 	}
 	f.startFleet(ctx, f.fleet, f.HTTPAddr())
@@ -95,8 +112,8 @@ func (f *Fetch) close() error {
 	if f.bucket != nil {
 		errs = append(errs, f.bucket.Close())
 	}
-	if f.leases != nil {
-		errs = append(errs, f.leases.Close())
+	if f.groupBkt != nil {
+		errs = append(errs, f.groupBkt.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -124,6 +141,7 @@ func (f *Fetch) KafkaAddr() string {
 // shutdown_timeout) and closes the cache and bucket.
 func (f *Fetch) Run(ctx context.Context) error {
 	f.log.Info("fetch service started", "bucket", ShownURL(f.cfg.Bucket), "http", f.HTTPAddr(), "kafka", f.KafkaAddr())
+	stopGroups := runGroups(f.groups)
 	fleetCtx, stopFleet := context.WithCancel(ctx)
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- f.fleet.Run(fleetCtx) }() // renews the lease; releases it when stopped
@@ -132,6 +150,7 @@ func (f *Fetch) Run(ctx context.Context) error {
 	if ferr := <-fleetDone; ferr != nil {
 		f.log.Warn("fetch fleet", "err", ferr)
 	}
+	stopGroups()
 	f.server = nil // served: nothing left to close
 	if cerr := f.close(); err == nil && cerr != nil {
 		err = fmt.Errorf("shutdown: %w", cerr)

@@ -6,8 +6,10 @@ import (
 	"net"
 	"strings"
 
+	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/fleet"
 	"github.com/tiered/tiered/fetchcache/groupadmin"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -81,13 +83,17 @@ func (b *base) startFleet(ctx context.Context, f *fleet.Fleet, httpAddr string) 
 		"lease", f.Lease(), "takeover_bound", fleet.TakeoverBound(f.Lease()))
 }
 
-// groupsHTTP is the /v1/groups administration over the group store, the catalog, the
-// coordinator's membership (live; nil: none known) and the fleet's ownership.
-func groupsHTTP(admin *groupadmin.Admin, names func(context.Context) []string, f *fleet.Fleet) *httpapi.Groups {
-	return &httpapi.Groups{
-		Admin: admin,
-		Names: names,
-		Route: func(group string) (bool, string, string, error) {
+// groupsHTTP is the /v1/groups administration of coordinator c over catalog cat: its
+// store, its live membership and, in a fleet, the redirect to a group's coordinator (f
+// nil: this process coordinates every group, as serve does).
+func groupsHTTP(c *groups.Coordinator, cat fetchcache.Catalog, f *fleet.Fleet) *httpapi.Groups {
+	live := groupadmin.CoordinatorLive{C: c}
+	g := &httpapi.Groups{
+		Admin: &groupadmin.Admin{Store: c.Store(), Catalog: cat, Live: live},
+		Names: live.Names,
+	}
+	if f != nil {
+		g.Route = func(group string) (bool, string, string, error) {
 			m, ok := f.Owner(group)
 			if !ok {
 				return false, "", "", fleet.ErrNoCoordinator
@@ -96,6 +102,7 @@ func groupsHTTP(admin *groupadmin.Admin, names func(context.Context) []string, f
 				return true, m.Addr, "", nil
 			}
 			return false, m.Addr, f.HTTPURL(m.Addr), nil
-		},
+		}
 	}
+	return g
 }

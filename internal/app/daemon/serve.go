@@ -18,6 +18,7 @@ import (
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
@@ -89,6 +90,7 @@ type Serve struct {
 	cache   *chunkcache.CachingBucket
 	remote  *fetchcache.RemoteCatalog
 	server  *server.Server
+	groups  *groups.Coordinator // the Kafka listener's consumer groups, over bucket
 	catalog *lateCatalog
 	local   *localMetrics
 
@@ -168,10 +170,15 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 		return nil, err
 	}
 	s.catalog = &lateCatalog{ready: s.readyCh, wait: o.ReadyWait, state: s.notReady}
+	if s.groups, err = s.groupCoordinator(s.bucket, false); err != nil {
+		return nil, err
+	}
 	srv, err := s.listen(listenOptions{
-		catalog: s.catalog,
-		ready:   func(context.Context) error { return s.notReady() },
-		writer:  serveWriter{s},
+		groups:     s.groups,
+		groupsHTTP: groupsHTTP(s.groups, s.catalog, nil),
+		catalog:    s.catalog,
+		ready:      func(context.Context) error { return s.notReady() },
+		writer:     serveWriter{s},
 	})
 	if err != nil {
 		return nil, err
@@ -344,6 +351,7 @@ func (s *Serve) Run(ctx context.Context) error {
 	defer stopLoops()
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- s.server.Serve(srvCtx) }()
+	stopGroups := runGroups(s.groups)
 
 	var loops sync.WaitGroup
 	startErr := make(chan error, 1)
@@ -376,6 +384,7 @@ func (s *Serve) Run(ctx context.Context) error {
 	go func() {
 		stopSrv()
 		serr := <-srvDone
+		stopGroups()
 		stopLoops()
 		if err := <-startErr; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
 			runErr = err
