@@ -1,0 +1,313 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tiered/tiered/fetchcache/fleet"
+	"github.com/tiered/tiered/internal/testkit/reliability"
+	"github.com/tiered/tiered/internal/testkit/testminio"
+	"github.com/tiered/tiered/localtier/codec"
+)
+
+// TestGroupKafkajs: kafkajs — which has no assign() — reads a cold topic of four partitions
+// through a consumer group of the real `tiered fetch` over MinIO: a first run reads 70
+// records and commits them; the fetch service is killed with -9 and restarted; a second run
+// resumes exactly at the committed offsets and reads the rest, every record once. Then
+// `tiered groups reset-offsets --to-datetime T --execute` moves the group, and the next run
+// starts exactly at T's offset (ListOffsets' rule) on every partition.
+func TestGroupKafkajs(t *testing.T) {
+	node := requireClients(t)
+	bin := tiered(t)
+	g := buildGroupTopic(t, "kjs", 4, 60, codec.Gzip) // kafkajs decodes gzip itself (LZ4, Snappy, Zstd need plug-ins)
+	bucket := g.cd.srv.URL(g.cd.bucket, "")
+	addrs := pickAddrs(t, 2)
+	cfg := fleetConfig(t, addrs[0], addrs[1], nil, 0, "")
+	f := startFetchAt(t, bin, bucket, cfg, addrs[0], addrs[1])
+
+	first := runGroupClient(t, 2*time.Minute, "kafkajs run 1", kafkajsArgs(node, addrs[1], "kjs-app", g.name, 70, 6*time.Second)...)
+	if len(first) != 70 {
+		t.Fatalf("kafkajs run 1 printed %d records, want 70", len(first))
+	}
+	g.check(t, "kafkajs run 1", first, false)
+	committed := nextOffsets(first)
+	got, code, err := offsetFetch(addrs[1], "kjs-app", g.name, g.parts)
+	if err != nil || code != 0 {
+		t.Fatalf("OffsetFetch after run 1: %v, code %d", err, code)
+	}
+	for p := int32(0); p < int32(g.parts); p++ {
+		want, ok := committed[p]
+		if !ok {
+			want = -1
+		}
+		if got[p] != want {
+			t.Fatalf("partition %d: committed %d, want %d (one past the last record run 1 printed)", p, got[p], want)
+		}
+	}
+
+	f.kill9()
+	f = startFetchAt(t, bin, bucket, cfg, addrs[0], addrs[1])
+	second := runGroupClient(t, 2*time.Minute, "kafkajs run 2", kafkajsArgs(node, addrs[1], "kjs-app", g.name, 1000, 6*time.Second)...)
+	for p, off := range firstOffsets(second) {
+		want := committed[p]
+		if off != want {
+			t.Fatalf("after kill -9, partition %d resumed at %d, want the committed %d", p, off, want)
+		}
+	}
+	seen := g.check(t, "kafkajs runs 1+2", append(append([]groupRec(nil), first...), second...), false)
+	total := 0
+	for _, offs := range seen {
+		total += len(offs)
+	}
+	if total != g.parts*g.per {
+		t.Fatalf("kafkajs read %d distinct records in two runs, want all %d", total, g.parts*g.per)
+	}
+
+	// Replay from T with the operator's command, then the application again.
+	at := ts0 + 10*23 + 5 // between records 23 and 24: the first offset >= T is 24
+	code2, out, stderr := runTiered(t, bin, "groups", "reset-offsets", "--fetch", f.url(), "--group", "kjs-app", "--topic", g.name,
+		"--to-datetime", time.UnixMilli(at).UTC().Format(time.RFC3339Nano), "--execute")
+	if code2 != 0 {
+		t.Fatalf("groups reset-offsets: exit %d\n%s%s", code2, out, stderr)
+	}
+	third := runGroupClient(t, 2*time.Minute, "kafkajs after reset", kafkajsArgs(node, addrs[1], "kjs-app", g.name, 1000, 6*time.Second)...)
+	g.check(t, "kafkajs after reset", third, false)
+	want := g.offsetAt(at)
+	starts := firstOffsets(third)
+	for p := int32(0); p < int32(g.parts); p++ {
+		if starts[p] != want {
+			t.Fatalf("after reset-offsets --to-datetime, partition %d starts at %d, want %d (%v)", p, starts[p], want, starts)
+		}
+	}
+	if len(third) != g.parts*(g.per-int(want)) {
+		t.Fatalf("after reset: %d records, want %d", len(third), g.parts*(g.per-int(want)))
+	}
+	f.stop()
+}
+
+// TestGroupKcatAndConfluent: librdkafka's balanced consumer, through kcat -G and a
+// confluent-kafka-python subscribe() consumer (Debian's /usr/bin/python3), reads every
+// record of a cold topic through the fetch service's group coordinator.
+func TestGroupKcatAndConfluent(t *testing.T) {
+	requireClients(t)
+	kcat := kcatPath(t)
+	bin := tiered(t)
+	g := buildGroupTopic(t, "rdk", 3, 40, codec.LZ4)
+	addrs := pickAddrs(t, 2)
+	f := startFetchAt(t, bin, g.cd.srv.URL(g.cd.bucket, ""), fleetConfig(t, addrs[0], addrs[1], nil, 0, ""), addrs[0], addrs[1])
+	defer f.stop()
+
+	recs := runGroupClient(t, 2*time.Minute, "confluent-kafka-python", confluentArgs(addrs[1], "rdk-py", g.name, 1000, 6*time.Second)...)
+	seen := g.check(t, "confluent-kafka-python", recs, false)
+	if len(recs) != g.parts*g.per || len(seen) != g.parts {
+		t.Fatalf("confluent-kafka-python read %d records, want %d", len(recs), g.parts*g.per)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcat, "-b", addrs[1], "-G", "rdk-kcat", g.name, "-o", "beginning", "-e", "-q",
+		"-X", "broker.address.family=v4", "-f", "%p %o %s\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kcat -G: %v\n%s", err, stderr.String())
+	}
+	var krecs []groupRec
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) != 3 {
+			t.Fatalf("kcat -G printed %q", line)
+		}
+		p, _ := strconv.Atoi(fs[0])
+		off, _ := strconv.ParseInt(fs[1], 10, 64)
+		v := b64(fs[2])
+		krecs = append(krecs, groupRec{Partition: int32(p), Offset: off, Value: &v})
+	}
+	t.Logf("kcat -G: %d records in %s", len(krecs), time.Since(start).Round(time.Millisecond))
+	if seen := g.check(t, "kcat -G", krecs, false); len(krecs) != g.parts*g.per || len(seen) != g.parts {
+		t.Fatalf("kcat -G read %d records, want %d", len(krecs), g.parts*g.per)
+	}
+}
+
+// groupKillRuns is TIERED_GROUP_KILL_RUNS: kill -9 runs of TestGroupFleetTakeover (2 in the
+// suite; scripts/reliability runs 20).
+func groupKillRuns(t testing.TB) int {
+	if v := os.Getenv("TIERED_GROUP_KILL_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("TIERED_GROUP_KILL_RUNS=%q: want a positive count", v)
+		}
+		return n
+	}
+	return 2
+}
+
+// TestGroupFleetTakeover: two `tiered fetch` replicas over one MinIO bucket (fetch.peers,
+// a 2s lease). Both name the same coordinator for the group; a franz-go group consumer
+// reads a seeded number of records and commits them; the coordinator is killed with -9;
+// within the documented bound (fleet.TakeoverBound) the other replica names itself, and its
+// OffsetFetch returns exactly the committed offsets — none lost, none rewound; the killed
+// replica comes back and both agree again. TIERED_GROUP_KILL_RUNS times (seed
+// TIERED_GROUP_KILL_SEED); every record is read exactly once over all runs.
+func TestGroupFleetTakeover(t *testing.T) {
+	bin := tiered(t)
+	runs := groupKillRuns(t)
+	seed := uint64(envInt(t, "TIERED_GROUP_KILL_SEED", 1))
+	const lease = 2 * time.Second
+	bound := fleet.TakeoverBound(lease)
+	g := buildGroupTopic(t, "fleet", 4, 30*runs+40, codec.Zstd)
+	bucket := g.cd.srv.URL(g.cd.bucket, "")
+	testminio.SetCredentialsEnv(t)
+	addrs := pickAddrs(t, 4)
+	kafka := []string{addrs[1], addrs[3]}
+	replicas := make([]*fetchProc, 2)
+	cfgs := make([]string, 2)
+	for i := range replicas {
+		cfgs[i] = fleetConfig(t, addrs[2*i], kafka[i], kafka, lease, "")
+		replicas[i] = startFetchAt(t, bin, bucket, cfgs[i], addrs[2*i], kafka[i])
+	}
+	const group = "fleet-app"
+	agree := func(limit time.Duration) string {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for {
+			var names []string
+			for _, k := range kafka {
+				code, c, err := findCoordinator(k, group)
+				if err == nil && code == 0 {
+					names = append(names, c)
+				}
+			}
+			if len(names) == 2 && names[0] == names[1] {
+				return names[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replicas do not agree on the coordinator of %s within %s: %v", group, limit, names)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 16))
+	read := map[int32]map[int64]bool{}
+	var worst time.Duration
+	checked, lost := 0, 0
+	for run := 0; run < runs; run++ {
+		coord := agree(bound + 5*time.Second)
+		// Read a seeded number of records with a group consumer and commit them.
+		n := 10 + rng.IntN(20)
+		recs := consumeGroupFranz(t, kafka, group, g.name, n)
+		for p, offs := range g.check(t, fmt.Sprintf("run %d", run), recs, false) {
+			if read[p] == nil {
+				read[p] = map[int64]bool{}
+			}
+			for off := range offs {
+				if read[p][off] {
+					t.Fatalf("run %d: partition %d offset %d read again: a committed offset was lost or rewound", run, p, off)
+				}
+				read[p][off] = true
+			}
+		}
+		acked := map[int32]int64{}
+		for p, offs := range read {
+			for off := range offs {
+				acked[p] = max(acked[p], off+1)
+			}
+		}
+		victim := 0
+		if coord == kafka[1] {
+			victim = 1
+		}
+		survivor := kafka[1-victim]
+		replicas[victim].kill9()
+		killed := time.Now()
+		for {
+			code, c, err := findCoordinator(survivor, group)
+			if err == nil && code == 0 && c == survivor {
+				break
+			}
+			if time.Since(killed) > bound+10*time.Second {
+				t.Fatalf("run %d: %s still names %s (code %d, %v) %s after the kill", run, survivor, c, code, err, time.Since(killed))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		took := time.Since(killed)
+		worst = max(worst, took)
+		// The bound, plus one poll interval for the GETs and the process's scheduling.
+		if took > bound+fleet.Interval(lease) {
+			t.Errorf("run %d: the group moved after %s, beyond the documented bound %s", run, took, bound)
+		}
+		got, code, err := offsetFetch(survivor, group, g.name, g.parts)
+		if err != nil || code != 0 {
+			t.Fatalf("run %d: OffsetFetch at the new coordinator: %v, code %d", run, err, code)
+		}
+		for p := int32(0); p < int32(g.parts); p++ {
+			want, ok := acked[p]
+			if !ok {
+				want = -1
+			}
+			checked++
+			if got[p] != want {
+				lost++
+				t.Errorf("run %d: partition %d: the new coordinator has committed offset %d, want %d", run, p, got[p], want)
+			}
+		}
+		t.Logf("run %d: read %d, killed the coordinator %s, moved to %s in %s (bound %s)", run, len(recs), coord, survivor, took.Round(time.Millisecond), bound)
+		replicas[victim] = startFetchAt(t, bin, bucket, cfgs[victim], addrs[2*victim], kafka[victim])
+	}
+	reliability.Record(t, "fetch fleet: kill -9 of the group coordinator (2 replicas, franz-go group; committed offsets checked at the new coordinator)", runs, checked, lost)
+	t.Logf("%d kills, worst takeover %s (bound %s), %d committed offsets checked, %d lost", runs, worst.Round(time.Millisecond), bound, checked, lost)
+	for _, r := range replicas {
+		r.stop()
+	}
+}
+
+// consumeGroupFranz reads n records with a franz-go consumer of group (cooperative-sticky,
+// from the start when nothing is committed), commits them synchronously and leaves.
+func consumeGroupFranz(t testing.TB, seeds []string, group, topic string, n int) []groupRec {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(10*time.Second), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out []groupRec
+	var keep []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollRecords(ctx, n-len(out))
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("group consumer: %d of %d records after a minute", len(out), n)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s-%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			v := b64(string(r.Value))
+			out = append(out, groupRec{Partition: r.Partition, Offset: r.Offset, Value: &v})
+			keep = append(keep, r)
+		})
+	}
+	if err := cl.CommitRecords(ctx, keep...); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if err := cl.LeaveGroupContext(ctx); err != nil {
+		t.Logf("leave group: %v", err)
+	}
+	return out
+}
+
+// b64 is s in standard base64, as the client programs print values.
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
