@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,19 +155,21 @@ func groupKillRuns(t testing.TB) int {
 }
 
 // TestGroupFleetTakeover: two `tiered fetch` replicas over one MinIO bucket (fetch.peers,
-// a 2s lease). Both name the same coordinator for the group; a franz-go group consumer
-// reads a seeded number of records and commits them; the coordinator is killed with -9;
-// within the documented bound (fleet.TakeoverBound) the other replica names itself, and its
-// OffsetFetch returns exactly the committed offsets — none lost, none rewound; the killed
-// replica comes back and both agree again. TIERED_GROUP_KILL_RUNS times (seed
-// TIERED_GROUP_KILL_SEED); every record is read exactly once over all runs.
+// a 2s lease). Both name the same coordinator for the group. A franz-go group consumer
+// reads and commits continuously (a synchronous commit after every few records); after a
+// seeded delay the coordinator is killed with -9. Within the documented bound
+// (fleet.TakeoverBound) the other replica names itself; the consumer goes on there; when it
+// stops, the new coordinator's committed offsets are exactly the last ones acknowledged —
+// none lost, none rewound — and the next run's consumer starts at them. The killed replica
+// comes back and both agree again. TIERED_GROUP_KILL_RUNS times (seed
+// TIERED_GROUP_KILL_SEED).
 func TestGroupFleetTakeover(t *testing.T) {
 	bin := tiered(t)
 	runs := groupKillRuns(t)
 	seed := uint64(envInt(t, "TIERED_GROUP_KILL_SEED", 1))
 	const lease = 2 * time.Second
 	bound := fleet.TakeoverBound(lease)
-	g := buildGroupTopic(t, "fleet", 4, 30*runs+40, codec.Zstd)
+	g := buildGroupTopic(t, "fleet", 4, 400*runs+400, codec.Zstd)
 	bucket := g.cd.srv.URL(g.cd.bucket, "")
 	testminio.SetCredentialsEnv(t)
 	addrs := pickAddrs(t, 4)
@@ -200,45 +202,30 @@ func TestGroupFleetTakeover(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 16))
-	read := map[int32]map[int64]bool{}
+	committed := map[int32]int64{} // what the last run left committed
 	var worst time.Duration
 	checked, lost := 0, 0
 	for run := 0; run < runs; run++ {
 		coord := agree(bound + 5*time.Second)
-		// Read a seeded number of records with a group consumer and commit them.
-		n := 10 + rng.IntN(20)
-		recs := consumeGroupFranz(t, kafka, group, g.name, n)
-		for p, offs := range g.check(t, fmt.Sprintf("run %d", run), recs, false) {
-			if read[p] == nil {
-				read[p] = map[int64]bool{}
-			}
-			for off := range offs {
-				if read[p][off] {
-					t.Fatalf("run %d: partition %d offset %d read again: a committed offset was lost or rewound", run, p, off)
-				}
-				read[p][off] = true
-			}
-		}
-		acked := map[int32]int64{}
-		for p, offs := range read {
-			for off := range offs {
-				acked[p] = max(acked[p], off+1)
-			}
-		}
+		c := startGroupFranz(t, kafka, group, g)
+		c.waitCommitsBeyond(0, 30*time.Second) // joined and committing
+		delay := time.Duration(rng.IntN(1000)) * time.Millisecond
+		time.Sleep(delay)
 		victim := 0
 		if coord == kafka[1] {
 			victim = 1
 		}
 		survivor := kafka[1-victim]
+		ackedAtKill := c.acked()
 		replicas[victim].kill9()
 		killed := time.Now()
 		for {
-			code, c, err := findCoordinator(survivor, group)
-			if err == nil && code == 0 && c == survivor {
+			code, cn, err := findCoordinator(survivor, group)
+			if err == nil && code == 0 && cn == survivor {
 				break
 			}
 			if time.Since(killed) > bound+10*time.Second {
-				t.Fatalf("run %d: %s still names %s (code %d, %v) %s after the kill", run, survivor, c, code, err, time.Since(killed))
+				t.Fatalf("run %d: %s still names %s (code %d, %v) %s after the kill", run, survivor, cn, code, err, time.Since(killed))
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -248,65 +235,140 @@ func TestGroupFleetTakeover(t *testing.T) {
 		if took > bound+fleet.Interval(lease) {
 			t.Errorf("run %d: the group moved after %s, beyond the documented bound %s", run, took, bound)
 		}
+		// The consumer goes on at the new coordinator: it commits again past what it had.
+		c.waitCommitsBeyond(ackedAtKill+2, 30*time.Second)
+		recs, final := c.stop()
+		// Its first records start where the previous run left its commits: nothing rewound.
+		for p, off := range firstOffsets(recs) {
+			want, ok := committed[p]
+			if !ok {
+				want = 0
+			}
+			if off != want {
+				t.Errorf("run %d: partition %d started at %d, want the committed %d", run, p, off, want)
+			}
+		}
 		got, code, err := offsetFetch(survivor, group, g.name, g.parts)
 		if err != nil || code != 0 {
 			t.Fatalf("run %d: OffsetFetch at the new coordinator: %v, code %d", run, err, code)
 		}
 		for p := int32(0); p < int32(g.parts); p++ {
-			want, ok := acked[p]
+			want, ok := final[p]
 			if !ok {
-				want = -1
+				want = committed[p]
+				if want == 0 {
+					want = -1
+				}
 			}
 			checked++
 			if got[p] != want {
 				lost++
-				t.Errorf("run %d: partition %d: the new coordinator has committed offset %d, want %d", run, p, got[p], want)
+				t.Errorf("run %d: partition %d: the new coordinator has committed offset %d, want the last acknowledged %d", run, p, got[p], want)
+			}
+			if got[p] >= 0 {
+				committed[p] = got[p]
 			}
 		}
-		t.Logf("run %d: read %d, killed the coordinator %s, moved to %s in %s (bound %s)", run, len(recs), coord, survivor, took.Round(time.Millisecond), bound)
+		t.Logf("run %d: %d records, killed the coordinator %s after %s, moved to %s in %s (bound %s); committed %v",
+			run, len(recs), coord, delay, survivor, took.Round(time.Millisecond), bound, got)
 		replicas[victim] = startFetchAt(t, bin, bucket, cfgs[victim], addrs[2*victim], kafka[victim])
 	}
-	reliability.Record(t, "fetch fleet: kill -9 of the group coordinator (2 replicas, franz-go group; committed offsets checked at the new coordinator)", runs, checked, lost)
-	t.Logf("%d kills, worst takeover %s (bound %s), %d committed offsets checked, %d lost", runs, worst.Round(time.Millisecond), bound, checked, lost)
+	reliability.Record(t, "fetch fleet: kill -9 of the group coordinator while a franz-go group commits (2 replicas; committed offsets at the new coordinator vs acknowledged)", runs, checked, lost)
+	t.Logf("%d kills, worst takeover %s (bound %s), %d committed offsets checked, %d lost or rewound", runs, worst.Round(time.Millisecond), bound, checked, lost)
 	for _, r := range replicas {
 		r.stop()
 	}
 }
 
-// consumeGroupFranz reads n records with a franz-go consumer of group (cooperative-sticky,
-// from the start when nothing is committed), commits them synchronously and leaves.
-func consumeGroupFranz(t testing.TB, seeds []string, group, topic string, n int) []groupRec {
+// groupFranz is a franz-go group consumer (cooperative-sticky, from the start when nothing
+// is committed) reading a few records at a time and committing each batch synchronously.
+type groupFranz struct {
+	t      testing.TB
+	g      *groupTopic
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu   sync.Mutex
+	recs []groupRec
+	ack  map[int32]int64 // offsets of the last acknowledged commit, per partition
+	n    int             // acknowledged commits
+}
+
+func startGroupFranz(t testing.TB, seeds []string, group string, g *groupTopic) *groupFranz {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(g.name),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(10*time.Second), kgo.RetryTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out []groupRec
-	var keep []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollRecords(ctx, n-len(out))
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("group consumer: %d of %d records after a minute", len(out), n)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &groupFranz{t: t, g: g, cl: cl, cancel: cancel, done: make(chan struct{}), ack: map[int32]int64{}}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			fs := cl.PollRecords(ctx, 3)
+			var batch []*kgo.Record
+			fs.EachRecord(func(r *kgo.Record) { batch = append(batch, r) })
+			if len(batch) == 0 {
+				continue
+			}
+			c.mu.Lock()
+			for _, r := range batch {
+				v := b64(string(r.Value))
+				c.recs = append(c.recs, groupRec{Partition: r.Partition, Offset: r.Offset, Value: &v})
+			}
+			c.mu.Unlock()
+			// A commit may fail while the coordinator moves; the next one covers it.
+			if err := cl.CommitRecords(context.Background(), batch...); err == nil {
+				c.mu.Lock()
+				for _, r := range batch {
+					c.ack[r.Partition] = max(c.ack[r.Partition], r.Offset+1)
+				}
+				c.n++
+				c.mu.Unlock()
+			}
+			time.Sleep(30 * time.Millisecond)
 		}
-		fs.EachError(func(topic string, p int32, err error) { t.Logf("fetch %s-%d: %v", topic, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			v := b64(string(r.Value))
-			out = append(out, groupRec{Partition: r.Partition, Offset: r.Offset, Value: &v})
-			keep = append(keep, r)
-		})
+	}()
+	return c
+}
+
+// acked is the number of acknowledged commits so far.
+func (c *groupFranz) acked() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// waitCommitsBeyond waits until more than n commits were acknowledged.
+func (c *groupFranz) waitCommitsBeyond(n int, limit time.Duration) {
+	c.t.Helper()
+	for deadline := time.Now().Add(limit); c.acked() <= n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the group consumer acknowledged no commit beyond its %d-th within %s", n, limit)
+		}
 	}
-	if err := cl.CommitRecords(ctx, keep...); err != nil {
-		t.Fatalf("commit: %v", err)
+}
+
+// stop ends the consumer after its last commit and leaves the group; it returns what it
+// read (checked against the topic; repeats refused, since every batch was committed before
+// the next poll) and its last acknowledged offsets.
+func (c *groupFranz) stop() ([]groupRec, map[int32]int64) {
+	c.t.Helper()
+	c.cancel()
+	<-c.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.cl.LeaveGroupContext(ctx); err != nil {
+		c.t.Logf("leave group: %v", err)
 	}
-	if err := cl.LeaveGroupContext(ctx); err != nil {
-		t.Logf("leave group: %v", err)
-	}
-	return out
+	c.cl.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.g.check(c.t, "group consumer", c.recs, true)
+	return c.recs, c.ack
 }
 
 // b64 is s in standard base64, as the client programs print values.
