@@ -58,7 +58,7 @@ const MinLease = 500 * time.Millisecond
 
 // LeasePrefix is where the leases live, inside the groups/ prefix that is all the fetch
 // service may write.
-const LeasePrefix = "groups/.fleet/"
+const LeasePrefix = groups.FleetPrefix
 
 // leaseVersion is the version field of a lease object.
 const leaseVersion = 1

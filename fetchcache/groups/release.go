@@ -2,6 +2,11 @@ package groups
 
 import "github.com/twmb/franz-go/pkg/kerr"
 
+// FleetPrefix is the directory under KeyPrefix that the fetch fleet's leases use
+// (fetchcache/fleet.LeasePrefix, docs/format/fleet.md): no group key starts with it (group
+// keys are groups/<8 hex digits>/...), and List skips it.
+const FleetPrefix = KeyPrefix + ".fleet/"
+
 // Release drops everything this coordinator holds of group — its members (a waiting
 // JoinGroup or SyncGroup is answered NOT_COORDINATOR) and its cached object — after the
 // Ring moved the group to another replica (the fleet's OnLose). If the group comes back,

@@ -1,10 +1,15 @@
 package groups
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // switchRing names this replica the coordinator while self is true.
@@ -47,5 +52,27 @@ func TestReleaseAfterTakeover(t *testing.T) {
 	wantCode(t, "offset fetch", code, 0)
 	if o == nil || len(o.Offsets) != 1 || o.Offsets[0].Offset != 9 {
 		t.Fatalf("committed after the group came back: %+v, want the other coordinator's 9", o)
+	}
+}
+
+// TestListSkipsFleetLeases: the fleet's leases under groups/.fleet/ are neither listed as
+// groups nor logged as foreign keys.
+func TestListSkipsFleetLeases(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemory()
+	var logs bytes.Buffer
+	s := NewStore(b, StoreOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if _, err := b.Put(ctx, FleetPrefix+"lease-127.0.0.1:9092.json", strings.NewReader("{}"), 2, objstore.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "billing", func(*Object) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := s.List(ctx, func(l Listed) error { got = append(got, l.Group); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "billing" || strings.Contains(logs.String(), "foreign key") {
+		t.Fatalf("listed %v, logs %q", got, logs.String())
 	}
 }
