@@ -220,6 +220,24 @@ func (c *Coordinator) Owner(group string) int16 {
 	return 0
 }
 
+// Release forgets group on this replica: requests waiting on its
+// rebalance are answered NOT_COORDINATOR, its members are dropped and its
+// cached object forgotten, so that if the group comes back here it is
+// loaded from the bucket afresh (another coordinator may have written it).
+// A fleet calls it when its Ring moves the group to another replica.
+func (c *Coordinator) Release(group string) {
+	c.mu.Lock()
+	if g := c.groups[group]; g != nil {
+		for _, id := range slices.Clone(g.order) {
+			c.dropMember(g, g.members[id], kerr.NotCoordinator.Code)
+		}
+		delete(c.groups, group)
+		c.updateGauges()
+	}
+	c.mu.Unlock()
+	c.store.Forget(group)
+}
+
 // Ring is the coordinator's Ring.
 func (c *Coordinator) Ring() Ring { return c.o.Ring }
 
@@ -936,7 +954,14 @@ func (c *Coordinator) Tick() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.o.Now()
-	for _, g := range c.groups {
+	for id, g := range c.groups {
+		if g.state == StateEmpty && len(g.members) == 0 && len(g.pending) == 0 && !g.hasObject {
+			// Nothing to remember (no offsets, no members): a group met
+			// only by refused or abandoned joins costs no memory.
+			delete(c.groups, id)
+			c.updateGauges()
+			continue
+		}
 		for id, until := range g.pending {
 			if !now.Before(until) {
 				delete(g.pending, id)

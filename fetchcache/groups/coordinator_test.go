@@ -599,3 +599,47 @@ func TestRunProbesWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestRelease: a group released to another replica answers its waiting
+// members NOT_COORDINATOR and is read from the bucket when it comes back.
+func TestRelease(t *testing.T) {
+	ctx := context.Background()
+	b := objstore.NewMemory()
+	h := newHarness(t, b, nil)
+	a, ja := h.newMember("g")
+	recv(t, ja)
+	h.sync("g", a, 1, nil)
+	wantCode(t, "commit", h.commit("g", a, 1, nil, 5), 0)
+	_, jb := h.newMember("g") // waits for a to rejoin
+	h.c.Release("g")
+	wantCode(t, "waiting join after release", recv(t, jb).ErrorCode, kerr.NotCoordinator.Code)
+	// Another coordinator writes the group meanwhile.
+	if _, err := NewStore(b, StoreOptions{}).Update(ctx, "g", commitOne("t", 0, 9)); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "old member after release", h.heartbeat("g", a, 1, nil), kerr.UnknownMemberID.Code)
+	x, jx := h.newMember("g")
+	rx := recv(t, jx)
+	h.sync("g", x, rx.Generation, nil)
+	o, _ := h.c.Committed(ctx, "g")
+	if off, _ := o.Lookup("t", 0); off.Offset != 9 {
+		t.Fatalf("offset %d after the group came back, want the other writer's 9", off.Offset)
+	}
+}
+
+// TestForgetsGroupsWithNothing: a group met only by joins that never
+// completed is dropped from memory once it holds nothing.
+func TestForgetsGroupsWithNothing(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	r := h.c.Join(context.Background(), Client{}, joinReq("g", "", nil))
+	wantCode(t, "join", r.ErrorCode, kerr.MemberIDRequired.Code)
+	h.clk.Add(session + time.Second)
+	h.c.Tick() // the pending member id expires
+	h.c.Tick() // the empty group goes
+	h.c.mu.Lock()
+	n := len(h.c.groups)
+	h.c.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d groups in memory, want 0", n)
+	}
+}

@@ -91,6 +91,14 @@ func TestGroupCooperativeChurn(t *testing.T) {
 		mem.Stop()
 	}
 	w.Check(t)
+	// The group object is read once, when the coordinator first meets the
+	// group (it has none yet); every commit and OffsetFetch after that is
+	// answered from the coordinator's copy: one PUT per commit, no GET.
+	puts, gets := w.Counts()
+	t.Logf("group object: %d PUTs, %d GETs", puts, gets)
+	if gets > 1 || puts == 0 {
+		t.Errorf("group object: %d GETs (want at most 1), %d PUTs", gets, puts)
+	}
 	got := w.Committed("churn")
 	for tp, e := range end {
 		if got[tp] != e {

@@ -5,7 +5,9 @@
 // keys, what may come before authentication, throttling (apis.go); and one
 // file per API key with its served version range beside its handler
 // (apiversions.go, metadata.go, listoffsets.go, fetch.go, produce.go;
-// SASL's in auth_kafka.go).
+// SASL's in auth_kafka.go; the consumer-group APIs' — findcoordinator.go,
+// joingroup.go, … — answered by fetchcache/groups, their common checks in
+// groups.go).
 package kafkasrv
 
 import (

@@ -20,16 +20,24 @@ until SIGINT or SIGTERM: reads follow the partitions' manifests (never LIST; top
 discovery lists the manifests prefix, cached), and data comes through a byte-bounded
 chunk cache in memory (and optionally on disk) with read-ahead, gates on concurrent GETs
 and in-flight bytes, and an overload answer (HTTP 429 THROTTLED / Kafka throttle) instead
-of unbounded memory. It never writes to the bucket (it opens it read-only: S3 credentials
-that may only read are enough, a file:// directory needs only read permission), so several
-can run behind a load balancer.
+of unbounded memory. The only thing it writes to the bucket is consumer-group state —
+committed offsets, one object per group under groups/ (conditional PUTs) — so several can
+run behind a load balancer. Reads need only read access (S3 credentials that may only read,
+a file:// directory it may only read): then every read is still served and the group APIs
+answer COORDINATOR_NOT_AVAILABLE (a WARN says so at start-up).
 
 HTTP: GET /v1/topics, /v1/topics/T/partitions/P, /v1/topics/T/partitions/P/records
 ?offset=N|timestamp=MS&max_bytes=N (JSON lines, or raw batches with Accept:
 application/octet-stream), /metrics, /healthz, /readyz. Kafka: ApiVersions, Metadata,
 ListOffsets and Fetch, enough for any consumer reading assigned partitions (kcat -C, a
-franz-go or Java consumer with assign()). With auth.acls a principal reads the topics its
-entry allows, and /metrics needs admin (README, "Authorization").
+franz-go or Java consumer with assign()), and the classic consumer-group protocol
+(FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+DescribeGroups, ListGroups, DeleteGroups, OffsetDelete) for subscribe() consumers: client-side
+assignors, static membership, Kafka's session/rebalance timeouts (initial rebalance delay
+3s), commits durable in the bucket before they are acknowledged, expired 7 days after a
+group empties (offsets.retention.minutes). With auth.acls a principal reads the topics its
+entry allows and uses the groups its groups patterns allow, and /metrics needs admin
+(README, "Authorization").
 
 Fleet: fetch.peers (config file, or TIERED_FETCH_PEERS) lists the replicas' advertised
 Kafka addresses (this one's --advertised-addr among them), or is one DNS name resolving to

@@ -28,13 +28,32 @@ type TP struct {
 
 // Watch wraps a bucket and checks every group object PUT through it: each
 // committed offset is at least the one the previous write of that group
-// held (a commit never moves backwards), and records the writes.
+// held (a commit never moves backwards); it counts the group objects'
+// writes and reads.
 type Watch struct {
 	objstore.Bucket
 	mu     sync.Mutex
 	last   map[string]map[TP]int64
 	errs   []string
-	Writes int
+	writes int
+	reads  int
+}
+
+// Get implements objstore.Bucket, counting reads of group objects.
+func (w *Watch) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.HasPrefix(key, groups.KeyPrefix) {
+		w.mu.Lock()
+		w.reads++
+		w.mu.Unlock()
+	}
+	return w.Bucket.Get(ctx, key)
+}
+
+// Counts is the group objects' PUTs and GETs so far.
+func (w *Watch) Counts() (puts, gets int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writes, w.reads
 }
 
 // NewWatch wraps b.
@@ -58,7 +77,7 @@ func (w *Watch) Put(ctx context.Context, key string, r io.Reader, size int64, co
 	o, derr := groups.Decode(key, data)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.Writes++
+	w.writes++
 	if derr != nil {
 		w.errs = append(w.errs, derr.Error())
 		return attrs, err
@@ -105,7 +124,8 @@ type Delivered struct {
 	seen map[TP]map[int64]int // offset -> times delivered
 }
 
-func (d *Delivered) add(tp TP, off int64) {
+// Add records one delivery.
+func (d *Delivered) Add(tp TP, off int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.seen == nil {
@@ -178,7 +198,7 @@ func Start(t testing.TB, addr, group string, d *Delivered, opts ...kgo.Opt) *Mem
 		defer close(m.done)
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
-			fs.EachRecord(func(r *kgo.Record) { d.add(TP{r.Topic, r.Partition}, r.Offset) })
+			fs.EachRecord(func(r *kgo.Record) { d.Add(TP{r.Topic, r.Partition}, r.Offset) })
 		}
 	}()
 	t.Cleanup(m.Stop)
