@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tiered/tiered/fetchcache/fleet"
@@ -155,7 +156,8 @@ func groupKillRuns(t testing.TB) int {
 }
 
 // TestGroupFleetTakeover: two `tiered fetch` replicas over one MinIO bucket (fetch.peers,
-// a 2s lease). Both name the same coordinator for the group. A franz-go group consumer
+// a 2s lease). Both name the same coordinator for the group; the other answers the group's
+// OffsetFetch NOT_COORDINATOR. A franz-go group consumer
 // reads and commits continuously (a synchronous commit after every few records); after a
 // seeded delay the coordinator is killed with -9. Within the documented bound
 // (fleet.TakeoverBound) the other replica names itself; the consumer goes on there; when it
@@ -217,6 +219,10 @@ func TestGroupFleetTakeover(t *testing.T) {
 			victim = 1
 		}
 		survivor := kafka[1-victim]
+		// The replica that does not coordinate the group refuses its requests.
+		if _, code, err := offsetFetch(survivor, group, g.name, g.parts); err != nil || code != kerr.NotCoordinator.Code {
+			t.Fatalf("run %d: OffsetFetch at the other replica %s: %v, code %d, want NOT_COORDINATOR", run, survivor, err, code)
+		}
 		ackedAtKill := c.acked()
 		replicas[victim].kill9()
 		killed := time.Now()
