@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -286,6 +287,36 @@ func TestGroupFleetTakeover(t *testing.T) {
 		t.Logf("run %d: %d records, killed the coordinator %s after %s, moved to %s in %s (bound %s); committed %v",
 			run, len(recs), coord, delay, survivor, took.Round(time.Millisecond), bound, got)
 		replicas[victim] = startFetchAt(t, bin, bucket, cfgs[victim], addrs[2*victim], kafka[victim])
+	}
+	// `tiered groups describe --fetch` at the replica that does not coordinate the group is
+	// redirected (421 NOT_COORDINATOR, the coordinator's HTTP URL from its lease) and shows
+	// the committed offsets.
+	coord := agree(bound + 5*time.Second)
+	other := 0
+	if coord == kafka[0] {
+		other = 1
+	}
+	code, out, stderr := runTiered(t, bin, "groups", "describe", "--fetch", replicas[other].url(), "--group", group, "--json")
+	if code != 0 {
+		t.Fatalf("groups describe at the other replica: exit %d\n%s%s", code, out, stderr)
+	}
+	var desc struct {
+		Source  string `json:"source"`
+		Offsets []struct {
+			Partition int32 `json:"partition"`
+			Committed int64 `json:"committed"`
+		} `json:"offsets"`
+	}
+	if err := json.Unmarshal(out, &desc); err != nil {
+		t.Fatalf("groups describe --json: %v\n%s", err, out)
+	}
+	for _, o := range desc.Offsets {
+		if o.Committed != committed[o.Partition] {
+			t.Fatalf("groups describe through the other replica: partition %d committed %d, want %d", o.Partition, o.Committed, committed[o.Partition])
+		}
+	}
+	if desc.Source != "coordinator" || len(desc.Offsets) == 0 {
+		t.Fatalf("groups describe through the other replica: %s", out)
 	}
 	reliability.Record(t, "fetch fleet: kill -9 of the group coordinator while a franz-go group commits (2 replicas; committed offsets at the new coordinator, none below the acknowledged)", runs, checked, lost)
 	t.Logf("%d kills, worst takeover %s (bound %s), %d committed offsets checked, %d lost or rewound", runs, worst.Round(time.Millisecond), bound, checked, lost)
