@@ -287,10 +287,17 @@ func (c *Coordinator) ExpireOffsets(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// expired reports whether o has offsets that expiry removes at now.
+// expired reports whether o, of a group with no members here, has offsets
+// that expiry removes at now. An object still Stable was written while the
+// group had members, and none came back since (a coordinator restarted, or
+// its Empty state was not written): it counts as empty since it was written.
 func (c *Coordinator) expired(o *Object, now time.Time) bool {
 	if o.ProtocolType != "" {
-		return o.State == StateEmpty && o.EmptySinceMS > 0 && now.Sub(time.UnixMilli(o.EmptySinceMS)) >= c.o.OffsetsRetention
+		since := o.EmptySinceMS
+		if o.State == StateStable {
+			since = o.UpdatedMS
+		}
+		return since > 0 && now.Sub(time.UnixMilli(since)) >= c.o.OffsetsRetention
 	}
 	cut := now.Add(-c.o.OffsetsRetention).UnixMilli()
 	return slices.ContainsFunc(o.Offsets, func(off Offset) bool { return off.CommitMS <= cut })

@@ -521,12 +521,19 @@ func TestExpiry(t *testing.T) {
 	wantCode(t, "leave", h.c.Leave(lq).ErrorCode, 0)
 	h.c.Wait() // the Empty state is written
 	wantCode(t, "simple commit", h.commit("simple", "", -1, nil, 9), 0)
+	// A group whose members vanished with a coordinator: its object still
+	// says Stable, and nobody will write Empty.
+	b, jb := h.newMember("orphan")
+	recv(t, jb)
+	h.sync("orphan", b, 1, nil)
+	wantCode(t, "orphan commit", h.commit("orphan", b, 1, nil, 2), 0)
+	h.c.Release("orphan")
 
 	h.clk.Add(59 * time.Minute)
 	if err := h.c.ExpireOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range []string{"cg", "simple"} {
+	for _, g := range []string{"cg", "simple", "orphan"} {
 		if o, _ := h.c.Committed(ctx, g); o == nil || len(o.Offsets) != 1 {
 			t.Fatalf("%s expired early: %+v", g, o)
 		}
@@ -535,7 +542,7 @@ func TestExpiry(t *testing.T) {
 	if err := h.c.ExpireOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range []string{"cg", "simple"} {
+	for _, g := range []string{"cg", "simple", "orphan"} {
 		if o, code := h.c.Committed(ctx, g); o != nil || code != 0 {
 			t.Fatalf("%s not expired: %+v %s", g, o, codeName(code))
 		}

@@ -111,30 +111,7 @@ func TestGroupCooperativeChurn(t *testing.T) {
 // timeout gets its partitions back with no rebalance.
 func TestGroupStaticRestart(t *testing.T) {
 	addr, _, end := groupEnv(t, 4, 50)
-	var d groupkit.Delivered
-	opts := append(groupkit.Fast(), kgo.ConsumeTopics("orders"))
-	a := groupkit.Start(t, addr, "static", &d, append(opts, kgo.InstanceID("a"))...)
-	b := groupkit.Start(t, addr, "static", &d, append(opts, kgo.InstanceID("b"))...)
-	groupkit.Eventually(t, 20*time.Second, "every record delivered", func() bool { return len(d.Missing(end)) == 0 })
-	groupkit.Eventually(t, 10*time.Second, "both in one generation", func() bool {
-		_, ga := a.Client.GroupMetadata()
-		_, gb := b.Client.GroupMetadata()
-		return ga == gb && ga > 0
-	})
-	_, gen := a.Client.GroupMetadata()
-	b.Stop() // a static member does not leave on close (KIP-345)
-	b = groupkit.Start(t, addr, "static", &d, append(opts, kgo.InstanceID("b"))...)
-	groupkit.Eventually(t, 10*time.Second, "the restarted member back in the group", func() bool {
-		_, g := b.Client.GroupMetadata()
-		return g > 0
-	})
-	time.Sleep(500 * time.Millisecond) // several heartbeats of a
-	if _, g := a.Client.GroupMetadata(); g != gen {
-		t.Fatalf("generation %d after the static restart, want %d (no rebalance)", g, gen)
-	}
-	if _, g := b.Client.GroupMetadata(); g != gen {
-		t.Fatalf("restarted member in generation %d, want %d", g, gen)
-	}
+	groupkit.StaticRestart(t, addr, "static", "orders", end)
 }
 
 // TestGroupAPIsWithoutCoordinator: with no coordinator (or a read-only

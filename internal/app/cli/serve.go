@@ -35,7 +35,9 @@ data dir, the log cleaner (log.cleaner.enable), local and remote retention (ever
 log.retention.check.interval.ms), the uploader (topics with remote.storage.enable=true),
 a flusher for flush.ms, and the fetch service on --http and --kafka. Reads of offsets
 still on local disk are served from disk; older offsets (uploaded, then deleted locally by
-local.retention.*) are served from the bucket through the chunk cache.
+local.retention.*) are served from the bucket through the chunk cache. The Kafka
+listener also coordinates consumer groups (see 'tiered help fetch'), their committed
+offsets under groups/ in the bucket.
 
 Defaults need nothing installed: data dir ./data, bucket file://<data-dir>/bucket (made
 if missing; the log-dir loader skips it), HTTP on 127.0.0.1:8080, Kafka on 127.0.0.1:9092.

@@ -12,6 +12,7 @@ import (
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/fetchcache/fleet"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/fetchcache/server"
@@ -66,6 +67,12 @@ const (
 	DefaultKafkaMaxConnectionsPerIP      = kafkasrv.DefaultKafkaMaxConnectionsPerIP
 	DefaultKafkaMaxInFlightResponseBytes = kafkasrv.DefaultKafkaMaxInFlightResponseBytes
 	DefaultKafkaMaxFetchPartitions       = kafkasrv.DefaultKafkaMaxFetchPartitions
+
+	// The consumer-group coordinator's: Kafka's broker defaults (fetchcache/groups).
+	DefaultGroupsInitialRebalanceDelay = groups.DefaultInitialRebalanceDelay
+	DefaultGroupsMinSessionTimeout     = groups.DefaultMinSessionTimeout
+	DefaultGroupsMaxSessionTimeout     = groups.DefaultMaxSessionTimeout
+	DefaultGroupsOffsetsRetention      = groups.DefaultOffsetsRetention
 )
 
 // Config is the configuration of a long-running tiered process. Not every process reads every
@@ -101,6 +108,8 @@ type Config struct {
 	Fetch Fetch `yaml:"fetch"`
 	// Auth configures authentication and per-principal topic allow-lists.
 	Auth Auth `yaml:"auth"`
+	// Groups configures the consumer-group coordinator of the Kafka listener (fetch, serve).
+	Groups Groups `yaml:"groups"`
 	// ShutdownTimeout bounds a graceful stop after SIGTERM (default 30s).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
@@ -166,6 +175,23 @@ type KafkaListener struct {
 	// MaxFetchPartitions bounds the distinct partitions one Fetch may name (repeats collapse,
 	// as in Kafka; default 10000); a larger Fetch is refused with INVALID_REQUEST.
 	MaxFetchPartitions int `yaml:"max_fetch_partitions"`
+}
+
+// Groups configures the consumer-group coordinator (Kafka's group.* and offsets.* broker
+// configs of the same meaning).
+type Groups struct {
+	// InitialRebalanceDelay is how long the first rebalance of an empty group waits for more
+	// members, extended by as much again while members keep arriving, up to the rebalance
+	// timeout (group.initial.rebalance.delay.ms; default 3s; 0: none).
+	InitialRebalanceDelay time.Duration `yaml:"initial_rebalance_delay"`
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a member may ask for
+	// (group.min/max.session.timeout.ms; default 6s and 30m); outside them JoinGroup answers
+	// INVALID_SESSION_TIMEOUT.
+	MinSessionTimeout time.Duration `yaml:"min_session_timeout"`
+	MaxSessionTimeout time.Duration `yaml:"max_session_timeout"`
+	// OffsetsRetention is how long a group's committed offsets outlive its last member
+	// (offsets.retention.minutes; default 168h).
+	OffsetsRetention time.Duration `yaml:"offsets_retention"`
 }
 
 // The listener security settings are the fetch service's own types
@@ -304,6 +330,12 @@ func Defaults() Config {
 			MaxWait:           DefaultFetchMaxWait,
 			ReadAheadChunks:   DefaultFetchReadAheadChunks,
 			PeerLease:         DefaultFetchPeerLease,
+		},
+		Groups: Groups{
+			InitialRebalanceDelay: DefaultGroupsInitialRebalanceDelay,
+			MinSessionTimeout:     DefaultGroupsMinSessionTimeout,
+			MaxSessionTimeout:     DefaultGroupsMaxSessionTimeout,
+			OffsetsRetention:      DefaultGroupsOffsetsRetention,
 		},
 		ShutdownTimeout: DefaultShutdownTimeout,
 		meta:            newMeta(),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/fetchcache/fleet"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/fetchcache/server"
@@ -38,6 +39,10 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"fetch.peer_lease", d.Fetch.PeerLease, fleet.DefaultLease},
 		{"fetch.disk_cache_bytes", int64(d.Fetch.DiskCacheBytes), cache.DiskBytes},
 		{"kafka.idle_timeout", d.Kafka.IdleTimeout, kafkasrv.DefaultKafkaIdleTimeout},
+		{"groups.initial_rebalance_delay", d.Groups.InitialRebalanceDelay, groups.DefaultInitialRebalanceDelay},
+		{"groups.min_session_timeout", d.Groups.MinSessionTimeout, groups.DefaultMinSessionTimeout},
+		{"groups.max_session_timeout", d.Groups.MaxSessionTimeout, groups.DefaultMaxSessionTimeout},
+		{"groups.offsets_retention", d.Groups.OffsetsRetention, groups.DefaultOffsetsRetention},
 		{"kafka.request_read_timeout", d.Kafka.RequestReadTimeout, kafkasrv.DefaultKafkaRequestReadTimeout},
 		{"kafka.sasl_timeout", d.Kafka.SASLTimeout, kafkasrv.DefaultKafkaSASLTimeout},
 		{"kafka.max_connections", d.Kafka.MaxConnections, kafkasrv.DefaultKafkaMaxConnections},

@@ -120,7 +120,18 @@ func (v *validator) general() {
 		v.add("localtier.max_open_files", "must be -1 (no bound), 0 (half of RLIMIT_NOFILE) or a positive count (got %d)", n)
 	}
 	v.auth()
+	v.groups()
 	v.positiveDuration("shutdown_timeout", int64(c.ShutdownTimeout))
+}
+
+func (v *validator) groups() {
+	g := v.c.Groups
+	v.nonNegative("groups.initial_rebalance_delay", int64(g.InitialRebalanceDelay))
+	v.positiveDuration("groups.min_session_timeout", int64(g.MinSessionTimeout))
+	v.positiveDuration("groups.offsets_retention", int64(g.OffsetsRetention))
+	if g.MaxSessionTimeout < g.MinSessionTimeout {
+		v.add("groups.max_session_timeout", "must be at least groups.min_session_timeout (%v), got %v", g.MinSessionTimeout, g.MaxSessionTimeout)
+	}
 }
 
 func (v *validator) bucket() {

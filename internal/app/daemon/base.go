@@ -122,14 +122,20 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 }
 
 // groupCoordinator is the consumer-group coordinator of a daemon serving
-// Kafka, over the groups/ prefix of bkt (fetchcache/groups, with Kafka's
-// coordinator defaults). readOnly: the bucket refuses writes, and the group
+// Kafka, over the groups/ prefix of bkt (fetchcache/groups), timed by the
+// groups section (Kafka's coordinator defaults). readOnly: the bucket refuses writes, and the group
 // APIs answer COORDINATOR_NOT_AVAILABLE.
 func (b *base) groupCoordinator(bkt objstore.Bucket, readOnly bool) (*groups.Coordinator, error) {
 	m := groups.NewMetrics(b.reg)
 	log := b.log.With("component", "groups")
 	st := groups.NewStore(bkt, groups.StoreOptions{ReadOnly: readOnly, Metrics: m, Logger: log})
-	return groups.New(groups.Options{Store: st, Ring: b.ring, Metrics: m, Logger: log})
+	g := b.cfg.Groups
+	delay := g.InitialRebalanceDelay
+	if delay == 0 {
+		delay = -1 // groups.Options: 0 is the default, < 0 none
+	}
+	return groups.New(groups.Options{Store: st, Ring: b.ring, Metrics: m, Logger: log, InitialRebalanceDelay: delay,
+		MinSessionTimeout: g.MinSessionTimeout, MaxSessionTimeout: g.MaxSessionTimeout, OffsetsRetention: g.OffsetsRetention})
 }
 
 // runGroups runs c (timeouts, offset expiry) until the returned stop is

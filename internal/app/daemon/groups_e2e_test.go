@@ -111,7 +111,8 @@ func committedOf(t *testing.T, addr, group string) map[groupkit.TP]int64 {
 // of three cooperative-sticky members joins, loses one, gains one — every
 // offset delivered, committed offsets never go backwards (the object in
 // the bucket watched throughout), a commit of a fenced generation refused;
-// the commits survive a restart of the service; and with credentials that
+// the commits survive a restart of the service; a static member restarts
+// with no rebalance; and with credentials that
 // may only read, reads are served and the group APIs answer
 // COORDINATOR_NOT_AVAILABLE.
 func TestFetchGroupsOnMinIO(t *testing.T) {
@@ -160,14 +161,24 @@ func TestFetchGroupsOnMinIO(t *testing.T) {
 	}
 	f.stop()
 
-	// A new fetch service has the commits from the bucket.
-	f = startProc(t, bin, nil, "fetch", "--bucket", url)
+	// A new fetch service has the commits from the bucket. (It allows
+	// session timeouts from 2s: the groups section reaches the coordinator.)
+	f = startProc(t, bin, []string{"TIERED_GROUPS_MIN_SESSION_TIMEOUT=2s"}, "fetch", "--bucket", url)
+	jq := kmsg.NewPtrJoinGroupRequest()
+	jq.Group, jq.SessionTimeoutMillis, jq.RebalanceTimeoutMillis, jq.ProtocolType = "short", 3000, 3000, "consumer"
+	jq.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	if jr, err := jq.RequestWith(context.Background(), fetchkit.MustClient(t, kgo.SeedBrokers(f.kafka))); err != nil || jr.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("JoinGroup with a 3s session under groups.min_session_timeout=2s: %v %v", err, jr)
+	}
 	got := committedOf(t, f.kafka, "app")
 	for tp, e := range end {
 		if got[tp] != e {
 			t.Errorf("%v committed %d after the restart, want %d", tp, got[tp], e)
 		}
 	}
+	// Static membership: a member restarted within its session timeout
+	// gets its partitions back with no rebalance.
+	groupkit.StaticRestart(t, f.kafka, "static", "orders", end)
 	f.stop()
 
 	// Credentials that may only read: reads work, groups do not.

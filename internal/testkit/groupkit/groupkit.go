@@ -232,3 +232,38 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// StaticRestart runs the static-membership check against the listener at
+// addr: two static members (group.instance.id "a" and "b") of group read
+// every record of topic (end: each partition's end), then "b" restarts
+// within its session timeout; both must stay in the same generation — no
+// rebalance — and b must be back in the group.
+func StaticRestart(t testing.TB, addr, group, topic string, end map[TP]int64) {
+	t.Helper()
+	var d Delivered
+	opts := append(Fast(), kgo.ConsumeTopics(topic))
+	a := Start(t, addr, group, &d, append(opts, kgo.InstanceID("a"))...)
+	b := Start(t, addr, group, &d, append(opts, kgo.InstanceID("b"))...)
+	Eventually(t, 30*time.Second, "every record delivered", func() bool { return len(d.Missing(end)) == 0 })
+	Eventually(t, 10*time.Second, "both in one generation", func() bool {
+		_, ga := a.Client.GroupMetadata()
+		_, gb := b.Client.GroupMetadata()
+		return ga == gb && ga > 0
+	})
+	_, gen := a.Client.GroupMetadata()
+	b.Stop() // a static member does not leave on close (KIP-345)
+	b = Start(t, addr, group, &d, append(opts, kgo.InstanceID("b"))...)
+	Eventually(t, 10*time.Second, "the restarted member back in the group", func() bool {
+		_, g := b.Client.GroupMetadata()
+		return g > 0
+	})
+	time.Sleep(500 * time.Millisecond) // several heartbeats of a
+	if _, g := a.Client.GroupMetadata(); g != gen {
+		t.Fatalf("generation %d after the static restart, want %d (no rebalance)", g, gen)
+	}
+	if _, g := b.Client.GroupMetadata(); g != gen {
+		t.Fatalf("restarted member in generation %d, want %d", g, gen)
+	}
+	a.Stop()
+	b.Stop()
+}
