@@ -418,3 +418,53 @@ func (c *groupFranz) stop() ([]groupRec, map[int32]int64) {
 
 // b64 is s in standard base64, as the client programs print values.
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestGroupKafkajsFleet: kafkajs bootstrapped at the replica of a two-replica fleet that
+// does not coordinate its group follows FindCoordinator to the other and reads every
+// record of the cold topic once.
+func TestGroupKafkajsFleet(t *testing.T) {
+	node := requireClients(t)
+	bin := tiered(t)
+	g := buildGroupTopic(t, "kjsfleet", 3, 30, codec.Gzip)
+	bucket := g.cd.srv.URL(g.cd.bucket, "")
+	addrs := pickAddrs(t, 4)
+	kafka := []string{addrs[1], addrs[3]}
+	var replicas []*fetchProc
+	for i := range 2 {
+		cfg := fleetConfig(t, addrs[2*i], kafka[i], kafka, 2*time.Second, "")
+		replicas = append(replicas, startFetchAt(t, bin, bucket, cfg, addrs[2*i], kafka[i]))
+	}
+	const group = "kjs-fleet-app"
+	var coord string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c0, n0, err0 := findCoordinator(kafka[0], group)
+		c1, n1, err1 := findCoordinator(kafka[1], group)
+		if err0 == nil && err1 == nil && c0 == 0 && c1 == 0 && n0 == n1 {
+			coord = n0
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas do not agree: %s/%d/%v, %s/%d/%v", n0, c0, err0, n1, c1, err1)
+		}
+	}
+	other := kafka[0]
+	if coord == kafka[0] {
+		other = kafka[1]
+	}
+	recs := runGroupClient(t, 2*time.Minute, "kafkajs via the other replica", kafkajsArgs(node, other, group, g.name, 1000, 6*time.Second)...)
+	if seen := g.check(t, "kafkajs in a fleet", recs, false); len(recs) != g.parts*g.per || len(seen) != g.parts {
+		t.Fatalf("kafkajs read %d records through the fleet, want %d", len(recs), g.parts*g.per)
+	}
+	got, code, err := offsetFetch(coord, group, g.name, g.parts)
+	if err != nil || code != 0 {
+		t.Fatalf("OffsetFetch at the coordinator: %v %d", err, code)
+	}
+	for p := int32(0); p < int32(g.parts); p++ {
+		if got[p] != int64(g.per) {
+			t.Fatalf("partition %d committed %d at the coordinator, want %d", p, got[p], g.per)
+		}
+	}
+	for _, r := range replicas {
+		r.stop()
+	}
+}

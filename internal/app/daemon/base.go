@@ -68,6 +68,8 @@ type listenOptions struct {
 	// nodeID is the Kafka node id Metadata and FindCoordinator give this process (a fleet
 	// replica's: fleet.NodeID of its address; 0 alone).
 	nodeID int32
+	// peers are the other brokers Metadata lists (a fleet's live replicas; nil: none).
+	peers func() []kafkasrv.Broker
 	// groups answers the Kafka consumer-group APIs (nil: COORDINATOR_NOT_AVAILABLE).
 	groups *groups.Coordinator
 	// groupsHTTP serves the /v1/groups administration (nil: not routed).
@@ -114,6 +116,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			MaxInFlightResponseBytes: int64(k.MaxInFlightResponseBytes),
 			MaxFetchPartitions:       k.MaxFetchPartitions,
 			NodeID:                   o.nodeID,
+			Peers:                    o.peers,
 			Groups:                   o.groups,
 		}
 		so.Registerer = b.reg

@@ -93,7 +93,7 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.server, err = f.listen(listenOptions{catalog: cat, groups: f.groups, nodeID: nodeID,
+	if f.server, err = f.listen(listenOptions{catalog: cat, groups: f.groups, nodeID: nodeID, peers: fleetBrokers(f.fleet),
 		groupsHTTP: groupsHTTP(f.groups, cat, f.fleet)}); err != nil {
 		return nil, err
 	}

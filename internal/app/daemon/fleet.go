@@ -11,6 +11,7 @@ import (
 	"github.com/tiered/tiered/fetchcache/groupadmin"
 	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -53,6 +54,23 @@ func fleetNodeID(ctx context.Context, f *fleet.Fleet) (int32, error) {
 		return 0, fmt.Errorf("fetch fleet: %w", err)
 	}
 	return f.Self().NodeID, nil
+}
+
+// fleetBrokers lists the fleet's live replicas as Kafka brokers for Metadata (nil alone):
+// clients such as kafkajs reach the coordinator FindCoordinator names only if Metadata
+// listed it.
+func fleetBrokers(f *fleet.Fleet) func() []kafkasrv.Broker {
+	if f.Alone() {
+		return nil
+	}
+	return func() []kafkasrv.Broker {
+		live, _ := f.Live()
+		out := make([]kafkasrv.Broker, 0, len(live))
+		for _, m := range live {
+			out = append(out, kafkasrv.Broker{NodeID: m.NodeID, Host: m.Host(), Port: m.Port()})
+		}
+		return out
+	}
 }
 
 // startFleet names the HTTP URL in the lease (the advertised host, the bound HTTP port),
