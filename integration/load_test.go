@@ -147,39 +147,58 @@ func (c *rawKafkaConn) fetch(topic string, p int32, offset int64, maxBytes int32
 	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = p, offset, maxBytes, -1, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	kresp, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return nil, fmt.Errorf("fetch answer: error %d, %d topics", resp.ErrorCode, len(resp.Topics))
+	}
+	if ec := resp.Topics[0].Partitions[0].ErrorCode; ec != 0 {
+		return nil, fmt.Errorf("fetch %s-%d at %d: partition error %d", topic, p, offset, ec)
+	}
+	return resp, nil
+}
+
+// do sends one request and reads its answer (any API: the flexible response header's
+// tagged fields are skipped).
+func (c *rawKafkaConn) do(req kmsg.Request) (kmsg.Response, error) {
+	name := kmsg.NameForKey(req.Key())
 	c.corr++
 	c.buf = c.f.AppendRequest(c.buf[:0], req, c.corr)
 	if err := c.conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
 		return nil, err
 	}
 	if _, err := c.conn.Write(c.buf); err != nil {
-		return nil, fmt.Errorf("send fetch: %w", err)
+		return nil, fmt.Errorf("send %s: %w", name, err)
 	}
 	var size [4]byte
 	if _, err := io.ReadFull(c.rd, size[:]); err != nil {
-		return nil, fmt.Errorf("read fetch answer: %w", err)
+		return nil, fmt.Errorf("read %s answer: %w", name, err)
 	}
 	n := binary.BigEndian.Uint32(size[:])
 	if n < 4 || n > 16<<20 {
-		return nil, fmt.Errorf("fetch answer of %d bytes", n)
+		return nil, fmt.Errorf("%s answer of %d bytes", name, n)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(c.rd, body); err != nil {
-		return nil, fmt.Errorf("read fetch answer: %w", err)
+		return nil, fmt.Errorf("read %s answer: %w", name, err)
 	}
 	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
-		return nil, fmt.Errorf("fetch answer for correlation id %d, want %d", corr, c.corr)
+		return nil, fmt.Errorf("%s answer for correlation id %d, want %d", name, corr, c.corr)
 	}
-	resp := kmsg.NewPtrFetchResponse()
-	resp.Version = req.Version
-	if err := resp.ReadFrom(body[4:]); err != nil {
-		return nil, fmt.Errorf("decode fetch answer: %w", err)
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	body = body[4:]
+	if resp.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
+		if len(body) == 0 || body[0] != 0 {
+			return nil, fmt.Errorf("%s answer: unexpected tagged fields in the response header", name)
+		}
+		body = body[1:]
 	}
-	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return nil, fmt.Errorf("fetch answer: error %d, %d topics", resp.ErrorCode, len(resp.Topics))
-	}
-	if ec := resp.Topics[0].Partitions[0].ErrorCode; ec != 0 {
-		return nil, fmt.Errorf("fetch %s-%d at %d: partition error %d", topic, p, offset, ec)
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode %s answer: %w", name, err)
 	}
 	return resp, nil
 }

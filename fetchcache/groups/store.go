@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -297,6 +298,9 @@ type Listed struct {
 // group keys are skipped.
 func (s *Store) List(ctx context.Context, fn func(Listed) error) error {
 	return s.b.List(ctx, KeyPrefix, func(info objstore.ObjectInfo) error {
+		if strings.HasPrefix(info.Key, FleetPrefix) {
+			return nil // the fetch fleet's leases (docs/format/fleet.md), not groups
+		}
 		g, err := GroupOfKey(info.Key)
 		if err != nil {
 			s.log.Warn("foreign key under groups/ skipped", "key", info.Key, "err", err)

@@ -75,11 +75,13 @@ func (a *httpAPI) deny(rw http.ResponseWriter, r *http.Request, code, msg string
 }
 
 // auditTarget is what a change route acts on before its body is read: the
-// {topic}, "config" for reload, else "topics".
+// {topic}, the {group}, "config" for reload, else "topics".
 func auditTarget(rt Route, r *http.Request) string {
 	switch {
 	case r.PathValue("topic") != "":
 		return r.PathValue("topic")
+	case r.PathValue("group") != "":
+		return r.PathValue("group")
 	case rt.Audit == AuditReload:
 		return "config"
 	}

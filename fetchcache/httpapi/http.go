@@ -115,6 +115,10 @@ type HTTPOptions struct {
 	// Registerer receives the produce budget's tiered_fetch_gate_* series;
 	// nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// Groups, when set, serves the consumer-group administration routes
+	// (groupRoutes: /v1/groups...) — the fetch service's, over its
+	// coordinator and group store.
+	Groups *Groups
 }
 
 // httpAPI serves the /v1 API.
@@ -274,6 +278,9 @@ func (a *httpAPI) routes(o HTTPOptions) []route {
 	)
 	if o.Writer != nil {
 		rts = append(rts, a.writeRoutes(o.Writer)...)
+	}
+	if o.Groups != nil {
+		rts = append(rts, a.groupRoutes(o.Groups)...)
 	}
 	return append(rts, route{Route{Pattern: "/"}, a.counted(func(w *countingWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

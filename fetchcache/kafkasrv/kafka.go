@@ -89,6 +89,13 @@ const (
 // budget (KafkaOptions.MaxInFlightResponseBytes).
 const ResponseBudgetGate = "kafka_response_bytes"
 
+// Broker is a broker Metadata names: its node id and advertised address.
+type Broker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+}
+
 // KafkaOptions configures NewKafkaServer. Zero fields take the defaults.
 type KafkaOptions struct {
 	Catalog fetchcache.Catalog // required
@@ -102,6 +109,10 @@ type KafkaOptions struct {
 	AdvertisedAddr string
 	NodeID         int32
 	ClusterID      string
+	// Peers lists the other brokers Metadata names beside this one: a fetch fleet's live
+	// replicas, so that a client which only connects to brokers Metadata listed (kafkajs)
+	// can reach the group coordinator FindCoordinator names. Nil: none.
+	Peers func() []Broker
 
 	MaxRequestBytes   int
 	FetchMaxBytes     int

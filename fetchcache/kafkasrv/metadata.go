@@ -44,6 +44,16 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID, b.Host, b.Port = s.o.NodeID, host, port
 	r.Brokers = []kmsg.MetadataResponseBroker{b}
+	if s.o.Peers != nil {
+		for _, pb := range s.o.Peers() {
+			if pb.NodeID == s.o.NodeID {
+				continue
+			}
+			mb := kmsg.NewMetadataResponseBroker()
+			mb.NodeID, mb.Host, mb.Port = pb.NodeID, pb.Host, pb.Port
+			r.Brokers = append(r.Brokers, mb)
+		}
+	}
 	cluster := s.o.ClusterID
 	r.ClusterID = &cluster
 	r.ControllerID = s.o.NodeID

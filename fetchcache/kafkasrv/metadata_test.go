@@ -75,4 +75,31 @@ func TestKafkaMetadata(t *testing.T) {
 			}
 		}
 	})
+	// A fetch fleet's other live replicas are brokers too (kafkajs connects to the group
+	// coordinator FindCoordinator names only through Metadata's list); this one is not
+	// listed twice, and partitions stay led by it.
+	t.Run("fleet peers", func(t *testing.T) {
+		peers := []Broker{{NodeID: 3, Host: "kafka.example", Port: 19092}, {NodeID: 77, Host: "10.0.0.7", Port: 9093}}
+		addr := startKafka(t, e.Cat, KafkaOptions{AdvertisedAddr: "kafka.example:19092", NodeID: 3, Peers: func() []Broker { return peers }})
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		req := kmsg.NewPtrMetadataRequest()
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Brokers) != 2 || resp.Brokers[0].NodeID != 3 || resp.Brokers[1].NodeID != 77 || resp.Brokers[1].Host != "10.0.0.7" || resp.Brokers[1].Port != 9093 {
+			t.Fatalf("brokers %+v", resp.Brokers)
+		}
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				if p.Leader != 3 {
+					t.Fatalf("partition %d led by %d", p.Partition, p.Leader)
+				}
+			}
+		}
+	})
 }

@@ -101,6 +101,7 @@ func init() {
 		uploadCmd, sidecarCmd, sidecarPlanCmd,
 		serveCmd, fetchCmd, demoCmd,
 		configPrintCmd,
+		groupsListCmd, groupsDescribeCmd, groupsResetCmd, groupsDeleteCmd,
 		versionCmd, helpCmd,
 	}
 }
@@ -113,7 +114,11 @@ var groups = map[string]string{
 	"inspect": "segment|index|manifest",
 	"bucket":  "verify",
 	"config":  "print",
+	"groups":  "list|describe|reset-offsets|delete",
 }
+
+// groupNotes are printed after a group's subcommands by 'tiered help <group>'.
+var groupNotes = map[string]string{"groups": groupsNotes}
 
 func findCommand(name string) *command {
 	for _, c := range commands() {
@@ -437,6 +442,9 @@ func groupHelp(group string) string {
 		if strings.HasPrefix(c.name, group+" ") {
 			fmt.Fprintf(&b, "  %-18s %s\n", c.name, c.summary)
 		}
+	}
+	if notes, ok := groupNotes[group]; ok {
+		b.WriteString("\n" + notes)
 	}
 	fmt.Fprintf(&b, "\nRun 'tiered help %s <subcommand>' for its flags.\n", group)
 	return b.String()

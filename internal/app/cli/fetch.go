@@ -39,6 +39,16 @@ group empties (offsets.retention.minutes). With auth.acls a principal reads the 
 entry allows and uses the groups its groups patterns allow, and /metrics needs admin
 (README, "Authorization").
 
+Fleet: fetch.peers (config file, or TIERED_FETCH_PEERS) lists the replicas' advertised
+Kafka addresses (this one's --advertised-addr among them), or is one DNS name resolving to
+all of them (a Kubernetes headless Service); empty, this replica coordinates every
+consumer group. Each replica keeps a lease in the bucket (groups/.fleet/, rewritten every
+fetch.peer_lease/5, deleted on SIGTERM); each group is coordinated by one live replica
+(rendezvous hashing), which FindCoordinator on any replica names. A killed coordinator's
+groups move to another replica within 1.4 x fetch.peer_lease (default lease 10s: 14s).
+Group administration: GET /v1/groups[/G], POST /v1/groups/G/reset-offsets, DELETE
+/v1/groups/G ('tiered help groups').
+
 Configuration as for serve (defaults < --config FILE < TIERED_* < flags); an invalid
 configuration or a bucket that cannot be opened is refused with every problem listed
 (exit 1; 2 when the only problems are flag values or a required flag not given). SIGTERM finishes in-flight requests within shutdown_timeout and exits 0.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/fleet"
 	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
@@ -48,6 +49,7 @@ const (
 	DefaultFetchMaxInFlightBytes  = chunkcache.DefaultInFlightChunks * DefaultFetchChunkBytes
 	DefaultFetchMaxWait           = chunkcache.DefaultMaxWait
 	DefaultFetchReadAheadChunks   = chunkcache.DefaultReadAheadChunks
+	DefaultFetchPeerLease         = fleet.DefaultLease // the fleet's own (fetchcache/fleet)
 
 	// The http listener's limits are the server's and the API's own.
 	DefaultHTTPReadHeaderTimeout       = server.DefaultHTTPReadHeaderTimeout
@@ -316,7 +318,20 @@ type Fetch struct {
 	// ReadAheadChunks is how many chunks past a sequential read are prefetched (default 4;
 	// 0 disables).
 	ReadAheadChunks int `yaml:"readahead_chunks"`
+	// Peers are the fetch fleet's replicas (env TIERED_FETCH_PEERS): a list of advertised
+	// Kafka addresses (this replica's kafka.advertised_addr among them), or one host:port
+	// whose host is a DNS name resolving to every replica, as a Kubernetes headless service
+	// does. A single string is one entry; empty (the default) means alone: this replica
+	// coordinates every consumer group.
+	Peers PeerList `yaml:"peers"`
+	// PeerLease is how long a replica counts as alive after its lease object in the bucket
+	// last changed (default 10s, at least 500ms); leases are renewed every PeerLease/5, and a
+	// killed coordinator's groups move within 1.4 × PeerLease.
+	PeerLease time.Duration `yaml:"peer_lease"`
 }
+
+// PeerList is fetch.peers: a YAML list, or a single string (one address or DNS name).
+type PeerList []string
 
 // Defaults returns the built-in configuration: Kafka's defaults for the broker keys that have
 // a non-null default, and loopback listeners. Bucket is left empty (Load derives it from
@@ -359,6 +374,7 @@ func Defaults() Config {
 			MaxInFlightBytes:  DefaultFetchMaxInFlightBytes,
 			MaxWait:           DefaultFetchMaxWait,
 			ReadAheadChunks:   DefaultFetchReadAheadChunks,
+			PeerLease:         DefaultFetchPeerLease,
 		},
 		Sidecar: Sidecar{DeletedTopicRetention: DefaultDeletedTopicRetention},
 		Groups: Groups{

@@ -371,6 +371,11 @@ func TestValidationErrors(t *testing.T) {
 		{name: "sidecar_needs_bucket", process: ProcessSidecar, flags: map[string]string{"kafka-log-dir": logDir}, path: "bucket", msg: "required for tiered sidecar (--bucket)"},
 		{name: "sidecar_bucket_in_log_dir", process: ProcessSidecar, flags: map[string]string{"kafka-log-dir": dir, "bucket": "file://" + dir + "/b"}, path: "bucket", msg: "must not be inside sidecar.kafka_log_dir"},
 		{name: "fetch_needs_bucket", process: ProcessFetch, path: "bucket", msg: "required for tiered fetch (--bucket)"},
+		{name: "peers_bad_entry", yaml: "fetch:\n  peers: [10.0.0.1:9092, nope]\n", path: "fetch.peers[1]", line: 3, msg: `"nope" is not host:port`},
+		{name: "peers_self_missing", process: ProcessFetch, yaml: "bucket: mem://b\nkafka:\n  advertised_addr: 10.0.0.3:9092\nfetch:\n  peers: [10.0.0.1:9092, 10.0.0.2:9092]\n", path: "fetch.peers", line: 6, msg: "advertised address 10.0.0.3:9092 (kafka.advertised_addr, else kafka.addr) is not in the list"},
+		{name: "peers_port_zero", process: ProcessFetch, yaml: "bucket: mem://b\nkafka:\n  addr: 127.0.0.1:0\nhttp:\n  addr: 127.0.0.1:0\nfetch:\n  peers: fetch.svc:9092\n", path: "fetch.peers", line: 8, msg: "a fleet needs a fixed advertised address"},
+		{name: "peer_lease_short", yaml: "fetch:\n  peer_lease: 100ms\n", path: "fetch.peer_lease", line: 3, msg: "must be at least 500ms"},
+		{name: "peers_mapping", yaml: "fetch:\n  peers: {a: b}\n", path: "fetch.peers", line: 3, msg: "want a list, got a mapping"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -861,6 +866,37 @@ func writeCert(t *testing.T, dir, name string) (certFile, keyFile string) {
 // listener defaults (no HTTP listener unless configured, no Kafka listener), its uploader
 // flags (--rate keeps its binary single-letter units), and the kafka section and data_dir of
 // a file shared with fetch left unchecked.
+// TestFetchPeers: fetch.peers as DESIGN.md writes it (one DNS name as a string), as a list,
+// and from the environment in both shapes.
+func TestFetchPeers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts LoadOptions
+		want PeerList
+		src  Source
+	}{
+		{"default alone", LoadOptions{Process: ProcessFetch, Flags: map[string]string{"bucket": "mem://b"}}, nil, SourceDefault},
+		{"dns string", LoadOptions{Process: ProcessFetch, File: writeFile(t, "bucket: mem://b\nkafka: {addr: '127.0.0.1:9092'}\nfetch: {peers: \"fetch-headless.tiered.svc:9092\"}\n")},
+			PeerList{"fetch-headless.tiered.svc:9092"}, SourceFile},
+		{"list", LoadOptions{Process: ProcessFetch, File: writeFile(t, "bucket: mem://b\nkafka: {advertised_addr: '10.0.0.2:9092'}\nfetch:\n  peers:\n    - 10.0.0.1:9092\n    - 10.0.0.2:9092\n")},
+			PeerList{"10.0.0.1:9092", "10.0.0.2:9092"}, SourceFile},
+		{"env list", LoadOptions{Process: ProcessFetch, Flags: map[string]string{"bucket": "mem://b", "advertised-addr": "10.0.0.1:9092"},
+			Env: []string{"TIERED_FETCH_PEERS=[10.0.0.1:9092, 10.0.0.2:9092]"}}, PeerList{"10.0.0.1:9092", "10.0.0.2:9092"}, SourceEnv},
+		{"env dns", LoadOptions{Process: ProcessFetch, Flags: map[string]string{"bucket": "mem://b", "advertised-addr": "10.0.0.1:9092"},
+			Env: []string{"TIERED_FETCH_PEERS=fetch.svc:9092"}}, PeerList{"fetch.svc:9092"}, SourceEnv},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustLoad(t, tc.opts)
+			if !reflect.DeepEqual(c.Fetch.Peers, tc.want) || c.Source("fetch.peers") != tc.src {
+				t.Fatalf("fetch.peers = %q from %s, want %q from %s", c.Fetch.Peers, c.Source("fetch.peers"), tc.want, tc.src)
+			}
+			if c.Fetch.PeerLease != DefaultFetchPeerLease {
+				t.Fatalf("fetch.peer_lease = %s, want the default %s", c.Fetch.PeerLease, DefaultFetchPeerLease)
+			}
+		})
+	}
+}
+
 func TestSidecarConfig(t *testing.T) {
 	logDir, envLogDir := t.TempDir(), t.TempDir()
 	file := writeFile(t, `

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/fleet"
 	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
@@ -35,6 +36,7 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"fetch.max_inflight_bytes", int64(d.Fetch.MaxInFlightBytes), cache.MaxInFlightBytes},
 		{"fetch.max_wait", d.Fetch.MaxWait, cache.MaxWait},
 		{"fetch.readahead_chunks", d.Fetch.ReadAheadChunks, cache.ReadAheadChunks},
+		{"fetch.peer_lease", d.Fetch.PeerLease, fleet.DefaultLease},
 		{"fetch.disk_cache_bytes", int64(d.Fetch.DiskCacheBytes), cache.DiskBytes},
 		{"kafka.idle_timeout", d.Kafka.IdleTimeout, kafkasrv.DefaultKafkaIdleTimeout},
 		{"groups.initial_rebalance_delay", d.Groups.InitialRebalanceDelay, groups.DefaultInitialRebalanceDelay},

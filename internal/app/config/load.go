@@ -344,6 +344,7 @@ var (
 	byteSizeType = reflect.TypeFor[ByteSize]()
 	aclType      = reflect.TypeFor[ACL]()
 	retainType   = reflect.TypeFor[RetentionDuration]()
+	peerListType = reflect.TypeFor[PeerList]()
 )
 
 // fieldByTag returns the field of struct type t with yaml tag key.
@@ -435,6 +436,16 @@ func (l *loader) decode(n *yaml.Node, v reflect.Value, path string) {
 		return
 	case t == aclType:
 		l.decodeACL(n, v, path)
+		return
+	case t == peerListType && n.Kind == yaml.ScalarNode:
+		// fetch.peers: one string is one entry (a DNS name, or a single address).
+		l.clearBelow(path)
+		if s := strings.TrimSpace(n.Value); s == "" {
+			v.Set(reflect.Zero(t))
+		} else {
+			v.Set(reflect.ValueOf(PeerList{s}))
+		}
+		l.set(path, n.Line)
 		return
 	case t.Kind() == reflect.Struct:
 		if n.Kind != yaml.MappingNode {

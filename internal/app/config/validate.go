@@ -8,11 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tiered/tiered/fetchcache/auth"
+	"github.com/tiered/tiered/fetchcache/fleet"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/remotetier/policy"
@@ -326,6 +328,39 @@ func (v *validator) uploader() {
 	}
 }
 
+// peers checks fetch.peers: host:port entries, and for tiered fetch with a list of
+// addresses, this replica's advertised address among them.
+func (v *validator) peers() {
+	peers := v.c.Fetch.Peers
+	if len(peers) == 0 {
+		return
+	}
+	ok := true
+	for i, p := range peers {
+		if err := checkHostPort(p, false, false); err != nil {
+			v.add(fmt.Sprintf("fetch.peers[%d]", i), "%v", err)
+			ok = false
+		}
+	}
+	if !ok || v.p != ProcessFetch {
+		return
+	}
+	self := v.c.Kafka.AdvertisedAddr
+	if self == "" {
+		self = v.c.Kafka.Addr
+	}
+	if _, port, err := net.SplitHostPort(self); err != nil || port == "0" {
+		v.add("fetch.peers", "a fleet needs a fixed advertised address: set kafka.advertised_addr (the Kafka address %q has no fixed port)", self)
+		return
+	}
+	if len(peers) == 1 && fleet.IsDNSName(peers[0]) {
+		return // a DNS name: the replica finds itself among its answers at start-up
+	}
+	if !slices.Contains(peers, self) {
+		v.add("fetch.peers", "this replica's advertised address %s (kafka.advertised_addr, else kafka.addr) is not in the list %s", self, strings.Join(peers, ", "))
+	}
+}
+
 func (v *validator) fetch() {
 	f := v.c.Fetch
 	chunk := int64(f.ChunkBytes)
@@ -357,6 +392,10 @@ func (v *validator) fetch() {
 		v.add("fetch.max_inflight_bytes", "must be at least one chunk (%d bytes, fetch.chunk_bytes)", chunk)
 	}
 	v.positiveDuration("fetch.max_wait", int64(f.MaxWait))
+	if f.PeerLease < fleet.MinLease {
+		v.add("fetch.peer_lease", "must be at least %s (got %s)", fleet.MinLease, f.PeerLease)
+	}
+	v.peers()
 	if f.ReadAheadChunks < 0 {
 		v.add("fetch.readahead_chunks", "must not be negative (got %d; 0 disables read-ahead)", f.ReadAheadChunks)
 	}

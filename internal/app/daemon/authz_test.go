@@ -197,6 +197,14 @@ var httpMatrix = map[string]httpCase{
 		[6]int{401, 403, 200, 403, 403, 200}},
 	"POST /v1/admin/reload": {"POST", "/v1/admin/reload", "", [6]int{401, 403, 403, 200, 403, 200}},
 	"/":                     {"GET", "/no/such/path", "", [6]int{401, 404, 404, 404, 404, 404}},
+	// The group administration: list for every reader (filtered by the principal's groups
+	// patterns), describe only for a principal whose patterns allow the group (or admin;
+	// "ghost" has no object: 404), reset and delete for admin.
+	"GET /v1/groups":         {"GET", "/v1/groups", "", [6]int{401, 200, 200, 200, 200, 200}},
+	"GET /v1/groups/{group}": {"GET", "/v1/groups/ghost", "", [6]int{401, 403, 403, 404, 403, 404}},
+	"POST /v1/groups/{group}/reset-offsets": {"POST", "/v1/groups/ghost/reset-offsets", `{"topic":"alpha","to_earliest":true}`,
+		[6]int{401, 403, 403, 200, 403, 200}},
+	"DELETE /v1/groups/{group}": {"DELETE", "/v1/groups/ghost", "", [6]int{401, 403, 403, 404, 403, 404}},
 }
 
 // callers are the matrix's columns: "" is no token (or no SASL).
@@ -213,7 +221,7 @@ func TestAuthorizationMatrixHTTP(t *testing.T) {
 	if a := call(t, "POST", open+"/v1/topics/alpha/records", "{\"value\":\"v0\"}\n"); a.status != 200 {
 		t.Fatalf("produce without auth: %+v", a)
 	}
-	routes := httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry()})
+	routes := httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry(), Groups: &httpapi.Groups{}})
 	seen := map[string]bool{}
 	for _, rt := range routes {
 		seen[rt.Pattern] = true
@@ -549,7 +557,7 @@ func TestREADMEPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, rt := range httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry()}) {
+	for _, rt := range httpapi.Routes(httpapi.HTTPOptions{Writer: serveWriter{}, Gatherer: prometheus.NewRegistry(), Groups: &httpapi.Groups{}}) {
 		want := "| `" + rt.Pattern + "` | " + rt.Perm.String()
 		if rt.Public {
 			want += " (no authentication)"

@@ -65,8 +65,15 @@ type listenOptions struct {
 	ready func(context.Context) error
 	// writer serves the /v1 write API (serve's produce and topic admin).
 	writer httpapi.Writer
+	// nodeID is the Kafka node id Metadata and FindCoordinator give this process (a fleet
+	// replica's: fleet.NodeID of its address; 0 alone).
+	nodeID int32
+	// peers are the other brokers Metadata lists (a fleet's live replicas; nil: none).
+	peers func() []kafkasrv.Broker
 	// groups answers the Kafka consumer-group APIs (nil: COORDINATOR_NOT_AVAILABLE).
 	groups *groups.Coordinator
+	// groupsHTTP serves the /v1/groups administration (nil: not routed).
+	groupsHTTP *httpapi.Groups
 }
 
 // listen binds the daemon's listeners, the same for every daemon: HTTP on http.addr with
@@ -82,6 +89,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 		Ready:    o.ready,
 		HTTP: httpapi.HTTPOptions{
 			Writer:                  o.writer,
+			Groups:                  o.groupsHTTP,
 			BodyReadTimeout:         b.cfg.HTTP.BodyReadTimeout,
 			WriteTimeout:            b.cfg.HTTP.WriteTimeout,
 			MaxInFlightProduceBytes: int64(b.cfg.HTTP.MaxInFlightProduceBytes),
@@ -107,6 +115,8 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			MaxConnectionsPerIP:      k.MaxConnectionsPerIP,
 			MaxInFlightResponseBytes: int64(k.MaxInFlightResponseBytes),
 			MaxFetchPartitions:       k.MaxFetchPartitions,
+			NodeID:                   o.nodeID,
+			Peers:                    o.peers,
 			Groups:                   o.groups,
 		}
 		so.Registerer = b.reg

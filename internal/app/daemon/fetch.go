@@ -10,6 +10,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/fleet"
 	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
@@ -33,12 +34,15 @@ type FetchOptions struct {
 type Fetch struct {
 	base
 	bucket objstore.Bucket
-	// groupBkt is the read-write handle of the group coordinator (nil when
-	// the bucket could only be opened read-only: then bucket serves it).
+	// groupBkt is the read-write handle of the group coordinator and the fleet's leases
+	// (nil when the bucket could only be opened read-only: then bucket serves it).
 	groupBkt objstore.Bucket
 	groups   *groups.Coordinator
-	cache    *chunkcache.CachingBucket
-	server   *server.Server
+	// fleet is the fetch fleet (fetch.peers; alone without): which replica coordinates
+	// each consumer group.
+	fleet  *fleet.Fleet
+	cache  *chunkcache.CachingBucket
+	server *server.Server
 }
 
 // NewFetch opens and checks the bucket (read-only for reads: Put and Delete
@@ -76,12 +80,24 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	} else {
 		f.groupBkt, groupBkt, readOnly = rw, objstore.WithMetrics(rw, f.reg), false
 	}
+	// The fleet decides which groups this replica coordinates; a group that moves away is
+	// released by the coordinator (re-read from the bucket if it comes back).
+	if f.fleet, err = f.newFleet(groupBkt, func(g string) { f.groups.Release(g) }); err != nil {
+		return nil, err
+	}
+	f.ring = f.fleet
 	if f.groups, err = f.groupCoordinator(groupBkt, readOnly); err != nil {
 		return nil, err
 	}
-	if f.server, err = f.listen(listenOptions{catalog: cat, groups: f.groups}); err != nil {
+	nodeID, err := fleetNodeID(ctx, f.fleet)
+	if err != nil {
 		return nil, err
 	}
+	if f.server, err = f.listen(listenOptions{catalog: cat, groups: f.groups, nodeID: nodeID, peers: fleetBrokers(f.fleet),
+		groupsHTTP: groupsHTTP(f.groups, cat, f.fleet)}); err != nil {
+		return nil, err
+	}
+	f.startFleet(ctx, f.fleet, f.HTTPAddr())
 	return f, nil
 }
 
@@ -126,7 +142,14 @@ func (f *Fetch) KafkaAddr() string {
 func (f *Fetch) Run(ctx context.Context) error {
 	f.log.Info("fetch service started", "bucket", ShownURL(f.cfg.Bucket), "http", f.HTTPAddr(), "kafka", f.KafkaAddr())
 	stopGroups := runGroups(f.groups)
+	fleetCtx, stopFleet := context.WithCancel(ctx)
+	fleetDone := make(chan error, 1)
+	go func() { fleetDone <- f.fleet.Run(fleetCtx) }() // renews the lease; releases it when stopped
 	err := f.server.Serve(ctx)
+	stopFleet()
+	if ferr := <-fleetDone; ferr != nil {
+		f.log.Warn("fetch fleet", "err", ferr)
+	}
 	stopGroups()
 	f.server = nil // served: nothing left to close
 	if cerr := f.close(); err == nil && cerr != nil {

@@ -174,10 +174,11 @@ func NewServe(ctx context.Context, o ServeOptions) (_ *Serve, err error) {
 		return nil, err
 	}
 	srv, err := s.listen(listenOptions{
-		groups:  s.groups,
-		catalog: s.catalog,
-		ready:   func(context.Context) error { return s.notReady() },
-		writer:  serveWriter{s},
+		groups:     s.groups,
+		groupsHTTP: groupsHTTP(s.groups, s.catalog, nil),
+		catalog:    s.catalog,
+		ready:      func(context.Context) error { return s.notReady() },
+		writer:     serveWriter{s},
 	})
 	if err != nil {
 		return nil, err

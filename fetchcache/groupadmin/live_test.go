@@ -1,0 +1,82 @@
+package groupadmin
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tiered/tiered/fetchcache/groups"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// TestCoordinatorLive: the membership a real coordinator holds — member, client, the
+// consumer assignment decoded — and delete through the coordinator, refused with members.
+func TestCoordinatorLive(t *testing.T) {
+	ctx := context.Background()
+	store := groups.NewStore(objstore.NewMemory(), groups.StoreOptions{})
+	c, err := groups.New(groups.Options{Store: store, InitialRebalanceDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Wait()
+	join := func(member string) *kmsg.JoinGroupResponse {
+		q := kmsg.NewPtrJoinGroupRequest()
+		q.Version, q.Group, q.MemberID, q.ProtocolType = 9, "app", member, groups.ProtocolTypeConsumer
+		q.SessionTimeoutMillis, q.RebalanceTimeoutMillis = 10000, 10000
+		q.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+		return c.Join(ctx, groups.Client{ID: "billing-1", Host: "10.0.0.1"}, q)
+	}
+	r := join("")
+	if r.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: %d", r.ErrorCode)
+	}
+	r = join(r.MemberID)
+	if r.ErrorCode != 0 {
+		t.Fatalf("join: %d", r.ErrorCode)
+	}
+	a := kmsg.NewConsumerMemberAssignment()
+	a.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "orders", Partitions: []int32{0, 2}}}
+	sq := kmsg.NewPtrSyncGroupRequest()
+	sq.Version, sq.Group, sq.MemberID, sq.Generation = 5, "app", r.MemberID, r.Generation
+	sq.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: r.MemberID, MemberAssignment: a.AppendTo(nil)}}
+	if sr := c.Sync(ctx, sq); sr.ErrorCode != 0 {
+		t.Fatalf("sync: %d", sr.ErrorCode)
+	}
+	cq := kmsg.NewPtrOffsetCommitRequest()
+	cq.Version, cq.Group, cq.MemberID, cq.Generation = 9, "app", r.MemberID, r.Generation
+	cq.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "orders", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 3, LeaderEpoch: -1}}}}
+	if cr := c.Commit(ctx, cq); cr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: %d", cr.Topics[0].Partitions[0].ErrorCode)
+	}
+	live := CoordinatorLive{C: c}
+	l, ok := live.LiveGroup(ctx, "app")
+	if !ok || l.State != groups.StateStable || len(l.Members) != 1 {
+		t.Fatalf("live: %+v %v", l, ok)
+	}
+	m := l.Members[0]
+	if m.MemberID != r.MemberID || m.ClientID != "billing-1" || len(m.Assignment) != 1 || m.Assignment[0].Topic != "orders" || len(m.Assignment[0].Partitions) != 2 {
+		t.Fatalf("member: %+v", m)
+	}
+	if _, ok := live.LiveGroup(ctx, "never"); ok {
+		t.Fatal("a group that does not exist is live")
+	}
+	admin := &Admin{Store: store, Catalog: catalog{}, Live: live}
+	if err := admin.Delete(ctx, "app"); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("delete with a member: %v", err)
+	}
+	lq := kmsg.NewPtrLeaveGroupRequest()
+	lq.Version, lq.Group = 5, "app"
+	lq.Members = []kmsg.LeaveGroupRequestMember{{MemberID: r.MemberID}}
+	if lr := c.Leave(lq); lr.ErrorCode != 0 {
+		t.Fatalf("leave: %d", lr.ErrorCode)
+	}
+	if err := admin.Delete(ctx, "app"); err != nil {
+		t.Fatalf("delete after the member left: %v", err)
+	}
+	if names := live.Names(ctx); len(names) != 0 {
+		t.Fatalf("groups after delete: %v", names)
+	}
+}

@@ -1,0 +1,92 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/fetchcache/fleet"
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/testkit/testnet"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// startFleetFetch runs `tiered fetch` on a memory bucket with fetch.peers; stop ends Run
+// (SIGTERM) and returns its error, once.
+func startFleetFetch(t *testing.T, bucket, httpAddr, kafkaAddr string, peers []string) (f *Fetch, stop func() error) {
+	t.Helper()
+	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessFetch, Flags: map[string]string{
+		"bucket": bucket, "http": httpAddr, "kafka": kafkaAddr, "advertised-addr": kafkaAddr,
+		"fetch.peers": "[" + strings.Join(peers, ", ") + "]", "fetch.peer_lease": "600ms", "shutdown_timeout": "10s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err = NewFetch(context.Background(), FetchOptions{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return f, stop
+}
+
+// TestFetchFleetLifecycle: two fetch daemons with fetch.peers write their leases, see each
+// other, advertise node ids that are hashes of their addresses, agree on every group's
+// coordinator; SIGTERM (the end of Run's context) deletes the lease and the other takes
+// every group at its next poll.
+func TestFetchFleetLifecycle(t *testing.T) {
+	addrs := testnet.LoopbackAddrs(t, 4)
+	peers := []string{addrs[1], addrs[3]}
+	bucket := "mem://fleet-lifecycle-" + strings.ReplaceAll(t.Name(), "/", "-")
+	a, stopA := startFleetFetch(t, bucket, addrs[0], peers[0], peers)
+	b, _ := startFleetFetch(t, bucket, addrs[2], peers[1], peers)
+	wait := func(f *Fetch, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if live, _ := f.fleet.Live(); len(live) == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				live, _ := f.fleet.Live()
+				t.Fatalf("%s sees %v, want %d replicas", f.fleet.Self().Addr, live, n)
+			}
+		}
+	}
+	wait(a, 2)
+	wait(b, 2)
+	if a.fleet.Self().NodeID != fleet.NodeID(peers[0]) || a.fleet.HTTPURL(peers[1]) != "http://"+addrs[2] {
+		t.Fatalf("node id %d, peer HTTP %q", a.fleet.Self().NodeID, a.fleet.HTTPURL(peers[1]))
+	}
+	for _, g := range []string{"a", "billing", "orders-app"} {
+		ma, _ := a.fleet.Owner(g)
+		mb, _ := b.fleet.Owner(g)
+		if ma.Addr != mb.Addr {
+			t.Fatalf("group %s: %s on one replica, %s on the other", g, ma.Addr, mb.Addr)
+		}
+	}
+	if err := stopA(); err != nil {
+		t.Fatalf("fetch A stopped with %v", err)
+	}
+	wait(b, 1)
+	mem := objstore.OpenMemory(strings.TrimPrefix(bucket, "mem://"))
+	if _, err := mem.Attributes(context.Background(), fleet.LeaseKey(peers[0])); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("A's lease after SIGTERM: %v, want it deleted", err)
+	}
+	if _, err := mem.Attributes(context.Background(), fleet.LeaseKey(peers[1])); err != nil {
+		t.Fatalf("B's lease: %v", err)
+	}
+}
