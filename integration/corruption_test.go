@@ -108,10 +108,11 @@ func kafkaFetch(t testing.TB, cl *kgo.Client, topic string, p int32, off int64) 
 // TestCorruptRemoteObjects flips one byte in an uploaded segment's .log
 // (inside one batch's records) and one in another segment's .index, with
 // minio-go. Reading every batch of the partition through the fetch
-// service, over HTTP and over Kafka (franz-go): the corrupt batch and the
-// segment with the corrupt index answer an error (HTTP 500
-// CORRUPT_MESSAGE, Kafka CORRUPT_MESSAGE), never data; every other batch
-// is served byte for byte; tiered_fetch_corrupt_objects_total counts the
+// service, over HTTP and over Kafka (franz-go): the corrupt batch answers
+// an error (HTTP 500 CORRUPT_MESSAGE, Kafka CORRUPT_MESSAGE), never data;
+// every other batch is served byte for byte (a sequential read enters a
+// segment at its first byte and needs no index); a new reader starting
+// inside the segment with the corrupt index is refused the same way; tiered_fetch_corrupt_objects_total counts the
 // refusals; VerifyBucket reports both objects.
 func TestCorruptRemoteObjects(t *testing.T) {
 	cd := buildCold(t, func(d *localtier.LogDir) {
@@ -180,7 +181,10 @@ func TestCorruptRemoteObjects(t *testing.T) {
 		if b == nil {
 			t.Fatalf("no expected batch at %d", off)
 		}
-		corrupt := (off >= badFirst && off <= badLast) || (off >= idxFirst && off <= idxLast)
+		// A sequential read enters segment 2 at its first byte and never
+		// needs its index (one GET per segment), so its batches are served;
+		// the read that needs the corrupt index is checked below.
+		corrupt := off >= badFirst && off <= badLast
 		h := httpFetch(t, fs.httpURL, "events", 0, off)
 		code, kdata := kafkaFetch(t, cl, "events", 0, off)
 		switch {
@@ -208,6 +212,40 @@ func TestCorruptRemoteObjects(t *testing.T) {
 	if got := fs.counter(t, "tiered_fetch_corrupt_objects_total"); got != float64(refused) {
 		t.Fatalf("tiered_fetch_corrupt_objects_total = %v, want %d", got, refused)
 	}
+
+	// A new fetch process reading from the middle of segment 2 must look the
+	// offset up in the corrupt index: refused over both interfaces, never data.
+	var mid2 int64 = -1
+	for off := idxFirst; off <= idxLast; {
+		b := want[off]
+		if b == nil {
+			t.Fatalf("no expected batch at %d", off)
+		}
+		if off > idxFirst {
+			mid2 = off
+			break
+		}
+		off = record.Batch(b).NextOffset()
+	}
+	if mid2 < 0 {
+		t.Fatal("segment 2 has a single batch; the index is never needed")
+	}
+	fs2 := startFetch(t, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(fs2.kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	if h := httpFetch(t, fs2.httpURL, "events", 0, mid2); h.status != http.StatusInternalServerError || h.code != fetchcache.CodeCorruptMessage {
+		t.Fatalf("HTTP inside the segment with the corrupt index (offset %d): %d %q %.80q", mid2, h.status, h.code, h.data)
+	}
+	if code, kdata := kafkaFetch(t, cl2, "events", 0, mid2); code != kerr.CorruptMessage.Code || len(kdata) != 0 {
+		t.Fatalf("Kafka inside the segment with the corrupt index (offset %d): error %v, %d bytes", mid2, kerr.ErrorForCode(code), len(kdata))
+	}
+	if got := fs2.counter(t, "tiered_fetch_corrupt_objects_total"); got != 2 {
+		t.Fatalf("second fetch: tiered_fetch_corrupt_objects_total = %v, want 2", got)
+	}
+	refused += 2
 
 	vr, err := remotetier.VerifyBucket(ctx, cd.store, remotetier.DefaultVerifyOptions())
 	if err != nil {
