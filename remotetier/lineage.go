@@ -169,16 +169,21 @@ func RemoveExpiredLineages(ctx context.Context, b objstore.Bucket, prefix string
 				errs = append(errs, err)
 				continue
 			}
+			removed := false
 			_, err = UpdateTopicState(ctx, b, p, topic, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
 				if s == nil {
 					return nil, false, nil
 				}
 				next, ok := s.WithoutLineage(l.KeyID(), now.UnixMilli())
+				removed = ok
 				return next, ok, nil
 			})
 			if err != nil {
 				errs = append(errs, err)
 				continue
+			}
+			if !removed {
+				continue // another process finished it first
 			}
 			rep.Lineages++
 			logger.Info("removed superseded topic lineage", "topic", topic, "topic_id", l.TopicID, "reason", l.Reason,

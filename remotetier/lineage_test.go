@@ -353,3 +353,48 @@ func TestServedLineage(t *testing.T) {
 		t.Fatalf("deleted: %v %v", ok, err)
 	}
 }
+
+// Several sidecars removing the same expired lineage at once: it is
+// removed once, completely, and nothing of the current lineage goes.
+func TestRemoveLineageConcurrent(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	for i, id := range []string{lineA, lineB} {
+		d := upOpenDir(t, t.TempDir())
+		upTopic(t, d, "orders", 2)
+		for p := int32(0); p < 2; p++ {
+			upSegments(t, upPartition(t, d, "orders", p), 2+i, 5, 10, 50)
+		}
+		if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), id}, Options{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keepB := len(lineageKeys(t, mem, "orders", lineB))
+	var wg sync.WaitGroup
+	reps := make([]LineageReport, 3)
+	errs := make([]error, 3)
+	for i := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps[i], errs[i] = RemoveExpiredLineages(ctx, mem, "", 0, upNow, nil)
+		}()
+	}
+	wg.Wait()
+	removed := 0
+	for i := range reps {
+		if errs[i] != nil {
+			t.Fatalf("remover %d: %v", i, errs[i])
+		}
+		removed += reps[i].Lineages
+	}
+	if removed != 1 {
+		t.Fatalf("lineage removed %d times", removed)
+	}
+	if left := lineageKeys(t, mem, "orders", lineA); len(left) != 0 {
+		t.Fatalf("left of lineage A: %v", left)
+	}
+	if got := len(lineageKeys(t, mem, "orders", lineB)); got != keepB {
+		t.Fatalf("lineage B has %d keys, had %d", got, keepB)
+	}
+}
