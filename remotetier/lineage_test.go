@@ -398,3 +398,59 @@ func TestRemoveLineageConcurrent(t *testing.T) {
 		t.Fatalf("lineage B has %d keys, had %d", got, keepB)
 	}
 }
+
+// Garbage collection and bucket verify treat each lineage as its own
+// partition: with two lineages of orders (re-created) nothing referenced
+// is collected, the bucket verifies clean, the topic object is not
+// foreign; an orphan in the new lineage's directory is found and
+// collected there.
+func TestLineagesGCAndVerify(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	for i, id := range []string{lineA, lineB} {
+		d := upOpenDir(t, t.TempDir())
+		upTopic(t, d, "orders", 1)
+		upSegments(t, upPartition(t, d, "orders", 0), 2+i, 5, 10, 50)
+		if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), id}, Options{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan, err := manifest.DataKeysID("", "orders", lineB, 0, 999, manifest.NewAttemptID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Put(ctx, orphan.Log, strings.NewReader("x"), 1, objstore.IfAbsent()); err != nil {
+		t.Fatal(err)
+	}
+	late := func() time.Time { return time.Now().Add(48 * time.Hour) }
+	rep, err := VerifyBucket(ctx, mem, VerifyOptions{Grace: time.Hour, Now: late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 0 || rep.ForeignCount != 0 || len(rep.Partitions) != 2 || len(rep.Orphans) != 1 || rep.Orphans[0].Key != orphan.Log {
+		t.Fatalf("verify: problems %v, foreign %v, partitions %+v, orphans %+v", rep.Problems, rep.Foreign, rep.Partitions, rep.Orphans)
+	}
+	ids := map[string]bool{}
+	for _, p := range rep.Partitions {
+		ids[p.TopicID] = p.HasRoot && p.Segments > 0
+	}
+	if !ids[lineA] || !ids[lineB] {
+		t.Fatalf("verified lineages %v", ids)
+	}
+	before := map[string]bool{}
+	for _, k := range upKeys(t, mem) {
+		before[k] = true
+	}
+	gc, err := GC(ctx, mem, GCOptions{Grace: time.Hour, Now: late})
+	if err != nil || len(gc.Deleted) != 1 || gc.Deleted[0].Key != orphan.Log || len(gc.Skipped) != 0 {
+		t.Fatalf("gc: %+v, %v", gc, err)
+	}
+	for _, k := range upKeys(t, mem) {
+		if !before[k] {
+			t.Fatalf("gc added %s", k)
+		}
+	}
+	if got := len(upKeys(t, mem)); got != len(before)-1 {
+		t.Fatalf("gc deleted %d objects, want 1", len(before)-got)
+	}
+}
