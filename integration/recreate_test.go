@@ -266,6 +266,16 @@ func TestTopicRecreation(t *testing.T) {
 		t.Fatalf("consume --bucket from offset 2500 (old range): exit %d, %d records", code, len(recs))
 	}
 
+	// inspect manifest: the served lineage.
+	code, out, errs = runTiered(t, bin, "inspect", "manifest", "--bucket", url, "--topic", "orders", "--partition", "0", "--json")
+	var im struct {
+		TopicID    string `json:"topic_id"`
+		NextOffset int64  `json:"next_offset"`
+	}
+	if err := json.Unmarshal(out, &im); code != 0 || err != nil || im.TopicID != idB.String() || im.NextOffset != 2000 {
+		t.Fatalf("inspect manifest: exit %d, %+v, %v: %s", code, im, err, errs)
+	}
+
 	// replay --bucket over the whole time range.
 	replayOut := filepath.Join(root, "replay.jsonl")
 	from, to := time.UnixMilli(ts0-1000).UTC().Format(time.RFC3339), time.UnixMilli(ts0+60_000).UTC().Format(time.RFC3339)
