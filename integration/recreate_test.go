@@ -297,6 +297,21 @@ func TestTopicRecreation(t *testing.T) {
 		t.Fatalf("consume --fetch: exit %d: %s", code, errs)
 	}
 	onlyNew(t, "consume --fetch (HTTP)", parseJSONLines(t, "consume --fetch", out), 0, 2000)
+	tresp, err := http.Get("http://" + addrs[0] + "/v1/topics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tl struct {
+		Topics []struct {
+			Topic   string `json:"topic"`
+			TopicID string `json:"topic_id"`
+		} `json:"topics"`
+	}
+	err = json.NewDecoder(tresp.Body).Decode(&tl)
+	tresp.Body.Close()
+	if err != nil || len(tl.Topics) != 1 || tl.Topics[0].Topic != "orders" || tl.Topics[0].TopicID != idB.String() {
+		t.Fatalf("HTTP /v1/topics: %+v, %v", tl, err)
+	}
 	resp, err := http.Get("http://" + addrs[0] + "/v1/topics/orders/partitions/0/records?offset=2500")
 	if err != nil {
 		t.Fatal(err)
