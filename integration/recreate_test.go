@@ -231,6 +231,21 @@ func TestTopicRecreation(t *testing.T) {
 		t.Fatalf("before re-creation: exit %d, %s, %s", code, out, errs)
 	}
 
+	// A fetch service running across the re-creation, having served the
+	// old topic: it must move to the new lineage on its own.
+	early := testnet.LoopbackAddrs(t, 2)
+	startProcess(t, bin, env, "fetch service started", "fetch", "--bucket", url, "--http", early[0], "--kafka", early[1])
+	readAt500 := func(base string) string {
+		code, out, _ := runTiered(t, bin, "consume", "--fetch", base, "--topic", "orders", "--partition", "0", "--from-offset", "500", "--max-records", "1")
+		if recs := parseJSONLines(t, "consume --fetch 500", out); code == 0 && len(recs) == 1 && recs[0].Value != nil {
+			return *recs[0].Value
+		}
+		return ""
+	}
+	if v := readAt500("http://" + early[0]); v != "old-500" {
+		t.Fatalf("running fetch service before re-creation: offset 500 is %q", v)
+	}
+
 	// Delete and re-create as a broker does.
 	newDir := filepath.Join(root, "new")
 	newPart := writeOrders(t, newDir, "NEW", 2000, idB)
@@ -250,6 +265,9 @@ func TestTopicRecreation(t *testing.T) {
 		t.Fatalf("topic object after re-creation: %+v", st)
 	}
 	supersededAt := time.UnixMilli(st.Superseded[0].SupersededMs)
+	// The running fetch service follows within its manifest TTL (5 s).
+	waitFor(t, 30*time.Second, func() bool { return readAt500("http://"+early[0]) == "NEW-500" })
+	t.Logf("the fetch service running across the re-creation served the new lineage %s after the sidecar recorded it", time.Since(supersededAt).Round(100*time.Millisecond))
 	if old := lineageObjects(t, mc, bucket, idA.String()); len(old) == 0 && time.Since(supersededAt) < recreateRetention {
 		t.Fatal("the old lineage was removed before sidecar.deleted_topic_retention")
 	}
