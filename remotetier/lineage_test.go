@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/remotetier/remotelog"
@@ -109,6 +111,9 @@ func TestLineageRecreation(t *testing.T) {
 	rep, err = u.RunOnce(ctx)
 	if err != nil || rep.RefusedPartitions != 1 || rep.UploadedSegments != 0 {
 		t.Fatalf("stale lineage: %+v, %v", rep, err)
+	}
+	if got := testutil.ToFloat64(u.metrics.refused); got != 1 {
+		t.Fatalf("tiered_uploader_refused_partitions_total %v, want 1", got)
 	}
 	if after := lineageKeys(t, mem, "orders", lineA); len(after) != len(before) {
 		t.Fatalf("the superseded lineage was written to: %d keys, then %d", len(before), len(after))
@@ -323,11 +328,20 @@ func TestUploaderDeletedTopics(t *testing.T) {
 	if err != nil || rep.RefusedPartitions != 1 {
 		t.Fatalf("pass after the deletion: %+v, %v", rep, err)
 	}
+	// Retention 0 (Options zero value with RemoveLineages): removed on the
+	// next pass, counted.
+	u.opts.RemoveLineages = true
+	if rep, err := u.RunOnce(ctx); err != nil || rep.RemovedLineages != 1 || testutil.ToFloat64(u.metrics.removedLineages) != 1 {
+		t.Fatalf("removal pass: %+v, %v", rep, err)
+	}
+	if left := lineageKeys(t, mem, "orders", lineA); len(left) != 0 {
+		t.Fatalf("left after the removal pass: %v", left)
+	}
 	if _, _, err := remotelog.ResolveTopic(ctx, mem, "", "orders"); !errors.Is(err, remotelog.ErrTopicDeleted) {
 		t.Fatalf("deleted topic still served: %v", err)
 	}
-	if asked != 3 {
-		t.Fatalf("deletions asked %d times in 3 passes", asked)
+	if asked != 4 {
+		t.Fatalf("deletions asked %d times in 4 passes", asked)
 	}
 }
 

@@ -317,6 +317,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	}
 	_ = g.Wait()
 	rep := Report{Partitions: reps, RefusedPartitions: refused}
+	u.metrics.refused.Add(float64(refused))
 	for _, pr := range reps {
 		for _, c := range pr.Committed {
 			if c.Replaced {
@@ -340,6 +341,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	if u.opts.RemoveLineages {
 		lr, err := RemoveExpiredLineages(ctx, u.bkt, u.opts.Prefix, u.opts.DeletedTopicRetention, u.opts.Now(), u.logger)
 		rep.RemovedLineages = lr.Lineages
+		u.metrics.removedLineages.Add(float64(lr.Lineages))
 		errs = append(errs, err)
 	}
 	return rep, errors.Join(append(errs, lineageErr, delErr)...)
