@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/remotetier/remotelog"
@@ -221,8 +222,21 @@ func TestMarkTopicDeleted(t *testing.T) {
 // Two writers updating one topic object at once lose nothing: every
 // update is a conditional PUT, the loser re-reads and applies again.
 func TestTopicObjectRace(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { topicObjectRace(t, objstore.NewMemory()) })
+	t.Run("minio", func(t *testing.T) {
+		srv := testminio.Shared(t)
+		testminio.SetCredentialsEnv(t)
+		b, err := objstore.Open(context.Background(), srv.URL(srv.NewBucket(t), "race"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		topicObjectRace(t, b)
+	})
+}
+
+func topicObjectRace(t *testing.T, mem objstore.Bucket) {
 	ctx := context.Background()
-	mem := objstore.NewMemory()
 	const writers, updates = 2, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*updates)
