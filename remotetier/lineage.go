@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path"
 	"strings"
 	"time"
@@ -61,7 +62,15 @@ func UpdateTopicState(ctx context.Context, b objstore.Bucket, prefix, topic stri
 	if err != nil {
 		return nil, err
 	}
-	for range maxTopicCAS {
+	for attempt := range maxTopicCAS {
+		if attempt > 0 {
+			// Another writer won: back off a random while (growing), so
+			// writers racing in lockstep do not keep colliding.
+			d := time.Duration(rand.Int64N(int64(attempt)*int64(2*time.Millisecond) + 1))
+			if err := ctxsleep.Sleep(ctx, d); err != nil {
+				return nil, err
+			}
+		}
 		cur, etag, err := LoadTopicState(ctx, b, prefix, topic)
 		if err != nil {
 			return nil, err
