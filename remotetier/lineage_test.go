@@ -113,7 +113,7 @@ func TestLineageRecreation(t *testing.T) {
 	if err != nil || rep.RefusedPartitions != 1 || rep.UploadedSegments != 0 {
 		t.Fatalf("stale lineage: %+v, %v", rep, err)
 	}
-	if got := testutil.ToFloat64(u.metrics.refused); got != 1 {
+	if got := testutil.ToFloat64(u.lineageMetrics.refused); got != 1 {
 		t.Fatalf("tiered_uploader_refused_partitions_total %v, want 1", got)
 	}
 	if after := lineageKeys(t, mem, "orders", lineA); len(after) != len(before) {
@@ -345,7 +345,7 @@ func TestUploaderDeletedTopics(t *testing.T) {
 	// Retention 0 (Options zero value with RemoveLineages): removed on the
 	// next pass, counted.
 	u.opts.RemoveLineages = true
-	if rep, err := u.RunOnce(ctx); err != nil || rep.RemovedLineages != 1 || testutil.ToFloat64(u.metrics.removedLineages) != 1 {
+	if rep, err := u.RunOnce(ctx); err != nil || rep.RemovedLineages != 1 || testutil.ToFloat64(u.lineageMetrics.removed) != 1 {
 		t.Fatalf("removal pass: %+v, %v", rep, err)
 	}
 	if left := lineageKeys(t, mem, "orders", lineA); len(left) != 0 {

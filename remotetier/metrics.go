@@ -29,8 +29,6 @@ var ErrorKinds = []string{ErrKindSource, ErrKindCorrupt, ErrKindUpload, ErrKindM
 //	tiered_uploader_replaced_segments_total                       (cleaned segments swapped in)
 //	tiered_uploader_deleted_objects_total                         (unreferenced objects deleted)
 //	tiered_uploader_passes_total
-//	tiered_uploader_refused_partitions_total                      (not the topic's current lineage: not uploaded)
-//	tiered_uploader_removed_lineages_total                        (superseded lineages removed from the bucket)
 //
 // Requests per committed segment are objstore's operations_total over
 // uploaded_segments_total.
@@ -45,8 +43,6 @@ type Metrics struct {
 	replaced              prometheus.Counter
 	deleted               prometheus.Counter
 	passes                prometheus.Counter
-	refused               prometheus.Counter
-	removedLineages       prometheus.Counter
 }
 
 // NewMetrics registers the uploader series on reg (nil: a private
@@ -78,13 +74,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Objects the uploader deleted: superseded by its own commit, or its own attempts that were never committed."}),
 		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: "tiered_uploader_passes_total",
 			Help: "Upload passes run."}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "tiered_uploader_refused_partitions_total",
-			Help: "Partitions not uploaded in a pass because their topic ID is not the topic's current lineage (a stale directory of a deleted or re-created topic)."}),
-		removedLineages: prometheus.NewCounter(prometheus.CounterOpts{Name: "tiered_uploader_removed_lineages_total",
-			Help: "Superseded topic lineages (deleted or re-created topics' old data) removed from the bucket."}),
 	}
 	for _, c := range []prometheus.Collector{m.lagBytes, m.lagSegments, m.uploadedBytes, m.uploadedSegments, m.errors,
-		m.commits, m.conflicts, m.gone, m.replaced, m.deleted, m.passes, m.refused, m.removedLineages} {
+		m.commits, m.conflicts, m.gone, m.replaced, m.deleted, m.passes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
