@@ -13,8 +13,9 @@ import (
 )
 
 const (
-	lineOld = "o3Bx6y0QQxyxS2FrDcDiOw"
-	lineNew = "Vtqh-_aLSpGn3jK4dGnv8A"
+	lineOld   = "o3Bx6y0QQxyxS2FrDcDiOw"
+	lineNew   = "Vtqh-_aLSpGn3jK4dGnv8A"
+	lineThird = "AQIDBAUGBwgJCgsMDQ4PEA"
 )
 
 func putTopicState(t *testing.T, b objstore.Bucket, s *manifest.TopicState) {
@@ -75,7 +76,25 @@ func TestRemoteCatalogServesCurrentLineage(t *testing.T) {
 		t.Fatalf("read past the new lineage's end (inside the old one): %v", err)
 	}
 
-	del, _ := s.MarkDeleted(3)
+	// Re-created again while the listing is fresh: the partition's next
+	// manifest re-read sees the new lineage, and the listing follows at
+	// once (Metadata's topic ID must match the data served).
+	third := remotekit.NewRemoteID(t, mem, "", lineThird, 0, manifest.DefaultPolicy())
+	third.Commit(remotekit.WriteLocal(t, t.TempDir(), 23, 1, 5, false).Files(t)...)
+	s, _, _, err = manifest.ObserveTopic("", remotekit.TestTopic, s, manifest.Observation{TopicID: lineThird, Partitions: 1, NowMs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putTopicState(t, mem, s)
+	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second) // within the 30 s listing TTL
+	if o, err := p.Offsets(ctx); err != nil || o.LogEnd != third.M.NextOffset() {
+		t.Fatalf("offsets after the second re-creation: %+v, %v", o, err)
+	}
+	if topics, err := cat.Topics(ctx); err != nil || len(topics) != 1 || topics[0].ID != lineThird {
+		t.Fatalf("listing after the second re-creation: %+v, %v", topics, err)
+	}
+
+	del, _ := s.MarkDeleted(4)
 	putTopicState(t, mem, del)
 	now = now.Add(time.Hour)
 	if topics, err := cat.Topics(ctx); err != nil || len(topics) != 0 {

@@ -292,11 +292,32 @@ func (p *remotePartition) refresh(ctx context.Context, ttl time.Duration) error 
 	if now.Sub(p.refreshedAt) < max(ttl, p.c.o.MinRefresh) {
 		return nil
 	}
-	if _, err := p.log.Refresh(ctx); err != nil {
-		return p.refreshFailed(err)
+	if err := p.reread(ctx); err != nil {
+		return err
 	}
 	p.refreshedAt = p.c.o.Now()
 	return nil
+}
+
+// reread re-reads the manifest (and the topic object). A lineage that
+// changed (the topic re-created) makes the next Topics list afresh, so
+// Metadata's topic IDs follow the data served.
+func (p *remotePartition) reread(ctx context.Context) error {
+	before := p.log.TopicID()
+	if _, err := p.log.Refresh(ctx); err != nil {
+		return p.refreshFailed(err)
+	}
+	if p.log.TopicID() != before {
+		p.c.invalidateTopics()
+	}
+	return nil
+}
+
+// invalidateTopics makes the next Topics call list the bucket.
+func (c *RemoteCatalog) invalidateTopics() {
+	c.mu.Lock()
+	c.listedAt = time.Time{}
+	c.mu.Unlock()
 }
 
 // refreshFailed maps a refresh's error; an unknown partition is gone: it
@@ -313,6 +334,7 @@ func (p *remotePartition) refreshFailed(err error) error {
 			delete(p.c.parts, k)
 		}
 		p.c.mu.Unlock()
+		p.c.invalidateTopics()
 	}
 	return err
 }
@@ -329,8 +351,8 @@ func (p *remotePartition) checkGone() error {
 func (p *remotePartition) forceRefresh(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, err := p.log.Refresh(ctx); err != nil {
-		return p.refreshFailed(err)
+	if err := p.reread(ctx); err != nil {
+		return err
 	}
 	p.refreshedAt = p.c.o.Now()
 	return nil

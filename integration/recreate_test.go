@@ -231,6 +231,21 @@ func TestTopicRecreation(t *testing.T) {
 		t.Fatalf("before re-creation: exit %d, %s, %s", code, out, errs)
 	}
 
+	// A fetch service running across the re-creation, having served the
+	// old topic: it must move to the new lineage on its own.
+	early := testnet.LoopbackAddrs(t, 2)
+	startProcess(t, bin, env, "fetch service started", "fetch", "--bucket", url, "--http", early[0], "--kafka", early[1])
+	readAt500 := func(base string) string {
+		code, out, _ := runTiered(t, bin, "consume", "--fetch", base, "--topic", "orders", "--partition", "0", "--from-offset", "500", "--max-records", "1")
+		if recs := parseJSONLines(t, "consume --fetch 500", out); code == 0 && len(recs) == 1 && recs[0].Value != nil {
+			return *recs[0].Value
+		}
+		return ""
+	}
+	if v := readAt500("http://" + early[0]); v != "old-500" {
+		t.Fatalf("running fetch service before re-creation: offset 500 is %q", v)
+	}
+
 	// Delete and re-create as a broker does.
 	newDir := filepath.Join(root, "new")
 	newPart := writeOrders(t, newDir, "NEW", 2000, idB)
@@ -250,6 +265,9 @@ func TestTopicRecreation(t *testing.T) {
 		t.Fatalf("topic object after re-creation: %+v", st)
 	}
 	supersededAt := time.UnixMilli(st.Superseded[0].SupersededMs)
+	// The running fetch service follows within its manifest TTL (5 s).
+	waitFor(t, 30*time.Second, func() bool { return readAt500("http://"+early[0]) == "NEW-500" })
+	t.Logf("the fetch service running across the re-creation served the new lineage %s after the sidecar recorded it", time.Since(supersededAt).Round(100*time.Millisecond))
 	if old := lineageObjects(t, mc, bucket, idA.String()); len(old) == 0 && time.Since(supersededAt) < recreateRetention {
 		t.Fatal("the old lineage was removed before sidecar.deleted_topic_retention")
 	}
@@ -264,6 +282,16 @@ func TestTopicRecreation(t *testing.T) {
 	code, out, _ = runTiered(t, bin, "consume", "--bucket", url, "--topic", "orders", "--partition", "0", "--from-offset", "2500")
 	if recs := parseJSONLines(t, "consume --bucket 2500", out); code == 0 || len(recs) != 0 {
 		t.Fatalf("consume --bucket from offset 2500 (old range): exit %d, %d records", code, len(recs))
+	}
+
+	// inspect manifest: the served lineage.
+	code, out, errs = runTiered(t, bin, "inspect", "manifest", "--bucket", url, "--topic", "orders", "--partition", "0", "--json")
+	var im struct {
+		TopicID    string `json:"topic_id"`
+		NextOffset int64  `json:"next_offset"`
+	}
+	if err := json.Unmarshal(out, &im); code != 0 || err != nil || im.TopicID != idB.String() || im.NextOffset != 2000 {
+		t.Fatalf("inspect manifest: exit %d, %+v, %v: %s", code, im, err, errs)
 	}
 
 	// replay --bucket over the whole time range.
@@ -287,6 +315,21 @@ func TestTopicRecreation(t *testing.T) {
 		t.Fatalf("consume --fetch: exit %d: %s", code, errs)
 	}
 	onlyNew(t, "consume --fetch (HTTP)", parseJSONLines(t, "consume --fetch", out), 0, 2000)
+	tresp, err := http.Get("http://" + addrs[0] + "/v1/topics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tl struct {
+		Topics []struct {
+			Topic   string `json:"topic"`
+			TopicID string `json:"topic_id"`
+		} `json:"topics"`
+	}
+	err = json.NewDecoder(tresp.Body).Decode(&tl)
+	tresp.Body.Close()
+	if err != nil || len(tl.Topics) != 1 || tl.Topics[0].Topic != "orders" || tl.Topics[0].TopicID != idB.String() {
+		t.Fatalf("HTTP /v1/topics: %+v, %v", tl, err)
+	}
 	resp, err := http.Get("http://" + addrs[0] + "/v1/topics/orders/partitions/0/records?offset=2500")
 	if err != nil {
 		t.Fatal(err)

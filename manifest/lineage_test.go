@@ -346,3 +346,47 @@ func FuzzDecodeTopic(f *testing.F) {
 		_ = s.Expired(0, 1<<62)
 	})
 }
+
+// FuzzDecodeRootLineage: DecodeRoot under a lineage's key never panics,
+// and what it accepts is that lineage's, valid, and encodes stably.
+func FuzzDecodeRootLineage(f *testing.F) {
+	key, err := ManifestKeyID(testPrefix, testTopic, idA, testPart)
+	if err != nil {
+		f.Fatal(err)
+	}
+	m, err := NewID(testPrefix, testTopic, idA, testPart, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	c, err := Append(m, DefaultPolicy(), idSeg(f, idA, 0, 9), idSeg(f, idA, 10, 19))
+	if err != nil {
+		f.Fatal(err)
+	}
+	enc, err := EncodeRoot(c.Root)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(enc)
+	f.Add(bytes.Replace(enc, []byte(idA), []byte(idB), 1))
+	f.Add(bytes.Replace(enc, []byte(`"topic_id":"`+idA+`",`), nil, 1))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := DecodeRoot(key, data)
+		if err != nil {
+			return
+		}
+		if m.TopicID != idA || m.Validate() != nil {
+			t.Fatalf("accepted topic id %q under lineage %s (valid: %v)", m.TopicID, idA, m.Validate())
+		}
+		enc, err := EncodeRoot(m)
+		if err != nil {
+			t.Fatalf("decoded manifest does not encode: %v", err)
+		}
+		m2, err := DecodeRoot(key, enc)
+		if err != nil {
+			t.Fatalf("re-encoded manifest does not decode: %v", err)
+		}
+		if enc2, _ := EncodeRoot(m2); !bytes.Equal(enc, enc2) {
+			t.Fatal("encoding is not stable")
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path"
 	"strings"
 	"time"
@@ -61,7 +62,15 @@ func UpdateTopicState(ctx context.Context, b objstore.Bucket, prefix, topic stri
 	if err != nil {
 		return nil, err
 	}
-	for range maxTopicCAS {
+	for attempt := range maxTopicCAS {
+		if attempt > 0 {
+			// Another writer won: back off a random while (growing), so
+			// writers racing in lockstep do not keep colliding.
+			d := time.Duration(rand.Int64N(int64(attempt)*int64(2*time.Millisecond) + 1))
+			if err := ctxsleep.Sleep(ctx, d); err != nil {
+				return nil, err
+			}
+		}
 		cur, etag, err := LoadTopicState(ctx, b, prefix, topic)
 		if err != nil {
 			return nil, err
@@ -169,16 +178,21 @@ func RemoveExpiredLineages(ctx context.Context, b objstore.Bucket, prefix string
 				errs = append(errs, err)
 				continue
 			}
+			removed := false
 			_, err = UpdateTopicState(ctx, b, p, topic, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
 				if s == nil {
 					return nil, false, nil
 				}
 				next, ok := s.WithoutLineage(l.KeyID(), now.UnixMilli())
+				removed = ok
 				return next, ok, nil
 			})
 			if err != nil {
 				errs = append(errs, err)
 				continue
+			}
+			if !removed {
+				continue // another process finished it first
 			}
 			rep.Lineages++
 			logger.Info("removed superseded topic lineage", "topic", topic, "topic_id", l.TopicID, "reason", l.Reason,

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/remotetier/remotelog"
@@ -109,6 +112,9 @@ func TestLineageRecreation(t *testing.T) {
 	rep, err = u.RunOnce(ctx)
 	if err != nil || rep.RefusedPartitions != 1 || rep.UploadedSegments != 0 {
 		t.Fatalf("stale lineage: %+v, %v", rep, err)
+	}
+	if got := testutil.ToFloat64(u.lineageMetrics.refused); got != 1 {
+		t.Fatalf("tiered_uploader_refused_partitions_total %v, want 1", got)
 	}
 	if after := lineageKeys(t, mem, "orders", lineA); len(after) != len(before) {
 		t.Fatalf("the superseded lineage was written to: %d keys, then %d", len(before), len(after))
@@ -216,8 +222,21 @@ func TestMarkTopicDeleted(t *testing.T) {
 // Two writers updating one topic object at once lose nothing: every
 // update is a conditional PUT, the loser re-reads and applies again.
 func TestTopicObjectRace(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { topicObjectRace(t, objstore.NewMemory()) })
+	t.Run("minio", func(t *testing.T) {
+		srv := testminio.Shared(t)
+		testminio.SetCredentialsEnv(t)
+		b, err := objstore.Open(context.Background(), srv.URL(srv.NewBucket(t), "race"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		topicObjectRace(t, b)
+	})
+}
+
+func topicObjectRace(t *testing.T, mem objstore.Bucket) {
 	ctx := context.Background()
-	mem := objstore.NewMemory()
 	const writers, updates = 2, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*updates)
@@ -323,11 +342,20 @@ func TestUploaderDeletedTopics(t *testing.T) {
 	if err != nil || rep.RefusedPartitions != 1 {
 		t.Fatalf("pass after the deletion: %+v, %v", rep, err)
 	}
+	// Retention 0 (Options zero value with RemoveLineages): removed on the
+	// next pass, counted.
+	u.opts.RemoveLineages = true
+	if rep, err := u.RunOnce(ctx); err != nil || rep.RemovedLineages != 1 || testutil.ToFloat64(u.lineageMetrics.removed) != 1 {
+		t.Fatalf("removal pass: %+v, %v", rep, err)
+	}
+	if left := lineageKeys(t, mem, "orders", lineA); len(left) != 0 {
+		t.Fatalf("left after the removal pass: %v", left)
+	}
 	if _, _, err := remotelog.ResolveTopic(ctx, mem, "", "orders"); !errors.Is(err, remotelog.ErrTopicDeleted) {
 		t.Fatalf("deleted topic still served: %v", err)
 	}
-	if asked != 3 {
-		t.Fatalf("deletions asked %d times in 3 passes", asked)
+	if asked != 4 {
+		t.Fatalf("deletions asked %d times in 4 passes", asked)
 	}
 }
 
@@ -351,5 +379,106 @@ func TestServedLineage(t *testing.T) {
 	}
 	if _, ok, err := ServedLineage(ctx, mem, "", "orders"); ok || err != nil {
 		t.Fatalf("deleted: %v %v", ok, err)
+	}
+}
+
+// Several sidecars removing the same expired lineage at once: it is
+// removed once, completely, and nothing of the current lineage goes.
+func TestRemoveLineageConcurrent(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	for i, id := range []string{lineA, lineB} {
+		d := upOpenDir(t, t.TempDir())
+		upTopic(t, d, "orders", 2)
+		for p := int32(0); p < 2; p++ {
+			upSegments(t, upPartition(t, d, "orders", p), 2+i, 5, 10, 50)
+		}
+		if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), id}, Options{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keepB := len(lineageKeys(t, mem, "orders", lineB))
+	var wg sync.WaitGroup
+	reps := make([]LineageReport, 3)
+	errs := make([]error, 3)
+	for i := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps[i], errs[i] = RemoveExpiredLineages(ctx, mem, "", 0, upNow, nil)
+		}()
+	}
+	wg.Wait()
+	removed := 0
+	for i := range reps {
+		if errs[i] != nil {
+			t.Fatalf("remover %d: %v", i, errs[i])
+		}
+		removed += reps[i].Lineages
+	}
+	if removed != 1 {
+		t.Fatalf("lineage removed %d times", removed)
+	}
+	if left := lineageKeys(t, mem, "orders", lineA); len(left) != 0 {
+		t.Fatalf("left of lineage A: %v", left)
+	}
+	if got := len(lineageKeys(t, mem, "orders", lineB)); got != keepB {
+		t.Fatalf("lineage B has %d keys, had %d", got, keepB)
+	}
+}
+
+// Garbage collection and bucket verify treat each lineage as its own
+// partition: with two lineages of orders (re-created) nothing referenced
+// is collected, the bucket verifies clean, the topic object is not
+// foreign; an orphan in the new lineage's directory is found and
+// collected there.
+func TestLineagesGCAndVerify(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	for i, id := range []string{lineA, lineB} {
+		d := upOpenDir(t, t.TempDir())
+		upTopic(t, d, "orders", 1)
+		upSegments(t, upPartition(t, d, "orders", 0), 2+i, 5, 10, 50)
+		if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), id}, Options{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan, err := manifest.DataKeysID("", "orders", lineB, 0, 999, manifest.NewAttemptID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Put(ctx, orphan.Log, strings.NewReader("x"), 1, objstore.IfAbsent()); err != nil {
+		t.Fatal(err)
+	}
+	late := func() time.Time { return time.Now().Add(48 * time.Hour) }
+	rep, err := VerifyBucket(ctx, mem, VerifyOptions{Grace: time.Hour, Now: late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 0 || rep.ForeignCount != 0 || len(rep.Partitions) != 2 || len(rep.Orphans) != 1 || rep.Orphans[0].Key != orphan.Log {
+		t.Fatalf("verify: problems %v, foreign %v, partitions %+v, orphans %+v", rep.Problems, rep.Foreign, rep.Partitions, rep.Orphans)
+	}
+	ids := map[string]bool{}
+	for _, p := range rep.Partitions {
+		ids[p.TopicID] = p.HasRoot && p.Segments > 0
+	}
+	if !ids[lineA] || !ids[lineB] {
+		t.Fatalf("verified lineages %v", ids)
+	}
+	before := map[string]bool{}
+	for _, k := range upKeys(t, mem) {
+		before[k] = true
+	}
+	gc, err := GC(ctx, mem, GCOptions{Grace: time.Hour, Now: late})
+	if err != nil || len(gc.Deleted) != 1 || gc.Deleted[0].Key != orphan.Log || len(gc.Skipped) != 0 {
+		t.Fatalf("gc: %+v, %v", gc, err)
+	}
+	for _, k := range upKeys(t, mem) {
+		if !before[k] {
+			t.Fatalf("gc added %s", k)
+		}
+	}
+	if got := len(upKeys(t, mem)); got != len(before)-1 {
+		t.Fatalf("gc deleted %d objects, want 1", len(before)-got)
 	}
 }

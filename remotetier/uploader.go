@@ -124,6 +124,9 @@ type Uploader struct {
 	// deletionsDone are the deletions already recorded in their topic
 	// objects (or found not current), not looked at again.
 	deletionsDone map[DeletedTopic]bool
+
+	// lineageMetrics are topic identity's series (lineage_metrics.go).
+	lineageMetrics *lineageMetrics
 }
 
 type partKey struct {
@@ -193,6 +196,9 @@ func NewUploader(bkt objstore.Bucket, src Source, opts Options) (*Uploader, erro
 	u := &Uploader{bkt: bkt, src: src, opts: opts, store: store, metrics: m, logger: logger,
 		gate: make(chan struct{}, opts.Concurrency), checkGate: make(chan struct{}, opts.Concurrency),
 		state: map[partKey]*partState{}}
+	if u.lineageMetrics, err = newLineageMetrics(opts.Registerer); err != nil {
+		return nil, fmt.Errorf("uploader metrics: %w", err)
+	}
 	if opts.BytesPerSecond > 0 {
 		burst := int(min(max(opts.BytesPerSecond, 64<<10), 1<<30))
 		u.limiter = rate.NewLimiter(rate.Limit(opts.BytesPerSecond), burst)
@@ -351,6 +357,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	}
 	_ = g.Wait()
 	rep := Report{Partitions: reps, RefusedPartitions: refused}
+	u.lineageMetrics.refused.Add(float64(refused))
 	for _, pr := range reps {
 		for _, c := range pr.Committed {
 			if c.Replaced {
@@ -380,6 +387,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	if u.opts.RemoveLineages && (u.opts.RemovesLineages == nil || u.opts.RemovesLineages()) {
 		lr, err := RemoveExpiredLineages(ctx, u.bkt, u.opts.Prefix, u.opts.DeletedTopicRetention, u.opts.Now(), u.logger)
 		rep.RemovedLineages = lr.Lineages
+		u.lineageMetrics.removed.Add(float64(lr.Lineages))
 		errs = append(errs, err)
 	}
 	return rep, errors.Join(append(errs, lineageErr, delErr)...)

@@ -94,6 +94,7 @@ type VerifiedPartition struct {
 	Prefix     string `json:"prefix"`
 	Topic      string `json:"topic"`
 	Partition  int32  `json:"partition"`
+	TopicID    string `json:"topic_id,omitempty"` // the lineage; "" = name-only
 	HasRoot    bool   `json:"has_manifest"`
 	Generation int64  `json:"generation"`
 	Segments   int    `json:"segments"`
@@ -277,7 +278,7 @@ func (v *verifier) loadRoot(ctx context.Context, id partitionID, key string) (m 
 }
 
 func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) error {
-	pr := VerifiedPartition{Prefix: id.prefix, Topic: id.topic, Partition: id.partition, HasRoot: hasRoot}
+	pr := VerifiedPartition{Prefix: id.prefix, Topic: id.topic, Partition: id.partition, TopicID: id.topicID, HasRoot: hasRoot}
 	rootKey, err := manifest.ManifestKeyID(id.prefix, id.topic, id.topicID, id.partition)
 	if err != nil {
 		return err

@@ -450,7 +450,10 @@ func (a *httpAPI) readyz(w http.ResponseWriter, r *http.Request) {
 
 // TopicJSON is one topic of GET /v1/topics.
 type TopicJSON struct {
-	Topic      string  `json:"topic"`
+	Topic string `json:"topic"`
+	// TopicID is the topic ID of the lineage served (Kafka's string form),
+	// left out for a topic without one.
+	TopicID    string  `json:"topic_id,omitempty"`
 	Partitions []int32 `json:"partitions"`
 }
 
@@ -468,7 +471,7 @@ func (a *httpAPI) topics(w *countingWriter, r *http.Request) {
 		if !a.auth.May(p, auth.PermDescribe, t.Name) {
 			continue
 		}
-		tj := TopicJSON{Topic: t.Name, Partitions: t.Partitions}
+		tj := TopicJSON{Topic: t.Name, TopicID: t.ID, Partitions: t.Partitions}
 		if tj.Partitions == nil {
 			tj.Partitions = []int32{}
 		}

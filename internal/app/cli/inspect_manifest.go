@@ -50,6 +50,7 @@ type manifestJSON struct {
 	Key            string             `json:"key"`
 	Topic          string             `json:"topic"`
 	Partition      int32              `json:"partition"`
+	TopicID        string             `json:"topic_id,omitempty"` // the lineage served (the topic object's)
 	Generation     int64              `json:"generation"`
 	LogStartOffset int64              `json:"log_start_offset"`
 	NextOffset     int64              `json:"next_offset"`
@@ -101,7 +102,7 @@ func runInspectManifest(r *Runner, ctx context.Context, args []string) error {
 		}
 	}
 	if *asJSON {
-		out := manifestJSON{Key: m.Key(), Topic: m.Topic, Partition: m.Partition, Generation: m.Generation,
+		out := manifestJSON{Key: m.Key(), Topic: m.Topic, Partition: m.Partition, TopicID: l.TopicID(), Generation: m.Generation,
 			LogStartOffset: m.LogStartOffset, NextOffset: m.NextOffset(), SegmentCount: m.SegmentCount(), LogBytes: m.LogBytes(),
 			Sealed: nonNil(m.Sealed), Segments: nonNil(m.Segments), Gaps: nonNil(m.Gaps), SubManifests: subs}
 		data, err := json.Marshal(out)
@@ -113,6 +114,9 @@ func runInspectManifest(r *Runner, ctx context.Context, args []string) error {
 	}
 	w := r.Stdout
 	fmt.Fprintf(w, "manifest %s\n", m.Key())
+	if id := l.TopicID(); id != "" {
+		fmt.Fprintf(w, "topic id %s (the lineage served)\n", id)
+	}
 	fmt.Fprintf(w, "topic %s partition %d generation %d logStartOffset %d nextOffset %d segments %d (sealed %d in %d sub-manifests, inline %d) logBytes %d\n",
 		m.Topic, m.Partition, m.Generation, m.LogStartOffset, m.NextOffset(), m.SegmentCount(),
 		m.SegmentCount()-len(m.Segments), len(m.Sealed), len(m.Segments), m.LogBytes())
