@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/internal/testkit/testminio"
@@ -15,16 +16,21 @@ import (
 // BenchmarkCommitMinIO measures an OffsetCommit of one group member (8
 // partitions) end to end on real MinIO: validation, the conditional PUT of
 // the group object, the answer. It reports the PUTs per commit (1 when no
-// other writer races) and the latency percentiles.
+// other writer races), the store reads per commit (0: nothing is read
+// back) and the latency percentiles.
 func BenchmarkCommitMinIO(b *testing.B) {
 	srv := testminio.Shared(b)
 	testminio.SetCredentialsEnv(b)
 	ctx := context.Background()
-	bkt, err := objstore.Open(ctx, srv.URL(srv.NewBucket(b), "bench"))
+	raw, err := objstore.Open(ctx, srv.URL(srv.NewBucket(b), "bench"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer bkt.Close()
+	defer raw.Close()
+	// The store's requests, by operation: a commit must be one PUT and no
+	// read (OffsetFetch and the Fetch path answer from memory).
+	reg := prometheus.NewRegistry()
+	bkt := objstore.WithMetrics(raw, reg)
 	m := NewMetrics(nil)
 	c, err := New(Options{Store: NewStore(bkt, StoreOptions{Metrics: m}), Metrics: m})
 	if err != nil {
@@ -38,6 +44,7 @@ func BenchmarkCommitMinIO(b *testing.B) {
 	}
 	q.Topics = []kmsg.OffsetCommitRequestTopic{qt}
 	lat := make([]time.Duration, 0, b.N)
+	readsBefore := storeReads(b, reg)
 	putsBefore := testutilCount(m.puts.WithLabelValues(PutOK)) + testutilCount(m.puts.WithLabelValues(PutConflict))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -56,8 +63,31 @@ func BenchmarkCommitMinIO(b *testing.B) {
 	puts := testutilCount(m.puts.WithLabelValues(PutOK)) + testutilCount(m.puts.WithLabelValues(PutConflict)) - putsBefore
 	slices.Sort(lat)
 	b.ReportMetric(puts/float64(b.N), "PUTs/commit")
+	b.ReportMetric((storeReads(b, reg)-readsBefore)/float64(b.N), "GETs/commit")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// storeReads is the GETs, range GETs and HEADs the metered bucket counted.
+func storeReads(b *testing.B, reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "tiered_objstore_operations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" && (l.GetValue() == objstore.OpGet || l.GetValue() == objstore.OpGetRange || l.GetValue() == objstore.OpAttributes) {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // BenchmarkGroupStabilise10 measures how long ten members that start
