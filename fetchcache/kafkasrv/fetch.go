@@ -360,19 +360,30 @@ func (s *KafkaServer) prepare(ctx context.Context, fp *fetchPart, committed bool
 // partition's budget as the sequential read would if every earlier one
 // filled its own budget, and reserves it from the response budget (the
 // first of a wave may wait for it, as the sequential first read does).
-// Assembled in order, a partition's data is then cut to what the
-// sequential read would have given it (whole batches within what the
-// earlier ones actually left), and one whose planned budget was smaller
-// than that (the last of a wave, when the earlier ones returned less than
-// planned) is read again at the head of the next wave, where its budget
-// is exact. So the response is the sequential one, read in parallel.
+// The first partition planned less than its max bytes starts the wave's
+// tail: it and every partition after it are read with that remainder, as
+// if the others of the tail returned nothing (so a Fetch whose max bytes
+// ran out does not try the rest one wave at a time, each read to find
+// that its first batch does not fit), and each of the tail takes its
+// bytes from the response budget only when it is kept. Assembled in
+// order, a partition's data is then cut to what the sequential read would
+// have given it (whole batches within what the earlier ones actually
+// left), and one whose planned budget was smaller than that (the tail,
+// when the earlier ones returned less than planned) is read again in the
+// next wave, where the first budget is exact. So the response is the
+// sequential one, read in parallel.
 func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTotal int, committed bool, b *respBudget, st *fillState) {
 	for len(queue) > 0 && !st.full {
 		var wave []*fetchPart
-		planned := 0
+		planned := 0 // the budgets of the wave's partitions up to its tail
+		tail := -1   // once one got less than its max bytes: what each later one gets
 		for len(queue) > 0 {
 			fp := queue[0]
-			budget := min(int(max(fp.q.PartitionMaxBytes, 0)), maxTotal-st.total-planned)
+			partMax := int(max(fp.q.PartitionMaxBytes, 0))
+			budget := min(partMax, maxTotal-st.total-planned)
+			if tail >= 0 {
+				budget = min(partMax, tail)
+			}
 			first := len(wave) == 0
 			if budget <= 0 && !first {
 				break // decided once the wave is in
@@ -386,6 +397,11 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 			// ones take them only if free (the response then carries what
 			// it has).
 			want := min(int64(max(budget, 1)), b.g.Capacity())
+			if tail >= 0 {
+				// Together the tail keeps at most what its first one
+				// reserved; each takes its bytes when it is kept.
+				want = 0
+			}
 			if err := b.reserve(ctx, want, first && st.total == 0); err != nil {
 				if !first {
 					break // tried again once the wave gave back what it did not use
@@ -399,7 +415,12 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 			queue = queue[1:]
 			fp.budget, fp.want = budget, want
 			wave = append(wave, fp)
-			planned += max(budget, 1)
+			if tail < 0 {
+				planned += max(budget, 1)
+				if budget < partMax {
+					tail = budget
+				}
+			}
 		}
 		if len(wave) == 0 {
 			return

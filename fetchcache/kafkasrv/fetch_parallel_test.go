@@ -127,11 +127,17 @@ func TestKafkaFetchFillsPartitionsInParallel(t *testing.T) {
 		offsets     bool
 		reads       bool
 		together    int // the barrier: calls that must be in at once
+		partMax     int
+		maxTotal    int
 	}{
-		{"offsets", 0, true, false, parts},
-		{"reads", 0, false, true, parts},
-		{"both", 0, true, true, parts},
-		{"bounded", 3, false, true, 3},
+		{"offsets", 0, true, false, parts, 1 << 20, 50 << 20},
+		{"reads", 0, false, true, parts, 1 << 20, 50 << 20},
+		{"both", 0, true, true, parts, 1 << 20, 50 << 20},
+		{"bounded", 3, false, true, 3, 1 << 20, 50 << 20},
+		// The Fetch's max bytes run out in the first partition: the
+		// others are still read together (the wave's tail), not one
+		// after the other to find that nothing more fits.
+		{"max_bytes_run_out", 0, false, true, parts, 2 << 10, 2<<10 + 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,16 +154,22 @@ func TestKafkaFetchFillsPartitionsInParallel(t *testing.T) {
 			for p := range int32(parts) {
 				pairs = append(pairs, "par", p)
 			}
-			resp, err := fetchOf(0, 1<<20, pairs...).RequestWith(context.Background(), cl)
+			req := fetchOf(0, int32(tt.partMax), pairs...)
+			req.MaxBytes = int32(tt.maxTotal)
+			resp, err := req.RequestWith(context.Background(), cl)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, rt := range resp.Topics {
+			want := sequentialFill(t, e.Cat, "par", make([]int64, parts), tt.partMax, tt.maxTotal)
+			for i, rt := range resp.Topics {
 				for _, rp := range rt.Partitions {
-					if rp.ErrorCode != 0 || len(rp.RecordBatches) == 0 {
-						t.Fatalf("partition %d: error %d, %d bytes; want its data (its fill waited for the others in vain)", rp.Partition, rp.ErrorCode, len(rp.RecordBatches))
+					if rp.ErrorCode != 0 || !bytes.Equal(rp.RecordBatches, want[i]) {
+						t.Fatalf("partition %d: error %d, %d bytes; want %d bytes (its fill waited for the others in vain)", rp.Partition, rp.ErrorCode, len(rp.RecordBatches), len(want[i]))
 					}
 				}
+			}
+			if len(want[0]) == 0 {
+				t.Fatal("the case reads nothing: it tests nothing")
 			}
 			for _, b := range []*barrier{cat.offsets, cat.reads} {
 				if b != nil && tt.concurrency > 0 && b.maxInner.Load() > int64(tt.concurrency) {
