@@ -236,8 +236,13 @@ func startReplayFetch(b *testing.B, cd *coldData) *tieredProc {
 
 // storeGets is the process's tiered_fetch_store_gets_total, all series.
 func storeGets(b *testing.B, p *tieredProc) float64 {
+	return counterSum(b, p, "tiered_fetch_store_gets_total")
+}
+
+// counterSum is the sum of a counter's series in the process's /metrics.
+func counterSum(b *testing.B, p *tieredProc, name string) float64 {
 	var sum float64
-	for _, line := range metricLines(b, p.url(), "tiered_fetch_store_gets_total") {
+	for _, line := range metricLines(b, p.url(), name+" ", name+"{") {
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
 		if err != nil {
@@ -311,7 +316,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	var last *tieredProc // the last cold process, warm for the next step
 	b.Run("cold", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
-		var gets, cpu, peak float64
+		var gets, cpu, peak, throttles float64
 		n := 0
 		for b.Loop() {
 			b.StopTimer()
@@ -319,12 +324,13 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 				last.stop()
 			}
 			last = startReplayFetch(shapeB, rs.cd)
-			g0, c0 := storeGets(b, last), procCPU(last.pid())
+			g0, c0, r0 := storeGets(b, last), procCPU(last.pid()), counterSum(b, last, "tiered_fetch_gate_rejections_total")
 			b.StartTimer()
 			rs.kcatAll(b, kcat, last.kafka, consumers)
 			b.StopTimer()
 			cpu += (procCPU(last.pid()) - c0).Seconds()
 			gets += storeGets(b, last) - g0
+			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
 			peak = max(peak, float64(procStatus(b, last.pid(), "VmHWM"))/1024)
 			n++
 			b.StartTimer()
@@ -334,6 +340,8 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(gets/float64(n)/float64(rs.segments), "GETs/segment")
 		b.ReportMetric(cpu/(served/1e9), "cpu-s/GB")
 		b.ReportMetric(peak, "peak-RSS-MiB")
+		// Overloaded gates answer with a throttle, which the client waits.
+		b.ReportMetric(throttles/float64(n), "throttles/read")
 		b.ReportMetric(float64(replayCacheBytes+replayInFlightBytes+64<<20)/(1<<20), "RSS-bound-MiB")
 	})
 	b.Run("warm", func(b *testing.B) {

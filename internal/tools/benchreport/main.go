@@ -195,7 +195,9 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 	b.WriteString("\n## Replay curve (#17)\n\n")
 	b.WriteString("`BenchmarkReplay` (integration/replay_bench_test.go): a topic of P partitions in 1 MiB or 16 MiB\n" +
 		"segments, read from the log start to the end by one `kcat -C -o beginning -e` (or 8 at once, one\n" +
-		"partition each). cold: a new `tiered fetch` process (256 MiB cache, 16 concurrent GETs, 64 MiB in\n" +
+		"partition each; `-X fetch.wait.max.ms=100` for every broker alike, so that the end of the log costs\n" +
+		"100 ms rather than librdkafka's 500 ms max wait). cold: a new `tiered fetch` process (256 MiB cache,\n" +
+		"16 concurrent GETs, 64 MiB in\n" +
 		"flight); raw GET: minio-go GETs of the same .log objects, 16 at a time; warm: the same kcat read\n" +
 		"again from that process, every chunk cached; kfake: the same kcat read from franz-go's kfake holding\n" +
 		"the same batches (the same records, so MB/s ratios are records/s ratios). The limit is the lesser\n" +
