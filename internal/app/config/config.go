@@ -64,6 +64,7 @@ const (
 	DefaultKafkaMaxConnectionsPerIP      = kafkasrv.DefaultKafkaMaxConnectionsPerIP
 	DefaultKafkaMaxInFlightResponseBytes = kafkasrv.DefaultKafkaMaxInFlightResponseBytes
 	DefaultKafkaMaxFetchPartitions       = kafkasrv.DefaultKafkaMaxFetchPartitions
+	DefaultKafkaFetchFillConcurrency     = kafkasrv.DefaultKafkaFetchFillConcurrency
 )
 
 // Config is the configuration of a long-running tiered process. Not every process reads every
@@ -164,6 +165,10 @@ type KafkaListener struct {
 	// MaxFetchPartitions bounds the distinct partitions one Fetch may name (repeats collapse,
 	// as in Kafka; default 10000); a larger Fetch is refused with INVALID_REQUEST.
 	MaxFetchPartitions int `yaml:"max_fetch_partitions"`
+	// FetchFillConcurrency bounds the partitions of one Fetch read at once (default 16, the
+	// fetch section's default max_concurrent_gets): a Fetch's remote partitions are filled in
+	// parallel.
+	FetchFillConcurrency int `yaml:"fetch_fill_concurrency"`
 }
 
 // The listener security settings are the fetch service's own types
@@ -272,6 +277,7 @@ func Defaults() Config {
 			MaxConnectionsPerIP:      DefaultKafkaMaxConnectionsPerIP,
 			MaxInFlightResponseBytes: DefaultKafkaMaxInFlightResponseBytes,
 			MaxFetchPartitions:       DefaultKafkaMaxFetchPartitions,
+			FetchFillConcurrency:     DefaultKafkaFetchFillConcurrency,
 		},
 		Log:    Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Broker: map[string]string{},

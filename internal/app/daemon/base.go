@@ -100,6 +100,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			MaxConnectionsPerIP:      k.MaxConnectionsPerIP,
 			MaxInFlightResponseBytes: int64(k.MaxInFlightResponseBytes),
 			MaxFetchPartitions:       k.MaxFetchPartitions,
+			FetchFillConcurrency:     k.FetchFillConcurrency,
 		}
 		so.Registerer = b.reg
 	}
