@@ -36,9 +36,11 @@ const (
 	// hostile names cannot reset what legitimate misses are remembered by.
 	// With topic names of up to 249 bytes it costs at most about 25 MiB.
 	DefaultRemoteUnknownEntries = 65536
-	// DefaultRemoteIndexCacheBytes bounds each open partition's parsed
-	// index objects (remotelog.ReaderOptions.IndexCacheBytes).
-	DefaultRemoteIndexCacheBytes = 4 << 20
+	// DefaultRemoteIndexCacheBytes bounds the parsed index objects of all
+	// open partitions together (one remotelog.IndexCache the catalog's
+	// logs share), so that the per-partition state of a replay of many
+	// partitions stays within the fetch process's memory headroom.
+	DefaultRemoteIndexCacheBytes = 16 << 20
 )
 
 // RemoteCatalogOptions configures NewRemoteCatalog. Zero fields take the
@@ -54,7 +56,8 @@ type RemoteCatalogOptions struct {
 	// UnknownEntries bounds the remembered unknown partitions (an LRU).
 	UnknownEntries int
 	// Reader tunes every partition's remotelog.RemoteLog; IndexCacheBytes
-	// defaults to DefaultRemoteIndexCacheBytes here.
+	// bounds the index cache all of them share (default
+	// DefaultRemoteIndexCacheBytes), unless Reader.IndexCache names one.
 	Reader remotelog.ReaderOptions
 	Now    func() time.Time
 }
@@ -102,6 +105,9 @@ func NewRemoteCatalog(b objstore.BucketReader, o RemoteCatalogOptions) (*RemoteC
 	}
 	if o.Reader.IndexCacheBytes <= 0 {
 		o.Reader.IndexCacheBytes = DefaultRemoteIndexCacheBytes
+	}
+	if o.Reader.IndexCache == nil {
+		o.Reader.IndexCache = remotelog.NewIndexCache(o.Reader.IndexCacheBytes)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

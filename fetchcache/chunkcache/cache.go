@@ -36,6 +36,8 @@ type CachingBucket struct {
 	attrs *lru.Cache[string, objstore.Attrs]
 	sf    singleflight.Group // object attribute lookups
 	ra    *readAhead
+	// streams are the readers asking for read-ahead (ReadAhead).
+	streams *raStreams
 	// fmu guards flights: the chunk loads in progress (cache_load.go).
 	fmu     sync.Mutex
 	flights map[chunkKey]*flight
@@ -61,6 +63,7 @@ var (
 	_ objstore.BucketReader      = (*CachingBucket)(nil)
 	_ objstore.Prefetcher        = (*CachingBucket)(nil)
 	_ objstore.SizeHinter        = (*CachingBucket)(nil)
+	_ objstore.ReadAheader       = (*CachingBucket)(nil)
 	_ objstore.SharedRangeReader = (*chunkReader)(nil)
 )
 
@@ -88,6 +91,8 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 			MaxWait: o.MaxWait, RetryAfter: o.RetryAfter, Registerer: o.Registerer}),
 		attrs: attrs,
 		ra:    newReadAhead(o.Streams),
+
+		streams: newRAStreams(o.StreamIdle, o.Streams),
 
 		flights: map[chunkKey]*flight{},
 	}
@@ -249,7 +254,7 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 	cs := c.o.ChunkBytes
 	first, last := off/cs, (off+n-1)/cs
 	ver := objectVersion(attrs)
-	chunks, err := c.acquire(ctx, key, ver, size, first, last, deadline)
+	chunks, err := c.acquire(ctx, key, ver, size, first, last, deadline, !objstore.CallerReadsAhead(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}

@@ -81,7 +81,16 @@
 // sequential and keeps the next ReadAheadChunks chunks (default 4) cached
 // or loading: once the first half of that window has a gap, the missing
 // chunks of the whole window load as one run. Read-ahead only takes free
-// gate capacity and is cancelled by Close.
+// gate capacity and is cancelled by Close. Readers that know what they
+// read next (a RemoteLog's streams, objstore.ReadAheader) ask for it with
+// ReadAhead(stream, window), across objects, instead (readahead_streams.go):
+// each stream active in the last StreamIdle holds at most its fair share
+// of MaxInFlightBytes in read-ahead loads and of half the memory tier in
+// its window, so the first readers cannot starve the others; a share is
+// loaded by about eight GETs at once, in whole runs; ReadAhead returns the
+// bytes of the window cached or loading, so the reader asks again only
+// half a window later. Their own range reads, marked with
+// objstore.WithCallerReadAhead, start no per-object read-ahead.
 //
 // Metrics (registry injected through CacheOptions.Registerer, every
 // series created at 0; several buckets may share a registry):

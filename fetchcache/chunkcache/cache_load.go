@@ -36,6 +36,10 @@ type flight struct {
 type loadRun struct {
 	keys    []chunkKey
 	flights []*flight
+	// held says the run's bytes weight and one gets slot were admitted
+	// before its load began (stream read-ahead admits a run before it
+	// says the run is covered); load uses them instead of starting its own.
+	held bool
 }
 
 // maxRunChunks bounds the chunks of one run (one GET): a quarter of the
@@ -111,12 +115,15 @@ func (c *CachingBucket) claim(object, version string, first, last int64, client,
 // acquire returns chunks [first, last] of an object version for a client:
 // cached ones at once, the others from the loads it joins or starts (one
 // GET per run, at most FetchParallelism runs of this request at a time).
-// Read-ahead of the stream starts while the request's own loads go on.
-func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time) ([][]byte, error) {
+// Read-ahead of the stream starts while the request's own loads go on,
+// unless the caller reads ahead itself (objstore.WithCallerReadAhead).
+func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time, readAhead bool) ([][]byte, error) {
 	hook := c.testHook
 	runs, waits, chunks := c.claim(object, version, first, last, true, true)
 	c.goLoad(runs, func() { c.loadRuns(runs, size, deadline) })
-	c.readAheadAfter(object, version, size, first, last)
+	if readAhead {
+		c.readAheadAfter(object, version, size, first, last)
+	}
 	var loaded []chunkKey
 	for i := range waits {
 		f := waits[i]
@@ -282,10 +289,18 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 		}
 		return g.StartBy(c.ctx, w, deadline)
 	}
-	if err := start(c.bytes, weight); err != nil {
-		c.settleRun(r, 0, err)
-		return
+	heldGet := r.held
+	if !r.held {
+		if err := start(c.bytes, weight); err != nil {
+			c.settleRun(r, 0, err)
+			return
+		}
 	}
+	defer func() {
+		if heldGet { // every chunk came from the disk tier
+			c.gets.Done(1)
+		}
+	}()
 	// keep caches chunk i and ends its flight as soon as its bytes are in.
 	keep := func(i int, data []byte) {
 		c.mem.add(r.keys[i], data, readAhead)
@@ -341,7 +356,9 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			}
 			j++
 		}
-		if err := start(c.gets, 1); err != nil {
+		if heldGet {
+			heldGet = false
+		} else if err := start(c.gets, 1); err != nil {
 			fail(i, err)
 			return
 		}

@@ -1101,7 +1101,7 @@ func TestLoadsAfterClose(t *testing.T) {
 		wantErr error
 	}{
 		{"client read", func(c *CachingBucket, ver string) error {
-			_, err := c.acquire(context.Background(), "seg", ver, size, 0, 5, time.Now().Add(time.Second))
+			_, err := c.acquire(context.Background(), "seg", ver, size, 0, 5, time.Now().Add(time.Second), true)
 			return err
 		}, ErrClosed},
 		{"read-ahead", func(c *CachingBucket, ver string) error {

@@ -67,8 +67,12 @@ type CacheOptions struct {
 
 	// AttrsEntries bounds the cached object sizes/ETags (entries).
 	AttrsEntries int
-	// Streams bounds the sequential-read cursors tracked for read-ahead.
+	// Streams bounds the sequential-read cursors tracked for read-ahead,
+	// and the streams sharing the read-ahead budget (ReadAhead).
 	Streams int
+	// StreamIdle is how long a stream that asked for read-ahead counts as
+	// active, sharing the budget (DefaultStreamIdle).
+	StreamIdle time.Duration
 
 	// Registerer receives the tiered_fetch_cache_*, _store_*, _gate_* and
 	// _readahead_* series; nil keeps them unregistered.
@@ -108,6 +112,9 @@ func (o CacheOptions) EnsureDefaults() CacheOptions {
 	}
 	if o.Streams == 0 {
 		o.Streams = DefaultStreams
+	}
+	if o.StreamIdle == 0 {
+		o.StreamIdle = DefaultStreamIdle
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -154,6 +161,9 @@ func (o CacheOptions) Validate() error {
 	}
 	if o.Streams <= 0 {
 		bad("streams %d: must be positive", o.Streams)
+	}
+	if o.StreamIdle < 0 {
+		bad("stream idle %v: must not be negative", o.StreamIdle)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid cache options: %w", errors.Join(errs...))

@@ -1,6 +1,9 @@
 package objstore
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Capabilities a BucketReader (or the readers it returns) may have beyond
 // the Bucket interface. Callers discover them with a type assertion and work
@@ -28,9 +31,8 @@ type SizeHinter interface {
 }
 
 // Prefetcher is implemented by caching buckets that can load a range in
-// the background. A RemoteLog prefetches the start of the next segment's
-// .log object, and loads its index, when a read comes near the end of a
-// segment, so a sequential reader does not wait for either there.
+// the background (the chunk cache: an object's start before a reader
+// gets there). A RemoteLog reads ahead through ReadAheader instead.
 type Prefetcher interface {
 	// Prefetch loads [off, off+length) of key (and what a read of it would
 	// read ahead) in the background. It must not block or wait for
@@ -41,3 +43,49 @@ type Prefetcher interface {
 	// (and does not run fn) when the bucket is closed.
 	Background(fn func(ctx context.Context)) bool
 }
+
+// ReadAheader is implemented by caching buckets that read ahead for
+// several sequential readers at once and share their budget among them: a
+// RemoteLog names each of its readers by a stream number (unique within
+// the process, NewStreamID) and, after each read, hands the bucket the
+// window it wants cached next, which may span the ends of several objects
+// (segments). The bucket loads what of it is neither cached nor loading,
+// in order, in the background, within the stream's fair share of its
+// in-flight budget; it must not block or wait for capacity. It returns how
+// many bytes of the window, from its start, are now cached or loading: the
+// caller need not ask for them again until its reader gets near their end.
+type ReadAheader interface {
+	ReadAhead(stream uint64, window []Range) (covered int64)
+}
+
+// Range is a byte range of an object whose size the caller knows (from a
+// manifest).
+type Range struct {
+	Key      string
+	Off, Len int64
+	Size     int64 // the object's size
+}
+
+// callerReadsAhead marks a context whose range reads come from a reader
+// that drives its own read-ahead (ReadAheader).
+type callerReadsAhead struct{}
+
+// WithCallerReadAhead returns ctx marked so that a caching bucket does not
+// read ahead of range reads made with it on its own: the caller (a
+// RemoteLog over a ReadAheader) asks for the window it wants itself, under
+// its stream's share.
+func WithCallerReadAhead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callerReadsAhead{}, true)
+}
+
+// CallerReadsAhead reports whether ctx was marked by WithCallerReadAhead.
+func CallerReadsAhead(ctx context.Context) bool {
+	v, _ := ctx.Value(callerReadsAhead{}).(bool)
+	return v
+}
+
+var streamIDs atomic.Uint64
+
+// NewStreamID returns a stream number no other call in this process
+// returned.
+func NewStreamID() uint64 { return streamIDs.Add(1) }

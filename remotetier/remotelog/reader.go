@@ -2,9 +2,12 @@
 // RemoteLog reads one partition by offset or timestamp through its root
 // manifest (and sealed sub-manifests), the segment's index objects and range
 // GETs of its .log, never listing the bucket, with bounded memory and
-// caches of sub-manifests and parsed indexes. It uses the object store's
-// optional capabilities (shared ranges, size hints, prefetch) when the
-// bucket has them. The fetch service reads through it; it knows nothing of
+// caches of sub-manifests and parsed indexes. Sequential readers (streams,
+// reader_stream.go) read no index: a segment is entered at its first byte
+// and continued where the last read ended, and the bucket is asked to read
+// ahead of each of them across segment boundaries. It uses the object
+// store's optional capabilities (shared ranges, size hints, read-ahead)
+// when the bucket has them. The fetch service reads through it; it knows nothing of
 // the uploader.
 package remotelog
 
@@ -15,6 +18,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier/index"
@@ -90,8 +94,22 @@ func (e *CorruptObjectError) Unwrap() error { return e.Err }
 type ReaderOptions struct {
 	SubManifestCache int
 	IndexCacheBytes  int64
-	MaxIndexBytes    int64
-	ScanWindow       int
+	// IndexCache, when set, is the index cache the log shares with
+	// others (IndexCacheBytes is then unused): one bound for the indexes
+	// of every open partition.
+	IndexCache    *IndexCache
+	MaxIndexBytes int64
+	ScanWindow    int
+	// Streams bounds the sequential readers remembered (reader_stream.go).
+	Streams int
+	// ReadAheadBytes is the deepest read-ahead of one stream over a
+	// ReadAheader bucket; negative disables it.
+	ReadAheadBytes int64
+	// ReadAheadLead bounds a stream's read-ahead to what its reader
+	// consumes in this time at its measured rate.
+	ReadAheadLead time.Duration
+	// Now is the clock streams measure rates by (time.Now when nil).
+	Now func() time.Time
 }
 
 func (o ReaderOptions) withDefaults() ReaderOptions {
@@ -106,6 +124,18 @@ func (o ReaderOptions) withDefaults() ReaderOptions {
 	}
 	if o.ScanWindow <= 0 {
 		o.ScanWindow = DefaultScanWindow
+	}
+	if o.Streams <= 0 {
+		o.Streams = DefaultStreams
+	}
+	if o.ReadAheadBytes == 0 {
+		o.ReadAheadBytes = DefaultReadAheadBytes
+	}
+	if o.ReadAheadLead <= 0 {
+		o.ReadAheadLead = DefaultReadAheadLead
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return o
 }
@@ -166,7 +196,8 @@ type RemoteLog struct {
 	key       string
 	opts      ReaderOptions
 	subs      *manifest.SubCache
-	idx       *indexCache
+	idx       *IndexCache
+	streams   *streamTable
 
 	mu sync.Mutex
 	m  *manifest.Manifest
@@ -191,6 +222,9 @@ func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic s
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	if opts.IndexCache == nil {
+		opts.IndexCache = NewIndexCache(opts.IndexCacheBytes)
+	}
 	l := &RemoteLog{
 		bucket:    b,
 		topic:     topic,
@@ -198,7 +232,8 @@ func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic s
 		key:       key,
 		opts:      opts,
 		subs:      manifest.NewSubCache(BucketResolver(b), opts.SubManifestCache),
-		idx:       newIndexCache(opts.IndexCacheBytes),
+		idx:       opts.IndexCache,
+		streams:   newStreamTable(opts.Streams),
 	}
 	m, err := l.loadRoot(ctx)
 	if err != nil {
@@ -404,6 +439,12 @@ func (l *RemoteLog) Read(ctx context.Context, offset int64, maxBytes int) (ReadR
 // write a cached range straight to its client.
 func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (ReadView, error) {
 	var res ReadView
+	prev, cont := l.streams.get(offset)
+	ra, readsAhead := l.readsAhead()
+	rctx := ctx
+	if readsAhead {
+		rctx = objstore.WithCallerReadAhead(ctx)
+	}
 	err := l.retryGone(ctx, func(m *manifest.Manifest) error {
 		res = ReadView{LogStartOffset: m.LogStartOffset, LogEndOffset: m.NextOffset(), NextOffset: offset}
 		if offset == res.LogEndOffset && offset >= res.LogStartOffset {
@@ -413,43 +454,36 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 		if err != nil {
 			return err
 		}
-		if err := l.readSegment(ctx, seg, offset, maxBytes, &res); err != nil {
+		if err := l.readSegment(rctx, seg, offset, maxBytes, &res, prev, cont); err != nil {
 			return err
 		}
-		l.prefetchNext(ctx, m, seg, res.end, maxBytes)
+		// The stream goes on from where the read ended, and asks for its
+		// window when its reader nears the end of what it asked for last.
+		s := l.opts.nextStream(prev, cont, offset <= seg.BaseOffset, int64(res.Len), l.opts.Now(), maxBytes)
+		ask := s.windowBytes(prev, cont, int64(maxBytes)+int64(l.opts.ScanWindow))
+		want, left := wantsWindow(prev, advance(prev, cont, seg.Log.Key, res.end), ask)
+		s.ahead, s.toEnd, s.limit = left, prev.toEnd && cont, prev.limit
+		if readsAhead && want {
+			w, total := l.readAheadWindow(ctx, m, seg, res.end, ask)
+			if len(w) > 0 {
+				s.ahead = ra.ReadAhead(s.id, w)
+			}
+			s.toEnd = total < ask && s.ahead == total
+			s.limit = 0
+			if s.ahead < total && !s.toEnd {
+				s.limit = s.ahead // the bucket held back (its share of memory)
+			}
+		}
+		if res.end < seg.Log.Size {
+			s.key, s.pos = seg.Log.Key, res.end
+		}
+		l.streams.put(res.NextOffset, s)
 		return nil
 	})
 	if err != nil {
 		return ReadView{}, fmt.Errorf("read %s-%d at offset %d: %w", l.topic, l.partition, offset, err)
 	}
 	return res, nil
-}
-
-// prefetchNext asks a Prefetcher bucket to load the start of the segment
-// after seg, and its index, when a read ended (at byte end of seg's log)
-// within three reads of its end, so a sequential reader finds them cached
-// when it gets there: the store's next GETs overlap this segment's last
-// reads instead of following them.
-func (l *RemoteLog) prefetchNext(ctx context.Context, m *manifest.Manifest, seg manifest.Segment, end int64, maxBytes int) {
-	p, ok := l.bucket.(objstore.Prefetcher)
-	if !ok || seg.Log.Size-end > 3*int64(max(maxBytes, 1)) || seg.NextOffset() >= m.NextOffset() {
-		return
-	}
-	next, err := m.FindOffset(ctx, l.subs, seg.NextOffset())
-	if err != nil || next.Log.Key == seg.Log.Key {
-		return // the read itself reports problems with the next segment
-	}
-	hintSize(l.bucket, next.Log)
-	p.Prefetch(next.Log.Key, 0, min(int64(maxBytes)+int64(l.opts.ScanWindow), next.Log.Size))
-	ck := indexCacheKey(next.Index, kindOffsetIndex)
-	if _, ok := l.idx.get(ck); !ok && l.idx.claim(ck) {
-		if !p.Background(func(ctx context.Context) {
-			defer l.idx.unclaim(ck)
-			_, _ = l.offsetIndex(ctx, next) // errors are the next read's
-		}) {
-			l.idx.unclaim(ck)
-		}
-	}
 }
 
 // joinParts copies parts (n bytes in all) into one new slice.
@@ -466,28 +500,31 @@ func joinParts(parts [][]byte, n int) []byte {
 // the total stays within maxBytes. The batches after the first are taken
 // from the window already read where they lie in one part, so a read costs
 // one range GET and no copy of a shared window; a batch spanning two parts
-// is copied once.
-func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, target int64, maxBytes int, res *ReadView) error {
+// is copied once. A read at the segment's base offset, or one continuing a
+// stream (prev, cont) in this segment, starts where it knows the batch is
+// without the offset index (startAt); others look the position up there.
+func (l *RemoteLog) readSegment(ctx context.Context, seg manifest.Segment, target int64, maxBytes int, res *ReadView, prev streamState, cont bool) error {
 	maxBytes = max(maxBytes, 1)
 	window := int64(maxBytes) + int64(l.opts.ScanWindow)
-	if p, ok := l.bucket.(objstore.Prefetcher); ok && target <= seg.BaseOffset {
-		if _, cached := l.idx.get(indexCacheKey(seg.Index, kindOffsetIndex)); !cached {
-			// A read from the segment's start begins at position 0:
-			// the log's first bytes load while the index does.
-			hintSize(l.bucket, seg.Log)
-			p.Prefetch(seg.Log.Key, 0, min(window, seg.Log.Size))
+	chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
+	pos, known := startAt(seg, target, prev, cont)
+	switch {
+	case known && pos > 0:
+		// The batch after the stream's last one: it starts at target
+		// or later (a gap left by compaction).
+		chain = record.NewChain(target, seg.LastOffset)
+	case !known:
+		p, entry, err := l.indexEntry(ctx, seg, target)
+		if err != nil {
+			return err
+		}
+		pos = p
+		if pos > 0 {
+			chain.StartAt(entry)
 		}
 	}
-	pos, entry, err := l.indexEntry(ctx, seg, target)
-	if err != nil {
-		return err
-	}
 	// Every batch passed on the way and served is checked against the
-	// segment's offsets (record.Chain), from the index entry's batch on.
-	chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
-	if pos > 0 {
-		chain.StartAt(entry)
-	}
+	// segment's offsets (record.Chain), from the start position's batch on.
 	cur := newLogCursor(l.bucket, seg.Log, window)
 	for {
 		if pos >= seg.Log.Size {

@@ -235,16 +235,17 @@ func (c *logCursor) header(ctx context.Context, pos int64) (record.Batch, int64,
 	return b, size, nil
 }
 
-// indexCache is a byte-bounded LRU of parsed index objects by key.
-type indexCache struct {
+// IndexCache is a byte-bounded LRU of parsed index objects by key. The
+// RemoteLogs of a process may share one (ReaderOptions.IndexCache), so that
+// the indexes of all open partitions have one bound: keys name objects,
+// which are unique to their partition and never change.
+type IndexCache struct {
 	max int64
 
 	mu    sync.Mutex
 	bytes int64
 	order *list.List // of *indexEntry, most recent first
 	items map[string]*list.Element
-	// loading holds the keys being prefetched.
-	loading map[string]bool
 }
 
 type indexEntry struct {
@@ -253,29 +254,18 @@ type indexEntry struct {
 	size int64
 }
 
-func newIndexCache(maxBytes int64) *indexCache {
-	return &indexCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}, loading: map[string]bool{}}
+func NewIndexCache(maxBytes int64) *IndexCache {
+	return &IndexCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}}
 }
 
-// claim marks key as being loaded in the background; false if it already
-// is, so one prefetch per index runs at a time.
-func (c *indexCache) claim(key string) bool {
+// Bytes is the size the cached indexes are accounted at.
+func (c *IndexCache) Bytes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.loading[key] {
-		return false
-	}
-	c.loading[key] = true
-	return true
+	return c.bytes
 }
 
-func (c *indexCache) unclaim(key string) {
-	c.mu.Lock()
-	delete(c.loading, key)
-	c.mu.Unlock()
-}
-
-func (c *indexCache) get(key string) (any, bool) {
+func (c *IndexCache) get(key string) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[key]
@@ -286,7 +276,7 @@ func (c *indexCache) get(key string) (any, bool) {
 	return el.Value.(*indexEntry).v, true
 }
 
-func (c *indexCache) put(key string, v any, size int64) {
+func (c *IndexCache) put(key string, v any, size int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.items[key]; ok || size > c.max {

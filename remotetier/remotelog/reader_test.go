@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/tiered/tiered/internal/testkit/remotekit"
@@ -70,13 +68,7 @@ func TestReadCompactedGaps(t *testing.T) {
 	local := remotekit.WriteLocal(t, t.TempDir(), 2, 6, 30, false)
 	files := local.Files(t)
 	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, remotekit.SmallPolicy)
-	for i, f := range files {
-		switch i {
-		case 2:
-			continue // a gap between segments
-		case 1, 4:
-			f = remotekit.Compact(t, f, func(i int) bool { return i%3 != 0 })
-		}
+	for _, f := range withCompactionGaps(t, files) {
 		r.Commit(f)
 	}
 	l := openTestLog(t, r.Bucket, "")
@@ -223,7 +215,8 @@ func TestReadErrors(t *testing.T) {
 		idx := slices.Clone(remotekit.Get(t, r.Bucket, seg.Index.Key))
 		idx[3] ^= 1
 		remotekit.Put(t, r.Bucket, seg.Index.Key, idx)
-		_, err := l.Read(ctx, seg.BaseOffset, 1)
+		// Inside the segment: a read at its base offset needs no index.
+		_, err := l.Read(ctx, seg.LastOffset, 1)
 		var co *CorruptObjectError
 		if !errors.As(err, &co) || co.Key != seg.Index.Key {
 			t.Fatalf("got %v", err)
@@ -338,7 +331,7 @@ func TestRefresh(t *testing.T) {
 }
 
 func TestIndexCacheBound(t *testing.T) {
-	c := newIndexCache(100)
+	c := NewIndexCache(100)
 	c.put("a", 1, 60)
 	c.put("b", 2, 30)
 	if _, ok := c.get("a"); !ok {
@@ -378,14 +371,14 @@ func FuzzReadSegment(f *testing.F) {
 		remotekit.Put(t, mem, keys.TimeIndex, nil)
 		seg := manifest.Segment{BaseOffset: 0, LastOffset: 1 << 20, Log: remotekit.Object(t, keys.Log, log),
 			Index: remotekit.Object(t, keys.Index, nil), TimeIndex: remotekit.Object(t, keys.TimeIndex, nil)}
-		l := &RemoteLog{bucket: mem, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
+		l := &RemoteLog{bucket: mem, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: NewIndexCache(1 << 20)}
 		var v ReadView
-		err := l.readSegment(ctx, seg, offset, 100, &v)
+		err := l.readSegment(ctx, seg, offset, 100, &v, streamState{}, false)
 		data := joinParts(v.Parts, v.Len)
 		// The same read over shared parts of 7 bytes must agree.
-		ls := &RemoteLog{bucket: splitBucket{mem, 7}, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: newIndexCache(1 << 20)}
+		ls := &RemoteLog{bucket: splitBucket{mem, 7}, topic: remotekit.TestTopic, partition: remotekit.TestPartition, opts: ReaderOptions{}.withDefaults(), idx: NewIndexCache(1 << 20)}
 		var sv ReadView
-		serr := ls.readSegment(ctx, seg, offset, 100, &sv)
+		serr := ls.readSegment(ctx, seg, offset, 100, &sv, streamState{}, false)
 		if (err == nil) != (serr == nil) || !bytes.Equal(data, joinParts(sv.Parts, sv.Len)) {
 			t.Fatalf("shared parts: %d bytes, %v; one buffer: %d bytes, %v", sv.Len, serr, len(data), err)
 		}
@@ -532,86 +525,6 @@ func lastNext(t *testing.T, data []byte) int64 {
 			return next
 		}
 		next = b.NextOffset()
-	}
-}
-
-// prefetchBucket records Prefetch calls.
-type prefetchBucket struct {
-	objstore.BucketReader
-	mu    sync.Mutex
-	calls []string
-}
-
-func (b *prefetchBucket) Background(fn func(ctx context.Context)) bool {
-	fn(context.Background()) // synchronously: the test sees its effect
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls = append(b.calls, "background")
-	return true
-}
-
-func (b *prefetchBucket) Prefetch(key string, off, length int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls = append(b.calls, fmt.Sprintf("%s@%d+%d", key, off, length))
-}
-
-// TestReadPrefetchesNextSegment: a read ending within two reads of its
-// segment's end asks a Prefetcher for the start of the next segment; reads
-// far from the end and reads of the last segment do not.
-func TestReadPrefetchesNextSegment(t *testing.T) {
-	ctx := context.Background()
-	local := remotekit.WriteLocal(t, t.TempDir(), 22, 3, 20, false)
-	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
-	r.Commit(local.Files(t)...)
-	pb := &prefetchBucket{BucketReader: r.Bucket}
-	l := openTestLog(t, pb, "")
-	m := l.Manifest()
-	segs := m.Segments
-	if len(segs) < 3 {
-		t.Fatalf("%d segments", len(segs))
-	}
-	const maxBytes = 100
-	// A read from a segment's start, its index not loaded yet, loads its
-	// first bytes alongside the index; once the index is cached, not.
-	if _, err := l.Read(ctx, segs[0].BaseOffset, maxBytes); err != nil {
-		t.Fatal(err)
-	}
-	first := fmt.Sprintf("%s@0+%d", segs[0].Log.Key, min(int64(maxBytes+DefaultScanWindow), segs[0].Log.Size))
-	if len(pb.calls) != 1 || pb.calls[0] != first {
-		t.Fatalf("first read at a segment's start prefetched %v, want [%s]", pb.calls, first)
-	}
-	pb.calls = nil
-	if _, err := l.Read(ctx, segs[0].BaseOffset, maxBytes); err != nil {
-		t.Fatal(err)
-	}
-	if len(pb.calls) != 0 {
-		t.Fatalf("read at a segment's start prefetched %v", pb.calls)
-	}
-	if _, err := l.Read(ctx, segs[0].LastOffset, maxBytes); err != nil {
-		t.Fatal(err)
-	}
-	// The next segment's log start, and its index in the background.
-	want := fmt.Sprintf("%s@0+%d", segs[1].Log.Key, min(int64(maxBytes+DefaultScanWindow), segs[1].Log.Size))
-	if len(pb.calls) != 2 || pb.calls[0] != want || pb.calls[1] != "background" {
-		t.Fatalf("prefetches %v, want [%s background]", pb.calls, want)
-	}
-	if _, ok := l.idx.get(indexCacheKey(segs[1].Index, kindOffsetIndex)); !ok {
-		t.Fatal("the next segment's index was not loaded")
-	}
-	pb.calls = nil
-	if _, err := l.Read(ctx, segs[0].LastOffset, maxBytes); err != nil {
-		t.Fatal(err)
-	}
-	if len(pb.calls) != 1 || pb.calls[0] != want {
-		t.Fatalf("second read: prefetches %v, want [%s] (the index is cached)", pb.calls, want)
-	}
-	pb.calls = nil
-	if _, err := l.Read(ctx, segs[len(segs)-1].LastOffset, maxBytes); err != nil {
-		t.Fatal(err)
-	}
-	if len(pb.calls) != 0 {
-		t.Fatalf("read of the last segment prefetched %v", pb.calls)
 	}
 }
 

@@ -7,10 +7,16 @@ import (
 	"runtime/debug"
 )
 
-// MemoryHeadroom is what a daemon's soft memory limit allows beyond its
-// budgets: the runtime, per-connection and per-partition state, buffers
-// not drawn from a budget.
+// MemoryHeadroom is what serve's soft memory limit allows beyond its
+// budgets: the runtime, the log engine's per-partition state, per-connection
+// state, buffers not drawn from a budget.
 const MemoryHeadroom = 128 << 20
+
+// FetchMemoryHeadroom is what fetch's soft memory limit allows beyond its
+// budgets (issue 17: a replay's RSS stays within the cache and in-flight
+// budgets + 64 MiB): the runtime, the open partitions' manifests, index and
+// stream caches, per-connection state.
+const FetchMemoryHeadroom = 64 << 20
 
 // budgets is the sum of the daemon's configured memory budgets that hold
 // bytes in the process: the chunk cache, the bytes being fetched, the
@@ -32,9 +38,18 @@ func (s *Serve) MemoryLimit() int64 {
 	return s.budgets() + s.settings.CleanerDedupeBufferSize + MemoryHeadroom
 }
 
-// MemoryLimit is the soft memory limit fetch runs under: its budgets plus
-// MemoryHeadroom.
-func (f *Fetch) MemoryLimit() int64 { return f.budgets() + MemoryHeadroom }
+// MemoryLimit is the soft memory limit fetch runs under: the budgets that
+// hold its bytes — the chunk cache and the bytes being fetched into it —
+// plus FetchMemoryHeadroom (issue 17's bound on a replay's RSS). The Kafka
+// responses being built or written (kafka.max_inflight_response_bytes) are
+// not added: they are views of cached chunks, not copies; responses that
+// keep chunks the cache has evicted make the garbage collector work harder
+// under the limit rather than let the heap grow past it (GOMEMLIMIT
+// overrides). fetch has no write API, so no produce budget.
+func (f *Fetch) MemoryLimit() int64 {
+	c := f.cfg
+	return int64(c.Fetch.CacheBytes) + int64(c.Fetch.MaxInFlightBytes) + FetchMemoryHeadroom
+}
 
 // ApplyMemoryLimit sets the process's soft memory limit to limit unless
 // GOMEMLIMIT is set (the operator's value wins), and logs which applies.
@@ -49,6 +64,6 @@ func ApplyMemoryLimit(limit int64, log *slog.Logger) int64 {
 		return debug.SetMemoryLimit(-1)
 	}
 	debug.SetMemoryLimit(limit)
-	log.Info("soft memory limit", "bytes", limit, "from", "budgets (fetch.cache_bytes, fetch.max_inflight_bytes, kafka.max_inflight_response_bytes, http.max_inflight_produce_bytes, log.cleaner.dedupe.buffer.size) + 128MiB")
+	log.Info("soft memory limit", "bytes", limit, "from", "budgets (fetch.cache_bytes, fetch.max_inflight_bytes; serve: + kafka.max_inflight_response_bytes, http.max_inflight_produce_bytes, log.cleaner.dedupe.buffer.size) + headroom (fetch 64MiB, serve 128MiB)")
 	return limit
 }

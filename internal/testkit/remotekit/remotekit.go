@@ -117,7 +117,7 @@ func (r *Remote) Commit(files ...SegFiles) {
 	var segs []manifest.Segment
 	for _, f := range files {
 		attempt := manifest.NewAttemptID()
-		keys, err := manifest.DataKeys(r.Prefix, TestTopic, TestPartition, f.Base, attempt)
+		keys, err := manifest.DataKeys(r.Prefix, TestTopic, r.M.Partition, f.Base, attempt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -495,4 +495,17 @@ func CheckTimestamps(t testing.TB, r *Remote, lookup func(ctx context.Context, t
 			t.Fatalf("ts %d: %d@%d %v, the local log gives %d@%d %v (%v)", ts, off, got, found, lo, lt, lf, err)
 		}
 	}
+}
+
+// NewRemotePartition is NewRemote for partition part of TestTopic, for
+// tests of several partitions in one bucket.
+func NewRemotePartition(t testing.TB, b objstore.Bucket, prefix string, part int32, logStart int64, p manifest.Policy) *Remote {
+	t.Helper()
+	r := NewRemote(t, b, prefix, logStart, p)
+	m, err := manifest.New(prefix, TestTopic, part, logStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.M = m
+	return r
 }

@@ -1,0 +1,383 @@
+package chunkcache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// inFlightByObject counts the GETs of each object that reached the store
+// and are held there (holdGets), waiting until total of them are.
+func inFlightByObject(t *testing.T, inner *countingBucket, total int64) map[string]int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for inner.started.Load() < total {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d GETs reached the store, want %d", inner.started.Load(), total)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	time.Sleep(20 * time.Millisecond) // no more come
+	out := map[string]int{}
+	for _, r := range inner.takeRanges() {
+		out[r.key] += int(r.size / 100)
+	}
+	inner.started.Store(0)
+	return out
+}
+
+// waitSettled waits until only the held GETs' chunks are loading: the
+// read-ahead that found the gates full has given up.
+func waitSettled(t *testing.T, c *CachingBucket) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.loading() > int(c.bytes.InFlight()/c.o.ChunkBytes) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d chunks loading, %d bytes in flight", c.loading(), c.bytes.InFlight())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestReadAheadSharedFairly: streams asking for read-ahead share the
+// in-flight budget. A stream alone may take all of it; once eight are
+// active, each holds one eighth (one chunk here), the first no more than
+// the last, and the chunks the first one's share no longer covers go to
+// the others; once the others go idle the one left has the budget again.
+// Read-ahead chunks arrive, and a window is cut at the memory share.
+func TestReadAheadSharedFairly(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk, objChunks, streams = 100, 16, 8
+	var keys []string
+	for i := range streams {
+		k := fmt.Sprintf("seg%d", i)
+		putObject(t, store, k, chunk*objChunks)
+		keys = append(keys, k)
+	}
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 2 * streams * objChunks * chunk,
+		MaxInFlightBytes: streams * chunk, MaxConcurrentGets: 64, StreamIdle: time.Hour})
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	c.streams.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	window := func(i int, from int64) []objstore.Range {
+		return []objstore.Range{{Key: keys[i], Off: from * chunk, Len: (objChunks - from) * chunk, Size: objChunks * chunk}}
+	}
+
+	// One stream alone takes the whole budget.
+	inner.holdGets()
+	c.ReadAhead(1, window(0, 0))
+	got := inFlightByObject(t, inner, 8) // the share cut into 8 GETs
+	if got[keys[0]] != streams || len(got) != 1 {
+		t.Fatalf("alone, stream 1 loads %v, want %d chunks of %s", got, streams, keys[0])
+	}
+	for i := 1; i < streams; i++ {
+		// The bytes gate is full: skipped, and said so (nothing covered).
+		if got := c.ReadAhead(uint64(i+1), window(i, 0)); got != 0 {
+			t.Fatalf("stream %d: %d bytes covered with the budget full", i+1, got)
+		}
+	}
+	waitSettled(t, c)
+	if n := inner.started.Load(); n != 0 {
+		t.Fatalf("%d GETs past a full budget", n)
+	}
+	inner.release()
+	waitIdle(t, c)
+
+	// Eight active streams: one chunk each, the first stream asking first.
+	inner.holdGets()
+	c.ReadAhead(1, window(0, streams))
+	for i := 1; i < streams; i++ {
+		c.ReadAhead(uint64(i+1), window(i, 0))
+	}
+	got = inFlightByObject(t, inner, streams)
+	for i, k := range keys {
+		if got[k] != 1 {
+			t.Fatalf("eight streams: stream %d loads %d chunks (all: %v), want 1 each", i+1, got[k], got)
+		}
+	}
+	inner.release()
+	waitIdle(t, c)
+
+	// The others idle: stream 1 has the budget again.
+	c.streams.idle = time.Second
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	inner.holdGets()
+	c.ReadAhead(1, window(0, streams+1))
+	got = inFlightByObject(t, inner, objChunks-streams-1)
+	if got[keys[0]] != objChunks-streams-1 || len(got) != 1 {
+		t.Fatalf("alone again: %v, want the %d chunks left of %s", got, objChunks-streams-1, keys[0])
+	}
+	inner.release()
+	waitIdle(t, c)
+	for i := range objChunks {
+		if !c.mem.contains(chunkKey{keys[0], objectVersion(objstore.Attrs{Size: objChunks * chunk}), int64(i)}) {
+			t.Fatalf("chunk %d of %s not cached after its read-ahead", i, keys[0])
+		}
+	}
+}
+
+// TestReadAheadWindowCut: a stream's window is cut at its share of the
+// memory tier, so many streams' read-ahead does not evict itself.
+func TestReadAheadWindowCut(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk = 100
+	putObject(t, store, "a", 40*chunk)
+	putObject(t, store, "b", 40*chunk)
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 20 * chunk, MaxInFlightBytes: 40 * chunk})
+	// Alone: half the memory tier, 10 chunks, across the two objects.
+	c.ReadAhead(7, []objstore.Range{{Key: "a", Off: 35 * chunk, Len: 5 * chunk, Size: 40 * chunk}, {Key: "b", Off: 0, Len: 40 * chunk, Size: 40 * chunk}})
+	waitIdle(t, c)
+	n := 0
+	for _, r := range inner.takeRanges() {
+		n += int(r.size / chunk)
+	}
+	if n != 10 {
+		t.Fatalf("read ahead %d chunks, want 10 (half of the memory tier)", n)
+	}
+}
+
+// TestCallerReadAheadSkipsObjectReadAhead: a range read marked by a
+// caller that reads ahead itself starts no read-ahead of its own.
+func TestCallerReadAheadSkipsObjectReadAhead(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		ctx   context.Context
+		ahead bool
+	}{
+		{"unmarked_reads_ahead", context.Background(), true},
+		{"marked_does_not", objstore.WithCallerReadAhead(context.Background()), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := objstore.NewMemory()
+			putObject(t, store, "a", 1000)
+			inner := newCounting(store)
+			c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, MaxInFlightBytes: 1000})
+			rc, err := c.GetRange(tt.ctx, "a", 0, 50)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc.Close()
+			waitIdle(t, c)
+			if got := len(inner.takeRanges()); (got > 1) != tt.ahead {
+				t.Fatalf("%d GETs for a read of one chunk; read ahead: %v", got, tt.ahead)
+			}
+		})
+	}
+}
+
+// TestReadAheadRunChunks: a stream's share is loaded by about eight GETs
+// at once (the store's parallelism), in runs of at least one chunk and at
+// most maxRunChunks (a quarter of the budget, at most 8).
+func TestReadAheadRunChunks(t *testing.T) {
+	const chunk = 100
+	for _, tt := range []struct {
+		name           string
+		budget, share  int64 // in chunks
+		want, maxChunk int
+	}{
+		{"lone_stream_default_budget", 16, 16, 2, 4},
+		{"share_of_one_chunk", 16, 1, 1, 4},
+		{"share_of_eight_streams", 16, 2, 1, 4},
+		{"large_share_capped_by_the_run_limit", 256, 256, 8, 8},
+		{"share_below_a_chunk", 16, 0, 1, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustCache(t, newCounting(objstore.NewMemory()), CacheOptions{ChunkBytes: chunk, MemoryBytes: 1000, MaxInFlightBytes: tt.budget * chunk})
+			if c.maxRunChunks() != tt.maxChunk {
+				t.Fatalf("maxRunChunks %d, want %d", c.maxRunChunks(), tt.maxChunk)
+			}
+			if got := c.aheadRunChunks(tt.share * chunk); got != tt.want {
+				t.Fatalf("runs of %d chunks, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadAheadWholeRuns: a window that moves on by less than a run per
+// read loads in whole runs: a short run at the window's far end waits for
+// the window to cover it whole, instead of each chunk loading by itself as
+// it enters the window; one at its near end (the reader is about to need
+// it) and one at an object's end load at once.
+func TestReadAheadWholeRuns(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk, chunks = 100, 20
+	putObject(t, store, "a", chunks*chunk)
+	putObject(t, store, "b", 3*chunk)
+	inner := newCounting(store)
+	// 16 chunks in flight: runs of 2 chunks (aheadRunChunks).
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk})
+	win := func(from, n int64) []objstore.Range {
+		return []objstore.Range{{Key: "a", Off: from, Len: n, Size: chunks * chunk}}
+	}
+	var sizes []int64
+	take := func() {
+		waitIdle(t, c)
+		for _, r := range inner.takeRanges() {
+			sizes = append(sizes, r.size/chunk)
+		}
+	}
+	for read := int64(0); read < 10; read++ {
+		// A reader of 60 bytes a read, with a window of 5 chunks: what is
+		// covered ends where the runs left out begin.
+		covered := c.ReadAhead(1, win(read*60, 5*chunk))
+		if end := read*60 + covered; (end%(2*chunk) != 0 && end != read*60+5*chunk) || end < read*60+3*chunk {
+			t.Fatalf("read %d: the window from %d covered up to %d, want its end or a whole run's, 3 chunks on or more", read, read*60, end)
+		}
+		take()
+	}
+	// All cached: the whole window is covered.
+	if got := c.ReadAhead(1, win(0, 3*chunk+50)); got != 3*chunk+50 {
+		t.Fatalf("a cached window: %d bytes covered, want %d", got, 3*chunk+50)
+	}
+	for i, n := range sizes {
+		if n != 2 {
+			t.Fatalf("GET %d of %v loads %d chunks, want whole runs of 2", i, sizes, n)
+		}
+	}
+	// Near the window's start, and at an object's end, a short run loads.
+	sizes = nil
+	c.ReadAhead(1, []objstore.Range{{Key: "a", Off: 19 * chunk, Len: chunk, Size: chunks * chunk}, {Key: "b", Off: 0, Len: 3 * chunk, Size: 3 * chunk}})
+	take()
+	if len(sizes) != 3 || sizes[0]+sizes[1]+sizes[2] != 4 {
+		t.Fatalf("GETs of %v chunks, want a's last chunk and b's 3 chunks (2 + 1)", sizes)
+	}
+}
+
+// TestStreamsActive: the streams counted as active are those seen within
+// StreamIdle; idle ones with nothing in flight are forgotten, and a stream
+// seen again after going idle counts again; past the bound a new stream is
+// not tracked.
+func TestStreamsActive(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newRAStreams(time.Second, 3)
+	s.now = func() time.Time { return now }
+	count := func(id uint64) int {
+		t.Helper()
+		_, n := s.touch(id)
+		return n
+	}
+	steps := []struct {
+		advance time.Duration
+		stream  uint64
+		want    int
+	}{
+		{0, 1, 1}, {0, 2, 2}, {0, 1, 2}, {0, 3, 3},
+		{2 * time.Second, 1, 1},        // 2 and 3 idle: swept away
+		{0, 2, 2},                      // back
+		{100 * time.Millisecond, 4, 3}, // a new one
+	}
+	for i, st := range steps {
+		now = now.Add(st.advance)
+		if got := count(st.stream); got != st.want {
+			t.Fatalf("step %d (stream %d): %d active, want %d", i, st.stream, got, st.want)
+		}
+	}
+	if st, _ := s.touch(5); st != nil {
+		t.Fatal("a fourth stream past the bound of 3 was tracked")
+	}
+	// One in flight is kept while idle.
+	a, _ := s.touch(1)
+	s.take(a, 10, 100)
+	now = now.Add(time.Minute)
+	count(9)
+	if _, ok := s.m[1]; !ok {
+		t.Fatal("an idle stream with read-ahead in flight was forgotten")
+	}
+}
+
+// TestReadAheadCoversWhatItAdmits: the bytes a stream's read-ahead says it
+// covered are those loading or cached: with two GETs free, a window over
+// five one-chunk objects covers the first two, the other three are not
+// left claimed, and the next request, once the GETs are done, loads them.
+func TestReadAheadCoversWhatItAdmits(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk = 100
+	var window []objstore.Range
+	for i := range 5 {
+		k := fmt.Sprintf("seg%d", i)
+		putObject(t, store, k, chunk)
+		window = append(window, objstore.Range{Key: k, Off: 0, Len: chunk, Size: chunk})
+	}
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk, MaxConcurrentGets: 2})
+	inner.holdGets()
+	if got := c.ReadAhead(1, window); got != 2*chunk {
+		t.Fatalf("covered %d bytes with 2 GETs free, want %d", got, 2*chunk)
+	}
+	if n := c.loading(); n != 2 {
+		t.Fatalf("%d chunks loading, want 2", n)
+	}
+	inner.release()
+	waitIdle(t, c)
+	if got := c.ReadAhead(1, window); got != 4*chunk {
+		t.Fatalf("second request covered %d bytes, want %d (2 cached, 2 more loading)", got, 4*chunk)
+	}
+	waitIdle(t, c)
+	if got := c.ReadAhead(1, window); got != 5*chunk {
+		t.Fatalf("third request covered %d bytes, want all %d", got, 5*chunk)
+	}
+}
+
+// TestReadAheadDiskTier: a stream's read-ahead of chunks the disk tier
+// holds promotes them without a GET, and gives back the GET slot it was
+// admitted with; chunks it does not hold come from the store.
+func TestReadAheadDiskTier(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk = 100
+	putObject(t, store, "a", 8*chunk)
+	inner := newCounting(store)
+	dir := t.TempDir()
+	o := CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk, CacheDir: dir, DiskBytes: 100 * chunk,
+		ReadAheadChunks: -1}
+	c := mustCache(t, inner, o)
+	readAll(t, c, "a", 0, 4*chunk) // chunks 0-3 reach the disk tier
+	waitIdle(t, c)
+	c.Close()
+	inner.takeRanges()
+
+	o.ReadAheadChunks = 4
+	c = mustCache(t, inner, o) // memory empty, disk holding what was read
+	attrs, err := store.Attributes(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver := objectVersion(attrs)
+	// The stream's read learns the same version (not only the size hint).
+	if _, err := c.objectAttrs(context.Background(), "a", time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	onDisk := 0
+	for i := range 8 {
+		if c.disk.has(chunkKey{"a", ver, int64(i)}) {
+			onDisk++
+		}
+	}
+	if onDisk == 0 || onDisk == 8 {
+		t.Fatalf("%d of 8 chunks on disk: the test would not tell", onDisk)
+	}
+	got := c.ReadAhead(1, []objstore.Range{{Key: "a", Off: 0, Len: 8 * chunk, Size: 8 * chunk}})
+	waitIdle(t, c) // also: every gate back at 0
+	if got != 8*chunk {
+		t.Fatalf("covered %d bytes, want %d", got, 8*chunk)
+	}
+	var fetched int64
+	for _, r := range inner.takeRanges() {
+		fetched += r.size / chunk
+	}
+	if fetched != int64(8-onDisk) {
+		t.Fatalf("%d chunks from the store, want the %d not on disk", fetched, 8-onDisk)
+	}
+	for i := range 8 {
+		if !c.mem.contains(chunkKey{"a", ver, int64(i)}) {
+			t.Fatalf("chunk %d not in memory after read-ahead", i)
+		}
+	}
+}

@@ -1,0 +1,427 @@
+package remotelog
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// kindCounter counts the reads of each kind of object (.log, .index,
+// .timeindex, .txnindex, manifests) made of the bucket it wraps.
+type kindCounter struct {
+	objstore.BucketReader
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func newKindCounter(b objstore.BucketReader) *kindCounter {
+	return &kindCounter{BucketReader: b, reads: map[string]int{}}
+}
+
+func (b *kindCounter) count(key string) {
+	b.mu.Lock()
+	b.reads[path.Ext(key)]++
+	b.mu.Unlock()
+}
+
+func (b *kindCounter) take() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.reads
+	b.reads = map[string]int{}
+	return r
+}
+
+func (b *kindCounter) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	b.count(key)
+	return b.BucketReader.Get(ctx, key)
+}
+
+func (b *kindCounter) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	b.count(key)
+	return b.BucketReader.GetRange(ctx, key, off, n)
+}
+
+// readSequentially reads l from offset to its end as a consumer does (each
+// read at the offset after the last batch of the one before), checking
+// every answer against the model, and returns the number of reads.
+func readSequentially(t *testing.T, r *remotekit.Remote, l *RemoteLog, from int64, maxBytes int) int {
+	t.Helper()
+	ctx := context.Background()
+	reads := 0
+	for off := from; off < l.LogEndOffset(); reads++ {
+		v, err := l.ReadView(ctx, off, maxBytes)
+		if err != nil {
+			t.Fatalf("read %d max %d: %v", off, maxBytes, err)
+		}
+		if got, want := joinParts(v.Parts, v.Len), r.ExpectRead(off, maxBytes); !bytes.Equal(got, want) || len(got) == 0 {
+			t.Fatalf("read %d max %d: %d bytes, want %d", off, maxBytes, len(got), len(want))
+		}
+		off = v.NextOffset
+	}
+	return reads
+}
+
+// withCompactionGaps is files with gaps left by compaction: the third
+// segment gone (a gap between segments), the second and fifth compacted.
+func withCompactionGaps(t *testing.T, files []remotekit.SegFiles) []remotekit.SegFiles {
+	out := make([]remotekit.SegFiles, 0, len(files))
+	for i, f := range files {
+		switch i {
+		case 2:
+			continue // a gap between segments
+		case 1, 4:
+			f = remotekit.Compact(t, f, func(i int) bool { return i%3 != 0 })
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// TestSequentialReadNeedsNoIndex: a consumer reading a partition from
+// the start of a segment to its end reads no offset, time or transaction
+// index: it enters every segment at its first byte (the manifest has its
+// base offset), and continues within one where its last read ended. One
+// starting inside a segment reads that segment's offset index only. The
+// answers are the model's, over inline and sealed manifests and segments
+// with compaction gaps, at several read sizes.
+func TestSequentialReadNeedsNoIndex(t *testing.T) {
+	local := remotekit.WriteLocal(t, t.TempDir(), 31, 6, 30, true)
+	files := local.Files(t)
+	for _, tt := range []struct {
+		name   string
+		policy manifest.Policy
+		files  []remotekit.SegFiles
+	}{
+		{"inline", manifest.DefaultPolicy(), files},
+		{"sealed_sub_manifests", remotekit.SmallPolicy, files},
+		{"compaction_gaps", manifest.DefaultPolicy(), withCompactionGaps(t, files)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, tt.policy)
+			r.Commit(tt.files...)
+			for _, maxBytes := range []int{1, 3000, 1 << 20} {
+				kc := newKindCounter(r.Bucket)
+				l := openTestLog(t, kc, "")
+				kc.take()
+				reads := readSequentially(t, r, l, l.LogStartOffset(), maxBytes)
+				got := kc.take()
+				if got[".index"]+got[".timeindex"]+got[".txnindex"] != 0 {
+					t.Fatalf("max %d: %d reads from the start read indexes: %v", maxBytes, reads, got)
+				}
+				if got[".log"] != reads {
+					t.Fatalf("max %d: %d reads made %d .log GETs", maxBytes, reads, got[".log"])
+				}
+				// From inside the first segment: its offset index, once.
+				l = openTestLog(t, kc, "")
+				kc.take()
+				mid := (r.Segs[0].BaseOffset + r.Segs[0].LastOffset) / 2
+				readSequentially(t, r, l, mid, maxBytes)
+				if got := kc.take(); got[".index"] != 1 || got[".timeindex"]+got[".txnindex"] != 0 {
+					t.Fatalf("max %d: reads from offset %d read indexes %v, want the first segment's .index once", maxBytes, mid, got)
+				}
+			}
+		})
+	}
+}
+
+// windowBucket is a ReadAheader that records the windows it is given and
+// says it covered all of each (cover) or none.
+type windowBucket struct {
+	objstore.BucketReader
+	cover   bool
+	limit   int64 // with cover: covers at most this many bytes of a window
+	mu      sync.Mutex
+	streams []uint64
+	windows [][]objstore.Range
+}
+
+func (b *windowBucket) ReadAhead(stream uint64, w []objstore.Range) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.streams = append(b.streams, stream)
+	b.windows = append(b.windows, w)
+	var n int64
+	for _, r := range w {
+		n += r.Len
+	}
+	switch {
+	case !b.cover:
+		return 0
+	case b.limit > 0:
+		return min(n, b.limit)
+	}
+	return n
+}
+
+// take returns the stream and window of the last call since the last
+// take (0 and nil when none).
+func (b *windowBucket) take() (uint64, []objstore.Range) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.windows) == 0 {
+		return 0, nil
+	}
+	id, w := b.streams[len(b.streams)-1], b.windows[len(b.windows)-1]
+	b.streams, b.windows = nil, nil
+	return id, w
+}
+
+// TestReadAheadAcrossSegments: after every read a ReadAheader is asked to
+// keep the next bytes of the partition cached from where the read ended,
+// across segment boundaries (the rest of the segment, then the next ones
+// from their first byte, in order), under one stream id per reader; the
+// depth doubles with each sequential read up to ReadAheadBytes; another
+// reader, starting inside a segment, reads ahead from its second read on,
+// as its own stream; the log's end ends the window.
+func TestReadAheadAcrossSegments(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 32, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	wb := &windowBucket{BucketReader: r.Bucket}
+	const maxBytes, cap = 1000, 256 << 10
+	l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{ReadAheadBytes: cap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	segOf := map[string]int{}
+	for i, s := range r.Segs {
+		segOf[s.Log.Key] = i
+	}
+	floor := int64(maxBytes + DefaultScanWindow)
+	wantDepth := 2 * floor
+	var stream uint64
+	off := int64(0)
+	for i := 0; off < l.LogEndOffset(); i++ {
+		v, err := l.ReadView(ctx, off, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, w := wb.take()
+		if i == 0 {
+			stream = id
+		} else if id != stream && w != nil {
+			t.Fatalf("read %d: stream %d, want %d (the same reader)", i, id, stream)
+		}
+		// The window starts where the read ended and runs on through
+		// whole next segments.
+		seg, err := r.M.FindOffset(ctx, l.subs, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := int64(0)
+		for _, b := range r.Batches {
+			if b.Seg == segOf[seg.Log.Key] && b.B.NextOffset() == v.NextOffset {
+				end = b.Pos + int64(b.B.Size())
+			}
+		}
+		var want []objstore.Range
+		var total int64
+		for k, at := segOf[seg.Log.Key], end; k < len(r.Segs) && total < wantDepth; k, at = k+1, 0 {
+			sg := r.Segs[k]
+			if at < sg.Log.Size {
+				n := min(wantDepth-total, sg.Log.Size-at)
+				want = append(want, objstore.Range{Key: sg.Log.Key, Off: at, Len: n, Size: sg.Log.Size})
+				total += n
+			}
+		}
+		if !slices.Equal(w, want) {
+			t.Fatalf("read %d (ends at %d of segment %d): window %+v, want %+v", i, end, segOf[seg.Log.Key], w, want)
+		}
+		if i == 2 && len(w) < 2 {
+			t.Fatalf("read %d: the window of %d bytes stays in one segment", i, total)
+		}
+		wantDepth = min(2*wantDepth, cap)
+		off = v.NextOffset
+	}
+	// Another reader, inside a segment: no read-ahead for its first read
+	// (it may be a random read), then its own stream.
+	v, err := l.ReadView(ctx, r.Segs[3].BaseOffset+1, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, w := wb.take(); id != 0 {
+		t.Fatalf("a first read inside a segment read ahead %+v", w)
+	}
+	if _, err := l.ReadView(ctx, v.NextOffset, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := wb.take(); id == stream || id == 0 {
+		t.Fatalf("the second reader's stream is %d, the first's %d", id, stream)
+	}
+}
+
+// TestReadAheadAsksAgainHalfWay: a stream whose window the bucket
+// covered asks for it again only once its reader has read half a depth of
+// it (small reads do not each walk the window); one the bucket could not
+// cover asks on every read.
+func TestReadAheadAsksAgainHalfWay(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 33, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	const maxBytes, depth = 500, 64 << 10
+	for _, cover := range []bool{true, false} {
+		wb := &windowBucket{BucketReader: r.Bucket, cover: cover}
+		l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{ReadAheadBytes: depth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Read until the depth is at its cap, then count the requests
+		// over reads of 4 depths of bytes.
+		off := int64(0)
+		var read int64
+		asks, reads := 0, 0
+		for i := 0; off < l.LogEndOffset() && read < 4*depth; i++ {
+			v, err := l.ReadView(ctx, off, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off = v.NextOffset
+			if id, _ := wb.take(); i >= 8 {
+				reads++
+				read += int64(v.Len)
+				if id != 0 {
+					asks++
+				}
+			}
+		}
+		if read < 4*depth {
+			t.Fatalf("read only %d bytes", read)
+		}
+		switch {
+		case cover && (asks < 4 || asks > 10):
+			t.Fatalf("covered: %d requests over %d reads of 4 depths, want about 8 (one per half depth)", asks, reads)
+		case !cover && asks != reads:
+			t.Fatalf("not covered: %d requests over %d reads, want one each", asks, reads)
+		}
+	}
+}
+
+// TestReadAheadToTheEnd: once a covered window reaches the log's end, the
+// stream asks no more until its reader gets there.
+func TestReadAheadToTheEnd(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 34, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	wb := &windowBucket{BucketReader: r.Bucket, cover: true}
+	l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks, reads := 0, 0
+	for off := int64(0); off < l.LogEndOffset(); reads++ {
+		v, err := l.ReadView(ctx, off, 2000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = v.NextOffset
+		if id, _ := wb.take(); id != 0 {
+			asks++
+		}
+	}
+	// The depth ramps up from two reads: a few requests until the window
+	// reaches the end of the log (a few hundred KB), then none.
+	if asks > 8 || reads < 50 {
+		t.Fatalf("%d requests over %d reads of a log within the depth", asks, reads)
+	}
+}
+
+// TestReadAheadHeldBack: when the bucket covers only part of each window
+// (its memory share among many streams), the stream asks for about twice
+// what it covered, not its whole depth, and asks again once that is
+// half read.
+func TestReadAheadHeldBack(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 35, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	const maxBytes, limit = 500, 20000
+	floor := int64(maxBytes + DefaultScanWindow)
+	wb := &windowBucket{BucketReader: r.Bucket, cover: true, limit: limit}
+	l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{ReadAheadBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks := 0
+	for off, i := int64(0), 0; off < l.LogEndOffset() && i < 100; i++ {
+		v, err := l.ReadView(ctx, off, maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = v.NextOffset
+		_, w := wb.take()
+		var n int64
+		for _, rg := range w {
+			n += rg.Len
+		}
+		if w != nil {
+			asks++
+		}
+		if i > 0 && n > max(2*limit, floor) {
+			t.Fatalf("read %d: a window of %d bytes after the bucket covered %d", i, n, limit)
+		}
+	}
+	if asks < 2 {
+		t.Fatalf("%d requests", asks)
+	}
+}
+
+// TestReadAheadDepth: the depth of a stream's read-ahead starts at two
+// reads, doubles with each sequential read up to ReadAheadBytes, and is
+// held to what the reader consumes in ReadAheadLead at its measured rate
+// (at least one read): a fast reader reads far ahead, a slow one not.
+func TestReadAheadDepth(t *testing.T) {
+	o := ReaderOptions{ReadAheadBytes: 64 << 20, ReadAheadLead: time.Second}.withDefaults()
+	const maxBytes = 1 << 20
+	floor := int64(maxBytes + DefaultScanWindow)
+	for _, tt := range []struct {
+		name  string
+		every time.Duration // between reads of maxBytes
+		want  []int64       // depth after each read
+	}{
+		{"fast_reader_ramps_to_the_cap", time.Millisecond, []int64{2 * floor, 4 * floor, 8 * floor, 16 * floor, 32 * floor, 64 << 20, 64 << 20}},
+		{"10MBps_reader_holds_10MB", 100 * time.Millisecond, []int64{2 * floor, 4 * floor, 8 * floor, 10 << 20, 10 << 20}},
+		{"slow_reader_one_read", 10 * time.Second, []int64{2 * floor, floor, floor}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			s := o.nextStream(streamState{}, false, true, maxBytes, now, maxBytes)
+			for i, want := range tt.want {
+				if i > 0 {
+					now = now.Add(tt.every)
+					s = o.nextStream(s, true, false, maxBytes, now, maxBytes)
+				}
+				// The rate-held depth is within rounding of the bytes per lead.
+				if d := s.depth - want; d < -1 || d > 1 {
+					t.Fatalf("read %d: depth %d, want %d", i, s.depth, want)
+				}
+			}
+		})
+	}
+	// A reader that began inside a segment (a seek, a random read) reads
+	// ahead from its second read on.
+	now := time.Unix(1000, 0)
+	s := o.nextStream(streamState{}, false, false, maxBytes, now, maxBytes)
+	if s.depth != 0 {
+		t.Fatalf("first read inside a segment: depth %d, want 0", s.depth)
+	}
+	if s = o.nextStream(s, true, false, maxBytes, now.Add(time.Millisecond), maxBytes); s.depth != 2*floor {
+		t.Fatalf("its second read: depth %d, want %d", s.depth, 2*floor)
+	}
+	off := ReaderOptions{ReadAheadBytes: -1}.withDefaults()
+	if s := off.nextStream(streamState{}, false, true, 10, time.Now(), 10); s.depth != 0 {
+		t.Fatalf("read-ahead disabled: depth %d", s.depth)
+	}
+}
