@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
@@ -27,6 +28,19 @@ type fetchPart struct {
 	resp   *kmsg.FetchResponseTopicPartition
 	failed bool            // answered with an error: no waiting for it
 	data   fetchcache.View // the record batches of resp, spliced in when it is written
+
+	// One fetchOnce's working state, each written by one goroutine at a
+	// time (prepare, then read) and read by fetchOnce after it waited.
+	limit      int64  // the high watermark, or the last stable offset
+	outOfRange bool   // answered with OFFSET_OUT_OF_RANGE
+	err        error  // the failed step's error, answered by fetchOnce
+	errOp      string // the step that failed
+	budget     int    // the planned bytes of its read
+	want       int64  // its reservation of the response budget
+	view       fetchcache.View
+	last       int64 // the offset after view's last batch
+	txns       []fetchcache.AbortedTxn
+	txnErr     error // of txns, answered only if view is kept
 }
 
 func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchRequest) (kmsg.Response, string, time.Duration) {
@@ -232,135 +246,308 @@ func (b *respBudget) release() { b.give(b.held) }
 // had no room for any of its data within its max wait.
 const responseBudgetRetry = 100 * time.Millisecond
 
-// fetchOnce fills every partition's response once. The first partition with
+// fetchOnce fills every partition's response once, as Kafka's sequential
+// read of the partitions in request order would: the first partition with
 // data gets at least one whole batch even when it exceeds the byte limits
-// (KIP-74); later ones get only what fits.
+// (KIP-74); later ones get only what fits in what the earlier ones left of
+// the Fetch's max bytes. The partitions are filled in parallel, at most
+// FetchFillConcurrency at a time, so that the remote ones named in one
+// Fetch keep the store busy together: first every partition's offsets
+// (opening it and its manifest), then its data in waves (fillWaves).
 func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (int, string, time.Duration) {
-	total := 0
-	code := fetchcache.CodeOK
-	var throttle time.Duration
-	full := false // the response budget had no room: read no more
+	st := &fillState{code: fetchcache.CodeOK}
+	s.fanOut(len(parts), func(i int) { s.prepare(ctx, parts[i], committed) })
+	var queue []*fetchPart
 	for _, fp := range parts {
-		rp := fp.resp
-		*rp = kmsg.NewFetchResponseTopicPartition()
-		rp.Partition = fp.q.Partition
-		// Never null: librdkafka refuses a null record set ("invalid
-		// MessageSetSize -1").
-		rp.RecordBatches = []byte{}
-		fp.failed, fp.data = false, fetchcache.View{}
-		fail := func(op string, err error) {
-			if d, ok := gate.RetryAfter(err); ok {
-				// Kafka's fetch throttling, whatever step was overloaded
-				// (opening the partition, its manifest, the read): no
-				// error, no data, and throttle_time_ms tells the client
-				// when to come back.
-				throttle = max(throttle, d)
-				code = worse(code, fetchcache.CodeThrottled)
-				return
-			}
-			var c string
-			rp.ErrorCode, c = s.partitionError(op, fp.topic, fp.q.Partition, err)
-			code = worse(code, c)
-			fp.failed = true
-		}
-		if fp.part == nil {
-			p, err := s.o.Catalog.Partition(ctx, fp.topic, fp.q.Partition)
-			if err != nil {
-				fail("fetch", err)
-				continue
-			}
-			fp.part = p
-		}
-		off, err := fp.part.Offsets(ctx)
-		if err != nil {
-			fail("fetch offsets", err)
+		if fp.err != nil {
+			st.fail(s, fp, fp.errOp, fp.err)
 			continue
 		}
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = off.LogEnd, off.LastStable, off.LogStart
-		if committed {
-			rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+		if fp.outOfRange {
+			st.code = worse(st.code, fetchcache.CodeOffsetOutOfRange)
 		}
-		offset := fp.q.FetchOffset
-		if offset < off.LogStart || offset > off.LogEnd {
-			// fetchcache.Offsets may come from a cache (a remote manifest); a read
-			// past the end re-reads it, and decides.
-			if _, err := fp.part.Read(ctx, offset, 1); err != nil {
-				if _, ok := gate.RetryAfter(err); !ok {
-					fail("fetch", err)
-					continue
-				}
-			}
-			if off, err = fp.part.Offsets(ctx); err != nil {
-				fail("fetch offsets", err)
-				continue
-			}
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = off.LogEnd, off.LastStable, off.LogStart
-			if offset < off.LogStart || offset > off.LogEnd {
-				rp.ErrorCode = kerr.OffsetOutOfRange.Code
-				code = worse(code, fetchcache.CodeOffsetOutOfRange)
-				fp.failed = true
-				continue
-			}
-		}
-		limit := off.LogEnd
-		if committed {
-			limit = off.LastStable
-		}
-		budget := min(int(max(fp.q.PartitionMaxBytes, 0)), maxTotal-total)
-		if offset >= limit || budget <= 0 && total > 0 || full {
-			continue
-		}
-		// The bytes come from the listener's response budget first: the
-		// first read waits for them up to the Fetch's max wait, later ones
-		// take them only if free (the response then carries what it has).
-		want := min(int64(max(budget, 1)), b.g.Capacity())
-		if err := b.reserve(ctx, want, total == 0); err != nil {
-			full = true
-			if total == 0 {
-				fail("fetch", err)
-			}
-			continue
-		}
-		// Shared cache memory where possible: the response only reads it,
-		// and is written with these parts spliced in (splicedFetch).
-		v, err := fetchcache.ReadView(ctx, fp.part, offset, max(budget, 1))
-		if err != nil {
-			b.give(want)
-			fail("fetch", err)
-			continue
-		}
-		v, last := cutView(v, limit)
-		if v.Len == 0 || (total > 0 && v.Len > budget) {
-			b.give(want)
-			continue
-		}
-		if !b.keep(ctx, want, int64(v.Len)) {
-			b.give(want)
-			full = true
-			if total == 0 {
-				fail("fetch", &gate.OverloadedError{Gate: b.g.Name(), RetryAfter: responseBudgetRetry})
-			}
-			continue
-		}
-		fp.data = v
-		total += v.Len
-		if committed {
-			txns, err := fp.part.AbortedTxns(ctx, offset, last)
-			if err != nil {
-				fp.data = fetchcache.View{}
-				total -= v.Len
-				b.give(int64(v.Len))
-				fail("fetch aborted transactions", err)
-				continue
-			}
-			for _, t := range txns {
-				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
-				at.ProducerID, at.FirstOffset = t.ProducerID, t.FirstOffset
-				rp.AbortedTransactions = append(rp.AbortedTransactions, at)
-			}
+		if !fp.failed && fp.q.FetchOffset < fp.limit {
+			queue = append(queue, fp)
 		}
 	}
-	return total, code, throttle
+	s.fillWaves(ctx, queue, maxTotal, committed, b, st)
+	return st.total, st.code, st.throttle
+}
+
+// fillState is what one fetchOnce has answered so far.
+type fillState struct {
+	total    int
+	code     string
+	throttle time.Duration
+	full     bool // the response budget had no room: read no more
+}
+
+// fail answers fp with err: a throttle when a step was overloaded, else
+// the partition's error.
+func (st *fillState) fail(s *KafkaServer, fp *fetchPart, op string, err error) {
+	if d, ok := gate.RetryAfter(err); ok {
+		// Kafka's fetch throttling, whatever step was overloaded (opening
+		// the partition, its manifest, the read): no error, no data, and
+		// throttle_time_ms tells the client when to come back.
+		st.throttle = max(st.throttle, d)
+		st.code = worse(st.code, fetchcache.CodeThrottled)
+		return
+	}
+	var c string
+	fp.resp.ErrorCode, c = s.partitionError(op, fp.topic, fp.q.Partition, err)
+	st.code = worse(st.code, c)
+	fp.failed = true
+}
+
+// fanOut runs f(0..n-1), at most FetchFillConcurrency at a time, and waits
+// for all of them. One call runs inline.
+func (s *KafkaServer) fanOut(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var g errgroup.Group
+	g.SetLimit(s.o.FetchFillConcurrency)
+	for i := range n {
+		g.Go(func() error { f(i); return nil })
+	}
+	_ = g.Wait() // f reports through its partition
+}
+
+// prepare resets fp's response and finds its offsets and read limit (the
+// high watermark, or the last stable offset for read_committed), opening
+// the partition on first use. It touches only fp: fetchOnce runs it for
+// all partitions at once. A failed step is left in fp.err for fetchOnce to
+// answer; an offset out of range is answered here.
+func (s *KafkaServer) prepare(ctx context.Context, fp *fetchPart, committed bool) {
+	rp := fp.resp
+	*rp = kmsg.NewFetchResponseTopicPartition()
+	rp.Partition = fp.q.Partition
+	// Never null: librdkafka refuses a null record set ("invalid
+	// MessageSetSize -1").
+	rp.RecordBatches = []byte{}
+	fp.failed, fp.outOfRange, fp.data, fp.err, fp.errOp, fp.limit = false, false, fetchcache.View{}, nil, "", 0
+	fail := func(op string, err error) { fp.errOp, fp.err = op, err }
+	if fp.part == nil {
+		p, err := s.o.Catalog.Partition(ctx, fp.topic, fp.q.Partition)
+		if err != nil {
+			fail("fetch", err)
+			return
+		}
+		fp.part = p
+	}
+	off, err := fp.part.Offsets(ctx)
+	if err != nil {
+		fail("fetch offsets", err)
+		return
+	}
+	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = off.LogEnd, off.LastStable, off.LogStart
+	if committed {
+		rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
+	offset := fp.q.FetchOffset
+	if offset < off.LogStart || offset > off.LogEnd {
+		// fetchcache.Offsets may come from a cache (a remote manifest); a read
+		// past the end re-reads it, and decides.
+		if _, err := fp.part.Read(ctx, offset, 1); err != nil {
+			if _, ok := gate.RetryAfter(err); !ok {
+				fail("fetch", err)
+				return
+			}
+		}
+		if off, err = fp.part.Offsets(ctx); err != nil {
+			fail("fetch offsets", err)
+			return
+		}
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = off.LogEnd, off.LastStable, off.LogStart
+		if offset < off.LogStart || offset > off.LogEnd {
+			rp.ErrorCode = kerr.OffsetOutOfRange.Code
+			fp.errOp, fp.err = "", nil
+			fp.failed, fp.outOfRange = true, true
+			return
+		}
+	}
+	fp.limit = off.LogEnd
+	if committed {
+		fp.limit = off.LastStable
+	}
+}
+
+// fillWaves reads the queued partitions' data (each has some below its
+// limit), in request order, in waves read in parallel. A wave plans each
+// partition's budget as the sequential read would if every earlier one
+// filled its own budget, and reserves it from the response budget (the
+// first of a wave may wait for it, as the sequential first read does).
+// The first partition planned less than its max bytes starts the wave's
+// tail: it and every partition after it are read with that remainder, as
+// if the others of the tail returned nothing (so a Fetch whose max bytes
+// ran out does not try the rest one wave at a time, each read to find
+// that its first batch does not fit), and each of the tail takes its
+// bytes from the response budget only when it is kept. Assembled in
+// order, a partition's data is then cut to what the sequential read would
+// have given it (whole batches within what the earlier ones actually
+// left), and one whose planned budget was smaller than that (the tail,
+// when the earlier ones returned less than planned) is read again in the
+// next wave, where the first budget is exact. So the response is the
+// sequential one, read in parallel.
+func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTotal int, committed bool, b *respBudget, st *fillState) {
+	for len(queue) > 0 && !st.full {
+		var wave []*fetchPart
+		planned := 0 // the budgets of the wave's partitions up to its tail
+		tail := -1   // once one got less than its max bytes: what each later one gets
+		for len(queue) > 0 {
+			fp := queue[0]
+			partMax := int(max(fp.q.PartitionMaxBytes, 0))
+			budget := min(partMax, maxTotal-st.total-planned)
+			if tail >= 0 {
+				budget = min(partMax, tail)
+			}
+			first := len(wave) == 0
+			if budget <= 0 && !first {
+				break // decided once the wave is in
+			}
+			if budget <= 0 && st.total > 0 {
+				queue = queue[1:] // no room left for it
+				continue
+			}
+			// The bytes come from the listener's response budget first: the
+			// first read waits for them up to the Fetch's max wait, later
+			// ones take them only if free (the response then carries what
+			// it has).
+			want := min(int64(max(budget, 1)), b.g.Capacity())
+			if tail >= 0 {
+				// Together the tail keeps at most what its first one
+				// reserved; each takes its bytes when it is kept.
+				want = 0
+			}
+			if err := b.reserve(ctx, want, first && st.total == 0); err != nil {
+				if !first {
+					break // tried again once the wave gave back what it did not use
+				}
+				st.full = true
+				if st.total == 0 {
+					st.fail(s, fp, "fetch", err)
+				}
+				return
+			}
+			queue = queue[1:]
+			fp.budget, fp.want = budget, want
+			wave = append(wave, fp)
+			if tail < 0 {
+				planned += max(budget, 1)
+				if budget < partMax {
+					tail = budget
+				}
+			}
+		}
+		if len(wave) == 0 {
+			return
+		}
+		s.fanOut(len(wave), func(i int) { read(ctx, wave[i], committed) })
+		var again []*fetchPart
+		for k, fp := range wave {
+			if again != nil || st.full {
+				b.give(fp.want)
+				if !st.full {
+					again = append(again, fp)
+				}
+				continue
+			}
+			if fp.err != nil {
+				b.give(fp.want)
+				st.fail(s, fp, fp.errOp, fp.err)
+				continue
+			}
+			v, last := fp.view, fp.last
+			budget := min(int(max(fp.q.PartitionMaxBytes, 0)), maxTotal-st.total)
+			if k > 0 && fp.budget < budget && last < fp.limit {
+				// Read with less than it may now have, and more is there.
+				b.give(fp.want)
+				again = append(again, fp)
+				continue
+			}
+			if st.total > 0 && v.Len > budget {
+				if v, last = cutBytes(v, budget); v.Len == 0 {
+					b.give(fp.want)
+					continue
+				}
+				if committed {
+					fp.txns, fp.txnErr = fp.part.AbortedTxns(ctx, fp.q.FetchOffset, last)
+				}
+			}
+			if v.Len == 0 {
+				b.give(fp.want)
+				continue
+			}
+			if !b.keep(ctx, fp.want, int64(v.Len)) {
+				b.give(fp.want)
+				st.full = true
+				if st.total == 0 {
+					st.fail(s, fp, "fetch", &gate.OverloadedError{Gate: b.g.Name(), RetryAfter: responseBudgetRetry})
+				}
+				continue
+			}
+			if committed {
+				if fp.txnErr != nil {
+					b.give(int64(v.Len))
+					st.fail(s, fp, "fetch aborted transactions", fp.txnErr)
+					continue
+				}
+				for _, t := range fp.txns {
+					at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+					at.ProducerID, at.FirstOffset = t.ProducerID, t.FirstOffset
+					fp.resp.AbortedTransactions = append(fp.resp.AbortedTransactions, at)
+				}
+			}
+			fp.data = v
+			st.total += v.Len
+		}
+		queue = append(again, queue...)
+	}
+}
+
+// read reads fp's planned budget of data from its fetch offset, cut at its
+// limit, and for read_committed the aborted transactions it overlaps. It
+// touches only fp: fillWaves runs it for a whole wave at once. Shared cache
+// memory where possible: the response only reads it, and is written with
+// these parts spliced in (splicedFetch).
+func read(ctx context.Context, fp *fetchPart, committed bool) {
+	fp.view, fp.last, fp.txns, fp.txnErr, fp.err, fp.errOp = fetchcache.View{}, 0, nil, nil, nil, ""
+	v, err := fetchcache.ReadView(ctx, fp.part, fp.q.FetchOffset, max(fp.budget, 1))
+	if err != nil {
+		fp.errOp, fp.err = "fetch", err
+		return
+	}
+	fp.view, fp.last = cutView(v, fp.limit)
+	if committed && fp.view.Len > 0 {
+		// An error here is answered only if the data is kept.
+		fp.txns, fp.txnErr = fp.part.AbortedTxns(ctx, fp.q.FetchOffset, fp.last)
+	}
+}
+
+// cutBytes keeps the whole batches of v that lie in its first n bytes and
+// returns the offset after the last one kept.
+func cutBytes(v fetchcache.View, n int) (fetchcache.View, int64) {
+	var (
+		next int64
+		pos  int
+		hdr  [record.HeaderSize]byte
+	)
+	for pos+record.LogOverhead <= v.Len {
+		k := min(record.HeaderSize, v.Len-pos)
+		readParts(v.Parts, pos, hdr[:k])
+		b := record.Batch(hdr[:k])
+		size := int(b.Length()) + record.LogOverhead
+		if pos+size > n || size > v.Len-pos {
+			break
+		}
+		next = b.NextOffset()
+		pos += size
+	}
+	if pos == 0 {
+		return fetchcache.View{Next: v.Next}, next
+	}
+	return truncParts(v, pos), next
 }
 
 // cutView drops the batches of v (whole batches, which may span parts)

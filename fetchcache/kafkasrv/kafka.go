@@ -74,6 +74,11 @@ const (
 	// DefaultKafkaMaxFetchPartitions bounds the distinct partitions one
 	// Fetch may name; a larger one is refused whole.
 	DefaultKafkaMaxFetchPartitions = 10000
+	// DefaultKafkaFetchFillConcurrency bounds the partitions of one Fetch
+	// read at once: the chunk cache's default concurrent GETs
+	// (chunkcache.DefaultMaxConcurrentGets), so one Fetch can keep them all
+	// busy.
+	DefaultKafkaFetchFillConcurrency = 16
 	// DefaultKafkaWriteTimeout bounds writing one response.
 	DefaultKafkaWriteTimeout = 30 * time.Second
 	// DefaultKafkaShutdownTimeout bounds the wait for in-flight requests
@@ -132,6 +137,11 @@ type KafkaOptions struct {
 	// (repeats collapse, as in Kafka); a larger one is refused with
 	// INVALID_REQUEST and the connection closed.
 	MaxFetchPartitions int
+	// FetchFillConcurrency bounds how many partitions of one Fetch are
+	// read at once (their offsets, then their data): the remote partitions
+	// a Fetch names are filled in parallel, so a cold replay of many
+	// partitions keeps the store busy.
+	FetchFillConcurrency int
 	// Registerer receives the response budget's tiered_fetch_gate_* series
 	// ({gate="kafka_response_bytes"}); nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -220,6 +230,7 @@ func NewKafkaServer(o KafkaOptions) (*KafkaServer, error) {
 	def(&s.o.MaxConnections, DefaultKafkaMaxConnections)
 	def(&s.o.MaxConnectionsPerIP, DefaultKafkaMaxConnectionsPerIP)
 	def(&s.o.MaxFetchPartitions, DefaultKafkaMaxFetchPartitions)
+	def(&s.o.FetchFillConcurrency, DefaultKafkaFetchFillConcurrency)
 	if s.o.MaxInFlightResponseBytes <= 0 {
 		s.o.MaxInFlightResponseBytes = DefaultKafkaMaxInFlightResponseBytes
 	}

@@ -68,6 +68,7 @@ const (
 	DefaultKafkaMaxConnectionsPerIP      = kafkasrv.DefaultKafkaMaxConnectionsPerIP
 	DefaultKafkaMaxInFlightResponseBytes = kafkasrv.DefaultKafkaMaxInFlightResponseBytes
 	DefaultKafkaMaxFetchPartitions       = kafkasrv.DefaultKafkaMaxFetchPartitions
+	DefaultKafkaFetchFillConcurrency     = kafkasrv.DefaultKafkaFetchFillConcurrency
 
 	// The consumer-group coordinator's: Kafka's broker defaults (fetchcache/groups).
 	DefaultGroupsInitialRebalanceDelay = groups.DefaultInitialRebalanceDelay
@@ -176,6 +177,10 @@ type KafkaListener struct {
 	// MaxFetchPartitions bounds the distinct partitions one Fetch may name (repeats collapse,
 	// as in Kafka; default 10000); a larger Fetch is refused with INVALID_REQUEST.
 	MaxFetchPartitions int `yaml:"max_fetch_partitions"`
+	// FetchFillConcurrency bounds the partitions of one Fetch read at once (default 16, the
+	// fetch section's default max_concurrent_gets): a Fetch's remote partitions are filled in
+	// parallel.
+	FetchFillConcurrency int `yaml:"fetch_fill_concurrency"`
 }
 
 // Groups configures the consumer-group coordinator (Kafka's group.* and offsets.* broker
@@ -358,6 +363,7 @@ func Defaults() Config {
 			MaxConnectionsPerIP:      DefaultKafkaMaxConnectionsPerIP,
 			MaxInFlightResponseBytes: DefaultKafkaMaxInFlightResponseBytes,
 			MaxFetchPartitions:       DefaultKafkaMaxFetchPartitions,
+			FetchFillConcurrency:     DefaultKafkaFetchFillConcurrency,
 		},
 		Log:    Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Broker: map[string]string{},

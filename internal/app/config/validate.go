@@ -213,6 +213,7 @@ func (v *validator) listeners() {
 	v.positive("kafka.max_connections_per_ip", int64(c.Kafka.MaxConnectionsPerIP))
 	v.positive("kafka.max_inflight_response_bytes", int64(c.Kafka.MaxInFlightResponseBytes))
 	v.positive("kafka.max_fetch_partitions", int64(c.Kafka.MaxFetchPartitions))
+	v.positive("kafka.fetch_fill_concurrency", int64(c.Kafka.FetchFillConcurrency))
 	if c.Kafka.Addr == c.HTTP.Addr && !strings.HasSuffix(c.Kafka.Addr, ":0") {
 		v.add("kafka.addr", "same address as http.addr (%s)", c.HTTP.Addr)
 	}

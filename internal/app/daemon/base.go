@@ -118,6 +118,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			NodeID:                   o.nodeID,
 			Peers:                    o.peers,
 			Groups:                   o.groups,
+			FetchFillConcurrency:     k.FetchFillConcurrency,
 		}
 		so.Registerer = b.reg
 	}

@@ -169,6 +169,109 @@ func writeCost(b *strings.Builder, res map[string]*result) {
 	}
 }
 
+// replayShapes are BenchmarkReplay's shapes (integration/replay_bench_test.go),
+// in the order of the curve.
+var replayShapes = []string{
+	"parts=1/seg=1MiB", "parts=8/seg=1MiB", "parts=32/seg=1MiB", "parts=128/seg=1MiB",
+	"parts=1/seg=16MiB", "parts=8/seg=16MiB", "parts=32/seg=16MiB", "parts=128/seg=16MiB",
+	"parts=8/seg=1MiB/consumers=8",
+}
+
+// Issue 17's targets.
+const (
+	replayColdMin      = 0.8  // cold / the lesser of raw GET and warm
+	replayWarmMin      = 1.25 // warm / kfake, at 32 and 128 partitions
+	firstByteMaxOfGet  = 2.5  // cold first byte p50 / one 4 MiB range GET's p50
+	replayWarmMinParts = 32
+)
+
+// writeReplay writes the replay curve (#17): for each shape, kcat cold via
+// a new fetch process against its two baselines (raw GETs at the same
+// concurrency over the same objects, and the same kcat read fully
+// cached), the warm read against kfake, the store GETs, the fetch
+// process's CPU and peak RSS; then the cold first byte. It returns the
+// targets missed.
+func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
+	b.WriteString("\n## Replay curve (#17)\n\n")
+	b.WriteString("`BenchmarkReplay` (integration/replay_bench_test.go): a topic of P partitions in 1 MiB or 16 MiB\n" +
+		"segments, read from the log start to the end by one `kcat -C -o beginning -e` (or 8 at once, one\n" +
+		"partition each; `-X fetch.wait.max.ms=100` for every broker alike, so that the end of the log costs\n" +
+		"100 ms rather than librdkafka's 500 ms max wait). cold: a new `tiered fetch` process (256 MiB cache,\n" +
+		"16 concurrent GETs, 64 MiB in\n" +
+		"flight); raw GET: minio-go GETs of the same .log objects, 16 at a time; warm: the same kcat read\n" +
+		"again from that process, every chunk cached; kfake: the same kcat read from franz-go's kfake holding\n" +
+		"the same batches (the same records, so MB/s ratios are records/s ratios). The limit is the lesser\n" +
+		"of raw GET and warm. GETs are the cache's range GETs; on a sequential read the target is one per\n" +
+		"segment plus each partition's first index. CPU is the fetch process's user+system time per GB\n" +
+		"served; its peak RSS (VmHWM) is bounded by cache + in-flight budget + 64 MiB.\n\n")
+	b.WriteString("| shape | cold MB/s | raw GET ×16 MB/s | warm MB/s | cold / limit | target | warm / kfake | target | GETs/MiB | GETs/segment (bound) | CPU s/GB cold, warm | peak RSS MiB (bound) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, sh := range replayShapes {
+		pre := "BenchmarkReplay/" + sh + "/"
+		raw, cold, warm, kf := res[pre+"raw_get"], res[pre+"cold"], res[pre+"warm"], res[pre+"kfake"]
+		if raw == nil || cold == nil || warm == nil || kf == nil || len(cold.mbps) == 0 || len(raw.mbps) == 0 || len(warm.mbps) == 0 || len(kf.mbps) == 0 {
+			fmt.Fprintf(b, "| %s | not run | | | | | | | | | | |\n", sh)
+			continue
+		}
+		cm, rm, wm, km := median(cold.mbps), median(raw.mbps), median(warm.mbps), median(kf.mbps)
+		limit := min(rm, wm)
+		coldMark := "met"
+		if cm/limit < replayColdMin {
+			coldMark, failed = "**missed**", failed+1
+		}
+		var parts, segments float64
+		fmt.Sscanf(sh, "parts=%g", &parts)
+		segments = raw.extra("log-objects")
+		warmTarget := "—"
+		if parts >= replayWarmMinParts {
+			warmTarget = fmt.Sprintf("≥ %.2f met", replayWarmMin)
+			if wm/km < replayWarmMin {
+				warmTarget, failed = fmt.Sprintf("≥ %.2f **missed**", replayWarmMin), failed+1
+			}
+		}
+		gps, bound := cold.extra("GETs/segment"), (segments+parts)/segments
+		getsMark := ""
+		if gps > bound*1.005 { // the bench prints 4 significant digits
+			getsMark, failed = " **over**", failed+1
+		}
+		rss, rssBound := cold.extra("peak-RSS-MiB"), cold.extra("RSS-bound-MiB")
+		rssMark := ""
+		if rss > rssBound {
+			rssMark, failed = " **over**", failed+1
+		}
+		fmt.Fprintf(b, "| %s | %.0f | %.0f | %.0f | %.2f; per run %s | ≥ %.2f %s | %.2f | %s | %.3f | %.2f (%.2f)%s | %.2f, %.2f | %.0f (%.0f)%s |\n",
+			sh, cm, rm, wm, cm/limit, perRun(cold.mbps, pairMin(raw.mbps, warm.mbps)), replayColdMin, coldMark, wm/km, warmTarget,
+			cold.extra("GETs/MiB"), gps, bound, getsMark, cold.extra("cpu-s/GB"), warm.extra("cpu-s/GB"), rss, rssBound, rssMark)
+	}
+	b.WriteString("\nCold first byte (`BenchmarkReplayFirstByte`): a new in-process fetch service per sample, the\n" +
+		"partition's manifest cached (ListOffsets), then one Fetch (1 MiB) at a random offset; against one\n" +
+		"4 MiB range GET of a random segment object in the same run. Round trips are the longest chain of\n" +
+		"store GETs that ran one after another within the Fetch (its critical path).\n\n")
+	b.WriteString("| first byte p50 | p99 | 4 MiB range GET p50 | p99 | p50 / GET p50 | target | round trips p50, max |\n|---|---|---|---|---|---|---|\n")
+	fb := res["BenchmarkReplayFirstByte"]
+	if fb == nil || math.IsNaN(fb.extra("p50-ms")) {
+		b.WriteString("| not run | | | | | | |\n")
+		return failed
+	}
+	p50, get := fb.extra("p50-ms"), fb.extra("get4MiB-p50-ms")
+	mark := "met"
+	if p50 > firstByteMaxOfGet*get {
+		mark, failed = "**missed**", failed+1
+	}
+	fmt.Fprintf(b, "| %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.2f | ≤ %.1f %s | %.0f, %.0f |\n", p50, fb.extra("p99-ms"), get,
+		fb.extra("get4MiB-p99-ms"), p50/get, firstByteMaxOfGet, mark, fb.extra("round-trips-p50"), fb.extra("round-trips-max"))
+	return failed
+}
+
+// pairMin is the element-wise lesser of a and b (the limit of each run).
+func pairMin(a, b []float64) []float64 {
+	out := make([]float64, min(len(a), len(b)))
+	for i := range out {
+		out[i] = min(a[i], b[i])
+	}
+	return out
+}
+
 func main() {
 	in := flag.String("in", "-", "go test -bench output")
 	out := flag.String("out", "BENCHMARKS.md", "report to write")
@@ -228,6 +331,7 @@ func main() {
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.2f | %s | ≥ %.2f %s | %.0f |\n", p.issue, p.what, fm, bm, ratio, perRun(f.mbps, base.mbps), p.min, mark, median(f.alloc))
 	}
 	writeCost(&b, res)
+	failed += writeReplay(&b, res)
 	b.WriteString("\n## All results (median of runs)\n\n| benchmark | MB/s | ns/op | allocs/op | runs | other |\n|---|---|---|---|---|---|\n")
 	names := make([]string, 0, len(res))
 	for n := range res {

@@ -1,0 +1,524 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/fetchcache/kafkasrv"
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// The replay curve's fetch process: `tiered fetch` with this cache (the
+// issue's --cache-bytes 256MiB) and the defaults otherwise — 16
+// concurrent GETs (the raw baseline's concurrency), 64 MiB in flight.
+const (
+	replayCacheBytes    = 256 << 20
+	replayInFlightBytes = chunkcache.DefaultInFlightChunks * chunkcache.DefaultChunkBytes
+	replayGets          = chunkcache.DefaultMaxConcurrentGets
+)
+
+// replayBytes is the data of one shape of the curve, split evenly over
+// its partitions: TIERED_BENCH_REPLAY_BYTES, 64 MiB by default.
+func replayBytes(b *testing.B) int {
+	return int(envInt(b, "TIERED_BENCH_REPLAY_BYTES", 64<<20))
+}
+
+// replayData uploads a topic "replay" of parts partitions holding total
+// bytes of 1 KiB records (random letters) in 16-record batches, in
+// segments of segBytes.
+func replayData(b *testing.B, parts, segBytes, total int) *coldData {
+	rng := rand.New(rand.NewPCG(uint64(parts), uint64(segBytes)))
+	pool := make([]byte, 1<<20)
+	for i := range pool {
+		pool[i] = byte('a' + rng.IntN(26))
+	}
+	return buildCold(b, func(d *localtier.LogDir) {
+		createTopic(b, d, "replay", parts, map[string]string{"internal.segment.bytes": strconv.Itoa(segBytes), "index.interval.bytes": "4096"})
+		recs := make([]rec, 16)
+		for p := range int32(parts) {
+			l := partitionLog(b, d, "replay", p)
+			pr := &producer{t: b}
+			for written := 0; written < total/parts; written += 16 * 1030 {
+				for i := range recs {
+					at := rng.IntN(len(pool) - 1000)
+					recs[i] = rec{Timestamp: ts0 + int64(written), Key: []byte(strconv.Itoa(rng.IntN(1000))), Value: pool[at : at+1000]}
+				}
+				pr.produce(l, codec.None, 16, recs)
+			}
+		}
+	})
+}
+
+// replaySet is one shape's objects: every partition's .log keys and the
+// bytes a read from the log start returns.
+type replaySet struct {
+	cd       *coldData
+	parts    int
+	keys     []string
+	bytes    int64
+	segments int
+	records  int64 // kcat prints one byte per record
+}
+
+func newReplaySet(cd *coldData, parts int) *replaySet {
+	rs := &replaySet{cd: cd, parts: parts}
+	for p := range parts {
+		name := fmt.Sprintf("replay-%d", p)
+		rs.keys = append(rs.keys, cd.logKeys[name]...)
+		rs.bytes += int64(len(cd.logBytes[name]))
+		it := record.NewIter(cd.logBytes[name])
+		for {
+			batch, ok := it.Next()
+			if !ok {
+				break
+			}
+			rs.records += int64(batch.RecordCount())
+		}
+	}
+	rs.segments = len(rs.keys)
+	return rs
+}
+
+// rawGets reads every object whole with minio-go, n at a time.
+func (rs *replaySet) rawGets(b *testing.B, n int) {
+	var g errgroup.Group
+	g.SetLimit(n)
+	var total atomic.Int64
+	ctx := context.Background()
+	for _, k := range rs.keys {
+		g.Go(func() error {
+			obj, err := rs.cd.srv.Client().GetObject(ctx, rs.cd.bucket, k, minio.GetObjectOptions{})
+			if err != nil {
+				return err
+			}
+			defer obj.Close()
+			m, err := io.CopyBuffer(io.Discard, obj, make([]byte, 256<<10))
+			total.Add(m)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	if total.Load() != rs.bytes {
+		b.Fatalf("raw GETs read %d bytes, want %d", total.Load(), rs.bytes)
+	}
+}
+
+// kcatAll reads the whole topic from addr with `kcat -C -o beginning -e`:
+// one process reading every partition, or consumers processes over
+// disjoint partitions (consumer i reads partition i; consumers ==
+// partitions). Each record prints one byte, counted: a read that stopped
+// early would look fast.
+func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var g errgroup.Group
+	var got atomic.Int64
+	for c := range consumers {
+		// The last Fetch of a read finds no data and waits the client's
+		// max wait (librdkafka's 500 ms by default) before kcat sees the
+		// end: 100 ms here, for every broker alike, so that the figures
+		// are the read's rather than that wait's.
+		args := []string{"-C", "-b", addr, "-t", "replay", "-o", "beginning", "-e", "-q", "-f", ".", "-X", "fetch.wait.max.ms=100"}
+		if consumers > 1 {
+			args = append(args, "-p", strconv.Itoa(c))
+		}
+		g.Go(func() error {
+			cmd := exec.CommandContext(ctx, kcat, args...)
+			var stderr strings.Builder
+			cw := &countWriter{w: io.Discard}
+			cmd.Stdout, cmd.Stderr = cw, &stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("kcat %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+			}
+			got.Add(cw.n)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	if got.Load() != rs.records {
+		b.Fatalf("kcat read %d records, want %d", got.Load(), rs.records)
+	}
+}
+
+// kfakeWith starts a kfake broker holding the batches of each partition
+// of topic, byte for byte (one Produce each: kfake assigns the same
+// offsets), and returns its address.
+func kfakeWith(b *testing.B, topic string, logs [][]byte) string {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(len(logs)), topic))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	// Produce v13 names topics by id; v12 by name, as built here.
+	vers := kversion.Stable()
+	vers.SetMaxKeyVersion(0, 12)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(vers))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	var g errgroup.Group
+	g.SetLimit(8)
+	for p, data := range logs {
+		g.Go(func() error {
+			it := record.NewIter(data)
+			for {
+				batch, ok := it.Next()
+				if !ok {
+					return it.Err()
+				}
+				req := kmsg.NewPtrProduceRequest()
+				req.Acks, req.TimeoutMillis = -1, 10000
+				rt := kmsg.NewProduceRequestTopic()
+				rt.Topic = topic
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Partition = int32(p)
+				// As a producer sends it: base offset 0 (outside the CRC).
+				rp.Records = append([]byte(nil), batch...)
+				clear(rp.Records[:8])
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					return err
+				}
+				if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+					return fmt.Errorf("kfake produce to %s-%d: error %d", topic, p, code)
+				}
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return addr
+}
+
+// startReplayFetch starts a `tiered fetch` process over the shape's
+// bucket with an empty cache.
+func startReplayFetch(b *testing.B, cd *coldData) *tieredProc {
+	cfgFile := filepath.Join(b.TempDir(), "fetch.yaml")
+	cfg := fmt.Sprintf("fetch:\n  cache_bytes: %d\n  max_inflight_bytes: %d\n  max_concurrent_gets: %d\n", replayCacheBytes, replayInFlightBytes, replayGets)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return startTiered(b, tiered(b), nil, "fetch", "--bucket", cd.srv.URL(cd.bucket, ""), "--config", cfgFile, "--log-level", "warn")
+}
+
+// storeGets is the process's tiered_fetch_store_gets_total, all series.
+func storeGets(b *testing.B, p *tieredProc) float64 {
+	return counterSum(b, p, "tiered_fetch_store_gets_total")
+}
+
+// counterSum is the sum of a counter's series in the process's /metrics.
+func counterSum(b *testing.B, p *tieredProc, name string) float64 {
+	var sum float64
+	for _, line := range metricLines(b, p.url(), name+" ", name+"{") {
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			b.Fatalf("/metrics: %q", line)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// BenchmarkReplay is the replay curve (issue 17): a topic of 1, 8, 32 or
+// 128 partitions in 1 MiB or 16 MiB segments (TIERED_BENCH_REPLAY_BYTES
+// in all), read whole by one kcat consumer, and 8 partitions read by 8
+// concurrent kcat consumers, one partition each. Side by side on the same
+// objects in the same run:
+//   - raw_get: minio-go GETs of every .log object at the fetch service's
+//     concurrency (16);
+//   - cold: kcat from a new `tiered fetch` process (256 MiB cache, default
+//     in-flight budget), which reports its store GETs per MiB and per
+//     segment, its CPU seconds per GB served, its peak RSS and the bound
+//     (cache + in-flight budget + 64 MiB);
+//   - warm: kcat again from that process, every chunk cached (no GET);
+//   - kfake: kcat from franz-go's kfake holding the same batches.
+//
+// cold should reach 0.8 × the lesser of raw_get and warm; warm 1.25 ×
+// kfake at 32 and 128 partitions (records/s: the same records).
+func BenchmarkReplay(b *testing.B) {
+	kcat := kcatPath(b)
+	total := replayBytes(b)
+	type shape struct{ parts, segMiB, consumers int }
+	shapes := []shape{{1, 1, 1}, {8, 1, 1}, {8, 1, 8}, {32, 1, 1}, {128, 1, 1}, {1, 16, 1}, {8, 16, 1}, {32, 16, 1}, {128, 16, 1}}
+	if only := os.Getenv("TIERED_BENCH_REPLAY_SHAPES"); only != "" {
+		// e.g. "32x1,128x1": parts x segment MiB (x consumers)
+		var keep []shape
+		for _, s := range shapes {
+			name := fmt.Sprintf("%dx%d", s.parts, s.segMiB)
+			if s.consumers > 1 {
+				name += fmt.Sprintf("x%d", s.consumers)
+			}
+			if slices.Contains(strings.Split(only, ","), name) {
+				keep = append(keep, s)
+			}
+		}
+		shapes = keep
+	}
+	// One data set at a time (shapes on the same data follow each other).
+	var rs *replaySet
+	var key [2]int
+	for _, sh := range shapes {
+		if rs == nil || key != [2]int{sh.parts, sh.segMiB} {
+			rs = nil
+			rs, key = newReplaySet(replayData(b, sh.parts, sh.segMiB<<20, total), sh.parts), [2]int{sh.parts, sh.segMiB}
+		}
+		name := fmt.Sprintf("parts=%d/seg=%dMiB", sh.parts, sh.segMiB)
+		if sh.consumers > 1 {
+			name += fmt.Sprintf("/consumers=%d", sh.consumers)
+		}
+		b.Run(name, func(b *testing.B) { replayShape(b, kcat, rs, sh.consumers) })
+	}
+}
+
+func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
+	shapeB := b // the processes live until the shape's end
+	b.Run("raw_get", func(b *testing.B) {
+		b.SetBytes(rs.bytes)
+		for b.Loop() {
+			rs.rawGets(b, replayGets)
+		}
+		b.ReportMetric(float64(rs.segments), "log-objects")
+	})
+	var last *tieredProc // the last cold process, warm for the next step
+	b.Run("cold", func(b *testing.B) {
+		b.SetBytes(rs.bytes)
+		var gets, cpu, peak, throttles float64
+		n := 0
+		for b.Loop() {
+			b.StopTimer()
+			if last != nil {
+				last.stop()
+			}
+			last = startReplayFetch(shapeB, rs.cd)
+			g0, c0, r0 := storeGets(b, last), procCPU(last.pid()), counterSum(b, last, "tiered_fetch_gate_rejections_total")
+			b.StartTimer()
+			rs.kcatAll(b, kcat, last.kafka, consumers)
+			b.StopTimer()
+			cpu += (procCPU(last.pid()) - c0).Seconds()
+			gets += storeGets(b, last) - g0
+			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
+			peak = max(peak, float64(procStatus(b, last.pid(), "VmHWM"))/1024)
+			n++
+			b.StartTimer()
+		}
+		served := float64(rs.bytes) * float64(n)
+		b.ReportMetric(gets/(served/(1<<20)), "GETs/MiB")
+		b.ReportMetric(gets/float64(n)/float64(rs.segments), "GETs/segment")
+		b.ReportMetric(cpu/(served/1e9), "cpu-s/GB")
+		b.ReportMetric(peak, "peak-RSS-MiB")
+		// Overloaded gates answer with a throttle, which the client waits.
+		b.ReportMetric(throttles/float64(n), "throttles/read")
+		b.ReportMetric(float64(replayCacheBytes+replayInFlightBytes+64<<20)/(1<<20), "RSS-bound-MiB")
+	})
+	b.Run("warm", func(b *testing.B) {
+		if last == nil {
+			b.Skip("no cold process")
+		}
+		rs.kcatAll(b, kcat, last.kafka, consumers) // every chunk in the cache
+		g0, c0 := storeGets(b, last), procCPU(last.pid())
+		b.SetBytes(rs.bytes)
+		n := 0
+		for b.Loop() {
+			rs.kcatAll(b, kcat, last.kafka, consumers)
+			n++
+		}
+		if g := storeGets(b, last); g != g0 {
+			b.Fatalf("warm reads sent %v GETs to the store", g-g0)
+		}
+		b.ReportMetric((procCPU(last.pid())-c0).Seconds()/(float64(rs.bytes)*float64(n)/1e9), "cpu-s/GB")
+		last.stop()
+	})
+	b.Run("kfake", func(b *testing.B) {
+		logs := make([][]byte, rs.parts)
+		for p := range logs {
+			logs[p] = rs.cd.logBytes[fmt.Sprintf("replay-%d", p)]
+		}
+		addr := kfakeWith(b, "replay", logs)
+		rs.kcatAll(b, kcat, addr, consumers)
+		b.SetBytes(rs.bytes)
+		for b.Loop() {
+			rs.kcatAll(b, kcat, addr, consumers)
+		}
+	})
+}
+
+// timedBucket records when each GET to the store was sent and when its
+// answer began to arrive (the call returned with the body to read): one
+// round trip. A GET that needs another's data (the chunk after the index)
+// is sent after that one's answer arrived.
+type timedBucket struct {
+	objstore.BucketReader
+	mu   sync.Mutex
+	gets [][2]time.Time
+}
+
+func (t *timedBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	return t.timed(func() (io.ReadCloser, error) { return t.BucketReader.Get(ctx, key) })
+}
+
+func (t *timedBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	return t.timed(func() (io.ReadCloser, error) { return t.BucketReader.GetRange(ctx, key, off, length) })
+}
+
+func (t *timedBucket) timed(get func() (io.ReadCloser, error)) (io.ReadCloser, error) {
+	began := time.Now()
+	rc, err := get()
+	t.mu.Lock()
+	t.gets = append(t.gets, [2]time.Time{began, time.Now()})
+	t.mu.Unlock()
+	return rc, err
+}
+
+// chain is the longest chain of round trips that ran one after the other
+// (each sent after the one before was answered) within [from, to]: the
+// store round trips on a request's critical path. Round trips alongside
+// others (read-ahead sent while the chunk a request waits for is on its
+// way) do not lengthen it.
+func (t *timedBucket) chain(from, to time.Time) int {
+	t.mu.Lock()
+	var in [][2]time.Time
+	for _, g := range t.gets {
+		if !g[0].Before(from) && !g[1].After(to) {
+			in = append(in, g)
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(in, func(a, b [2]time.Time) int { return a[1].Compare(b[1]) })
+	n, end := 0, from
+	for _, g := range in { // greedy by end time: the most disjoint intervals
+		if !g[0].Before(end) {
+			n, end = n+1, g[1]
+		}
+	}
+	return n
+}
+
+// BenchmarkReplayFirstByte measures a cold Fetch at a random offset (issue
+// 17): each sample starts a new in-process fetch service over the store,
+// caches the partition's manifest (ListOffsets), then times one Fetch (1
+// MiB) at a random offset of a random partition of a 4-partition topic in
+// 8 MiB segments (4 MiB chunks; ListOffsets may load the last segment's
+// index and end, so most offsets fall in the three segments before), and
+// counts the store round trips on its critical path
+// (timedBucket.chain). The baseline, in the same run: one 4 MiB range GET
+// of a random segment object at a random position. Reports p50/p99 of
+// both and the round trips' median and maximum; the goal is a first byte
+// within 2.5 × the range GET's p50, in manifest → index → chunk.
+func BenchmarkReplayFirstByte(b *testing.B) {
+	const parts = 4
+	cd := replayData(b, parts, 8<<20, 128<<20)
+	rs := newReplaySet(cd, parts)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var fetchLat, getLat []time.Duration
+	var trips []int
+	for b.Loop() {
+		b.StopTimer()
+		// The baseline: one 4 MiB range GET (or the object, when smaller).
+		k := rs.keys[rng.IntN(len(rs.keys))]
+		attrs, err := cd.store.Attributes(ctx, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		length := min(int64(4<<20), attrs.Size)
+		off := rng.Int64N(attrs.Size - length + 1)
+		began := time.Now()
+		rc, err := cd.store.GetRange(ctx, k, off, length)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			b.Fatal(err)
+		}
+		rc.Close()
+		getLat = append(getLat, time.Since(began))
+
+		tb := &timedBucket{BucketReader: cd.store}
+		fs := startFetch(b, tb, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
+		cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr))
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := int32(rng.IntN(parts))
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = "replay"
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = p, -1
+		lt.Partitions = append(lt.Partitions, lp)
+		lo.Topics = append(lo.Topics, lt)
+		lr, err := lo.RequestWith(ctx, cl)
+		if err != nil || lr.Topics[0].Partitions[0].ErrorCode != 0 {
+			b.Fatalf("list offsets: %v %+v", err, lr)
+		}
+		end := lr.Topics[0].Partitions[0].Offset
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxBytes, req.SessionEpoch, req.MaxWaitMillis = 1<<20, -1, 0
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "replay"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, rng.Int64N(end), 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		b.StartTimer()
+		began = time.Now()
+		resp, err := req.RequestWith(ctx, cl)
+		done := time.Now()
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rp := resp.Topics[0].Partitions[0]; rp.ErrorCode != 0 || resp.ThrottleMillis != 0 || len(rp.RecordBatches) == 0 {
+			b.Fatalf("cold fetch at %d: error %d, throttle %d ms, %d bytes", rp.HighWatermark, rp.ErrorCode, resp.ThrottleMillis, len(rp.RecordBatches))
+		}
+		fetchLat = append(fetchLat, done.Sub(began))
+		trips = append(trips, tb.chain(began, done))
+		cl.Close()
+		fs.stop()
+		b.StartTimer()
+	}
+	slices.Sort(fetchLat)
+	slices.Sort(getLat)
+	slices.Sort(trips)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(percentile(fetchLat, 0.5)), "p50-ms")
+	b.ReportMetric(ms(percentile(fetchLat, 0.99)), "p99-ms")
+	b.ReportMetric(ms(percentile(getLat, 0.5)), "get4MiB-p50-ms")
+	b.ReportMetric(ms(percentile(getLat, 0.99)), "get4MiB-p99-ms")
+	b.ReportMetric(float64(trips[len(trips)/2]), "round-trips-p50")
+	b.ReportMetric(float64(trips[len(trips)-1]), "round-trips-max")
+}

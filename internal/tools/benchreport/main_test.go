@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestWriteReplay: the replay curve's row of a shape takes the limit as
+// the lesser of its two baselines, judges cold against it, warm against
+// kfake from 32 partitions on, the GETs per segment against one per
+// segment plus each partition's first index, and peak RSS against its
+// bound; the first-byte row judges p50 against 2.5 × the range GET's.
+func TestWriteReplay(t *testing.T) {
+	const in = `
+BenchmarkReplay/parts=32/seg=1MiB/raw_get-2 	1	1 ns/op	 400.00 MB/s	 64.00 log-objects
+BenchmarkReplay/parts=32/seg=1MiB/cold-2    	1	1 ns/op	 300.00 MB/s	 1.1 GETs/MiB	 1.40 GETs/segment	 384.0 RSS-bound-MiB	 2.5 cpu-s/GB	 300.0 peak-RSS-MiB
+BenchmarkReplay/parts=32/seg=1MiB/warm-2    	1	1 ns/op	 350.00 MB/s	 0.4 cpu-s/GB
+BenchmarkReplay/parts=32/seg=1MiB/kfake-2   	1	1 ns/op	 300.00 MB/s
+BenchmarkReplay/parts=8/seg=1MiB/raw_get-2 	1	1 ns/op	 400.00 MB/s	 16.00 log-objects
+BenchmarkReplay/parts=8/seg=1MiB/cold-2    	1	1 ns/op	 200.00 MB/s	 2 GETs/MiB	 2.00 GETs/segment	 384.0 RSS-bound-MiB	 2.5 cpu-s/GB	 400.0 peak-RSS-MiB
+BenchmarkReplay/parts=8/seg=1MiB/warm-2    	1	1 ns/op	 500.00 MB/s	 0.4 cpu-s/GB
+BenchmarkReplay/parts=8/seg=1MiB/kfake-2   	1	1 ns/op	 500.00 MB/s
+BenchmarkReplayFirstByte-2 	60	1 ns/op	 4.0 get4MiB-p50-ms	 9.0 get4MiB-p99-ms	 11.0 p50-ms	 20.0 p99-ms	 3.000 round-trips-max	 2.000 round-trips-p50
+`
+	res, _, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	failed := writeReplay(&b, res)
+	out := b.String()
+	rows := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Split(line, " | "); len(f) > 1 {
+			rows[strings.TrimPrefix(f[0], "| ")] = line
+		}
+	}
+	tests := []struct {
+		row  string
+		want []string
+	}{
+		// limit = min(400 raw, 350 warm); warm/kfake 1.17 at 32 partitions;
+		// 1.40 GETs/segment within (64+32)/64 = 1.50; RSS within.
+		{"parts=32/seg=1MiB", []string{"| 0.86; per run 0.86 (0.86–0.86) |", "≥ 0.80 met", "| 1.17 | ≥ 1.25 **missed**", "| 1.40 (1.50) |", "| 300 (384) |"}},
+		// limit = 400 raw; no warm target below 32 partitions; 2 GETs per
+		// segment over (16+8)/16 = 1.5; RSS over its bound.
+		{"parts=8/seg=1MiB", []string{"| 0.50; per run 0.50 (0.50–0.50) |", "≥ 0.80 **missed**", "| 1.00 | — |", "2.00 (1.50) **over**", "400 (384) **over**"}},
+		{"parts=128/seg=1MiB", []string{"not run"}},
+		{"11.0 ms", []string{"| 2.75 | ≤ 2.5 **missed** | 2, 3 |"}},
+	}
+	for _, tt := range tests {
+		line, ok := rows[tt.row]
+		if !ok {
+			t.Fatalf("no row %q in\n%s", tt.row, out)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(line, w) {
+				t.Errorf("row %q lacks %q:\n%s", tt.row, w, line)
+			}
+		}
+	}
+	if failed != 5 {
+		t.Errorf("%d targets missed, want 5 (cold 8, warm 32, GETs 8, RSS 8, first byte, and none else)", failed)
+	}
+}
