@@ -264,6 +264,37 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 }
 
 // pairMin is the element-wise lesser of a and b (the limit of each run).
+// writeGroups writes the consumer-group figures (#16): an OffsetCommit on
+// MinIO (latency percentiles, PUTs and store reads per commit;
+// fetchcache/groups BenchmarkCommitMinIO) and the time ten members take to
+// form a Stable generation (BenchmarkGroupStabilise10).
+func writeGroups(b *strings.Builder, res map[string]*result) {
+	b.WriteString("\n## Consumer groups (#16)\n\n")
+	b.WriteString("An OffsetCommit of one member (8 partitions) end to end on MinIO: the coordinator's checks, the\n" +
+		"conditional PUT of the group object, the answer (fetchcache/groups/bench_test.go). Store reads per\n" +
+		"commit count every GET/range GET/HEAD the commit path makes (the group object is read once, when\n" +
+		"the group is first loaded, then never): group traffic adds no GET to the store, and the Fetch path\n" +
+		"never touches group state.\n\n")
+	b.WriteString("| figure | p50 | p99 | PUTs/commit | store reads/commit | runs |\n|---|---|---|---|---|---|\n")
+	if r := res["BenchmarkCommitMinIO"]; r != nil {
+		fmt.Fprintf(b, "| OffsetCommit on MinIO | %.1f ms | %.1f ms | %.3f | %.3f | %d |\n", r.extra("p50-ms"), r.extra("p99-ms"),
+			r.extra("PUTs/commit"), r.extra("GETs/commit"), len(r.nsop))
+	} else {
+		b.WriteString("| OffsetCommit on MinIO | not run | | | | |\n")
+	}
+	b.WriteString("\nTen members that start together until the group is Stable with every member assigned (JoinGroup\n" +
+		"with MEMBER_ID_REQUIRED, rejoin, SyncGroup): with no initial rebalance delay, and with Kafka's default\n" +
+		"group.initial.rebalance.delay.ms of 3 s, which dominates (members arriving during it extend it once).\n\n")
+	b.WriteString("| initial rebalance delay | time to Stable | runs |\n|---|---|---|\n")
+	for _, c := range []struct{ name, label string }{{"initial_delay=0", "0"}, {"initial_delay=3s", "3 s"}} {
+		if r := res["BenchmarkGroupStabilise10/"+c.name]; r != nil {
+			fmt.Fprintf(b, "| %s | %.3f s | %d |\n", c.label, r.extra("s-to-stable"), len(r.nsop))
+		} else {
+			fmt.Fprintf(b, "| %s | not run | |\n", c.label)
+		}
+	}
+}
+
 func pairMin(a, b []float64) []float64 {
 	out := make([]float64, min(len(a), len(b)))
 	for i := range out {
@@ -332,6 +363,7 @@ func main() {
 	}
 	writeCost(&b, res)
 	failed += writeReplay(&b, res)
+	writeGroups(&b, res)
 	b.WriteString("\n## All results (median of runs)\n\n| benchmark | MB/s | ns/op | allocs/op | runs | other |\n|---|---|---|---|---|---|\n")
 	names := make([]string, 0, len(res))
 	for n := range res {

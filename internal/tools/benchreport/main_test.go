@@ -63,3 +63,28 @@ BenchmarkReplayFirstByte-2 	60	1 ns/op	 4.0 get4MiB-p50-ms	 9.0 get4MiB-p99-ms	 
 		t.Errorf("%d targets missed, want 5 (cold 8, warm 32, GETs 8, RSS 8, first byte, and none else)", failed)
 	}
 }
+
+// TestWriteGroups: the consumer-group section shows the commit's
+// percentiles and requests per commit, and the time to Stable per delay.
+func TestWriteGroups(t *testing.T) {
+	const in = `
+BenchmarkCommitMinIO-2   	     200	   5908849 ns/op	         0.005000 GETs/commit	         1.000 PUTs/commit	         3.749 p50-ms	        33.29 p99-ms	   51941 B/op	     565 allocs/op
+BenchmarkGroupStabilise10/initial_delay=3s-2 	1	6000000000 ns/op	 6.012 s-to-stable
+`
+	res, _, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	writeGroups(&b, res)
+	out := b.String()
+	for _, w := range []string{
+		"| OffsetCommit on MinIO | 3.7 ms | 33.3 ms | 1.000 | 0.005 | 1 |",
+		"| 0 | not run | |",
+		"| 3 s | 6.012 s | 1 |",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("groups section lacks %q:\n%s", w, out)
+		}
+	}
+}
