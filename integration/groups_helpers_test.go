@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -337,16 +336,6 @@ func offsetFetch(addr, group, topic string, parts int) (map[int32]int64, int16, 
 		}
 	}
 	return out, 0, nil
-}
-
-// sortedKeys lists a map's partitions in order.
-func sortedKeys[V any](m map[int32]V) []int32 {
-	out := make([]int32, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // pickAddrs picks n loopback addresses.
