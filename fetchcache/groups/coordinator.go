@@ -35,6 +35,12 @@ const (
 	DefaultRetentionCheckInterval = 10 * time.Minute
 	// DefaultMaxMetadataBytes is offset.metadata.max.bytes (4 KiB).
 	DefaultMaxMetadataBytes = 4096
+	// DefaultMaxGroupSize bounds the members of one group, counting those a
+	// JoinGroup v4+ asked to come back with their new member id (KIP-394):
+	// Kafka's group.max.size, which is unbounded by default; here 1,000, so
+	// that a client looping on JoinGroup cannot grow a group's state without
+	// end. Past it a new member gets GROUP_MAX_SIZE_REACHED.
+	DefaultMaxGroupSize = 1000
 	// DefaultTick is how often Run checks session, rebalance and
 	// initial-delay deadlines (the precision of every timeout).
 	DefaultTick = 100 * time.Millisecond
@@ -54,6 +60,7 @@ type Options struct {
 	OffsetsRetention       time.Duration
 	RetentionCheckInterval time.Duration
 	MaxMetadataBytes       int
+	MaxGroupSize           int // group.max.size: members + pending ones (0: DefaultMaxGroupSize)
 	Tick                   time.Duration
 	Now                    func() time.Time
 	Metrics                *Metrics
@@ -143,6 +150,9 @@ func New(o Options) (*Coordinator, error) {
 	}
 	if o.MaxMetadataBytes <= 0 {
 		o.MaxMetadataBytes = DefaultMaxMetadataBytes
+	}
+	if o.MaxGroupSize <= 0 {
+		o.MaxGroupSize = DefaultMaxGroupSize
 	}
 	if o.MinSessionTimeout > o.MaxSessionTimeout {
 		return nil, fmt.Errorf("group coordinator: min session timeout %v above max %v", o.MinSessionTimeout, o.MaxSessionTimeout)
@@ -408,7 +418,13 @@ func (c *Coordinator) joinLocked(g *group, cl Client, q *kmsg.JoinGroupRequest, 
 			if old, ok := g.static[instance]; ok {
 				return c.replaceStatic(g, g.members[old], id, cl, q, session, rebalance)
 			}
-		} else if q.Version >= 4 {
+		}
+		if len(g.members)+len(g.pending) >= c.o.MaxGroupSize {
+			// A new member, static or not, past group.max.size (a pending
+			// member coming back with its id was counted when it was told).
+			return nil, errResponseJoin(q, "", kerr.GroupMaxSizeReached.Code)
+		}
+		if instance == "" && q.Version >= 4 {
 			// KIP-394: the member must come back with the id.
 			g.pending[id] = now.Add(session)
 			return nil, errResponseJoin(q, id, kerr.MemberIDRequired.Code)

@@ -75,6 +75,7 @@ const (
 	DefaultGroupsMinSessionTimeout     = groups.DefaultMinSessionTimeout
 	DefaultGroupsMaxSessionTimeout     = groups.DefaultMaxSessionTimeout
 	DefaultGroupsOffsetsRetention      = groups.DefaultOffsetsRetention
+	DefaultGroupsMaxSize               = groups.DefaultMaxGroupSize
 )
 
 // Config is the configuration of a long-running tiered process. Not every process reads every
@@ -198,6 +199,10 @@ type Groups struct {
 	// OffsetsRetention is how long a group's committed offsets outlive its last member
 	// (offsets.retention.minutes; default 168h).
 	OffsetsRetention time.Duration `yaml:"offsets_retention"`
+	// MaxSize bounds the members of one group, counting those told to rejoin with their new
+	// member id (group.max.size; default 1000 — Kafka's is unbounded); past it a new member
+	// gets GROUP_MAX_SIZE_REACHED.
+	MaxSize int `yaml:"max_size"`
 }
 
 // The listener security settings are the fetch service's own types
@@ -388,6 +393,7 @@ func Defaults() Config {
 			MinSessionTimeout:     DefaultGroupsMinSessionTimeout,
 			MaxSessionTimeout:     DefaultGroupsMaxSessionTimeout,
 			OffsetsRetention:      DefaultGroupsOffsetsRetention,
+			MaxSize:               DefaultGroupsMaxSize,
 		},
 		ShutdownTimeout: DefaultShutdownTimeout,
 		meta:            newMeta(),

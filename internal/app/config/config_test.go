@@ -298,6 +298,7 @@ func TestValidationErrors(t *testing.T) {
 		{name: "groups_session_bounds", yaml: "groups:\n  min_session_timeout: 10s\n  max_session_timeout: 5s\n", path: "groups.max_session_timeout", msg: "must be at least groups.min_session_timeout (10s), got 5s"},
 		{name: "groups_negative_delay", yaml: "groups:\n  initial_rebalance_delay: -1s\n", path: "groups.initial_rebalance_delay", msg: "must not be negative"},
 		{name: "groups_zero_retention", yaml: "groups:\n  offsets_retention: 0s\n", path: "groups.offsets_retention", msg: "must be a positive duration"},
+		{name: "groups_zero_max_size", yaml: "groups:\n  max_size: 0\n", path: "groups.max_size", msg: "must be positive"},
 		{name: "log_level", yaml: "log:\n  level: verbose\n", path: "log.level", line: 3, msg: `"verbose" is not one of debug, info, warn, error`},
 		{name: "log_format", yaml: "log:\n  format: xml\n", path: "log.format", line: 3, msg: "is not one of text, json"},
 		{name: "broker_unknown", yaml: "broker:\n  log.retention.days: 3\n", path: "broker.log.retention.days", line: 3, msg: "unknown broker config name"},

@@ -43,6 +43,7 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"groups.min_session_timeout", d.Groups.MinSessionTimeout, groups.DefaultMinSessionTimeout},
 		{"groups.max_session_timeout", d.Groups.MaxSessionTimeout, groups.DefaultMaxSessionTimeout},
 		{"groups.offsets_retention", d.Groups.OffsetsRetention, groups.DefaultOffsetsRetention},
+		{"groups.max_size", d.Groups.MaxSize, groups.DefaultMaxGroupSize},
 		{"kafka.request_read_timeout", d.Kafka.RequestReadTimeout, kafkasrv.DefaultKafkaRequestReadTimeout},
 		{"kafka.sasl_timeout", d.Kafka.SASLTimeout, kafkasrv.DefaultKafkaSASLTimeout},
 		{"kafka.max_connections", d.Kafka.MaxConnections, kafkasrv.DefaultKafkaMaxConnections},

@@ -137,6 +137,7 @@ func (v *validator) groups() {
 	v.nonNegative("groups.initial_rebalance_delay", int64(g.InitialRebalanceDelay))
 	v.positiveDuration("groups.min_session_timeout", int64(g.MinSessionTimeout))
 	v.positiveDuration("groups.offsets_retention", int64(g.OffsetsRetention))
+	v.positive("groups.max_size", int64(g.MaxSize))
 	if g.MaxSessionTimeout < g.MinSessionTimeout {
 		v.add("groups.max_session_timeout", "must be at least groups.min_session_timeout (%v), got %v", g.MinSessionTimeout, g.MaxSessionTimeout)
 	}

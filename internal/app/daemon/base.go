@@ -139,7 +139,7 @@ func (b *base) groupCoordinator(bkt objstore.Bucket, readOnly bool) (*groups.Coo
 		delay = -1 // groups.Options: 0 is the default, < 0 none
 	}
 	return groups.New(groups.Options{Store: st, Ring: b.ring, Metrics: m, Logger: log, InitialRebalanceDelay: delay,
-		MinSessionTimeout: g.MinSessionTimeout, MaxSessionTimeout: g.MaxSessionTimeout, OffsetsRetention: g.OffsetsRetention})
+		MinSessionTimeout: g.MinSessionTimeout, MaxSessionTimeout: g.MaxSessionTimeout, OffsetsRetention: g.OffsetsRetention, MaxGroupSize: g.MaxSize})
 }
 
 // runGroups runs c (timeouts, offset expiry) until the returned stop is
