@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -109,6 +110,9 @@ func NewRemoteCatalog(b objstore.BucketReader, o RemoteCatalogOptions) (*RemoteC
 	}
 	if o.Reader.IndexCache == nil {
 		o.Reader.IndexCache = remotelog.NewIndexCache(o.Reader.IndexCacheBytes)
+	}
+	if o.Reader.Topics == nil {
+		o.Reader.Topics = remotelog.NewTopicCache(0, 0)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -382,6 +386,9 @@ func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 	if err := p.refresh(ctx, p.c.o.ManifestTTL); err != nil {
 		return Offsets{}, err
 	}
+	if !p.log.EndChecked() {
+		p.c.checkEnds(ctx, p)
+	}
 	// The offsets come from the manifest whose end was checked, not from
 	// one a concurrent refresh may have loaded since.
 	m, err := p.log.CheckEnd(ctx)
@@ -390,6 +397,61 @@ func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 	}
 	end := m.NextOffset()
 	return Offsets{LogStart: m.LogStartOffset, LogEnd: end, LastStable: end}, nil
+}
+
+// End checks of a topic's partitions run side by side (checkEnds): at most
+// endCheckParallel at a time, for at most endCheckPartitions partitions.
+const (
+	endCheckParallel   = 16
+	endCheckPartitions = 256
+)
+
+// checkEnds runs the end check of p (remotelog CheckEnd, two store round
+// trips) side by side with those of the next partitions of its topic (by
+// the last topic listing, up to endCheckPartitions, wrapping) whose end is
+// not checked yet, and returns when all are done. A client lists the
+// offsets of every partition before it reads them, and librdkafka asks one
+// partition per request, each waiting for the one before: checked one by
+// one, the partitions of a 128-partition topic would cost 256 round trips
+// in a row before the first Fetch; side by side they cost about one
+// partition's. Errors of the other partitions are theirs to report when
+// they are asked for; p's own check follows in Offsets.
+func (c *RemoteCatalog) checkEnds(ctx context.Context, p *remotePartition) {
+	topic, own := p.log.Topic(), p.log.Partition()
+	c.mu.Lock()
+	var parts []int32
+	if !c.listedAt.IsZero() {
+		for _, t := range c.topics {
+			if t.Name == topic {
+				parts = t.Partitions
+			}
+		}
+	}
+	c.mu.Unlock()
+	at, _ := slices.BinarySearch(parts, own)
+	var g errgroup.Group
+	g.SetLimit(endCheckParallel)
+	g.Go(func() error {
+		_, _ = p.log.CheckEnd(ctx)
+		return nil
+	})
+	for i := 1; i < len(parts) && i < endCheckPartitions; i++ {
+		n := parts[(at+i)%len(parts)]
+		if n == own {
+			continue
+		}
+		g.Go(func() error {
+			sp, err := c.Partition(ctx, topic, n)
+			if err != nil {
+				return nil
+			}
+			if rp, ok := sp.(*remotePartition); ok && rp.checkGone() == nil && !rp.log.EndChecked() {
+				_, _ = rp.log.CheckEnd(ctx)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 }
 
 // Read serves whole batches through the manifest; an offset past the end

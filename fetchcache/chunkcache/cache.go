@@ -254,11 +254,49 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 	cs := c.o.ChunkBytes
 	first, last := off/cs, (off+n-1)/cs
 	ver := objectVersion(attrs)
+	if objstore.CachedOnly(ctx) && !c.cached(key, ver, first, last) {
+		c.readAheadChunks(key, ver, size, first, last)
+		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, objstore.ErrNotCached)
+	}
+	if objstore.ExactRange(ctx) && !c.cached(key, ver, first, last) {
+		return c.exactRange(ctx, key, off, n, deadline)
+	}
 	chunks, err := c.acquire(ctx, key, ver, size, first, last, deadline, !objstore.CallerReadsAhead(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}
 	return &chunkReader{chunks: chunks, skip: off - first*cs, remaining: n}, nil
+}
+
+// cached reports whether chunks [first, last] of an object version are all
+// in the memory tier, without counting or touching them.
+func (c *CachingBucket) cached(key, ver string, first, last int64) bool {
+	for i := first; i <= last; i++ {
+		if !c.mem.contains(chunkKey{key, ver, i}) {
+			return false
+		}
+	}
+	return true
+}
+
+// exactRange reads [off, off+n) of key from the store, uncached
+// (objstore.WithExactRange), behind the gets gate, whose slot the body
+// holds until it is closed.
+func (c *CachingBucket) exactRange(ctx context.Context, key string, off, n int64, deadline time.Time) (io.ReadCloser, error) {
+	if err := c.gets.StartBy(ctx, 1, deadline); err != nil {
+		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
+	}
+	rc, err := c.inner.GetRange(ctx, key, off, n)
+	if err != nil {
+		c.gets.Done(1)
+		if errors.Is(err, objstore.ErrNotFound) {
+			c.attrs.Remove(key)
+		}
+		return nil, err
+	}
+	c.m.storeGets.Inc()
+	c.m.storeBytes.Add(float64(n))
+	return &gatedBody{ReadCloser: rc, done: func() { c.gets.Done(1) }}, nil
 }
 
 // chunkLen is the length of chunk i of an object of the given size: the

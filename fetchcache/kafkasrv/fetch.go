@@ -2,6 +2,7 @@ package kafkasrv
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,6 +13,7 @@ import (
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 const fetchKey int16 = 1
@@ -37,6 +39,10 @@ type fetchPart struct {
 	errOp      string // the step that failed
 	budget     int    // the planned bytes of its read
 	want       int64  // its reservation of the response budget
+	// cachedOnly: read only what the cache holds (objstore.WithCachedOnly),
+	// for a partition that could add only a small remainder to a response
+	// that holds other data.
+	cachedOnly bool
 	view       fetchcache.View
 	last       int64 // the offset after view's last batch
 	txns       []fetchcache.AbortedTxn
@@ -242,6 +248,16 @@ func (b *respBudget) give(n int64) {
 // release returns everything the Fetch holds.
 func (b *respBudget) release() { b.give(b.held) }
 
+// smallRemainder: once a Fetch's response holds (or has planned) data, a
+// partition planned less than 1/smallRemainder of its max bytes is read
+// only from the cache (fetchPart.cachedOnly), as are the partitions of a
+// wave's tail after its first. KIP-74 gives such a partition only the
+// whole batches that fit the remainder, often none, yet finding that out
+// from the store would cost a chunk's GET the whole response waits for
+// (for a cold Fetch of many partitions, every partition's); its chunks
+// load meanwhile, for the client's next Fetch, which reads it first.
+const smallRemainder = 8
+
 // responseBudgetRetry is the throttle a Fetch gets when the response budget
 // had no room for any of its data within its max wait.
 const responseBudgetRetry = 100 * time.Millisecond
@@ -432,6 +448,11 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 			}
 			queue = queue[1:]
 			fp.budget, fp.want = budget, want
+			// Behind data already in the response, the tail after its
+			// first (read only in case the earlier ones come back short)
+			// and a partition left only a small remainder do not wait for
+			// the store (objstore.WithCachedOnly).
+			fp.cachedOnly = (st.total > 0 || planned > 0) && (tail >= 0 || budget < partMax/smallRemainder)
 			wave = append(wave, fp)
 			if tail < 0 {
 				planned += max(budget, 1)
@@ -451,6 +472,16 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 				if !st.full {
 					again = append(again, fp)
 				}
+				continue
+			}
+			if fp.err != nil && errors.Is(fp.err, objstore.ErrNotCached) {
+				// Not cached, and loading now: answered empty, unless
+				// the earlier ones left it more than it was planned.
+				b.give(fp.want)
+				if k > 0 && fp.budget < min(int(max(fp.q.PartitionMaxBytes, 0)), maxTotal-st.total) {
+					again = append(again, fp)
+				}
+				fp.err = nil
 				continue
 			}
 			if fp.err != nil {
@@ -513,6 +544,9 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 // these parts spliced in (splicedFetch).
 func read(ctx context.Context, fp *fetchPart, committed bool) {
 	fp.view, fp.last, fp.txns, fp.txnErr, fp.err, fp.errOp = fetchcache.View{}, 0, nil, nil, nil, ""
+	if fp.cachedOnly {
+		ctx = objstore.WithCachedOnly(ctx)
+	}
 	v, err := fetchcache.ReadView(ctx, fp.part, fp.q.FetchOffset, max(fp.budget, 1))
 	if err != nil {
 		fp.errOp, fp.err = "fetch", err

@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 )
 
@@ -66,23 +67,63 @@ type Range struct {
 	Size     int64 // the object's size
 }
 
-// callerReadsAhead marks a context whose range reads come from a reader
-// that drives its own read-ahead (ReadAheader).
-type callerReadsAhead struct{}
+// readMark is a mark on a context that tells a caching bucket how to serve
+// the range reads made with it.
+type readMark int
+
+const (
+	markCallerReadsAhead readMark = iota
+	markExactRange
+	markCachedOnly
+)
+
+func withMark(ctx context.Context, m readMark) context.Context {
+	return context.WithValue(ctx, m, true)
+}
+
+func hasMark(ctx context.Context, m readMark) bool {
+	v, _ := ctx.Value(m).(bool)
+	return v
+}
 
 // WithCallerReadAhead returns ctx marked so that a caching bucket does not
 // read ahead of range reads made with it on its own: the caller (a
 // RemoteLog over a ReadAheader) asks for the window it wants itself, under
 // its stream's share.
 func WithCallerReadAhead(ctx context.Context) context.Context {
-	return context.WithValue(ctx, callerReadsAhead{}, true)
+	return withMark(ctx, markCallerReadsAhead)
 }
 
 // CallerReadsAhead reports whether ctx was marked by WithCallerReadAhead.
-func CallerReadsAhead(ctx context.Context) bool {
-	v, _ := ctx.Value(callerReadsAhead{}).(bool)
-	return v
-}
+func CallerReadsAhead(ctx context.Context) bool { return hasMark(ctx, markCallerReadsAhead) }
+
+// WithExactRange returns ctx marked so that a caching bucket serves range
+// reads made with it from its cache when it holds every byte, and
+// otherwise reads exactly the range from the store, uncached, rather than
+// whole chunks: for a small read nothing else will want soon (a
+// RemoteLog's check of a segment's tail), which should cost neither a
+// chunk's transfer nor a chunk's place in the cache.
+func WithExactRange(ctx context.Context) context.Context { return withMark(ctx, markExactRange) }
+
+// ExactRange reports whether ctx was marked by WithExactRange.
+func ExactRange(ctx context.Context) bool { return hasMark(ctx, markExactRange) }
+
+// ErrNotCached: a range read marked WithCachedOnly found bytes of the
+// range not cached; the caching bucket has started loading them.
+var ErrNotCached = errors.New("range not cached")
+
+// WithCachedOnly returns ctx marked so that a caching bucket serves range
+// reads made with it only from its cache: when a byte of the range is not
+// cached it starts loading the missing chunks in the background (as
+// read-ahead, with free capacity only) and fails at once with an error
+// wrapping ErrNotCached. A Fetch whose response already holds data reads
+// partitions that could add only a few bytes so: it does not wait for the
+// store for them, and their data is cached by their next read. Buckets
+// without a cache ignore the mark.
+func WithCachedOnly(ctx context.Context) context.Context { return withMark(ctx, markCachedOnly) }
+
+// CachedOnly reports whether ctx was marked by WithCachedOnly.
+func CachedOnly(ctx context.Context) bool { return hasMark(ctx, markCachedOnly) }
 
 var streamIDs atomic.Uint64
 

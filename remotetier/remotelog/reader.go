@@ -101,7 +101,10 @@ type ReaderOptions struct {
 	// IndexCache, when set, is the index cache the log shares with
 	// others (IndexCacheBytes is then unused): one bound for the indexes
 	// of every open partition.
-	IndexCache    *IndexCache
+	IndexCache *IndexCache
+	// Topics, when set, shares the topic object reads of opens with the
+	// other logs over the bucket (TopicCache).
+	Topics        *TopicCache
 	MaxIndexBytes int64
 	ScanWindow    int
 	// Streams bounds the sequential readers remembered (reader_stream.go).
@@ -244,7 +247,7 @@ func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic s
 		idx:       opts.IndexCache,
 		streams:   newStreamTable(opts.Streams),
 	}
-	m, topicID, err := l.loadRoot(ctx)
+	m, topicID, err := l.loadRoot(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -287,8 +290,12 @@ func LoadRoot(ctx context.Context, b objstore.BucketReader, key string) (*manife
 
 // loadRoot resolves the topic's served lineage, then reads its root
 // manifest; it returns the lineage's topic ID too.
-func (l *RemoteLog) loadRoot(ctx context.Context) (*manifest.Manifest, string, error) {
-	keyID, topicID, err := ResolveTopic(ctx, l.bucket, l.prefix, l.topic)
+func (l *RemoteLog) loadRoot(ctx context.Context, open bool) (*manifest.Manifest, string, error) {
+	resolve := ResolveTopic
+	if open && l.opts.Topics != nil {
+		resolve = l.opts.Topics.Resolve
+	}
+	keyID, topicID, err := resolve(ctx, l.bucket, l.prefix, l.topic)
 	if errors.Is(err, ErrTopicDeleted) {
 		return nil, "", &UnknownTopicOrPartitionError{Topic: l.topic, Partition: l.partition, Deleted: true}
 	}
@@ -357,7 +364,7 @@ func (l *RemoteLog) TopicID() string {
 // and after an object turned out to be gone (retention or compaction
 // replaced it after this manifest was read).
 func (l *RemoteLog) Refresh(ctx context.Context) (changed bool, err error) {
-	m, topicID, err := l.loadRoot(ctx)
+	m, topicID, err := l.loadRoot(ctx, false)
 	if err != nil {
 		return false, err
 	}
@@ -428,9 +435,13 @@ func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
 		if pos > 0 {
 			chain.StartAt(entry)
 		}
+		// The tail is read once, for this check: exactly its bytes, not
+		// the chunks around them (a caching bucket's chunk of a large
+		// segment, for every partition a client lists the offsets of).
+		tailCtx := objstore.WithExactRange(ctx)
 		cur := newLogCursor(l.bucket, seg.Log, seg.Log.Size-pos)
 		for pos < seg.Log.Size {
-			hdr, size, err := cur.header(ctx, pos)
+			hdr, size, err := cur.header(tailCtx, pos)
 			if err != nil {
 				return err
 			}
@@ -452,6 +463,18 @@ func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
 		return nil, err
 	}
 	return checked, nil
+}
+
+// EndChecked reports whether CheckEnd has verified the end of the final
+// segment of the manifest held now, so that it would answer without a
+// GET.
+func (l *RemoteLog) EndChecked() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil || l.m.NextOffset() <= l.m.LogStartOffset {
+		return true
+	}
+	return l.endOK.key != "" && l.endOK.last == l.m.NextOffset()-1
 }
 
 // retryGone runs op once and, if an object it read is gone, refreshes the

@@ -1,0 +1,92 @@
+package chunkcache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// TestExactRangeReadsOnlyTheRange: a range read marked WithExactRange on
+// bytes not cached is one GET of exactly the range, uncached (a second
+// read GETs again); once the chunks are cached it is served from them
+// with no GET.
+func TestExactRangeReadsOnlyTheRange(t *testing.T) {
+	store := objstore.NewMemory()
+	const size, chunk = 1 << 20, 256 << 10
+	want := putObject(t, store, "t/0/seg.log", size)
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 4 << 20, ReadAheadChunks: -1})
+	ctx := objstore.WithExactRange(context.Background())
+	off, n := int64(size-5000), int64(3000)
+	for range 2 {
+		got := readAllCtx(t, c, ctx, "t/0/seg.log", off, n)
+		if !bytes.Equal(got, want[off:off+n]) {
+			t.Fatal("exact range: wrong bytes")
+		}
+		if r := inner.takeRanges(); len(r) != 1 || r[0].off != off || r[0].size != n {
+			t.Fatalf("exact range sent %v; want one GET of [%d, +%d)", r, off, n)
+		}
+	}
+	if c.mem.size() != 0 {
+		t.Fatalf("exact range cached %d bytes", c.mem.size())
+	}
+	// Cached by a plain read: the exact read needs no GET.
+	readAllCtx(t, c, context.Background(), "t/0/seg.log", off, n)
+	inner.takeRanges()
+	if got := readAllCtx(t, c, ctx, "t/0/seg.log", off, n); !bytes.Equal(got, want[off:off+n]) {
+		t.Fatal("exact range from the cache: wrong bytes")
+	}
+	if r := inner.takeRanges(); len(r) != 0 {
+		t.Fatalf("exact range of cached bytes sent %v", r)
+	}
+	waitIdle(t, c)
+}
+
+// TestCachedOnlyNeverWaits: a range read marked WithCachedOnly on bytes not
+// all cached fails at once with ErrNotCached, even while the store holds
+// every GET, and starts loading the missing chunks; once they are in, the
+// same read is served with no further GET.
+func TestCachedOnlyNeverWaits(t *testing.T) {
+	store := objstore.NewMemory()
+	const size, chunk = 1 << 20, 256 << 10
+	want := putObject(t, store, "t/0/seg.log", size)
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 4 << 20, ReadAheadChunks: -1})
+	c.HintSize("t/0/seg.log", size)
+	ctx := objstore.WithCachedOnly(context.Background())
+	off, n := int64(chunk-100), int64(200) // chunks 0 and 1
+	inner.holdGets()
+	_, err := c.GetRange(ctx, "t/0/seg.log", off, n)
+	if !errors.Is(err, objstore.ErrNotCached) {
+		t.Fatalf("cached-only read of cold bytes: %v; want ErrNotCached", err)
+	}
+	inner.release()
+	waitIdle(t, c)
+	if r := inner.takeRanges(); len(r) != 1 || r[0].off != 0 || r[0].size != 2*chunk {
+		t.Fatalf("the miss loaded %v; want chunks 0-1 in one GET", r)
+	}
+	if got := readAllCtx(t, c, ctx, "t/0/seg.log", off, n); !bytes.Equal(got, want[off:off+n]) {
+		t.Fatal("cached-only read: wrong bytes")
+	}
+	if r := inner.takeRanges(); len(r) != 0 {
+		t.Fatalf("cached-only read of cached bytes sent %v", r)
+	}
+}
+
+func readAllCtx(t *testing.T, c *CachingBucket, ctx context.Context, key string, off, n int64) []byte {
+	t.Helper()
+	rc, err := c.GetRange(ctx, key, off, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,137 @@
+package fetchcache_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/chunkcache"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
+	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// topicGets counts the reads of topic objects.
+type topicGets struct {
+	objstore.BucketReader
+	n atomic.Int64
+}
+
+func (b *topicGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.HasPrefix(key, "topics/") {
+		b.n.Add(1)
+	}
+	return b.BucketReader.Get(ctx, key)
+}
+
+// TestRemoteOffsetsCheckTopicEndsTogether: the first partition of a topic
+// whose offsets are asked for (as librdkafka asks, one partition per
+// ListOffsets) has the ends of the topic's other partitions checked with
+// its own, side by side, so that asking for theirs next costs no store
+// read; the topic object is read once for all of the opens; every
+// partition reports its own log end.
+func TestRemoteOffsetsCheckTopicEndsTogether(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	const parts = 6
+	var remotes []*remotekit.Remote
+	for p := range int32(parts) {
+		local := remotekit.WriteLocal(t, t.TempDir(), 70+uint64(p), 2, 20, false)
+		r := remotekit.NewRemotePartition(t, mem, "", p, 0, manifest.DefaultPolicy())
+		r.Commit(local.Files(t)...)
+		remotes = append(remotes, r)
+	}
+	tg := &topicGets{BucketReader: mem}
+	rc := &objtesting.ReadCounter{BucketReader: tg}
+	cat, err := fetchcache.NewRemoteCatalog(rc, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Topics(ctx); err != nil { // as Metadata does first
+		t.Fatal(err)
+	}
+	listed := tg.n.Load()
+	offsets := func(p int32) fetchcache.Offsets {
+		t.Helper()
+		part, err := cat.Partition(ctx, remotekit.TestTopic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := part.Offsets(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := remotes[p].Segs[len(remotes[p].Segs)-1].NextOffset(); o.LogEnd != want {
+			t.Fatalf("partition %d: log end %d, want %d", p, o.LogEnd, want)
+		}
+		return o
+	}
+	offsets(2)
+	if got := tg.n.Load() - listed; got != 1 {
+		t.Fatalf("opening %d partitions read the topic object %d times; want once", parts, got)
+	}
+	before := rc.Reads()
+	for p := range int32(parts) {
+		offsets(p)
+	}
+	if got := rc.Reads() - before; got != 0 {
+		t.Fatalf("the other partitions' offsets cost %d store reads; want 0 (their ends checked with the first)", got)
+	}
+}
+
+// logRanges records the range GETs of .log objects.
+type logRanges struct {
+	objstore.BucketReader
+	mu     sync.Mutex
+	ranges [][2]int64 // offset, length
+}
+
+func (b *logRanges) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if strings.HasSuffix(key, ".log") {
+		b.mu.Lock()
+		b.ranges = append(b.ranges, [2]int64{off, n})
+		b.mu.Unlock()
+	}
+	return b.BucketReader.GetRange(ctx, key, off, n)
+}
+
+// TestRemoteEndCheckReadsOnlyTheTail: through the chunk cache, the check
+// of a partition's end reads the final segment's bytes from its last index
+// entry to its end, exactly, not the chunk around them: one small GET, and
+// nothing cached for it.
+func TestRemoteEndCheckReadsOnlyTheTail(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 77, 2, 400, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	final := r.Segs[len(r.Segs)-1]
+	lr := &logRanges{BucketReader: r.Bucket}
+	cb, err := chunkcache.NewCachingBucket(lr, chunkcache.CacheOptions{ChunkBytes: 1 << 20, MemoryBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cb.Close() })
+	cat, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cat.Partition(ctx, remotekit.TestTopic, remotekit.TestPartition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Offsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(lr.ranges) != 1 {
+		t.Fatalf(".log range GETs %v; want one", lr.ranges)
+	}
+	got := lr.ranges[0]
+	if got[0] == 0 || got[0]+got[1] != final.Log.Size || got[1] > 64<<10 {
+		t.Fatalf("the end check read [%d, +%d) of a %d-byte segment; want a small tail ending at its end", got[0], got[1], final.Log.Size)
+	}
+}

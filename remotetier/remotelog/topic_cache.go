@@ -1,0 +1,107 @@
+package remotelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// TopicCache shares the reads of topic objects (ResolveTopic) among the
+// RemoteLogs opened over one bucket within TTL of each other: a client
+// that lists the offsets of a 128-partition topic opens 128 partitions at
+// once, and each would otherwise read the same topic object first. Only
+// opens use it; a log's refresh reads the topic object itself, so a
+// re-created topic is seen by the refresh that would have seen it without
+// the cache. Safe for concurrent use.
+type TopicCache struct {
+	ttl time.Duration
+	now func() time.Time
+	sf  singleflight.Group
+
+	mu  sync.Mutex
+	lru *simplelru.LRU[string, topicEntry]
+}
+
+// topicEntry is one resolution: its answer and when it was read. Only a
+// served lineage or a deleted topic is kept; other errors are not.
+type topicEntry struct {
+	keyID, topicID string
+	deleted        bool
+	at             time.Time
+}
+
+// Defaults of NewTopicCache.
+const (
+	DefaultTopicCacheTTL     = time.Second
+	DefaultTopicCacheEntries = 4096
+)
+
+// NewTopicCache returns a cache of at most entries topics (default
+// DefaultTopicCacheEntries), each trusted for ttl (default
+// DefaultTopicCacheTTL).
+func NewTopicCache(ttl time.Duration, entries int) *TopicCache {
+	if ttl <= 0 {
+		ttl = DefaultTopicCacheTTL
+	}
+	if entries <= 0 {
+		entries = DefaultTopicCacheEntries
+	}
+	l, err := simplelru.NewLRU[string, topicEntry](entries, nil)
+	if err != nil {
+		panic(err) // entries is positive
+	}
+	return &TopicCache{ttl: ttl, now: time.Now, lru: l}
+}
+
+// Resolve is ResolveTopic through the cache.
+func (c *TopicCache) Resolve(ctx context.Context, b objstore.BucketReader, prefix, topic string) (keyID, topicID string, err error) {
+	k := prefix + "\x00" + topic
+	if e, ok := c.get(k); ok {
+		return e.answer(topic)
+	}
+	v, err, _ := c.sf.Do(k, func() (any, error) {
+		if e, ok := c.get(k); ok {
+			return e, nil
+		}
+		keyID, topicID, err := ResolveTopic(ctx, b, prefix, topic)
+		e := topicEntry{keyID: keyID, topicID: topicID, at: c.now()}
+		switch {
+		case errors.Is(err, ErrTopicDeleted):
+			e.deleted = true
+		case err != nil:
+			return nil, err
+		}
+		c.mu.Lock()
+		c.lru.Add(k, e)
+		c.mu.Unlock()
+		return e, nil
+	})
+	if err != nil {
+		return "", "", err
+	}
+	return v.(topicEntry).answer(topic)
+}
+
+func (c *TopicCache) get(k string) (topicEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.lru.Get(k)
+	if !ok || c.now().Sub(e.at) >= c.ttl {
+		return topicEntry{}, false
+	}
+	return e, true
+}
+
+func (e topicEntry) answer(topic string) (string, string, error) {
+	if e.deleted {
+		return "", "", fmt.Errorf("%s: %w", topic, ErrTopicDeleted)
+	}
+	return e.keyID, e.topicID, nil
+}
