@@ -197,7 +197,8 @@ const aheadGETs = 8
 // as it enters would load a stream one chunk (one GET) at a time.
 func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64) (runs []aheadRun, covered int64) {
 	cs := c.o.ChunkBytes
-	maxRun := c.aheadRunChunks(budget)
+	splitRun := c.aheadRunChunks(budget)
+	maxRun := splitRun // of the object being claimed
 	var cur aheadRun
 	var claimed, curStart, total int64
 	for _, rg := range window {
@@ -241,6 +242,12 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		}
 		ver := objectVersion(attrs)
 		first, last := rg.Off/cs, (min(rg.Off+rg.Len, attrs.Size)-1)/cs
+		// An object that one GET can load whole is loaded so (a
+		// sequential reader reads it all): one GET per segment.
+		maxRun = splitRun
+		if (attrs.Size+cs-1)/cs <= int64(c.maxRunChunks()) {
+			maxRun = c.maxRunChunks()
+		}
 		for i := first; i <= last; i++ {
 			if claimed+cur.weight >= budget {
 				flush()

@@ -60,7 +60,7 @@ func (b *heldLoads) release() {
 func TestKafkaColdFetchAnswersWithoutTheTail(t *testing.T) {
 	const parts = 4
 	e := fetchkit.NewEnv(t)
-	e.Topic("tail", parts, map[string]string{"remote.storage.enable": "true", "internal.segment.bytes": "8388608"})
+	e.Topic("tail", parts, map[string]string{"remote.storage.enable": "true", "internal.segment.bytes": "262144"})
 	val := bytes.Repeat([]byte{'v'}, 1000)
 	for p := range int32(parts) {
 		l := e.Log("tail", p)

@@ -435,10 +435,16 @@ func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
 		if pos > 0 {
 			chain.StartAt(entry)
 		}
-		// The tail is read once, for this check: exactly its bytes, not
-		// the chunks around them (a caching bucket's chunk of a large
-		// segment, for every partition a client lists the offsets of).
-		tailCtx := objstore.WithExactRange(ctx)
+		// The tail is read for this check only: exactly its bytes, not
+		// the chunk around them (a caching bucket's 4 MiB, for every
+		// partition a client lists the offsets of, which a replay from
+		// the log start reaches last, if still cached). Unless the final
+		// segment is the partition's only one and small: its chunk is
+		// then the partition's data, which that replay reads first.
+		tailCtx := ctx
+		if seg.BaseOffset > m.LogStartOffset || seg.Log.Size > wholeTailBytes {
+			tailCtx = objstore.WithExactRange(ctx)
+		}
 		cur := newLogCursor(l.bucket, seg.Log, seg.Log.Size-pos)
 		for pos < seg.Log.Size {
 			hdr, size, err := cur.header(tailCtx, pos)
@@ -464,6 +470,11 @@ func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
 	}
 	return checked, nil
 }
+
+// wholeTailBytes: the end check of a partition whose only segment is at
+// most this long reads it through the cache's chunks (CheckEnd); the
+// fetch service's default chunk size.
+const wholeTailBytes = 4 << 20
 
 // EndChecked reports whether CheckEnd has verified the end of the final
 // segment of the manifest held now, so that it would answer without a
@@ -550,15 +561,28 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 		if err != nil {
 			return err
 		}
+		fromStart := offset <= seg.BaseOffset
+		var pre preRead
+		if readsAhead && !cont && fromStart {
+			pre = l.readAheadFromStart(ctx, ra, m, seg, maxBytes)
+		}
 		if err := l.readSegment(rctx, seg, offset, maxBytes, &res, prev, cont); err != nil {
 			return err
 		}
 		// The stream goes on from where the read ended, and asks for its
 		// window when its reader nears the end of what it asked for last.
-		s := l.opts.nextStream(prev, cont, offset <= seg.BaseOffset, int64(res.Len), l.opts.Now(), maxBytes)
+		s := l.opts.nextStream(prev, cont, fromStart, int64(res.Len), l.opts.Now(), maxBytes)
 		ask := s.windowBytes(prev, cont, int64(maxBytes)+int64(l.opts.ScanWindow))
 		want, left := wantsWindow(prev, advance(prev, cont, seg.Log.Key, res.end), ask)
 		s.ahead, s.toEnd, s.limit = left, prev.toEnd && cont, prev.limit
+		if pre.id != 0 {
+			// Asked for before the read: the stream's first window.
+			s.id, s.depth, want = pre.id, max(s.depth, pre.depth), false
+			s.ahead, s.toEnd, s.limit = max(pre.covered-res.end, 0), pre.toEnd, 0
+			if pre.covered < pre.total && !pre.toEnd {
+				s.limit = pre.covered // the bucket held back
+			}
+		}
 		if readsAhead && want {
 			w, total := l.readAheadWindow(ctx, m, seg, res.end, ask)
 			if len(w) > 0 {
@@ -580,6 +604,32 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 		return ReadView{}, fmt.Errorf("read %s-%d at offset %d: %w", l.topic, l.partition, offset, err)
 	}
 	return res, nil
+}
+
+// preRead is the window a new stream asked for before its first read.
+type preRead struct {
+	id                    uint64
+	depth, covered, total int64
+	toEnd                 bool
+}
+
+// readAheadFromStart asks the bucket, before a new stream's first read
+// (one from seg's base offset: a replay from there), for the window from
+// seg's first byte: the whole segment, at least the stream's first depth,
+// at most ReadAheadBytes. The read then joins the loads of its own chunks,
+// which come in the same GET as the rest of the segment, rather than
+// loading them by itself and the rest by another GET after it.
+func (l *RemoteLog) readAheadFromStart(ctx context.Context, ra objstore.ReadAheader, m *manifest.Manifest, seg manifest.Segment, maxBytes int) preRead {
+	floor := int64(max(maxBytes, 1)) + int64(l.opts.ScanWindow)
+	depth := min(max(2*floor, seg.Log.Size), l.opts.ReadAheadBytes)
+	w, total := l.readAheadWindow(ctx, m, seg, 0, depth)
+	if len(w) == 0 {
+		return preRead{}
+	}
+	p := preRead{id: objstore.NewStreamID(), depth: depth, total: total}
+	p.covered = ra.ReadAhead(p.id, w)
+	p.toEnd = total < depth && p.covered == total
+	return p
 }
 
 // joinParts copies parts (n bytes in all) into one new slice.
