@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
@@ -214,6 +216,7 @@ type RemoteLog struct {
 	// endOK is the final segment CheckEnd found ending where the manifest
 	// says (its .log key and last offset).
 	endOK endCheck
+	endSF singleflight.Group // concurrent CheckEnds
 }
 
 // endCheck names a final segment whose end CheckEnd verified.
@@ -410,6 +413,19 @@ func (l *RemoteLog) LogEndOffset() int64 { return l.Manifest().NextOffset() }
 // *CorruptObjectError naming the object; a bad batch a *record.CorruptError.
 // It returns the manifest it checked, whose offsets the caller reports.
 func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
+	if l.EndChecked() {
+		return l.checkEnd(ctx)
+	}
+	// Concurrent callers (the consumers of one partition starting
+	// together) share one check: one read of the tail.
+	v, err, _ := l.endSF.Do("end", func() (any, error) { return l.checkEnd(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*manifest.Manifest), nil
+}
+
+func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 	var checked *manifest.Manifest
 	err := l.retryGone(ctx, func(m *manifest.Manifest) error {
 		checked = m
