@@ -96,6 +96,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 
 		flights: map[chunkKey]*flight{},
 	}
+	c.mem.pressure = o.MemoryPressure
 	if o.CacheDir != "" {
 		if c.disk, err = openDiskTier(o.FS, o.CacheDir, o.DiskBytes, o.ChunkBytes, m, o.Logger); err != nil {
 			return nil, err

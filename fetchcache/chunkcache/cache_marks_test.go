@@ -90,3 +90,34 @@ func readAllCtx(t *testing.T, c *CachingBucket, ctx context.Context, key string,
 	}
 	return b
 }
+
+// TestMemoryPressureShrinksTheTier: under memory pressure the memory tier
+// holds that many bytes less, never below a quarter of its bound, and
+// holds its whole bound again once the pressure is gone.
+func TestMemoryPressureShrinksTheTier(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk = 1 << 10
+	putObject(t, store, "t/0/seg.log", 64*chunk)
+	var pressure int64
+	c := mustCache(t, store, CacheOptions{ChunkBytes: chunk, MemoryBytes: 16 * chunk, ReadAheadChunks: -1,
+		MemoryPressure: func() int64 { return pressure }})
+	read := func(from int64) {
+		for i := from; i < from+20; i++ {
+			readAllCtx(t, c, context.Background(), "t/0/seg.log", i*chunk, chunk)
+		}
+	}
+	for _, tc := range []struct {
+		pressure, want int64
+	}{
+		{0, 16 * chunk},
+		{6 * chunk, 10 * chunk},
+		{100 * chunk, 4 * chunk}, // a quarter at least
+		{0, 16 * chunk},
+	} {
+		pressure = tc.pressure
+		read(tc.pressure % 40)
+		if got := c.mem.size(); got != tc.want {
+			t.Fatalf("pressure %d: %d bytes cached, want %d", tc.pressure, got, tc.want)
+		}
+	}
+}

@@ -38,6 +38,8 @@ type memoryTier struct {
 	bytes int64
 	max   int64
 	m     *cacheMetrics
+	// pressure shrinks the bound (CacheOptions.MemoryPressure); nil none.
+	pressure func() int64
 }
 
 func newMemoryTier(max int64, m *cacheMetrics) *memoryTier {
@@ -106,7 +108,7 @@ func (t *memoryTier) add(k chunkKey, data []byte, readAhead bool) {
 	t.lru.Add(k, &memEntry{data: data, readAhead: readAhead})
 	t.bytes += n
 	t.m.bytes.WithLabelValues(TierMemory).Add(float64(n))
-	for t.bytes > t.max {
+	for bound := t.bound(); t.bytes > bound; {
 		_, e, ok := t.lru.RemoveOldest()
 		if !ok {
 			break
@@ -119,6 +121,15 @@ func (t *memoryTier) add(k chunkKey, data []byte, readAhead bool) {
 			t.m.readAhead.WithLabelValues(ReadAheadWasted).Inc()
 		}
 	}
+}
+
+// bound is the byte bound now: max, less the process's memory pressure,
+// at least a quarter of max.
+func (t *memoryTier) bound() int64 {
+	if t.pressure == nil {
+		return t.max
+	}
+	return max(t.max-max(t.pressure(), 0), t.max/4)
 }
 
 // keys lists the cached chunks from least to most recently used.

@@ -39,6 +39,13 @@ type CacheOptions struct {
 	// bound is served but not kept.
 	MemoryBytes int64
 
+	// MemoryPressure, when set, reports by how many bytes the process's
+	// memory is over its target (0 when it is not): the memory tier then
+	// holds that much less, down to a quarter of MemoryBytes. Chunks the
+	// cache evicted stay in memory while responses still write them, which
+	// no budget counts; under pressure the cache makes room for them.
+	MemoryPressure func() int64
+
 	// CacheDir enables the disk tier (--cache-dir); empty means none.
 	CacheDir string
 	// DiskBytes bounds the bytes of chunk files in CacheDir

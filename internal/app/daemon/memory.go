@@ -5,6 +5,9 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
 )
 
 // MemoryHeadroom is what serve's soft memory limit allows beyond its
@@ -12,11 +15,53 @@ import (
 // state, buffers not drawn from a budget.
 const MemoryHeadroom = 128 << 20
 
-// FetchMemoryHeadroom is what fetch's soft memory limit allows beyond its
-// budgets (issue 17: a replay's RSS stays within the cache and in-flight
-// budgets + 64 MiB): the runtime, the open partitions' manifests, index and
-// stream caches, per-connection state.
+// FetchMemoryHeadroom is what fetch's RSS may reach beyond its budgets
+// (issue 17: a replay's RSS stays within the cache and in-flight budgets +
+// 64 MiB): the runtime, the open partitions' manifests, index and stream
+// caches, per-connection state. The soft memory limit is fetchRSSReserve
+// below it: the runtime does not count the binary's mapped text and data,
+// which RSS does.
 const FetchMemoryHeadroom = 64 << 20
+
+// fetchRSSReserve is the part of FetchMemoryHeadroom the soft memory limit
+// leaves for memory the Go runtime does not count (measured: RSS peaks
+// about 6 MiB above the limit on a replay).
+const fetchRSSReserve = 16 << 20
+
+// pressureMargin: the chunk cache holds less once the heap live after the
+// last collection comes within this of the soft memory limit (HeapPressure).
+const pressureMargin = 32 << 20
+
+// HeapPressure returns a chunkcache MemoryPressure: by how many bytes the
+// heap found live by the last garbage collection exceeds the soft memory
+// limit in force less pressureMargin (0 without a limit), read at most
+// every 10 ms. Chunks evicted from the cache but still written by Kafka
+// responses are live and no budget counts them; under this pressure the
+// cache holds less until they are written, so the heap stays under the
+// limit instead of the collector running without end above it.
+func HeapPressure() func() int64 {
+	var (
+		mu   sync.Mutex
+		at   time.Time
+		over int64
+	)
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	return func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if now := time.Now(); now.Sub(at) >= 10*time.Millisecond {
+			at = now
+			over = 0
+			if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
+				metrics.Read(sample)
+				if sample[0].Value.Kind() == metrics.KindUint64 {
+					over = max(int64(sample[0].Value.Uint64())-(limit-pressureMargin), 0)
+				}
+			}
+		}
+		return over
+	}
+}
 
 // budgets is the sum of the daemon's configured memory budgets that hold
 // bytes in the process: the chunk cache, the bytes being fetched, the
@@ -40,7 +85,8 @@ func (s *Serve) MemoryLimit() int64 {
 
 // MemoryLimit is the soft memory limit fetch runs under: the budgets that
 // hold its bytes — the chunk cache and the bytes being fetched into it —
-// plus FetchMemoryHeadroom (issue 17's bound on a replay's RSS). The Kafka
+// plus FetchMemoryHeadroom (issue 17's bound on a replay's RSS) less
+// fetchRSSReserve. The Kafka
 // responses being built or written (kafka.max_inflight_response_bytes) are
 // not added: they are views of cached chunks, not copies; responses that
 // keep chunks the cache has evicted make the garbage collector work harder
@@ -48,7 +94,7 @@ func (s *Serve) MemoryLimit() int64 {
 // overrides). fetch has no write API, so no produce budget.
 func (f *Fetch) MemoryLimit() int64 {
 	c := f.cfg
-	return int64(c.Fetch.CacheBytes) + int64(c.Fetch.MaxInFlightBytes) + FetchMemoryHeadroom
+	return int64(c.Fetch.CacheBytes) + int64(c.Fetch.MaxInFlightBytes) + FetchMemoryHeadroom - fetchRSSReserve
 }
 
 // ApplyMemoryLimit sets the process's soft memory limit to limit unless
@@ -64,6 +110,6 @@ func ApplyMemoryLimit(limit int64, log *slog.Logger) int64 {
 		return debug.SetMemoryLimit(-1)
 	}
 	debug.SetMemoryLimit(limit)
-	log.Info("soft memory limit", "bytes", limit, "from", "budgets (fetch.cache_bytes, fetch.max_inflight_bytes; serve: + kafka.max_inflight_response_bytes, http.max_inflight_produce_bytes, log.cleaner.dedupe.buffer.size) + headroom (fetch 64MiB, serve 128MiB)")
+	log.Info("soft memory limit", "bytes", limit, "from", "budgets (fetch.cache_bytes, fetch.max_inflight_bytes; serve: + kafka.max_inflight_response_bytes, http.max_inflight_produce_bytes, log.cleaner.dedupe.buffer.size) + headroom (fetch 64MiB less 16MiB for memory the runtime does not count, serve 128MiB)")
 	return limit
 }

@@ -275,6 +275,7 @@ func CacheOptions(f config.Fetch, reg prometheus.Registerer, log *slog.Logger) c
 		MaxConcurrentGets: f.MaxConcurrentGets,
 		MaxInFlightBytes:  int64(f.MaxInFlightBytes),
 		MaxWait:           f.MaxWait,
+		MemoryPressure:    HeapPressure(),
 		Registerer:        reg,
 		Logger:            log,
 	}
