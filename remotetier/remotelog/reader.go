@@ -217,6 +217,16 @@ type RemoteLog struct {
 	// says (its .log key and last offset).
 	endOK endCheck
 	endSF singleflight.Group // concurrent CheckEnds
+	// txnFree: no segment of m from offset from on has a .txnindex
+	// (learnt by AbortedTxns walking there).
+	txnFree txnFree
+}
+
+// txnFree is a stretch at the end of a manifest's log without
+// transaction indexes.
+type txnFree struct {
+	m    *manifest.Manifest
+	from int64
 }
 
 // endCheck names a final segment whose end CheckEnd verified.
@@ -921,13 +931,29 @@ func (l *RemoteLog) AbortedTxns(ctx context.Context, from, upTo int64) ([]index.
 		// An aborted transaction is recorded in the segment of its abort
 		// marker, which may come after upTo: go on until an entry's last
 		// stable offset shows nothing later can overlap, or the log ends.
-		// Segments without a .txnindex cost no request.
+		// Segments without a .txnindex cost no request, and the stretch
+		// of them that ends the log is remembered (per manifest), so a
+		// replay's reads do not each walk the rest of the log.
+		l.mu.Lock()
+		known := l.txnFree
+		l.mu.Unlock()
+		free := int64(-1) // where the stretch without .txnindex walked last began
 		for at := max(from, m.LogStartOffset); at < m.NextOffset(); {
+			if known.m == m && at >= known.from {
+				if free < 0 {
+					free = at
+				}
+				break // no .txnindex from here on
+			}
 			seg, err := m.FindOffset(ctx, l.subs, at)
 			if err != nil {
 				return err
 			}
+			if seg.TxnIndex == nil && free < 0 {
+				free = at
+			}
 			if seg.TxnIndex != nil {
+				free = -1
 				txns, err := l.txnIndex(ctx, seg)
 				if err != nil {
 					return err
@@ -939,6 +965,13 @@ func (l *RemoteLog) AbortedTxns(ctx context.Context, from, upTo int64) ([]index.
 				}
 			}
 			at = seg.NextOffset()
+		}
+		if free >= 0 {
+			l.mu.Lock()
+			if l.txnFree.m != m || free < l.txnFree.from {
+				l.txnFree = txnFree{m: m, from: free}
+			}
+			l.mu.Unlock()
 		}
 		return nil
 	})
