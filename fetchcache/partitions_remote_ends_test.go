@@ -103,10 +103,11 @@ func (b *logRanges) GetRange(ctx context.Context, key string, off, n int64) (io.
 // TestRemoteEndCheckReadsOnlyTheTail: through the chunk cache, the check
 // of a partition's end reads the final segment's bytes from its last index
 // entry to its end, exactly, not the chunk around them: one small GET, and
-// nothing cached for it.
+// nothing cached for it (a partition of more than 8 MiB, whose final chunk
+// a replay from its start would reach last).
 func TestRemoteEndCheckReadsOnlyTheTail(t *testing.T) {
 	ctx := context.Background()
-	local := remotekit.WriteLocal(t, t.TempDir(), 77, 2, 400, false)
+	local := remotekit.WriteLocal(t, t.TempDir(), 77, 12, 400, false) // over 8 MiB in all
 	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
 	r.Commit(local.Files(t)...)
 	final := r.Segs[len(r.Segs)-1]
@@ -126,6 +127,9 @@ func TestRemoteEndCheckReadsOnlyTheTail(t *testing.T) {
 	}
 	if _, err := p.Offsets(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if r.M.LogBytes() <= 8<<20 {
+		t.Fatalf("a partition of %d bytes: the check would read the chunk", r.M.LogBytes())
 	}
 	if len(lr.ranges) != 1 {
 		t.Fatalf(".log range GETs %v; want one", lr.ranges)

@@ -272,10 +272,11 @@ func TestFetchCold64Consumers(t *testing.T) {
 	for _, size := range segmentSizes(t, cd, "wide-0") {
 		chunks += int((size + chunk - 1) / chunk)
 	}
-	// The end check reads the final segment's tail exactly, once for all
-	// consumers; every chunk is read once.
-	if logGets != chunks+1 {
-		t.Errorf("%d range GETs of .log objects, want one per chunk (%d) and the final segment's tail", logGets, chunks)
+	// Every chunk is read once; the end check reads the final segment's
+	// tail exactly, or through its chunk for a small partition, once for
+	// all consumers.
+	if logGets != chunks+1 && logGets != chunks {
+		t.Errorf("%d range GETs of .log objects, want one per chunk (%d), and at most the final segment's tail", logGets, chunks)
 	}
 	// Budget: the cache's bytes and in-flight bytes, each consumer's
 	// request and response buffers (a response holds whole batches, so up

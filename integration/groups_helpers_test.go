@@ -7,9 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,42 +236,16 @@ func fleetConfig(t testing.TB, httpAddr, kafkaAddr string, peers []string, lease
 // names and waits for /readyz.
 func startFetchAt(t testing.TB, bin, bucketURL, cfg, httpAddr, kafkaAddr string) *fetchProc {
 	t.Helper()
-	p := &tieredProc{t: t, stderr: &lockedBuffer{}, done: make(chan struct{}), http: httpAddr, kafka: kafkaAddr}
-	p.cmd = exec.Command(bin, "fetch", "--bucket", bucketURL, "--config", cfg, "--log-level", "info")
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+	p, out := startTieredAt(t, bin, nil, httpAddr, kafkaAddr, "fetch", "--bucket", bucketURL, "--config", cfg, "--log-level", "info")
+	if p == nil {
+		t.Fatalf("tiered fetch could not bind %s, %s:\n%s", httpAddr, kafkaAddr, out)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
 		if t.Failed() {
 			t.Logf("fetch %s stderr (tail):\n%s", kafkaAddr, tail(p.stderr.String(), 3000))
 		}
 	})
-	hc := &http.Client{Timeout: 2 * time.Second}
-	defer hc.CloseIdleConnections()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := hc.Get(p.url() + "/readyz"); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return &fetchProc{tieredProc: p, cfgFile: cfg}
-			}
-		}
-		if p.exited() {
-			t.Fatalf("tiered fetch exited before it was ready: %v\n%s", p.err, p.stderr)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tiered fetch not ready after 60s\n%s", p.stderr)
-		}
-	}
+	return &fetchProc{tieredProc: p, cfgFile: cfg}
 }
 
 func tail(s string, n int) string {

@@ -69,8 +69,18 @@ func startTiered(t testing.TB, bin string, env []string, args ...string) *tiered
 func startTieredOnce(t testing.TB, bin string, env []string, args ...string) (*tieredProc, string) {
 	t.Helper()
 	addrs := testnet.LoopbackAddrs(t, 2)
-	p := &tieredProc{t: t, stderr: &lockedBuffer{}, done: make(chan struct{}), http: addrs[0], kafka: addrs[1]}
-	args = append(args, "--http", p.http, "--kafka", p.kafka)
+	args = append(args, "--http", addrs[0], "--kafka", addrs[1])
+	return startTieredAt(t, bin, env, addrs[0], addrs[1], args...)
+}
+
+// startTieredAt starts bin with args (which make it listen on httpAddr
+// and kafkaAddr) and waits until /readyz answers 200. It returns nil and
+// the process's output when the process exited because a listener could
+// not bind; every other failure ends the test. The process is killed when
+// the test ends if it still runs.
+func startTieredAt(t testing.TB, bin string, env []string, httpAddr, kafkaAddr string, args ...string) (*tieredProc, string) {
+	t.Helper()
+	p := &tieredProc{t: t, stderr: &lockedBuffer{}, done: make(chan struct{}), http: httpAddr, kafka: kafkaAddr}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.stderr

@@ -28,8 +28,11 @@ type heldLoads struct {
 }
 
 func (b *heldLoads) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	b.mu.Lock()
+	marks := b.marks
+	b.mu.Unlock()
 	if off == 0 && strings.HasSuffix(key, ".log") {
-		for _, m := range b.marks {
+		for _, m := range marks {
 			if strings.Contains(key, m) {
 				select {
 				case <-b.released:
@@ -75,9 +78,9 @@ func TestKafkaColdFetchAnswersWithoutTheTail(t *testing.T) {
 	}
 	mem := objstore.NewMemory()
 	fetchkit.UploadAll(t, e, mem)
-	held := &heldLoads{BucketReader: mem, marks: []string{"/tail-1/", "/tail-2/", "/tail-3/"}, released: make(chan struct{})}
+	held := &heldLoads{BucketReader: mem, released: make(chan struct{})}
 	t.Cleanup(held.release)
-	cb, err := chunkcache.NewCachingBucket(held, chunkcache.CacheOptions{ChunkBytes: 1 << 20, MemoryBytes: 64 << 20})
+	cb, err := chunkcache.NewCachingBucket(held, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +89,20 @@ func TestKafkaColdFetchAnswersWithoutTheTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The partitions' ends are checked (as ListOffsets would) before the
+	// loads of their first chunks are held.
+	for p := range int32(parts) {
+		part, err := cat.Partition(context.Background(), "tail", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := part.Offsets(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held.mu.Lock()
+	held.marks = []string{"/tail-1/", "/tail-2/", "/tail-3/"}
+	held.mu.Unlock()
 	addr := startKafka(t, cat, KafkaOptions{})
 	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
 	const partMax = 64 << 10

@@ -465,10 +465,10 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 		// the chunk around them (a caching bucket's 4 MiB, for every
 		// partition a client lists the offsets of, which a replay from
 		// the log start reaches last, if still cached). Unless the final
-		// segment is the partition's only one and small: its chunk is
-		// then the partition's data, which that replay reads first.
+		// segment fits a chunk and the whole partition is small: that
+		// replay then reads the chunk soon after, from the cache.
 		tailCtx := ctx
-		if seg.BaseOffset > m.LogStartOffset || seg.Log.Size > wholeTailBytes {
+		if seg.Log.Size > wholeTailBytes || m.LogBytes() > 2*wholeTailBytes {
 			tailCtx = objstore.WithExactRange(ctx)
 		}
 		cur := newLogCursor(l.bucket, seg.Log, seg.Log.Size-pos)
@@ -497,9 +497,9 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 	return checked, nil
 }
 
-// wholeTailBytes: the end check of a partition whose only segment is at
-// most this long reads it through the cache's chunks (CheckEnd); the
-// fetch service's default chunk size.
+// wholeTailBytes: the end check of a partition of at most twice this
+// whose final segment is at most this long reads the tail through the
+// cache's chunks (CheckEnd); the fetch service's default chunk size.
 const wholeTailBytes = 4 << 20
 
 // EndChecked reports whether CheckEnd has verified the end of the final
