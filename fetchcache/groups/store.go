@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -57,10 +59,11 @@ type StoreOptions struct {
 // Load answers from the cache, Reload re-reads, and Update is one PUT
 // unless it loses a race (then it re-reads and re-applies).
 type Store struct {
-	b   objstore.Bucket
-	o   StoreOptions
-	log *slog.Logger
-	m   *Metrics
+	loads singleflight.Group // concurrent Loads of one uncached group
+	b     objstore.Bucket
+	o     StoreOptions
+	log   *slog.Logger
+	m     *Metrics
 
 	mu      sync.Mutex
 	cache   map[string]*cached
@@ -146,11 +149,12 @@ func (s *Store) Load(ctx context.Context, group string) (*Object, error) {
 	if ok {
 		return live(c.obj), nil
 	}
-	c, err := s.read(ctx, group)
+	// The first members of a group often join at once: one read for all.
+	v, err, _ := s.loads.Do(group, func() (any, error) { return s.read(ctx, group) })
 	if err != nil {
 		return nil, err
 	}
-	return live(c.obj), nil
+	return live(v.(*cached).obj), nil
 }
 
 // Reload re-reads group's object from the bucket (another writer — a
