@@ -244,12 +244,17 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		first, last := rg.Off/cs, (min(rg.Off+rg.Len, attrs.Size)-1)/cs
 		// An object that one GET can load whole is loaded so (a
 		// sequential reader reads it all): one GET per segment.
+		// Its first run may also go past the stream's share (a stream
+		// with nothing in flight is admitted one run whatever its share):
+		// a share smaller than a segment would otherwise load every
+		// segment of many streams by several GETs.
 		maxRun = splitRun
-		if (attrs.Size+cs-1)/cs <= int64(c.maxRunChunks()) {
+		whole := (attrs.Size+cs-1)/cs <= int64(c.maxRunChunks())
+		if whole {
 			maxRun = c.maxRunChunks()
 		}
 		for i := first; i <= last; i++ {
-			if claimed+cur.weight >= budget {
+			if claimed+cur.weight >= budget && !(whole && len(runs) == 0 && len(cur.keys) > 0 && len(cur.keys) < maxRun) {
 				flush()
 				return runs, covered
 			}
