@@ -121,3 +121,29 @@ func TestMemoryPressureShrinksTheTier(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAheadWholeObjectPastShare: a stream whose share of the in-flight
+// budget is smaller than an object one GET can load still loads it by one
+// GET, its first run of the call.
+func TestReadAheadWholeObjectPastShare(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk = 100
+	putObject(t, store, "seg", 4*chunk)
+	putObject(t, store, "other", chunk)
+	inner := newCounting(store)
+	// 16 chunks in flight: runs of up to 4 chunks (maxRunChunks); eight
+	// active streams share 2 chunks each.
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk})
+	for s := uint64(1); s <= 7; s++ {
+		c.ReadAhead(s, []objstore.Range{{Key: "other", Off: 0, Len: chunk, Size: chunk}})
+	}
+	waitIdle(t, c)
+	inner.takeRanges()
+	if got := c.ReadAhead(8, []objstore.Range{{Key: "seg", Off: 0, Len: 4 * chunk, Size: 4 * chunk}}); got != 4*chunk {
+		t.Fatalf("covered %d bytes, want the whole object (%d)", got, 4*chunk)
+	}
+	waitIdle(t, c)
+	if r := inner.takeRanges(); len(r) != 1 || r[0].size != 4*chunk {
+		t.Fatalf("GETs %v; want the object in one", r)
+	}
+}
