@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tiered/tiered/internal/x/flight"
+
 	"golang.org/x/sync/singleflight"
 
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -140,6 +142,10 @@ func (s *Store) Probe(ctx context.Context) error {
 	return nil
 }
 
+// loadTimeout bounds a read of a group object that concurrent Loads share
+// (it runs detached from their cancellation).
+const loadTimeout = 30 * time.Second
+
 // Load is group's object, from the cache when it holds one, else read from
 // the bucket. A group with no object (or a Dead one) is nil, nil.
 func (s *Store) Load(ctx context.Context, group string) (*Object, error) {
@@ -150,11 +156,11 @@ func (s *Store) Load(ctx context.Context, group string) (*Object, error) {
 		return live(c.obj), nil
 	}
 	// The first members of a group often join at once: one read for all.
-	v, err, _ := s.loads.Do(group, func() (any, error) { return s.read(ctx, group) })
+	c, err := flight.Do(ctx, &s.loads, group, loadTimeout, func(ctx context.Context) (*cached, error) { return s.read(ctx, group) })
 	if err != nil {
 		return nil, err
 	}
-	return live(v.(*cached).obj), nil
+	return live(c.obj), nil
 }
 
 // Reload re-reads group's object from the bucket (another writer — a

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tiered/tiered/internal/x/flight"
+
 	"golang.org/x/sync/singleflight"
 
 	"github.com/tiered/tiered/internal/x/kafkaerr"
@@ -428,11 +430,7 @@ func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
 	}
 	// Concurrent callers (the consumers of one partition starting
 	// together) share one check: one read of the tail.
-	v, err, _ := l.endSF.Do("end", func() (any, error) { return l.checkEnd(ctx) })
-	if err != nil {
-		return nil, err
-	}
-	return v.(*manifest.Manifest), nil
+	return flight.Do(ctx, &l.endSF, "end", sharedTimeout, l.checkEnd)
 }
 
 func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
@@ -496,6 +494,10 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 	}
 	return checked, nil
 }
+
+// sharedTimeout bounds a read that concurrent callers share (CheckEnd,
+// TopicCache.Resolve): it runs detached from their cancellation.
+const sharedTimeout = 30 * time.Second
 
 // wholeTailBytes: the end check of a partition of at most twice this
 // whose final segment is at most this long reads the tail through the

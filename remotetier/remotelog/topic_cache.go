@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tiered/tiered/internal/x/flight"
+
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 
@@ -66,7 +68,7 @@ func (c *TopicCache) Resolve(ctx context.Context, b objstore.BucketReader, prefi
 	if e, ok := c.get(k); ok {
 		return e.answer(topic)
 	}
-	v, err, _ := c.sf.Do(k, func() (any, error) {
+	e, err := flight.Do(ctx, &c.sf, k, sharedTimeout, func(ctx context.Context) (topicEntry, error) {
 		if e, ok := c.get(k); ok {
 			return e, nil
 		}
@@ -76,7 +78,7 @@ func (c *TopicCache) Resolve(ctx context.Context, b objstore.BucketReader, prefi
 		case errors.Is(err, ErrTopicDeleted):
 			e.deleted = true
 		case err != nil:
-			return nil, err
+			return topicEntry{}, err
 		}
 		c.mu.Lock()
 		c.lru.Add(k, e)
@@ -86,7 +88,7 @@ func (c *TopicCache) Resolve(ctx context.Context, b objstore.BucketReader, prefi
 	if err != nil {
 		return "", "", err
 	}
-	return v.(topicEntry).answer(topic)
+	return e.answer(topic)
 }
 
 func (c *TopicCache) get(k string) (topicEntry, bool) {
