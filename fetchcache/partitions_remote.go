@@ -386,7 +386,7 @@ func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 	if err := p.refresh(ctx, p.c.o.ManifestTTL); err != nil {
 		return Offsets{}, err
 	}
-	if !p.log.EndChecked() {
+	if !p.log.EndChecked() && listingOffsets(ctx) {
 		p.c.checkEnds(ctx, p)
 	}
 	// The offsets come from the manifest whose end was checked, not from
@@ -406,6 +406,25 @@ const (
 	endCheckPartitions = 256
 )
 
+// offsetsListing marks a context whose Offsets calls come from a client
+// listing offsets (Kafka ListOffsets), which lists every partition it
+// reads, one per request.
+type offsetsListing struct{}
+
+// WithOffsetsListing returns ctx marked so that a remote partition's
+// Offsets, when its end is not checked yet, checks the ends of its
+// topic's other partitions alongside (checkEnds). A Fetch does not mark
+// its contexts: a consumer of one partition should not wait for the
+// others'.
+func WithOffsetsListing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, offsetsListing{}, true)
+}
+
+func listingOffsets(ctx context.Context) bool {
+	v, _ := ctx.Value(offsetsListing{}).(bool)
+	return v
+}
+
 // checkEnds runs the end check of p (remotelog CheckEnd, two store round
 // trips) side by side with those of the next partitions of its topic (by
 // the last topic listing, up to endCheckPartitions, wrapping) whose end is
@@ -414,8 +433,9 @@ const (
 // partition per request, each waiting for the one before: checked one by
 // one, the partitions of a 128-partition topic would cost 256 round trips
 // in a row before the first Fetch; side by side they cost about one
-// partition's. Errors of the other partitions are theirs to report when
-// they are asked for; p's own check follows in Offsets.
+// partition's. Only a listing does this (WithOffsetsListing). Errors of
+// the other partitions are theirs to report when they are asked for; p's
+// own check follows in Offsets.
 func (c *RemoteCatalog) checkEnds(ctx context.Context, p *remotePartition) {
 	topic, own := p.log.Topic(), p.log.Partition()
 	c.mu.Lock()
@@ -435,7 +455,7 @@ func (c *RemoteCatalog) checkEnds(ctx context.Context, p *remotePartition) {
 		_, _ = p.log.CheckEnd(ctx)
 		return nil
 	})
-	for i := 1; i < len(parts) && i < endCheckPartitions; i++ {
+	for i := 0; i < len(parts) && i < endCheckPartitions; i++ {
 		n := parts[(at+i)%len(parts)]
 		if n == own {
 			continue

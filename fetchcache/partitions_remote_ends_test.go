@@ -34,7 +34,8 @@ func (b *topicGets) Get(ctx context.Context, key string) (io.ReadCloser, error) 
 // ListOffsets) has the ends of the topic's other partitions checked with
 // its own, side by side, so that asking for theirs next costs no store
 // read; the topic object is read once for all of the opens; every
-// partition reports its own log end.
+// partition reports its own log end. A Fetch's Offsets checks its own
+// partition only.
 func TestRemoteOffsetsCheckTopicEndsTogether(t *testing.T) {
 	ctx := context.Background()
 	mem := objstore.NewMemory()
@@ -62,7 +63,7 @@ func TestRemoteOffsetsCheckTopicEndsTogether(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := part.Offsets(ctx)
+		o, err := part.Offsets(fetchcache.WithOffsetsListing(ctx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,6 +82,27 @@ func TestRemoteOffsetsCheckTopicEndsTogether(t *testing.T) {
 	}
 	if got := rc.Reads() - before; got != 0 {
 		t.Fatalf("the other partitions' offsets cost %d store reads; want 0 (their ends checked with the first)", got)
+	}
+	// A Fetch's Offsets (no listing mark) checks only its own partition.
+	cat2, err := fetchcache.NewRemoteCatalog(rc, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat2.Topics(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int32{2, 3} {
+		part, err := cat2.Partition(ctx, remotekit.TestTopic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := rc.Reads()
+		if _, err := part.Offsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if rc.Reads() == before {
+			t.Fatalf("partition %d: its end was checked by another partition's Fetch", p)
+		}
 	}
 }
 

@@ -83,7 +83,7 @@ func (s *KafkaServer) listOffset(ctx context.Context, topic string, partition in
 	if err != nil {
 		return 0, 0, err
 	}
-	off, err := part.Offsets(ctx)
+	off, err := part.Offsets(fetchcache.WithOffsetsListing(ctx))
 	if err != nil {
 		return 0, 0, err
 	}
