@@ -293,7 +293,7 @@ func (c *CachingBucket) exactRange(ctx context.Context, key string, off, n int64
 		if errors.Is(err, objstore.ErrNotFound) {
 			c.attrs.Remove(key)
 		}
-		return nil, err
+		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}
 	c.m.storeGets.Inc()
 	c.m.storeBytes.Add(float64(n))

@@ -131,7 +131,7 @@ func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) int64 
 		return 0
 	}
 	share := max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
-	depth := max(c.o.ChunkBytes, c.o.MemoryBytes/int64(2*active))
+	depth := max(c.o.ChunkBytes, c.mem.bound()/int64(2*active)) // less under memory pressure
 	runs, covered := c.claimAhead(window, depth, share)
 	for i, r := range runs {
 		// Admitted here, not in the load, so that what is said covered

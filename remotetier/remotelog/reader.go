@@ -513,7 +513,14 @@ func (l *RemoteLog) EndChecked() bool {
 	if l.m == nil || l.m.NextOffset() <= l.m.LogStartOffset {
 		return true
 	}
-	return l.endOK.key != "" && l.endOK.last == l.m.NextOffset()-1
+	if l.endOK.key == "" || l.endOK.last != l.m.NextOffset()-1 {
+		return false
+	}
+	// The final segment is inline unless every segment is sealed.
+	if n := len(l.m.Segments); n > 0 && l.m.Segments[n-1].Log.Key != l.endOK.key {
+		return false // rewritten with the same last offset
+	}
+	return true
 }
 
 // retryGone runs op once and, if an object it read is gone, refreshes the
@@ -591,7 +598,9 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 		}
 		fromStart := offset <= seg.BaseOffset
 		var pre preRead
-		if readsAhead && !cont && fromStart {
+		// A cached-only read that misses keeps no stream (the cache loads
+		// its chunks itself): no window is asked for it.
+		if readsAhead && !cont && fromStart && !objstore.CachedOnly(ctx) {
 			pre = l.readAheadFromStart(ctx, ra, m, seg, maxBytes)
 		}
 		if err := l.readSegment(rctx, seg, offset, maxBytes, &res, prev, cont); err != nil {
