@@ -973,8 +973,10 @@ func (c *Coordinator) Tick() {
 	for id, g := range c.groups {
 		if g.state == StateEmpty && len(g.members) == 0 && len(g.pending) == 0 && !g.hasObject {
 			// Nothing to remember (no offsets, no members): a group met
-			// only by refused or abandoned joins costs no memory.
+			// only by refused or abandoned joins costs no memory, in the
+			// store's cache either.
 			delete(c.groups, id)
+			c.store.Forget(id)
 			c.updateGauges()
 			continue
 		}

@@ -40,7 +40,8 @@ func (s *KafkaServer) listGroups(ctx context.Context, kc *kafkaConn, q *kmsg.Lis
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
 	}
 	for _, g := range all {
-		if !match(q.StatesFilter, g.GroupState) || !match(q.TypesFilter, g.GroupType) || !s.groupAllowed(kc, g.Group) {
+		if !match(q.StatesFilter, g.GroupState) || !match(q.TypesFilter, g.GroupType) || !s.o.Auth.GroupAllowed(kc.principalOf(), g.Group) {
+			// Not the principal's to see: left out, not a denial to log.
 			continue
 		}
 		r.Groups = append(r.Groups, g)
