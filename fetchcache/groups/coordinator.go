@@ -216,8 +216,13 @@ func (c *Coordinator) Wait() { c.bg.Wait() }
 // Owner is the Kafka error code for a request about group on this replica:
 // 0 when it coordinates group and can write its offsets, NOT_COORDINATOR
 // when another replica does, COORDINATOR_NOT_AVAILABLE when no
-// coordinator is known or the bucket refuses writes.
+// coordinator is known or the bucket refuses writes, or c is nil. Every
+// request method checks it first, so those are safe to call on a nil
+// *Coordinator (a listener that serves no groups).
 func (c *Coordinator) Owner(group string) int16 {
+	if c == nil {
+		return kerr.CoordinatorNotAvailable.Code // a listener without groups
+	}
 	_, self, err := c.o.Ring.Coordinator(group)
 	switch {
 	case err != nil:

@@ -27,9 +27,7 @@ func (s *KafkaServer) deleteGroups(ctx context.Context, kc *kafkaConn, q *kmsg.D
 		case !admin || !s.groupAllowed(kc, id):
 			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		default:
-			if g.ErrorCode = s.groupOwner(id); g.ErrorCode == 0 {
-				g.ErrorCode = s.coordinator().Delete(ctx, id)
-			}
+			g.ErrorCode = s.coordinator().Delete(ctx, id) // checks ownership first
 		}
 		if worst == 0 {
 			worst = g.ErrorCode

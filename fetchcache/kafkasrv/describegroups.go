@@ -37,12 +37,7 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 			d = kmsg.NewDescribeGroupsResponseGroup()
 			d.Group, d.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
 		default:
-			if code := s.groupOwner(id); code != 0 {
-				d = kmsg.NewDescribeGroupsResponseGroup()
-				d.Group, d.ErrorCode = id, code
-			} else {
-				d = s.coordinator().Describe(ctx, id)
-			}
+			d = s.coordinator().Describe(ctx, id) // checks ownership first
 		}
 		d.AuthorizedOperations = math.MinInt32 // not asked for
 		if q.IncludeAuthorizedOperations && d.ErrorCode == 0 {

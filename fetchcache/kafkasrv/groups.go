@@ -46,17 +46,6 @@ func (s *KafkaServer) adminAllowed(kc *kafkaConn) bool {
 	return false
 }
 
-// groupOwner is the error code of a request about group before the
-// coordinator sees it: COORDINATOR_NOT_AVAILABLE without a coordinator,
-// else the coordinator's Owner.
-func (s *KafkaServer) groupOwner(group string) int16 {
-	c := s.coordinator()
-	if c == nil {
-		return kerr.CoordinatorNotAvailable.Code
-	}
-	return c.Owner(group)
-}
-
 // groupCode is the metrics result code of a group API's Kafka error.
 func groupCode(code int16) string {
 	switch code {

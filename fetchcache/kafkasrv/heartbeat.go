@@ -20,9 +20,7 @@ func (s *KafkaServer) heartbeat(_ context.Context, kc *kafkaConn, q *kmsg.Heartb
 	case !s.groupAllowed(kc, q.Group):
 		r.ErrorCode = kerr.GroupAuthorizationFailed.Code
 	default:
-		if r.ErrorCode = s.groupOwner(q.Group); r.ErrorCode == 0 {
-			r = s.coordinator().Heartbeat(q)
-		}
+		r = s.coordinator().Heartbeat(q) // checks ownership first
 	}
 	return r, groupCode(r.ErrorCode), 0
 }

@@ -30,11 +30,8 @@ func (s *KafkaServer) joinGroup(ctx context.Context, kc *kafkaConn, q *kmsg.Join
 	if !s.groupAllowed(kc, q.Group) {
 		return fail(kerr.GroupAuthorizationFailed.Code)
 	}
-	if code := s.groupOwner(q.Group); code != 0 {
-		return fail(code)
-	}
 	ctx, cancel := groupContext(ctx, kc)
 	defer cancel()
-	r := s.coordinator().Join(ctx, kc.client(), q)
+	r := s.coordinator().Join(ctx, kc.client(), q) // checks ownership first
 	return r, groupCode(r.ErrorCode), 0
 }

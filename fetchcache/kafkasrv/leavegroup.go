@@ -21,9 +21,7 @@ func (s *KafkaServer) leaveGroup(_ context.Context, kc *kafkaConn, q *kmsg.Leave
 	case !s.groupAllowed(kc, q.Group):
 		r.ErrorCode = kerr.GroupAuthorizationFailed.Code
 	default:
-		if r.ErrorCode = s.groupOwner(q.Group); r.ErrorCode == 0 {
-			r = s.coordinator().Leave(q)
-		}
+		r = s.coordinator().Leave(q) // checks ownership first
 	}
 	code := r.ErrorCode
 	for _, m := range r.Members {

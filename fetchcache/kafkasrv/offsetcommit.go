@@ -23,7 +23,7 @@ func (s *KafkaServer) offsetCommit(ctx context.Context, kc *kafkaConn, q *kmsg.O
 	if !s.groupAllowed(kc, q.Group) {
 		groupErr = kerr.GroupAuthorizationFailed.Code
 	} else {
-		groupErr = s.groupOwner(q.Group)
+		groupErr = s.coordinator().Owner(q.Group)
 	}
 	denied := make([]bool, len(q.Topics))
 	sub := *q

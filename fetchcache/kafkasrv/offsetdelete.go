@@ -24,7 +24,7 @@ func (s *KafkaServer) offsetDelete(ctx context.Context, kc *kafkaConn, q *kmsg.O
 		r.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return r, groupCode(r.ErrorCode), 0
 	}
-	if r.ErrorCode = s.groupOwner(q.Group); r.ErrorCode != 0 {
+	if r.ErrorCode = s.coordinator().Owner(q.Group); r.ErrorCode != 0 {
 		return r, groupCode(r.ErrorCode), 0
 	}
 	var allowedTopics []kmsg.OffsetDeleteRequestTopic

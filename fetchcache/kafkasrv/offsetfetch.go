@@ -101,10 +101,7 @@ func (s *KafkaServer) fetchGroupOffsets(ctx context.Context, kc *kafkaConn, grou
 	if !s.groupAllowed(kc, group) {
 		return kerr.GroupAuthorizationFailed.Code, nil
 	}
-	if code := s.groupOwner(group); code != 0 {
-		return code, nil
-	}
-	obj, code := s.coordinator().Committed(ctx, group)
+	obj, code := s.coordinator().Committed(ctx, group) // checks ownership first
 	if code != 0 {
 		return code, nil
 	}

@@ -16,19 +16,14 @@ var syncGroupAPI = api{key: syncGroupKey, min: 0, max: 5, group: true, handle: h
 
 // syncGroup relays the leader's assignment: a follower's waits for it.
 func (s *KafkaServer) syncGroup(ctx context.Context, kc *kafkaConn, q *kmsg.SyncGroupRequest) (kmsg.Response, string, time.Duration) {
-	code := int16(0)
 	if !s.groupAllowed(kc, q.Group) {
-		code = kerr.GroupAuthorizationFailed.Code
-	} else {
-		code = s.groupOwner(q.Group)
-	}
-	if code != 0 {
+		code := kerr.GroupAuthorizationFailed.Code
 		r := kmsg.NewPtrSyncGroupResponse()
 		r.Version, r.ErrorCode, r.MemberAssignment = q.Version, code, []byte{}
 		return r, groupCode(code), 0
 	}
 	ctx, cancel := groupContext(ctx, kc)
 	defer cancel()
-	r := s.coordinator().Sync(ctx, q)
+	r := s.coordinator().Sync(ctx, q) // checks ownership first
 	return r, groupCode(r.ErrorCode), 0
 }
