@@ -337,7 +337,7 @@ func (c *Coordinator) Join(ctx context.Context, cl Client, q *kmsg.JoinGroupRequ
 		rebalance = session
 	}
 	switch {
-	case q.Group == "":
+	case !ValidGroupID(q.Group):
 		return errResponseJoin(q, q.MemberID, kerr.InvalidGroupID.Code)
 	case session < c.o.MinSessionTimeout || session > c.o.MaxSessionTimeout:
 		return errResponseJoin(q, q.MemberID, kerr.InvalidSessionTimeout.Code)
@@ -754,6 +754,10 @@ func (c *Coordinator) removeMember(g *group, m *member, why string) {
 	}
 }
 
+// backgroundWriteTimeout bounds a write of the coordinator's own (not a
+// client's request), which Run waits for when it stops.
+const backgroundWriteTimeout = 30 * time.Second
+
 // becameEmpty records an Empty group; when it has committed offsets the
 // object is rewritten with the time, which starts the offsets' expiry.
 func (c *Coordinator) becameEmpty(g *group) {
@@ -765,7 +769,10 @@ func (c *Coordinator) becameEmpty(g *group) {
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		_, err := c.store.Update(context.Background(), g.id, func(o *Object) error {
+		// Bounded: Run waits for background writes when it stops.
+		ctx, cancel := context.WithTimeout(context.Background(), backgroundWriteTimeout)
+		defer cancel()
+		_, err := c.store.Update(ctx, g.id, func(o *Object) error {
 			if o.UpdatedMS == 0 || o.State == StateEmpty && o.EmptySinceMS != 0 {
 				return errNoChange // deleted meanwhile (never resurrect), or already recorded
 			}

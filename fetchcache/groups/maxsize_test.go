@@ -2,9 +2,13 @@ package groups
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestMaxGroupSize: group.max.size bounds a group's members plus the ones
@@ -41,10 +45,13 @@ func TestMaxGroupSize(t *testing.T) {
 	h.clk.Add(session + 1)
 	done := make(chan int16, 1)
 	go func() { done <- h.c.Join(ctx, Client{ID: "c"}, joinReq("g", ids[0], nil)).ErrorCode }()
-	for joined := false; !joined; {
+	for deadline, joined := time.Now().Add(10*time.Second), false; !joined; time.Sleep(time.Millisecond) {
 		h.c.mu.Lock()
 		_, joined = h.c.lookup("g").members[ids[0]]
 		h.c.mu.Unlock()
+		if !joined && time.Now().After(deadline) {
+			t.Fatal("the returning member never joined")
+		}
 	}
 	// The two others never come back: the tick forgets them, the rebalance
 	// completes with the one member, and there is room again.
@@ -54,5 +61,32 @@ func TestMaxGroupSize(t *testing.T) {
 	}
 	if r := h.c.Join(ctx, Client{ID: "c"}, joinReq("g", "", nil)); r.ErrorCode != kerr.MemberIDRequired.Code {
 		t.Fatalf("join after the pending ones expired: %v, want MEMBER_ID_REQUIRED", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestGroupIDTooLongForTheStore: a group id whose object key would pass
+// the store's key length is answered INVALID_GROUP_ID by JoinGroup and
+// OffsetCommit, not retried against the store for ever; the longest that
+// fits is served.
+func TestGroupIDTooLongForTheStore(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	ctx := context.Background()
+	fits := strings.Repeat("g", objstore.MaxKeyLen-len(Key("")))
+	if len(Key(fits)) != objstore.MaxKeyLen {
+		t.Fatalf("key of %d bytes, want %d", len(Key(fits)), objstore.MaxKeyLen)
+	}
+	for _, tc := range []struct {
+		group string
+		want  int16
+	}{{fits + "g", kerr.InvalidGroupID.Code}, {strings.Repeat("é", 400), kerr.InvalidGroupID.Code}, {fits, kerr.MemberIDRequired.Code}} {
+		if r := h.c.Join(ctx, Client{ID: "c"}, joinReq(tc.group, "", nil)); r.ErrorCode != tc.want {
+			t.Fatalf("join of a %d-byte group id: %v, want %v", len(tc.group), kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(tc.want))
+		}
+	}
+	q := kmsg.NewPtrOffsetCommitRequest()
+	q.Group, q.Generation = fits+"g", -1
+	q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	if r := h.c.Commit(ctx, q); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidGroupID.Code {
+		t.Fatalf("commit for a too long group id: %v, want INVALID_GROUP_ID", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // KeyPrefix is where group objects live in the bucket (below the bucket
@@ -78,6 +80,14 @@ type Offset struct {
 func Key(group string) string {
 	sum := sha256.Sum256([]byte(group))
 	return KeyPrefix + hex.EncodeToString(sum[:4]) + "/" + url.PathEscape(group) + ".json"
+}
+
+// ValidGroupID reports whether group can have an object: not empty, and
+// its key (Key) within the store's key length. A longer id would fail
+// every commit against the store, and the client would retry for ever;
+// it is answered INVALID_GROUP_ID instead.
+func ValidGroupID(group string) bool {
+	return group != "" && len(Key(group)) <= objstore.MaxKeyLen
 }
 
 // GroupOfKey is the group ID a key of Key names.

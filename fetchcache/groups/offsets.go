@@ -49,6 +49,10 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *
 		fill(code)
 		return r
 	}
+	if !ValidGroupID(q.Group) {
+		fill(kerr.InvalidGroupID.Code)
+		return r
+	}
 	g, err := c.loadGroup(ctx, q.Group)
 	if err != nil {
 		fill(kerr.CoordinatorNotAvailable.Code)
