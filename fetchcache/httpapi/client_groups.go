@@ -15,12 +15,18 @@ import (
 )
 
 // NotCoordinatorError is a group route's 421 NOT_COORDINATOR answer that the client could
-// not follow (the coordinator's HTTP URL is unknown, or it answered 421 too).
+// not follow (the coordinator's HTTP URL is unknown or of another scheme, or it answered
+// 421 too).
 type NotCoordinatorError struct {
 	Group, Coordinator, CoordinatorHTTP string
+	// Refused says why the client did not follow CoordinatorHTTP ("" when it did).
+	Refused string
 }
 
 func (e *NotCoordinatorError) Error() string {
+	if e.Refused != "" {
+		return fmt.Sprintf("group %q is coordinated by the fetch replica at %s (%s), not followed: %s; run the command against that replica's --fetch URL", e.Group, e.Coordinator, e.CoordinatorHTTP, e.Refused)
+	}
 	if e.CoordinatorHTTP == "" {
 		return fmt.Sprintf("group %q is coordinated by the fetch replica at %s, whose HTTP address is unknown: run the command against that replica's --fetch URL", e.Group, e.Coordinator)
 	}
@@ -102,6 +108,13 @@ func (c *Client) groupCall(ctx context.Context, method, group, suffix string, bo
 			next, err := url.Parse(nc.CoordinatorHTTP)
 			if hop > 0 || nc.CoordinatorHTTP == "" || err != nil || next.Host == "" {
 				return &NotCoordinatorError{Group: group, Coordinator: nc.Coordinator, CoordinatorHTTP: nc.CoordinatorHTTP}
+			}
+			if next.Scheme != c.base.Scheme {
+				// The URL comes from a lease in the bucket; the client's
+				// credentials go only where its --fetch URL's scheme
+				// would take them (never https to http).
+				return &NotCoordinatorError{Group: group, Coordinator: nc.Coordinator, CoordinatorHTTP: nc.CoordinatorHTTP,
+					Refused: fmt.Sprintf("its scheme is not %s, the one of the URL asked", c.base.Scheme)}
 			}
 			base = next
 		default:
