@@ -63,7 +63,7 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 	var unknownIDs []kmsg.FetchRequestTopic
 	if q.Version >= 13 {
 		var err error
-		reqTopics, unknownIDs, err = s.resolveFetchIDs(ctx, q.Topics)
+		reqTopics, unknownIDs, err = s.resolveFetchIDs(ctx, kc, q.Topics)
 		byIDCode = fetchIDCode(unknownIDs, err)
 		if err != nil {
 			s.log.Error("kafka fetch: list topics to resolve topic ids", "err", err)

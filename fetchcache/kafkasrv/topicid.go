@@ -2,12 +2,12 @@ package kafkasrv
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/localtier"
 )
 
 // Topic IDs: the catalog names each topic's ID in Kafka's string form
@@ -18,10 +18,7 @@ import (
 // zero UUID for "" (or a form that does not decode: the catalog validated
 // it already).
 func topicIDBytes(id string) [16]byte {
-	var out [16]byte
-	if b, err := base64.RawURLEncoding.DecodeString(id); err == nil && len(b) == 16 {
-		copy(out[:], b)
-	}
+	out, _ := localtier.ParseTopicID(id)
 	return out
 }
 
@@ -44,14 +41,21 @@ func (s *KafkaServer) topicsByID(ctx context.Context) (map[[16]byte]string, erro
 // whose ID the catalog does not know (never known, a deleted topic, or the
 // old lineage of a re-created one) are returned apart, to be answered with
 // UNKNOWN_TOPIC_ID as Kafka does.
-func (s *KafkaServer) resolveFetchIDs(ctx context.Context, ts []kmsg.FetchRequestTopic) (known, unknown []kmsg.FetchRequestTopic, err error) {
+//
+// Each distinct ID is checked once, and only for a topic the principal may
+// read: the others are answered TOPIC_AUTHORIZATION_FAILED by the Fetch
+// without a look at their manifests.
+func (s *KafkaServer) resolveFetchIDs(ctx context.Context, kc *kafkaConn, ts []kmsg.FetchRequestTopic) (known, unknown []kmsg.FetchRequestTopic, err error) {
 	byID, err := s.topicsByID(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	checked := map[[16]byte]bool{} // the ID still served, by ID
 	for _, t := range ts {
 		name, ok := byID[t.TopicID]
-		if ok && len(t.Partitions) > 0 {
+		if served, done := checked[t.TopicID]; done {
+			ok = ok && served
+		} else if ok && len(t.Partitions) > 0 && s.o.Auth.May(kc.principalOf(), permOf(ctx), name) {
 			// The listing may be older than the partition's last manifest
 			// read: a topic re-created since is served under its new ID
 			// only, never its data under the old one.
@@ -65,6 +69,7 @@ func (s *KafkaServer) resolveFetchIDs(ctx context.Context, ts []kmsg.FetchReques
 					}
 				}
 			}
+			checked[t.TopicID] = ok
 		}
 		if !ok {
 			unknown = append(unknown, t)
