@@ -3,6 +3,7 @@ package kafkasrv
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -502,8 +503,10 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 					b.give(fp.want)
 					continue
 				}
-				if committed {
-					fp.txns, fp.txnErr = fp.part.AbortedTxns(ctx, fp.q.FetchOffset, last)
+				if committed && fp.txnErr == nil {
+					// Those the read found that still overlap the data
+					// kept: no second lookup.
+					fp.txns = slices.DeleteFunc(fp.txns, func(t fetchcache.AbortedTxn) bool { return t.FirstOffset >= last })
 				}
 			}
 			if v.Len == 0 {
