@@ -38,6 +38,8 @@ type CachingBucket struct {
 	ra    *readAhead
 	// streams are the readers asking for read-ahead (ReadAhead).
 	streams *raStreams
+	// park holds read-ahead GET bodies for the next run (parked.go).
+	park *parking
 	// fmu guards flights: the chunk loads in progress (cache_load.go).
 	fmu     sync.Mutex
 	flights map[chunkKey]*flight
@@ -93,6 +95,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 		ra:    newReadAhead(o.Streams),
 
 		streams: newRAStreams(o.StreamIdle, o.Streams),
+		park:    newParking(o.ParkedGets, o.StreamIdle, m.parked.Set),
 
 		flights: map[chunkKey]*flight{},
 	}
@@ -106,6 +109,9 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 	if c.disk != nil {
 		c.diskQueue = make(chan diskWrite, o.MaxInFlightBytes/o.ChunkBytes+1)
 		c.goBackground(c.diskWriter)
+	}
+	if o.ParkedGets > 0 {
+		c.goBackground(c.sweeper)
 	}
 	return c, nil
 }
@@ -127,6 +133,7 @@ func (c *CachingBucket) Close() error {
 	c.lifeMu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.park.sweep(true) // a load that ended after the sweeper may have parked one
 	c.mem.purge()
 	if c.disk != nil {
 		// A load that ended as Close began may have queued its write

@@ -92,6 +92,14 @@
 // half a window later. Their own range reads, marked with
 // objstore.WithCallerReadAhead, start no per-object read-ahead.
 //
+// A read-ahead run that stops short of its object's end asks the store for
+// the rest of the object and parks the body where the run stopped
+// (parked.go): the object's next run continues it instead of sending a
+// GET, so a sequential reader costs one GET per object however small its
+// share. MaxConcurrentGets bounds the GETs transferring at once; parked
+// bodies, idle, are at most ParkedGets more open requests, each closed
+// after StreamIdle unused.
+//
 // Metrics (registry injected through CacheOptions.Registerer, every
 // series created at 0; several buckets may share a registry):
 //
@@ -102,6 +110,8 @@
 //	tiered_fetch_cache_corrupt_chunks_total     disk files failing their check
 //	tiered_fetch_store_gets_total               range GETs sent by the cache
 //	tiered_fetch_store_get_bytes_total
+//	tiered_fetch_store_get_continued_total      runs read from a parked body
+//	tiered_fetch_store_gets_parked              gauge
 //	tiered_fetch_gate_in_flight{gate}           gets|bytes (+ callers' gates)
 //	tiered_fetch_gate_waits_total{gate}
 //	tiered_fetch_gate_rejections_total{gate}

@@ -219,8 +219,15 @@ func readAll(t testing.TB, c objstore.BucketReader, key string, off, length int6
 	return b
 }
 
+// mustCache opens a CachingBucket that the test's cleanup closes.
+// Unless o sets ParkedGets, parking is off: the tests of runs, claims and
+// budgets check the range each run asks of the store, which a parked GET
+// extends to the object's end; parked_test.go tests parking.
 func mustCache(t testing.TB, inner objstore.BucketReader, o CacheOptions) *CachingBucket {
 	t.Helper()
+	if o.ParkedGets == 0 {
+		o.ParkedGets = -1
+	}
 	c, err := NewCachingBucket(inner, o)
 	if err != nil {
 		t.Fatal(err)

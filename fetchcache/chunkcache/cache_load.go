@@ -362,7 +362,7 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			fail(i, err)
 			return
 		}
-		lastData, err := c.fetch(r, lens, i, j, keep)
+		lastData, err := c.fetch(r, lens, i, j, size, readAhead, keep)
 		c.gets.Done(1)
 		if err == nil {
 			// The GET's last chunk is handed out once the GET is closed
@@ -399,27 +399,72 @@ func countSettled(r loadRun, i, j int) int {
 
 // fetch reads chunks [i, j) of run r with one range GET, passing each
 // chunk but the last to keep as soon as its bytes are in; it returns the
-// last one once the GET is closed.
-func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, keep func(int, []byte)) ([]byte, error) {
-	object := r.keys[i].object
-	off := r.keys[i].index * c.o.ChunkBytes
-	var n int64
-	for _, l := range lens[i:j] {
-		n += l
-	}
-	rc, err := c.inner.GetRange(c.ctx, object, off, n)
-	if err != nil {
-		if errors.Is(err, objstore.ErrNotFound) {
-			c.attrs.Remove(object) // gone: do not trust its size any more
+// last one once the GET is closed or parked. A read-ahead run reads on
+// from a body parked at its first byte if there is one, and otherwise asks
+// for the object to its end and parks what it does not read
+// (parked.go).
+func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, readAhead bool, keep func(int, []byte)) ([]byte, error) {
+	object, version := r.keys[i].object, r.keys[i].version
+	cs := c.o.ChunkBytes
+	end := r.keys[j-1].index*cs + lens[j-1] // the byte the run ends before
+	var rc io.ReadCloser
+	var bodyEnd int64 // the byte rc ends before
+	continued := false
+	open := func(x int) error {
+		off := r.keys[x].index * cs
+		bodyEnd = end
+		if readAhead && c.o.ParkedGets > 0 && end < size {
+			bodyEnd = size
 		}
-		return nil, err
+		var err error
+		rc, err = c.inner.GetRange(c.ctx, object, off, bodyEnd-off)
+		if err != nil {
+			rc = nil
+			if errors.Is(err, objstore.ErrNotFound) {
+				c.attrs.Remove(object) // gone: do not trust its size any more
+			}
+			return err
+		}
+		c.m.storeGets.Inc()
+		return nil
 	}
-	defer rc.Close()
-	c.m.storeGets.Inc()
+	if readAhead {
+		rc, bodyEnd = c.park.take(parkKey{object, version, r.keys[i].index * cs})
+		if continued = rc != nil; continued {
+			if bodyEnd < end { // cannot be: parked bodies end at the object's end
+				_ = rc.Close()
+				rc, continued = nil, false
+			} else {
+				c.m.continued.Inc()
+			}
+		}
+	}
+	if rc == nil {
+		if err := open(i); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if rc != nil {
+			_ = rc.Close()
+		}
+	}()
 	for x := i; x < j; x++ {
 		data := make([]byte, lens[x])
 		got, err := io.ReadFull(rc, data)
 		c.m.storeBytes.Add(float64(got))
+		if err != nil && continued {
+			// A parked body the store or the network gave up on: read
+			// the rest of the run with a GET of its own, once.
+			_ = rc.Close()
+			rc, continued = nil, false
+			c.o.Logger.Debug("parked GET failed, reading with a new one", "chunk", r.keys[x].String(), "err", err)
+			if err := open(x); err != nil {
+				return nil, err
+			}
+			got, err = io.ReadFull(rc, data)
+			c.m.storeBytes.Add(float64(got))
+		}
 		if err != nil {
 			k := r.keys[x]
 			// ReadFull's own sentinels mean the body ended early; any
@@ -433,6 +478,10 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, keep func(int, 
 			return nil, fmt.Errorf("read chunk %d of %q after %d of %d bytes: %w", k.index, k.object, got, lens[x], err)
 		}
 		if x == j-1 {
+			if bodyEnd > end {
+				c.park.put(parkKey{object, version, end}, rc, bodyEnd)
+				rc = nil
+			}
 			return data, nil // the deferred Close runs first
 		}
 		keep(x, data)

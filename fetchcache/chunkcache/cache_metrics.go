@@ -25,6 +25,8 @@ type cacheMetrics struct {
 	bytes                   *prometheus.GaugeVec
 	corrupt                 prometheus.Counter
 	storeGets, storeBytes   prometheus.Counter
+	continued               prometheus.Counter
+	parked                  prometheus.Gauge
 	readAhead               *prometheus.CounterVec
 }
 
@@ -58,6 +60,14 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 			Name: "tiered_fetch_store_get_bytes_total",
 			Help: "Bytes received from the object store by the cache's range GETs.",
 		}),
+		continued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tiered_fetch_store_get_continued_total",
+			Help: "Read-ahead runs read from the parked body of an earlier run's GET instead of a GET of their own.",
+		}),
+		parked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tiered_fetch_store_gets_parked",
+			Help: "Read-ahead GET bodies parked for the next run of their object to continue.",
+		}),
 		readAhead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tiered_fetch_readahead_chunks_total",
 			Help: "Chunks fetched by read-ahead, by outcome: read by a client (useful) or evicted unread (wasted).",
@@ -71,6 +81,8 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		m.corrupt = promreg.RegisterOrReuse(reg, m.corrupt)
 		m.storeGets = promreg.RegisterOrReuse(reg, m.storeGets)
 		m.storeBytes = promreg.RegisterOrReuse(reg, m.storeBytes)
+		m.continued = promreg.RegisterOrReuse(reg, m.continued)
+		m.parked = promreg.RegisterOrReuse(reg, m.parked)
 		m.readAhead = promreg.RegisterOrReuse(reg, m.readAhead)
 	}
 	for _, tier := range []string{TierMemory, TierDisk} {

@@ -26,6 +26,9 @@ const (
 	// DefaultInFlightChunks sizes the default in-flight byte budget:
 	// MaxInFlightBytes = DefaultInFlightChunks × ChunkBytes.
 	DefaultInFlightChunks = 16
+	// ParkedPerGet sizes the default ParkedGets: ParkedPerGet ×
+	// MaxConcurrentGets.
+	ParkedPerGet = 8
 )
 
 // CacheOptions configures a CachingBucket. The zero value of a field means
@@ -78,8 +81,15 @@ type CacheOptions struct {
 	// and the streams sharing the read-ahead budget (ReadAhead).
 	Streams int
 	// StreamIdle is how long a stream that asked for read-ahead counts as
-	// active, sharing the budget (DefaultStreamIdle).
+	// active, sharing the budget (DefaultStreamIdle), and how long a
+	// read-ahead GET's body stays parked for the stream's next run
+	// (parked.go).
 	StreamIdle time.Duration
+	// ParkedGets bounds the read-ahead GET bodies parked for a next run
+	// to continue (parked.go): each holds one connection to the store.
+	// Zero means ParkedPerGet × MaxConcurrentGets; negative disables
+	// parking (every run is a GET of its own).
+	ParkedGets int
 
 	// Registerer receives the tiered_fetch_cache_*, _store_*, _gate_* and
 	// _readahead_* series; nil keeps them unregistered.
@@ -122,6 +132,9 @@ func (o CacheOptions) EnsureDefaults() CacheOptions {
 	}
 	if o.StreamIdle == 0 {
 		o.StreamIdle = DefaultStreamIdle
+	}
+	if o.ParkedGets == 0 {
+		o.ParkedGets = ParkedPerGet * o.MaxConcurrentGets
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

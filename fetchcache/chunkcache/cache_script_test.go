@@ -193,8 +193,11 @@ func (s *scriptState) run(c scriptCase) string {
 			MaxConcurrentGets: int(s.int(c, "gets", 16)),
 			MaxInFlightBytes:  s.int(c, "inflight", 0),
 			FetchParallelism:  int(s.int(c, "parallel", 0)),
-			MaxWait:           10 * time.Second,
-			Registerer:        prometheus.NewRegistry(),
+			// Off unless asked for: the scripts show the range each run
+			// asks for, which a parked GET extends to the object's end.
+			ParkedGets: int(s.int(c, "parked", -1)),
+			MaxWait:    10 * time.Second,
+			Registerer: prometheus.NewRegistry(),
 		}
 		if d := s.int(c, "disk", 0); d > 0 {
 			s.opts.CacheDir = filepath.Join(s.dir, "disk")

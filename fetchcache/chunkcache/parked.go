@@ -1,0 +1,150 @@
+package chunkcache
+
+import (
+	"io"
+	"sync"
+	"time"
+)
+
+// Continued GETs. A read-ahead run that does not reach its object's end
+// asks the store for the object from the run's first byte to the end,
+// reads the run's chunks, and parks the open body at the byte where it
+// stopped. The next run of the same object that starts at that byte (the
+// stream's next read-ahead, usually moments later) reads on from the
+// parked body instead of sending a GET. A sequential reader so costs one
+// GET per segment, however small its share of the in-flight budget and
+// however shallow its read-ahead: a 16 MiB segment read by 32 streams at
+// one 4 MiB chunk each is one GET, not four. The store's fixed cost per
+// request (MinIO on the same host: about as much CPU as serving 2 MiB) is
+// paid once per object.
+//
+// A parked body holds one connection to the store and costs nothing else
+// in the process: what the store sent on waits in the kernel's socket
+// buffers (TCP stops the sender once they are full). Its bytes are not
+// read until a run continues it, so the in-flight budget and the gets gate
+// count a continued read like a GET. At most maxParked bodies are parked,
+// the oldest closed first, and a body parked longer than the idle time
+// (the stream's reader went away or fell behind) is closed, as are all at
+// Close. A continued read that fails is retried once with a new GET. The
+// store bills what it sent; a closed parked body wasted at most its socket
+// buffers.
+
+// parkKey names a parked body: the object version and the byte it is at.
+type parkKey struct {
+	object, version string
+	off             int64
+}
+
+type parkedBody struct {
+	rc  io.ReadCloser
+	end int64 // the object byte the body ends before
+	at  time.Time
+}
+
+// parking holds the parked bodies of one CachingBucket.
+type parking struct {
+	mu   sync.Mutex
+	m    map[parkKey]parkedBody
+	max  int
+	idle time.Duration
+	now  func() time.Time
+	// gauge follows len(m); nil in tests that build a parking alone.
+	gauge func(float64)
+}
+
+func newParking(max int, idle time.Duration, gauge func(float64)) *parking {
+	return &parking{m: map[parkKey]parkedBody{}, max: max, idle: idle, now: time.Now, gauge: gauge}
+}
+
+func (p *parking) changed() {
+	if p.gauge != nil {
+		p.gauge(float64(len(p.m)))
+	}
+}
+
+// take removes and returns the body parked at k, with the object byte it
+// ends before; nil when none is.
+func (p *parking) take(k parkKey) (io.ReadCloser, int64) {
+	p.mu.Lock()
+	b, ok := p.m[k]
+	if ok {
+		delete(p.m, k)
+		p.changed()
+	}
+	p.mu.Unlock()
+	if !ok {
+		return nil, 0
+	}
+	return b.rc, b.end
+}
+
+// put parks rc at k (ending before object byte end), closing the oldest
+// parked body if the parking is full, or rc itself when parking is off or
+// a body is already parked at k (two runs raced there; one suffices).
+func (p *parking) put(k parkKey, rc io.ReadCloser, end int64) {
+	var evict io.ReadCloser
+	p.mu.Lock()
+	if _, dup := p.m[k]; dup || p.max <= 0 {
+		p.mu.Unlock()
+		_ = rc.Close()
+		return
+	}
+	if len(p.m) >= p.max {
+		var oldest parkKey
+		var at time.Time
+		for pk, b := range p.m {
+			if evict == nil || b.at.Before(at) {
+				oldest, at, evict = pk, b.at, b.rc
+			}
+		}
+		delete(p.m, oldest)
+	}
+	p.m[k] = parkedBody{rc: rc, end: end, at: p.now()}
+	p.changed()
+	p.mu.Unlock()
+	if evict != nil {
+		_ = evict.Close()
+	}
+}
+
+// sweep closes the bodies parked longer than the idle time; all of them
+// with all set.
+func (p *parking) sweep(all bool) {
+	var stale []io.ReadCloser
+	p.mu.Lock()
+	now := p.now()
+	for k, b := range p.m {
+		if all || now.Sub(b.at) > p.idle {
+			stale = append(stale, b.rc)
+			delete(p.m, k)
+		}
+	}
+	p.changed()
+	p.mu.Unlock()
+	for _, rc := range stale {
+		_ = rc.Close()
+	}
+}
+
+// len is the number of parked bodies.
+func (p *parking) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.m)
+}
+
+// sweeper closes idle parked bodies every half idle time until the
+// bucket closes, and then all of them.
+func (c *CachingBucket) sweeper() {
+	t := time.NewTicker(max(c.park.idle/2, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			c.park.sweep(true)
+			return
+		case <-t.C:
+			c.park.sweep(false)
+		}
+	}
+}
