@@ -316,7 +316,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	var last *tieredProc // the last cold process, warm for the next step
 	b.Run("cold", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
-		var gets, cpu, peak, throttles float64
+		var gets, cpu, peak, throttles, contd float64
 		n := 0
 		for b.Loop() {
 			b.StopTimer()
@@ -331,6 +331,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			cpu += (procCPU(last.pid()) - c0).Seconds()
 			gets += storeGets(b, last) - g0
 			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
+			contd += counterSum(b, last, "tiered_fetch_store_get_continued_total")
 			peak = max(peak, float64(procStatus(b, last.pid(), "VmHWM"))/1024)
 			n++
 			b.StartTimer()
@@ -338,6 +339,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		served := float64(rs.bytes) * float64(n)
 		b.ReportMetric(gets/(served/(1<<20)), "GETs/MiB")
 		b.ReportMetric(gets/float64(n)/float64(rs.segments), "GETs/segment")
+		b.ReportMetric(contd/float64(n)/float64(rs.segments), "continued/segment")
 		b.ReportMetric(cpu/(served/1e9), "cpu-s/GB")
 		b.ReportMetric(peak, "peak-RSS-MiB")
 		// Overloaded gates answer with a throttle, which the client waits.

@@ -29,6 +29,10 @@ type flight struct {
 	done chan struct{}
 	data []byte
 	err  error
+	// parks marks the last chunk of a stream's own read whose GET goes on
+	// to the object's end: read-ahead leaves the chunks after it for the
+	// next call, which finds the body parked (guarded by fmu).
+	parks bool
 }
 
 // loadRun is a claimed run: consecutive chunks of one object version and
@@ -40,6 +44,10 @@ type loadRun struct {
 	// before its load began (stream read-ahead admits a run before it
 	// says the run is covered); load uses them instead of starting its own.
 	held bool
+	// park says the run's reader goes on past it (a stream's read): its
+	// GET asks for the object to its end and parks the rest, as a
+	// read-ahead run's does (parked.go).
+	park bool
 }
 
 // maxRunChunks bounds the chunks of one run (one GET): a quarter of the
@@ -120,6 +128,16 @@ func (c *CachingBucket) claim(object, version string, first, last int64, client,
 func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time, readAhead bool) ([][]byte, error) {
 	hook := c.testHook
 	runs, waits, chunks := c.claim(object, version, first, last, true, true)
+	if !readAhead && len(runs) > 0 {
+		// A stream's reader (it reads ahead itself) asks next for what
+		// follows the request: the stream's read-ahead continues the
+		// body of the request's last run.
+		last := &runs[len(runs)-1]
+		last.park = true
+		c.fmu.Lock()
+		last.flights[len(last.flights)-1].parks = true
+		c.fmu.Unlock()
+	}
 	c.goLoad(runs, func() { c.loadRuns(runs, size, deadline) })
 	if readAhead {
 		c.readAheadAfter(object, version, size, first, last)
@@ -362,7 +380,7 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			fail(i, err)
 			return
 		}
-		lastData, err := c.fetch(r, lens, i, j, size, readAhead, keep)
+		lastData, err := c.fetch(r, lens, i, j, size, readAhead || r.park, keep)
 		c.gets.Done(1)
 		if err == nil {
 			// The GET's last chunk is handed out once the GET is closed
@@ -399,11 +417,11 @@ func countSettled(r loadRun, i, j int) int {
 
 // fetch reads chunks [i, j) of run r with one range GET, passing each
 // chunk but the last to keep as soon as its bytes are in; it returns the
-// last one once the GET is closed or parked. A read-ahead run reads on
-// from a body parked at its first byte if there is one, and otherwise asks
-// for the object to its end and parks what it does not read
-// (parked.go).
-func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, readAhead bool, keep func(int, []byte)) ([]byte, error) {
+// last one once the GET is closed or parked. A run reads on from a body
+// parked at its first byte if there is one; otherwise a run whose reader
+// goes on past it (park: read-ahead, a stream's read) asks for the object
+// to its end and parks what it does not read (parked.go).
+func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, park bool, keep func(int, []byte)) ([]byte, error) {
 	object, version := r.keys[i].object, r.keys[i].version
 	cs := c.o.ChunkBytes
 	end := r.keys[j-1].index*cs + lens[j-1] // the byte the run ends before
@@ -413,7 +431,7 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, rea
 	open := func(x int) error {
 		off := r.keys[x].index * cs
 		bodyEnd = end
-		if readAhead && c.o.ParkedGets > 0 && end < size {
+		if park && c.o.ParkedGets > 0 && end < size && !c.claimed(r.keys[j-1], 1) {
 			bodyEnd = size
 		}
 		var err error
@@ -428,15 +446,11 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, rea
 		c.m.storeGets.Inc()
 		return nil
 	}
-	if readAhead {
-		rc, bodyEnd = c.park.take(parkKey{object, version, r.keys[i].index * cs})
-		if continued = rc != nil; continued {
-			if bodyEnd < end { // cannot be: parked bodies end at the object's end
-				_ = rc.Close()
-				rc, continued = nil, false
-			} else {
-				c.m.continued.Inc()
-			}
+	rc, bodyEnd = c.park.take(parkKey{object, version, r.keys[i].index * cs})
+	if continued = rc != nil; continued {
+		if bodyEnd < end { // cannot be: parked bodies end at the object's end
+			_ = rc.Close()
+			rc, continued = nil, false
 		}
 	}
 	if rc == nil {
@@ -478,7 +492,10 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, rea
 			return nil, fmt.Errorf("read chunk %d of %q after %d of %d bytes: %w", k.index, k.object, got, lens[x], err)
 		}
 		if x == j-1 {
-			if bodyEnd > end {
+			if continued {
+				c.m.continued.Inc()
+			}
+			if bodyEnd > end && !c.claimed(r.keys[j-1], 1) {
 				c.park.put(parkKey{object, version, end}, rc, bodyEnd)
 				rc = nil
 			}
@@ -487,6 +504,16 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, rea
 		keep(x, data)
 	}
 	return nil, fmt.Errorf("fetch chunks [%d, %d) of %q: empty stretch", i, j, object)
+}
+
+// claimed reports whether the chunk delta after k is cached or loading:
+// a body parked there would not be continued.
+func (c *CachingBucket) claimed(k chunkKey, delta int64) bool {
+	k.index += delta
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	_, loading := c.flights[k]
+	return loading || c.mem.contains(k)
 }
 
 // loading is the number of chunks being loaded.

@@ -903,15 +903,18 @@ func TestLoadsFetchEachChunkOnce(t *testing.T) {
 // read-ahead and (optionally) the disk tier. Whatever fails, the gates and
 // flights end at zero, the memory and in-flight bounds hold, nothing
 // wrong is cached (once the store behaves every read is exact), and Close
-// leaves the gates at zero.
+// leaves the gates at zero. With parking, bodies parked and continued
+// under the same faults serve exact bytes too.
 func TestLoadsSurviveFaults(t *testing.T) {
 	const chunk = 100
 	for _, tc := range []struct {
-		name string
-		disk bool
+		name         string
+		disk, parked bool
 	}{
-		{"memory", false},
-		{"disk tier", true},
+		{"memory", false, false},
+		{"disk tier", true, false},
+		{"memory, parked GETs", false, true},
+		{"disk tier, parked GETs", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := objstore.NewMemory()
@@ -927,6 +930,9 @@ func TestLoadsSurviveFaults(t *testing.T) {
 				MaxInFlightBytes: 8 * chunk, MaxConcurrentGets: 3, MaxWait: 30 * time.Millisecond}
 			if tc.disk {
 				o.CacheDir, o.DiskBytes = t.TempDir(), 3000
+			}
+			if tc.parked {
+				o.ParkedGets = 4
 			}
 			c := mustCache(t, inner, o)
 			stopSampling := sampleViolations(func() bool {
@@ -961,7 +967,12 @@ func TestLoadsSurviveFaults(t *testing.T) {
 			if over > 0 {
 				t.Fatalf("bounds broken in %d samples, want none", over)
 			}
-			if m := inner.maxBytes.Load(); m > o.MaxInFlightBytes {
+			if n := testutil.ToFloat64(c.m.continued); tc.parked && n == 0 {
+				t.Fatal("no run continued a parked body: parking not exercised")
+			}
+			// (A parked GET asks for the object to its end: the bytes
+			// asked of the store are not what the budget bounds.)
+			if m := inner.maxBytes.Load(); m > o.MaxInFlightBytes && !tc.parked {
 				t.Fatalf("%d bytes of GETs in flight, budget %d", m, o.MaxInFlightBytes)
 			}
 			// Nothing wrong was cached: with the store behaving, every

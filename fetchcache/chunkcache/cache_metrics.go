@@ -62,11 +62,11 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		}),
 		continued: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tiered_fetch_store_get_continued_total",
-			Help: "Read-ahead runs read from the parked body of an earlier run's GET instead of a GET of their own.",
+			Help: "Chunk runs read from the parked body of an earlier run's GET instead of a GET of their own.",
 		}),
 		parked: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tiered_fetch_store_gets_parked",
-			Help: "Read-ahead GET bodies parked for the next run of their object to continue.",
+			Help: "GET bodies parked for the next run of their object to continue.",
 		}),
 		readAhead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tiered_fetch_readahead_chunks_total",

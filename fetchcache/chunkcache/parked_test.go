@@ -88,14 +88,10 @@ func TestParkedOneGETPerObject(t *testing.T) {
 				n := int((sizes[k] + chunk - 1) / chunk)
 				chunks += n
 				switch {
-				case tc.parked > 0 && k == "seg-0":
-					// The client's first read, then one read-ahead GET
-					// to the end.
-					if gets[k] != 2 {
-						t.Errorf("%s: %d GETs %v, want 2 (the first chunk, then the rest)", k, gets[k], calls)
-					}
 				case tc.parked > 0:
-					// Read ahead from its first byte: one GET.
+					// The stream's first read (it reads ahead itself: a
+					// GET to the end) or its read-ahead from the
+					// object's first byte, then continued: one GET.
 					if gets[k] != 1 {
 						t.Errorf("%s: %d GETs %v, want 1", k, gets[k], calls)
 					}
@@ -224,25 +220,25 @@ func TestParkedBrokenBodyRetried(t *testing.T) {
 	const chunk = 100
 	store := objstore.NewMemory()
 	data := putObject(t, store, "seg", 6*chunk)
-	// Open 1 is the client's first chunk, open 2 the first read-ahead
-	// run's GET to the end, whose reads fail once it is parked.
-	inner := &closeCounter{BucketReader: store, fails: map[int64]bool{2: true}}
+	// Open 1 is the stream's first read, a GET to the end, whose reads
+	// fail once it is parked.
+	inner := &closeCounter{BucketReader: store, fails: map[int64]bool{1: true}}
 	counting := newCounting(inner)
 	c := mustCache(t, counting, CacheOptions{ChunkBytes: chunk, MemoryBytes: 4 * chunk,
 		MaxInFlightBytes: chunk, MaxConcurrentGets: 4, ParkedGets: 4, StreamIdle: time.Hour})
 	c.HintSize("seg", 6*chunk)
-	// The failing body delivers its first read (chunk 1, one Read of the
-	// memory store) and then fails: the continued runs retry.
+	// The failing body delivers its first read (chunk 0, one Read of the
+	// memory store) and then fails: the run of chunk 1 retries.
 	calls := replayStream(t, c, counting, map[string][]byte{"seg": data}, []string{"seg"}, 2)
-	// The first chunk, the read-ahead GET to the end (chunk 1 read, then
-	// parked and broken), and the retry from chunk 2, whose body the
-	// later runs continue.
-	want := []rangeCall{{"seg", 0, chunk}, {"seg", chunk, 5 * chunk}, {"seg", 2 * chunk, 4 * chunk}}
+	// The first read's GET to the end (chunk 0 read, then parked and
+	// broken), and the retry from chunk 1, whose body the later runs
+	// continue.
+	want := []rangeCall{{"seg", 0, 6 * chunk}, {"seg", chunk, 5 * chunk}}
 	if !slices.Equal(calls, want) {
 		t.Fatalf("GETs %v, want %v", calls, want)
 	}
 	if n := testutil.ToFloat64(c.m.continued); n != 4 {
-		t.Fatalf("%v runs continued a parked body, want 4 (chunks 2 to 5)", n)
+		t.Fatalf("%v runs continued a parked body, want 4 (chunks 2 to 5; chunk 1's failed)", n)
 	}
 	if o, cl := inner.opened.Load(), inner.closed.Load(); o != cl {
 		t.Fatalf("%d bodies opened, %d closed", o, cl)
