@@ -112,6 +112,7 @@
 //	tiered_fetch_store_get_bytes_total
 //	tiered_fetch_store_get_continued_total      runs read from a parked body
 //	tiered_fetch_store_gets_parked              gauge
+//	tiered_fetch_store_gets_parked_unused_total closed without being continued
 //	tiered_fetch_gate_in_flight{gate}           gets|bytes (+ callers' gates)
 //	tiered_fetch_gate_waits_total{gate}
 //	tiered_fetch_gate_rejections_total{gate}

@@ -27,6 +27,7 @@ type cacheMetrics struct {
 	storeGets, storeBytes   prometheus.Counter
 	continued               prometheus.Counter
 	parked                  prometheus.Gauge
+	parkedUnused            prometheus.Counter
 	readAhead               *prometheus.CounterVec
 }
 
@@ -68,6 +69,10 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 			Name: "tiered_fetch_store_gets_parked",
 			Help: "GET bodies parked for the next run of their object to continue.",
 		}),
+		parkedUnused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tiered_fetch_store_gets_parked_unused_total",
+			Help: "Parked GET bodies closed without a run continuing them: idle past the stream idle time, evicted from a full parking, or at close.",
+		}),
 		readAhead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tiered_fetch_readahead_chunks_total",
 			Help: "Chunks fetched by read-ahead, by outcome: read by a client (useful) or evicted unread (wasted).",
@@ -83,6 +88,7 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		m.storeBytes = promreg.RegisterOrReuse(reg, m.storeBytes)
 		m.continued = promreg.RegisterOrReuse(reg, m.continued)
 		m.parked = promreg.RegisterOrReuse(reg, m.parked)
+		m.parkedUnused = promreg.RegisterOrReuse(reg, m.parkedUnused)
 		m.readAhead = promreg.RegisterOrReuse(reg, m.readAhead)
 	}
 	for _, tier := range []string{TierMemory, TierDisk} {

@@ -26,8 +26,9 @@ import (
 // the oldest closed first, and a body parked longer than the idle time
 // (the stream's reader went away or fell behind) is closed, as are all at
 // Close. A continued read that fails is retried once with a new GET. The
-// store bills what it sent; a closed parked body wasted at most its socket
-// buffers.
+// store bills what it sent; a parked body closed unused wasted at most its
+// socket buffers (tiered_fetch_store_gets_parked_unused_total counts them:
+// readers slower than a chunk per StreamIdle leave their bodies so).
 
 // parkKey names a parked body: the object version and the byte it is at.
 type parkKey struct {
@@ -48,12 +49,22 @@ type parking struct {
 	max  int
 	idle time.Duration
 	now  func() time.Time
-	// gauge follows len(m); nil in tests that build a parking alone.
-	gauge func(float64)
+	// gauge follows len(m) and unused counts the bodies closed without
+	// being continued; nil in tests that build a parking alone.
+	gauge  func(float64)
+	unused func()
 }
 
-func newParking(max int, idle time.Duration, gauge func(float64)) *parking {
-	return &parking{m: map[parkKey]parkedBody{}, max: max, idle: idle, now: time.Now, gauge: gauge}
+func newParking(max int, idle time.Duration, gauge func(float64), unused func()) *parking {
+	return &parking{m: map[parkKey]parkedBody{}, max: max, idle: idle, now: time.Now, gauge: gauge, unused: unused}
+}
+
+// closeUnused closes a parked body no run continued.
+func (p *parking) closeUnused(rc io.ReadCloser) {
+	_ = rc.Close()
+	if p.unused != nil {
+		p.unused()
+	}
 }
 
 func (p *parking) changed() {
@@ -86,7 +97,7 @@ func (p *parking) put(k parkKey, rc io.ReadCloser, end int64) {
 	p.mu.Lock()
 	if _, dup := p.m[k]; dup || p.max <= 0 {
 		p.mu.Unlock()
-		_ = rc.Close()
+		p.closeUnused(rc)
 		return
 	}
 	if len(p.m) >= p.max {
@@ -103,7 +114,7 @@ func (p *parking) put(k parkKey, rc io.ReadCloser, end int64) {
 	p.changed()
 	p.mu.Unlock()
 	if evict != nil {
-		_ = evict.Close()
+		p.closeUnused(evict)
 	}
 }
 
@@ -122,7 +133,7 @@ func (p *parking) sweep(all bool) {
 	p.changed()
 	p.mu.Unlock()
 	for _, rc := range stale {
-		_ = rc.Close()
+		p.closeUnused(rc)
 	}
 }
 

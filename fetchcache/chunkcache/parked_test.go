@@ -211,6 +211,9 @@ func TestParkedBodiesClosed(t *testing.T) {
 	if cl, p := inner.closed.Load(), c.park.len(); cl != 3 || p != 0 {
 		t.Fatalf("after Close: %d of 3 bodies closed, %d parked; want all closed", cl, p)
 	}
+	if n := testutil.ToFloat64(c.m.parkedUnused); n != 3 {
+		t.Fatalf("%v parked bodies counted closed unused, want 3", n)
+	}
 }
 
 // TestParkedBrokenBodyRetried: a parked body the store gave up on (its

@@ -320,9 +320,13 @@ func TestReadAheadCoversWhatItAdmits(t *testing.T) {
 	}
 	inner.release()
 	waitIdle(t, c)
+	// Held again, so that a GET ending before the third run is admitted
+	// cannot free its slot for it.
+	inner.holdGets()
 	if got := c.ReadAhead(1, window); got != 4*chunk {
 		t.Fatalf("second request covered %d bytes, want %d (2 cached, 2 more loading)", got, 4*chunk)
 	}
+	inner.release()
 	waitIdle(t, c)
 	if got := c.ReadAhead(1, window); got != 5*chunk {
 		t.Fatalf("third request covered %d bytes, want all %d", got, 5*chunk)
