@@ -133,12 +133,17 @@ type Options struct {
 	// Now is the wall clock written into leases (nil: time.Now). Liveness itself is
 	// measured with the monotonic readings of time.Now.
 	Now func() time.Time
-	// OnLose is called (from the fleet's goroutine) for each group this replica named
-	// itself coordinator of and no longer does after a change of the live set: the
-	// coordinator drops the group's state and cached object, so that if the group comes
-	// back it is re-read from the bucket (a takeover's commits are never hidden by an old
-	// cache). Nil: nothing is called.
+	// OnLose is called (from the fleet's goroutine) for each group Held lists that this
+	// replica no longer coordinates after a change of the live set: the coordinator drops
+	// the group's state and cached object, so that if the group comes back it is re-read
+	// from the bucket (a takeover's commits are never hidden by an old cache). Nil:
+	// nothing is called.
 	OnLose func(group string)
+	// Held lists the groups this replica keeps state for (a coordinator's groups and
+	// cached objects), asked at each change of the live set. The fleet keeps no list of
+	// its own: one of every name a client asked about would grow without bound. Nil: no
+	// group is held.
+	Held func() []string
 }
 
 // Fleet tracks the live replicas and names each group's coordinator. Its methods are safe
@@ -162,8 +167,7 @@ type Fleet struct {
 	live     []string // sorted
 	epoch    uint64
 	released bool
-	changed  chan struct{}       // closed and replaced on every change of the live set
-	owned    map[string]struct{} // groups Owner named this replica for, in the current view
+	changed  chan struct{} // closed and replaced on every change of the live set
 }
 
 type peerState struct {
@@ -212,7 +216,7 @@ func New(o Options) (*Fleet, error) {
 		return nil, fmt.Errorf("fleet: advertised address %q: %w", o.Self, err)
 	}
 	f := &Fleet{o: o, log: o.Logger, self: o.Self, seen: map[string]*peerState{}, changed: make(chan struct{}),
-		owned: map[string]struct{}{}, metrics: newMetrics(o.Registerer)}
+		metrics: newMetrics(o.Registerer)}
 	switch {
 	case len(o.Peers) == 0:
 		f.alone = true
@@ -570,18 +574,19 @@ func (f *Fleet) recompute(live []string) {
 	f.epoch++
 	close(f.changed)
 	f.changed = make(chan struct{})
-	epoch := f.epoch
-	var lost []string
-	for g := range f.owned {
-		if a, ok := Rendezvous(live, g); !ok || a != f.self {
-			lost = append(lost, g)
-			delete(f.owned, g)
-		}
-	}
+	epoch, self := f.epoch, f.self
 	f.metrics.live.Set(float64(len(live)))
 	f.metrics.changes.Inc()
-	f.metrics.moves.Add(float64(len(lost)))
 	f.mu.Unlock()
+	var lost []string
+	if f.o.Held != nil {
+		for _, g := range f.o.Held() {
+			if a, ok := Rendezvous(live, g); !ok || a != self {
+				lost = append(lost, g)
+			}
+		}
+	}
+	f.metrics.moves.Add(float64(len(lost)))
 	f.log.Info("fleet view changed", "live", live, "before", old, "epoch", epoch, "groups_lost", len(lost))
 	if f.o.OnLose != nil {
 		slices.Sort(lost)
@@ -619,9 +624,6 @@ func (f *Fleet) Owner(group string) (m Member, ok bool) {
 	a, ok := Rendezvous(f.live, group)
 	if !ok {
 		return Member{}, false
-	}
-	if a == f.self && !f.alone {
-		f.owned[group] = struct{}{}
 	}
 	return Member{Addr: a, NodeID: NodeID(a), Self: a == f.self}, true
 }

@@ -281,19 +281,23 @@ func TestTwoReplicasAgreeAndTakeOver(t *testing.T) {
 }
 
 // TestOnLoseOnlyMovedGroups: when a replica joins, the one already running is told exactly
-// which of the groups it coordinated moved away (it drops their state, so that a group
-// coming back is read from the bucket again); Coordinator names the owner as FindCoordinator
-// must.
+// which of the groups it holds state for (Held) moved away (it drops their state, so that a
+// group coming back is read from the bucket again), and of no group a client only asked
+// about; Coordinator names the owner as FindCoordinator must.
 func TestOnLoseOnlyMovedGroups(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	b := objstore.NewMemory()
 	peers := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
 	var mu sync.Mutex
-	var lost []string
+	var lost, held []string
 	a := startReplicaWith(t, b, Options{Self: peers[0], Peers: peers, Lease: lease, OnLose: func(g string) {
 		mu.Lock()
 		defer mu.Unlock()
 		lost = append(lost, g)
+	}, Held: func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(held)
 	}})
 	waitLive(t, a.f, peers[:1], 2*lease)
 	var all []string
@@ -305,12 +309,17 @@ func TestOnLoseOnlyMovedGroups(t *testing.T) {
 		}
 		all = append(all, g)
 	}
+	// The coordinator holds state for these (a client asked about the
+	// others only).
+	mu.Lock()
+	held = all[:60]
+	mu.Unlock()
 	c := startReplica(t, b, peers[1], peers, lease, nil)
 	waitLive(t, a.f, peers, 2*lease)
 	waitLive(t, c.f, peers, 2*lease)
 	var want []string
-	for _, g := range all {
-		if owner, _ := Rendezvous(peers, g); owner == peers[1] {
+	for i, g := range all {
+		if owner, _ := Rendezvous(peers, g); owner == peers[1] && i < 60 {
 			want = append(want, g)
 		}
 		node, self, err := a.f.Coordinator(g)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -251,6 +252,26 @@ func (c *Coordinator) Release(group string) {
 	}
 	c.mu.Unlock()
 	c.store.Forget(group)
+}
+
+// Held lists the groups this coordinator keeps state for: in memory
+// (members, rebalances) or as a cached object. A fleet asks for them at a
+// change of its live set and Releases those that moved.
+func (c *Coordinator) Held() []string {
+	if c == nil {
+		return nil // a listener without groups
+	}
+	cached := c.store.Cached()
+	set := make(map[string]struct{}, len(cached))
+	for _, g := range cached {
+		set[g] = struct{}{}
+	}
+	c.mu.Lock()
+	for g := range c.groups {
+		set[g] = struct{}{}
+	}
+	c.mu.Unlock()
+	return slices.Collect(maps.Keys(set))
 }
 
 // Ring is the coordinator's Ring.

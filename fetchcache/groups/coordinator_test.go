@@ -2,6 +2,7 @@ package groups
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -608,7 +609,8 @@ func TestRunProbesWrites(t *testing.T) {
 }
 
 // TestRelease: a group released to another replica answers its waiting
-// members NOT_COORDINATOR and is read from the bucket when it comes back.
+// members NOT_COORDINATOR, is no longer held (what a fleet asks at a view
+// change), and is read from the bucket when it comes back.
 func TestRelease(t *testing.T) {
 	ctx := context.Background()
 	b := objstore.NewMemory()
@@ -618,8 +620,14 @@ func TestRelease(t *testing.T) {
 	h.sync("g", a, 1, nil)
 	wantCode(t, "commit", h.commit("g", a, 1, nil, 5), 0)
 	_, jb := h.newMember("g") // waits for a to rejoin
+	if held := h.c.Held(); !slices.Equal(held, []string{"g"}) {
+		t.Fatalf("held %v before the release, want [g]", held)
+	}
 	h.c.Release("g")
 	wantCode(t, "waiting join after release", recv(t, jb).ErrorCode, kerr.NotCoordinator.Code)
+	if held := h.c.Held(); len(held) != 0 {
+		t.Fatalf("held %v after the release, want none", held)
+	}
 	// Another coordinator writes the group meanwhile.
 	if _, err := NewStore(b, StoreOptions{}).Update(ctx, "g", commitOne("t", 0, 9)); err != nil {
 		t.Fatal(err)

@@ -173,6 +173,17 @@ func (s *Store) Reload(ctx context.Context, group string) (*Object, error) {
 	return live(c.obj), nil
 }
 
+// Cached lists the groups whose objects the cache holds.
+func (s *Store) Cached() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.cache))
+	for g := range s.cache {
+		out = append(out, g)
+	}
+	return out
+}
+
 // Forget drops group from the cache: the next Load reads the bucket.
 func (s *Store) Forget(group string) {
 	s.mu.Lock()

@@ -82,7 +82,7 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 	}
 	// The fleet decides which groups this replica coordinates; a group that moves away is
 	// released by the coordinator (re-read from the bucket if it comes back).
-	if f.fleet, err = f.newFleet(groupBkt, func(g string) { f.groups.Release(g) }); err != nil {
+	if f.fleet, err = f.newFleet(groupBkt, func() []string { return f.groups.Held() }, func(g string) { f.groups.Release(g) }); err != nil {
 		return nil, err
 	}
 	f.ring = f.fleet

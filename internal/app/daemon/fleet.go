@@ -26,8 +26,9 @@ func (b *base) selfAddr() string {
 
 // newFleet is the fetch fleet of fetch.peers: alone (no lease, every group coordinated
 // here) without peers, else leases in bucket (which must accept writes to groups/).
-// onLose is called for each group that moved to another replica.
-func (b *base) newFleet(bucket objstore.Bucket, onLose func(group string)) (*fleet.Fleet, error) {
+// held lists the groups the coordinator keeps state for; onLose is called for each of
+// them that moved to another replica.
+func (b *base) newFleet(bucket objstore.Bucket, held func() []string, onLose func(group string)) (*fleet.Fleet, error) {
 	f, err := fleet.New(fleet.Options{
 		Bucket:     bucket,
 		Self:       b.selfAddr(),
@@ -36,6 +37,7 @@ func (b *base) newFleet(bucket objstore.Bucket, onLose func(group string)) (*fle
 		Logger:     b.log.With("component", "fleet"),
 		Registerer: b.reg,
 		OnLose:     onLose,
+		Held:       held,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fetch fleet: %w", err)
