@@ -202,21 +202,29 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, topics []
 		}
 	}
 	_, err = c.store.Update(ctx, group, func(o *Object) error {
+		removed := false
 		for _, t := range topics {
 			if perTopic[t.Topic] != 0 {
 				continue
 			}
 			for _, p := range t.Partitions {
-				o.remove(t.Topic, p.Partition)
+				removed = o.remove(t.Topic, p.Partition) || removed
 			}
+		}
+		if !removed {
+			return errNothingToDelete // nothing written
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errNothingToDelete) {
 		return kerr.CoordinatorNotAvailable.Code, nil
 	}
 	return 0, perTopic
 }
+
+// errNothingToDelete ends a DeleteOffsets update that removed no offset:
+// the object is not written again (a PUT) for nothing.
+var errNothingToDelete = errors.New("no offset to delete")
 
 // ExpireOffsets is one pass of Kafka's offset expiry over the groups this
 // replica coordinates: a group with a protocol type that has been empty

@@ -2,8 +2,10 @@ package groups
 
 import (
 	"context"
+	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -656,5 +658,47 @@ func TestForgetsGroupsWithNothing(t *testing.T) {
 	h.c.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d groups in memory, want 0", n)
+	}
+}
+
+// putCounting counts the objects written to a bucket.
+type putCounting struct {
+	objstore.Bucket
+	puts atomic.Int64
+}
+
+func (b *putCounting) Put(ctx context.Context, key string, r io.Reader, size int64, cond objstore.Condition) (objstore.Attrs, error) {
+	b.puts.Add(1)
+	return b.Bucket.Put(ctx, key, r, size, cond)
+}
+
+// TestDeleteOffsetsWritesOnlyChanges: OffsetDelete of partitions the
+// group has no offset for answers success and writes nothing; one that
+// removes an offset writes the group once, without it.
+func TestDeleteOffsetsWritesOnlyChanges(t *testing.T) {
+	ctx := context.Background()
+	b := &putCounting{Bucket: objstore.NewMemory()}
+	h := newHarness(t, b, nil)
+	if _, err := h.c.Store().Update(ctx, "g", commitOne("t", 0, 7)); err != nil {
+		t.Fatal(err)
+	}
+	del := func(part int32) (int16, int64) {
+		before := b.puts.Load()
+		code, _ := h.c.DeleteOffsets(ctx, "g", []kmsg.OffsetDeleteRequestTopic{{Topic: "t",
+			Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: part}}}})
+		return code, b.puts.Load() - before
+	}
+	if code, puts := del(1); code != 0 || puts != 0 {
+		t.Fatalf("deleting an offset the group does not have: code %d, %d PUTs; want 0, 0", code, puts)
+	}
+	if code, puts := del(0); code != 0 || puts != 1 {
+		t.Fatalf("deleting t-0: code %d, %d PUTs; want 0, 1", code, puts)
+	}
+	o, err := NewStore(b.Bucket, StoreOptions{}).Load(ctx, "g")
+	if err != nil || o == nil {
+		t.Fatalf("load: %v, %v", o, err)
+	}
+	if _, ok := o.Lookup("t", 0); ok {
+		t.Fatal("t-0 still committed after OffsetDelete")
 	}
 }
