@@ -316,7 +316,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	var last *tieredProc // the last cold process, warm for the next step
 	b.Run("cold", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
-		var gets, cpu, peak, throttles, contd float64
+		var gets, endGets, cpu, peak, throttles, contd float64
 		n := 0
 		for b.Loop() {
 			b.StopTimer()
@@ -325,11 +325,13 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			}
 			last = startReplayFetch(shapeB, rs.cd)
 			g0, c0, r0 := storeGets(b, last), procCPU(last.pid()), counterSum(b, last, "tiered_fetch_gate_rejections_total")
+			e0 := counterSum(b, last, "tiered_fetch_store_gets_end_check_total")
 			b.StartTimer()
 			rs.kcatAll(b, kcat, last.kafka, consumers)
 			b.StopTimer()
 			cpu += (procCPU(last.pid()) - c0).Seconds()
 			gets += storeGets(b, last) - g0
+			endGets += counterSum(b, last, "tiered_fetch_store_gets_end_check_total") - e0
 			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
 			contd += counterSum(b, last, "tiered_fetch_store_get_continued_total")
 			peak = max(peak, float64(procStatus(b, last.pid(), "VmHWM"))/1024)
@@ -339,6 +341,11 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		served := float64(rs.bytes) * float64(n)
 		b.ReportMetric(gets/(served/(1<<20)), "GETs/MiB")
 		b.ReportMetric(gets/float64(n)/float64(rs.segments), "GETs/segment")
+		// The sequential read's own GETs, and the end checks' (the final
+		// segment's index and tail each partition's high watermark is
+		// checked against before it is first served).
+		b.ReportMetric((gets-endGets)/float64(n)/float64(rs.segments), "read-GETs/segment")
+		b.ReportMetric(endGets/float64(n)/float64(rs.parts), "end-check-GETs/partition")
 		b.ReportMetric(contd/float64(n)/float64(rs.segments), "continued/segment")
 		b.ReportMetric(cpu/(served/1e9), "cpu-s/GB")
 		b.ReportMetric(peak, "peak-RSS-MiB")

@@ -269,7 +269,7 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 	if objstore.ExactRange(ctx) && !c.cached(key, ver, first, last) {
 		return c.exactRange(ctx, key, off, n, deadline)
 	}
-	chunks, err := c.acquire(ctx, key, ver, size, first, last, deadline, !objstore.CallerReadsAhead(ctx))
+	chunks, err := c.acquire(ctx, key, ver, size, first, last, deadline, !objstore.CallerReadsAhead(ctx), objstore.EndCheck(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}
@@ -303,6 +303,9 @@ func (c *CachingBucket) exactRange(ctx context.Context, key string, off, n int64
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}
 	c.m.storeGets.Inc()
+	if objstore.EndCheck(ctx) {
+		c.m.endCheckGets.Inc()
+	}
 	c.m.storeBytes.Add(float64(n))
 	return &gatedBody{ReadCloser: rc, done: func() { c.gets.Done(1) }}, nil
 }

@@ -48,6 +48,9 @@ type loadRun struct {
 	// GET asks for the object to its end and parks the rest, as a
 	// read-ahead run's does (parked.go).
 	park bool
+	// endCheck says a partition's end check asked for the run: its GETs
+	// are counted apart too.
+	endCheck bool
 }
 
 // maxRunChunks bounds the chunks of one run (one GET): a quarter of the
@@ -125,9 +128,12 @@ func (c *CachingBucket) claim(object, version string, first, last int64, client,
 // GET per run, at most FetchParallelism runs of this request at a time).
 // Read-ahead of the stream starts while the request's own loads go on,
 // unless the caller reads ahead itself (objstore.WithCallerReadAhead).
-func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time, readAhead bool) ([][]byte, error) {
+func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time, readAhead, endCheck bool) ([][]byte, error) {
 	hook := c.testHook
 	runs, waits, chunks := c.claim(object, version, first, last, true, true)
+	for i := range runs {
+		runs[i].endCheck = endCheck
+	}
 	if !readAhead && len(runs) > 0 {
 		// A stream's reader (it reads ahead itself) asks next for what
 		// follows the request: the stream's read-ahead continues the
@@ -444,6 +450,9 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 			return err
 		}
 		c.m.storeGets.Inc()
+		if r.endCheck {
+			c.m.endCheckGets.Inc()
+		}
 		return nil
 	}
 	rc, bodyEnd = c.park.take(parkKey{object, version, r.keys[i].index * cs})

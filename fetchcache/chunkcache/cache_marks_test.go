@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -145,5 +146,29 @@ func TestReadAheadWholeObjectPastShare(t *testing.T) {
 	waitIdle(t, c)
 	if r := inner.takeRanges(); len(r) != 1 || r[0].size != 4*chunk {
 		t.Fatalf("GETs %v; want the object in one", r)
+	}
+}
+
+// TestEndCheckGETsCounted: the store GETs of reads marked WithEndCheck,
+// through chunks or exact, are counted apart as well as among all GETs;
+// other reads' are not, nor a marked read the cache answers.
+func TestEndCheckGETsCounted(t *testing.T) {
+	const chunk = 100
+	store := objstore.NewMemory()
+	putObject(t, store, "seg", 10*chunk)
+	c := mustCache(t, newCounting(store), CacheOptions{ChunkBytes: chunk, MemoryBytes: 20 * chunk, ReadAheadChunks: -1})
+	end := objstore.WithEndCheck(context.Background())
+	read := func(ctx context.Context, off, n int64) {
+		t.Helper()
+		if _, err := readRange(ctx, c, "seg", off, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(end, 950, 50)                          // chunk 9: one GET
+	read(objstore.WithExactRange(end), 420, 10) // exact: one GET
+	read(context.Background(), 0, 2*chunk)      // a client's: not an end check
+	read(end, 960, 20)                          // cached: no GET
+	if all, ec := testutil.ToFloat64(c.m.storeGets), testutil.ToFloat64(c.m.endCheckGets); all != 3 || ec != 2 {
+		t.Fatalf("%v GETs, %v of them end checks; want 3, 2", all, ec)
 	}
 }

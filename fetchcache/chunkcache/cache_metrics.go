@@ -26,6 +26,7 @@ type cacheMetrics struct {
 	corrupt                 prometheus.Counter
 	storeGets, storeBytes   prometheus.Counter
 	continued               prometheus.Counter
+	endCheckGets            prometheus.Counter
 	parked                  prometheus.Gauge
 	parkedUnused            prometheus.Counter
 	readAhead               *prometheus.CounterVec
@@ -61,6 +62,10 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 			Name: "tiered_fetch_store_get_bytes_total",
 			Help: "Bytes received from the object store by the cache's range GETs.",
 		}),
+		endCheckGets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tiered_fetch_store_gets_end_check_total",
+			Help: "Range GETs of partition end checks (a final segment's index and tail, which a high watermark is checked against); counted in tiered_fetch_store_gets_total too.",
+		}),
 		continued: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tiered_fetch_store_get_continued_total",
 			Help: "Chunk runs read from the parked body of an earlier run's GET instead of a GET of their own.",
@@ -87,6 +92,7 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		m.storeGets = promreg.RegisterOrReuse(reg, m.storeGets)
 		m.storeBytes = promreg.RegisterOrReuse(reg, m.storeBytes)
 		m.continued = promreg.RegisterOrReuse(reg, m.continued)
+		m.endCheckGets = promreg.RegisterOrReuse(reg, m.endCheckGets)
 		m.parked = promreg.RegisterOrReuse(reg, m.parked)
 		m.parkedUnused = promreg.RegisterOrReuse(reg, m.parkedUnused)
 		m.readAhead = promreg.RegisterOrReuse(reg, m.readAhead)

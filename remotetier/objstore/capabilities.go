@@ -75,6 +75,7 @@ const (
 	markCallerReadsAhead readMark = iota
 	markExactRange
 	markCachedOnly
+	markEndCheck
 )
 
 func withMark(ctx context.Context, m readMark) context.Context {
@@ -124,6 +125,16 @@ func WithCachedOnly(ctx context.Context) context.Context { return withMark(ctx, 
 
 // CachedOnly reports whether ctx was marked by WithCachedOnly.
 func CachedOnly(ctx context.Context) bool { return hasMark(ctx, markCachedOnly) }
+
+// WithEndCheck returns ctx marked as the check of a partition's end (the
+// final segment's index and tail, against which its high watermark is
+// proven): a caching bucket counts the store GETs of reads made with it
+// apart from those of the reads that serve clients. It changes nothing
+// else.
+func WithEndCheck(ctx context.Context) context.Context { return withMark(ctx, markEndCheck) }
+
+// EndCheck reports whether ctx was marked by WithEndCheck.
+func EndCheck(ctx context.Context) bool { return hasMark(ctx, markEndCheck) }
 
 var streamIDs atomic.Uint64
 

@@ -434,6 +434,7 @@ func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
 }
 
 func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
+	ctx = objstore.WithEndCheck(ctx) // a caching bucket counts its GETs apart
 	var checked *manifest.Manifest
 	err := l.retryGone(ctx, func(m *manifest.Manifest) error {
 		checked = m
