@@ -333,7 +333,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			gets += storeGets(b, last) - g0
 			endGets += counterSum(b, last, "tiered_fetch_store_gets_end_check_total") - e0
 			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
-			contd += counterSum(b, last, "tiered_fetch_store_get_continued_total")
+			contd += counterSum(b, last, "tiered_fetch_store_gets_continued_total")
 			peak = max(peak, float64(procStatus(b, last.pid(), "VmHWM"))/1024)
 			n++
 			b.StartTimer()

@@ -95,7 +95,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 		ra:    newReadAhead(o.Streams),
 
 		streams: newRAStreams(o.StreamIdle, o.Streams),
-		park:    newParking(o.ParkedGets, o.StreamIdle, m.parked.Set, m.parkedUnused.Inc),
+		park:    newParking(o.ParkedGets, o.StreamIdle, m.parked.Add, m.parkedUnused.Inc),
 
 		flights: map[chunkKey]*flight{},
 	}

@@ -111,7 +111,7 @@
 //	tiered_fetch_store_gets_total               range GETs sent by the cache
 //	tiered_fetch_store_get_bytes_total
 //	tiered_fetch_store_gets_end_check_total     of them, for objstore.WithEndCheck reads
-//	tiered_fetch_store_get_continued_total      runs read from a parked body
+//	tiered_fetch_store_gets_continued_total      runs read from a parked body
 //	tiered_fetch_store_gets_parked              gauge
 //	tiered_fetch_store_gets_parked_unused_total closed without being continued
 //	tiered_fetch_gate_in_flight{gate}           gets|bytes (+ callers' gates)

@@ -141,7 +141,10 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		last := &runs[len(runs)-1]
 		last.park = true
 		c.fmu.Lock()
-		last.flights[len(last.flights)-1].parks = true
+		if next := last.keys[len(last.keys)-1]; c.o.ParkedGets > 0 && (next.index+1)*c.o.ChunkBytes < size {
+			next.index++
+			last.flights[len(last.flights)-1].parks = !c.claimedLocked(next)
+		}
 		c.fmu.Unlock()
 	}
 	c.goLoad(runs, func() { c.loadRuns(runs, size, deadline) })
@@ -504,8 +507,13 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 			if continued {
 				c.m.continued.Inc()
 			}
-			if bodyEnd > end && !c.claimed(r.keys[j-1], 1) {
-				c.park.put(parkKey{object, version, end}, rc, bodyEnd)
+			if bodyEnd > end {
+				if c.claimed(r.keys[j-1], 1) {
+					// Claimed meanwhile: nothing will continue it.
+					c.park.closeUnused(rc)
+				} else {
+					c.park.put(parkKey{object, version, end}, rc, bodyEnd)
+				}
 				rc = nil
 			}
 			return data, nil // the deferred Close runs first
@@ -515,14 +523,19 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 	return nil, fmt.Errorf("fetch chunks [%d, %d) of %q: empty stretch", i, j, object)
 }
 
-// claimed reports whether the chunk delta after k is cached or loading:
-// a body parked there would not be continued.
+// claimed reports whether the chunk delta after k is cached (in memory or
+// on disk) or loading: a body parked there would not be continued.
 func (c *CachingBucket) claimed(k chunkKey, delta int64) bool {
 	k.index += delta
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
+	return c.claimedLocked(k)
+}
+
+// claimedLocked is claimed for chunk k, with fmu held.
+func (c *CachingBucket) claimedLocked(k chunkKey) bool {
 	_, loading := c.flights[k]
-	return loading || c.mem.contains(k)
+	return loading || c.mem.contains(k) || (c.disk != nil && c.disk.has(k))
 }
 
 // loading is the number of chunks being loaded.

@@ -67,7 +67,7 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 			Help: "Range GETs of partition end checks (a final segment's index and tail, which a high watermark is checked against); counted in tiered_fetch_store_gets_total too.",
 		}),
 		continued: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tiered_fetch_store_get_continued_total",
+			Name: "tiered_fetch_store_gets_continued_total",
 			Help: "Chunk runs read from the parked body of an earlier run's GET instead of a GET of their own.",
 		}),
 		parked: prometheus.NewGauge(prometheus.GaugeOpts{

@@ -519,7 +519,7 @@ func TestMetricsStartAtZero(t *testing.T) {
 		"tiered_fetch_cache_evictions_total": 2, "tiered_fetch_cache_bytes": 2,
 		"tiered_fetch_cache_corrupt_chunks_total": 1,
 		"tiered_fetch_store_gets_total":           1, "tiered_fetch_store_get_bytes_total": 1,
-		"tiered_fetch_store_get_continued_total": 1, "tiered_fetch_store_gets_parked": 1,
+		"tiered_fetch_store_gets_continued_total": 1, "tiered_fetch_store_gets_parked": 1,
 		"tiered_fetch_store_gets_parked_unused_total": 1, "tiered_fetch_store_gets_end_check_total": 1,
 		"tiered_fetch_gate_in_flight": 2, "tiered_fetch_gate_waits_total": 2,
 		"tiered_fetch_gate_rejections_total": 2, "tiered_fetch_gate_wait_seconds": 2,

@@ -18,11 +18,19 @@ import (
 // request (MinIO on the same host: about as much CPU as serving 2 MiB) is
 // paid once per object.
 //
-// A parked body holds one connection to the store and costs nothing else
-// in the process: what the store sent on waits in the kernel's socket
-// buffers (TCP stops the sender once they are full). Its bytes are not
-// read until a run continues it, so the in-flight budget and the gets gate
-// count a continued read like a GET. At most maxParked bodies are parked,
+// A parked body holds one connection to the store and no process memory
+// beyond it: what the store sent on waits in the kernel's socket buffers
+// (TCP stops the sender once they are full; up to net.ipv4.tcp_rmem's
+// maximum, which a container's memory cgroup is charged for, outside
+// the cache's budgets). Its bytes are not read until a run continues it,
+// so the in-flight budget and the gets gate count a continued read like a
+// GET: MaxConcurrentGets bounds the GETs transferring, and at most
+// ParkedGets more connections wait parked. A GET extended to the object's
+// end that is closed early also costs its connection (it cannot be
+// reused), and objstore's get_range durations run until a body is closed,
+// parked time included. Only runs whose reader goes on past them (read-ahead
+// and a stream's own reads) are extended, and only when the chunk after
+// them is neither cached (in memory or on disk) nor loading. At most maxParked bodies are parked,
 // the oldest closed first, and a body parked longer than the idle time
 // (the stream's reader went away or fell behind) is closed, as are all at
 // Close. A continued read that fails is retried once with a new GET. The
@@ -49,8 +57,9 @@ type parking struct {
 	max  int
 	idle time.Duration
 	now  func() time.Time
-	// gauge follows len(m) and unused counts the bodies closed without
-	// being continued; nil in tests that build a parking alone.
+	// gauge is added the change of len(m) (buckets may share the series)
+	// and unused counts the bodies closed without being continued; nil in
+	// tests that build a parking alone.
 	gauge  func(float64)
 	unused func()
 }
@@ -67,9 +76,9 @@ func (p *parking) closeUnused(rc io.ReadCloser) {
 	}
 }
 
-func (p *parking) changed() {
-	if p.gauge != nil {
-		p.gauge(float64(len(p.m)))
+func (p *parking) changed(delta int) {
+	if p.gauge != nil && delta != 0 {
+		p.gauge(float64(delta))
 	}
 }
 
@@ -80,7 +89,7 @@ func (p *parking) take(k parkKey) (io.ReadCloser, int64) {
 	b, ok := p.m[k]
 	if ok {
 		delete(p.m, k)
-		p.changed()
+		p.changed(-1)
 	}
 	p.mu.Unlock()
 	if !ok {
@@ -100,6 +109,7 @@ func (p *parking) put(k parkKey, rc io.ReadCloser, end int64) {
 		p.closeUnused(rc)
 		return
 	}
+	delta := 1
 	if len(p.m) >= p.max {
 		var oldest parkKey
 		var at time.Time
@@ -109,9 +119,10 @@ func (p *parking) put(k parkKey, rc io.ReadCloser, end int64) {
 			}
 		}
 		delete(p.m, oldest)
+		delta = 0
 	}
 	p.m[k] = parkedBody{rc: rc, end: end, at: p.now()}
-	p.changed()
+	p.changed(delta)
 	p.mu.Unlock()
 	if evict != nil {
 		p.closeUnused(evict)
@@ -130,7 +141,7 @@ func (p *parking) sweep(all bool) {
 			delete(p.m, k)
 		}
 	}
-	p.changed()
+	p.changed(-len(stale))
 	p.mu.Unlock()
 	for _, rc := range stale {
 		p.closeUnused(rc)

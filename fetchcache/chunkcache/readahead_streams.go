@@ -265,16 +265,15 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 				return cut()
 			}
 			k := chunkKey{rg.Key, ver, i}
-			if f, ok := c.flights[chunkKey{rg.Key, ver, i - 1}]; ok && f.parks && len(cur.keys) == 0 {
-				// The stream's own read of the chunk before is a GET to
-				// the object's end: the next call continues it.
-				flush()
-				return runs, covered
-			}
 			if _, loading := c.flights[k]; loading || c.mem.contains(k) {
 				flush()
 				covered = end
 				continue
+			}
+			if f, ok := c.flights[chunkKey{rg.Key, ver, i - 1}]; ok && f.parks && len(cur.keys) == 0 {
+				// The stream's own read of the chunk before is a GET to
+				// the object's end: the next call continues it.
+				return runs, covered
 			}
 			if len(cur.keys) == maxRun {
 				flush()

@@ -318,8 +318,14 @@ type Fetch struct {
 	// DiskCacheBytes bounds the disk cache (flag --disk-cache-bytes).
 	DiskCacheBytes ByteSize `yaml:"disk_cache_bytes"`
 	// MaxConcurrentGets bounds requests in flight against the bucket: chunk
-	// GETs, HEADs and manifest reads (default 16).
+	// GETs, HEADs and manifest reads (default 16). Read-ahead GET bodies
+	// parked for a stream's next chunks (ParkedGets) are not counted while
+	// they wait.
 	MaxConcurrentGets int `yaml:"max_concurrent_gets"`
+	// ParkedGets bounds the GET bodies parked for a sequential reader's next
+	// chunks, each an open connection to the store (default 0: 8 ×
+	// max_concurrent_gets; -1: none, every run of chunks is a GET of its own).
+	ParkedGets int `yaml:"parked_gets"`
 	// MaxInFlightBytes bounds bytes being fetched at once (default 64MiB, at least one chunk).
 	MaxInFlightBytes ByteSize `yaml:"max_inflight_bytes"`
 	// MaxWait bounds how long a request waits for the gates before it is throttled

@@ -329,6 +329,7 @@ func TestValidationErrors(t *testing.T) {
 		{name: "disk_bytes_without_dir", yaml: "fetch:\n  disk_cache_bytes: 1GiB\n", path: "fetch.cache_dir", msg: "required with fetch.disk_cache_bytes"},
 		{name: "inflight_below_chunk", yaml: "fetch:\n  max_inflight_bytes: 1KiB\n", path: "fetch.max_inflight_bytes", line: 3, msg: "must be at least one chunk"},
 		{name: "max_gets", yaml: "fetch:\n  max_concurrent_gets: 0\n", path: "fetch.max_concurrent_gets", line: 3, msg: "must be at least 1"},
+		{name: "parked_gets", yaml: "fetch:\n  parked_gets: -2\n", path: "fetch.parked_gets", line: 3, msg: "must be -1 (none), 0 (the default) or a bound"},
 		{name: "max_wait", yaml: "fetch:\n  max_wait: 0s\n", path: "fetch.max_wait", line: 3, msg: "must be a positive duration"},
 		{name: "readahead", yaml: "fetch:\n  readahead_chunks: -1\n", path: "fetch.readahead_chunks", line: 3, msg: "must not be negative"},
 		{name: "max_open_files", yaml: "localtier:\n  max_open_files: -2\n", path: "localtier.max_open_files", line: 3, msg: "must be -1 (no bound), 0 (half of RLIMIT_NOFILE) or a positive count (got -2)"},

@@ -390,6 +390,9 @@ func (v *validator) fetch() {
 	if f.MaxConcurrentGets < 1 {
 		v.add("fetch.max_concurrent_gets", "must be at least 1 (got %d)", f.MaxConcurrentGets)
 	}
+	if f.ParkedGets < -1 {
+		v.add("fetch.parked_gets", "must be -1 (none), 0 (the default) or a bound (got %d)", f.ParkedGets)
+	}
 	if v.nonNegative("fetch.max_inflight_bytes", int64(f.MaxInFlightBytes)) && chunkOK && int64(f.MaxInFlightBytes) < chunk {
 		v.add("fetch.max_inflight_bytes", "must be at least one chunk (%d bytes, fetch.chunk_bytes)", chunk)
 	}

@@ -273,6 +273,7 @@ func CacheOptions(f config.Fetch, reg prometheus.Registerer, log *slog.Logger) c
 		DiskBytes:         int64(f.DiskCacheBytes),
 		ReadAheadChunks:   ra,
 		MaxConcurrentGets: f.MaxConcurrentGets,
+		ParkedGets:        f.ParkedGets,
 		MaxInFlightBytes:  int64(f.MaxInFlightBytes),
 		MaxWait:           f.MaxWait,
 		MemoryPressure:    HeapPressure(),
