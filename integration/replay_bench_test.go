@@ -326,6 +326,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			last = startReplayFetch(shapeB, rs.cd)
 			g0, c0, r0 := storeGets(b, last), procCPU(last.pid()), counterSum(b, last, "tiered_fetch_gate_rejections_total")
 			e0 := counterSum(b, last, "tiered_fetch_store_gets_end_check_total")
+			k0 := counterSum(b, last, "tiered_fetch_store_gets_continued_total")
 			b.StartTimer()
 			rs.kcatAll(b, kcat, last.kafka, consumers)
 			b.StopTimer()
@@ -333,7 +334,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			gets += storeGets(b, last) - g0
 			endGets += counterSum(b, last, "tiered_fetch_store_gets_end_check_total") - e0
 			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
-			contd += counterSum(b, last, "tiered_fetch_store_gets_continued_total")
+			contd += counterSum(b, last, "tiered_fetch_store_gets_continued_total") - k0
 			peak = max(peak, float64(procStatus(b, last.pid(), "VmHWM"))/1024)
 			n++
 			b.StartTimer()

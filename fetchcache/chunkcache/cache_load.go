@@ -141,10 +141,7 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		last := &runs[len(runs)-1]
 		last.park = true
 		c.fmu.Lock()
-		if next := last.keys[len(last.keys)-1]; c.o.ParkedGets > 0 && (next.index+1)*c.o.ChunkBytes < size {
-			next.index++
-			last.flights[len(last.flights)-1].parks = !c.claimedLocked(next)
-		}
+		last.flights[len(last.flights)-1].parks = c.extendsLocked(last.keys[len(last.keys)-1], size)
 		c.fmu.Unlock()
 	}
 	c.goLoad(runs, func() { c.loadRuns(runs, size, deadline) })
@@ -440,7 +437,7 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 	open := func(x int) error {
 		off := r.keys[x].index * cs
 		bodyEnd = end
-		if park && c.o.ParkedGets > 0 && end < size && !c.claimed(r.keys[j-1], 1) {
+		if park && c.extends(r.keys[j-1], size) {
 			bodyEnd = size
 		}
 		var err error
@@ -458,17 +455,11 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 		}
 		return nil
 	}
-	rc, bodyEnd = c.park.take(parkKey{object, version, r.keys[i].index * cs})
-	if continued = rc != nil; continued {
-		if bodyEnd < end { // cannot be: parked bodies end at the object's end
-			_ = rc.Close()
-			rc, continued = nil, false
-		}
-	}
-	if rc == nil {
-		if err := open(i); err != nil {
-			return nil, err
-		}
+	// A parked body goes on to the object's end.
+	if rc = c.park.take(parkKey{object, version, r.keys[i].index * cs}); rc != nil {
+		continued, bodyEnd = true, size
+	} else if err := open(i); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if rc != nil {
@@ -508,11 +499,10 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 				c.m.continued.Inc()
 			}
 			if bodyEnd > end {
-				if c.claimed(r.keys[j-1], 1) {
-					// Claimed meanwhile: nothing will continue it.
-					c.park.closeUnused(rc)
+				if c.extends(r.keys[j-1], size) {
+					c.park.put(parkKey{object, version, end}, rc)
 				} else {
-					c.park.put(parkKey{object, version, end}, rc, bodyEnd)
+					c.park.closeUnused(rc) // claimed meanwhile: nothing will continue it
 				}
 				rc = nil
 			}
@@ -523,19 +513,25 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 	return nil, fmt.Errorf("fetch chunks [%d, %d) of %q: empty stretch", i, j, object)
 }
 
-// claimed reports whether the chunk delta after k is cached (in memory or
-// on disk) or loading: a body parked there would not be continued.
-func (c *CachingBucket) claimed(k chunkKey, delta int64) bool {
-	k.index += delta
+// extends reports whether the GET of a run ending with chunk last goes on
+// to the object's end, to be parked there (parked.go): parking is on, and
+// the chunk after last exists and is neither cached (in memory or on
+// disk) nor loading, so the object's next run will start there.
+func (c *CachingBucket) extends(last chunkKey, size int64) bool {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
-	return c.claimedLocked(k)
+	return c.extendsLocked(last, size)
 }
 
-// claimedLocked is claimed for chunk k, with fmu held.
-func (c *CachingBucket) claimedLocked(k chunkKey) bool {
-	_, loading := c.flights[k]
-	return loading || c.mem.contains(k) || (c.disk != nil && c.disk.has(k))
+// extendsLocked is extends with fmu held.
+func (c *CachingBucket) extendsLocked(last chunkKey, size int64) bool {
+	next := last
+	next.index++
+	if c.o.ParkedGets <= 0 || next.index*c.o.ChunkBytes >= size {
+		return false
+	}
+	_, loading := c.flights[next]
+	return !loading && !c.mem.contains(next) && (c.disk == nil || !c.disk.has(next))
 }
 
 // loading is the number of chunks being loaded.

@@ -30,8 +30,8 @@ import (
 // reused), and objstore's get_range durations run until a body is closed,
 // parked time included. Only runs whose reader goes on past them (read-ahead
 // and a stream's own reads) are extended, and only when the chunk after
-// them is neither cached (in memory or on disk) nor loading. At most maxParked bodies are parked,
-// the oldest closed first, and a body parked longer than the idle time
+// them is neither cached (in memory or on disk) nor loading. At most
+// ParkedGets bodies are parked, the oldest closed first, and a body parked longer than the idle time
 // (the stream's reader went away or fell behind) is closed, as are all at
 // Close. A continued read that fails is retried once with a new GET. The
 // store bills what it sent; a parked body closed unused wasted at most its
@@ -44,10 +44,10 @@ type parkKey struct {
 	off             int64
 }
 
+// parkedBody is a body parked at a parkKey; it goes on to the object's end.
 type parkedBody struct {
-	rc  io.ReadCloser
-	end int64 // the object byte the body ends before
-	at  time.Time
+	rc io.ReadCloser
+	at time.Time
 }
 
 // parking holds the parked bodies of one CachingBucket.
@@ -82,29 +82,26 @@ func (p *parking) changed(delta int) {
 	}
 }
 
-// take removes and returns the body parked at k, with the object byte it
-// ends before; nil when none is.
-func (p *parking) take(k parkKey) (io.ReadCloser, int64) {
+// take removes and returns the body parked at k; nil when none is.
+func (p *parking) take(k parkKey) io.ReadCloser {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	b, ok := p.m[k]
-	if ok {
-		delete(p.m, k)
-		p.changed(-1)
-	}
-	p.mu.Unlock()
 	if !ok {
-		return nil, 0
+		return nil
 	}
-	return b.rc, b.end
+	delete(p.m, k)
+	p.changed(-1)
+	return b.rc
 }
 
-// put parks rc at k (ending before object byte end), closing the oldest
-// parked body if the parking is full, or rc itself when parking is off or
-// a body is already parked at k (two runs raced there; one suffices).
-func (p *parking) put(k parkKey, rc io.ReadCloser, end int64) {
+// put parks rc at k, closing the oldest parked body if the parking is
+// full, or rc itself when a body is already parked at k (two runs raced
+// there; one suffices).
+func (p *parking) put(k parkKey, rc io.ReadCloser) {
 	var evict io.ReadCloser
 	p.mu.Lock()
-	if _, dup := p.m[k]; dup || p.max <= 0 {
+	if _, dup := p.m[k]; dup {
 		p.mu.Unlock()
 		p.closeUnused(rc)
 		return
@@ -121,7 +118,7 @@ func (p *parking) put(k parkKey, rc io.ReadCloser, end int64) {
 		delete(p.m, oldest)
 		delta = 0
 	}
-	p.m[k] = parkedBody{rc: rc, end: end, at: p.now()}
+	p.m[k] = parkedBody{rc: rc, at: p.now()}
 	p.changed(delta)
 	p.mu.Unlock()
 	if evict != nil {
