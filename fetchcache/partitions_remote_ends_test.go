@@ -3,6 +3,7 @@ package fetchcache_test
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,8 +124,8 @@ func (b *logRanges) GetRange(ctx context.Context, key string, off, n int64) (io.
 }
 
 // TestRemoteEndCheckReadsOnlyTheTail: through the chunk cache, the check
-// of a partition's end reads the final segment's bytes from its last index
-// entry to its end, exactly, not the chunk around them: one small GET, and
+// of a partition's end reads the final segment's last bytes, exactly, not
+// the chunk around them: one small GET (no index), and
 // nothing cached for it (a partition of more than 8 MiB, whose final chunk
 // a replay from its start would reach last).
 func TestRemoteEndCheckReadsOnlyTheTail(t *testing.T) {
@@ -133,22 +134,15 @@ func TestRemoteEndCheckReadsOnlyTheTail(t *testing.T) {
 	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
 	r.Commit(local.Files(t)...)
 	final := r.Segs[len(r.Segs)-1]
-	lr := &logRanges{BucketReader: r.Bucket}
-	cb, err := chunkcache.NewCachingBucket(lr, chunkcache.CacheOptions{ChunkBytes: 1 << 20, MemoryBytes: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cb.Close() })
-	cat, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cat.Partition(ctx, remotekit.TestTopic, remotekit.TestPartition)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := &objtesting.ReadCounter{BucketReader: r.Bucket}
+	lr := &logRanges{BucketReader: rc}
+	_, p := partitionOverCache(t, lr, chunkcache.CacheOptions{ChunkBytes: 1 << 20, MemoryBytes: 16 << 20})
+	before := rc.Reads() // opening read the manifests
 	if _, err := p.Offsets(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if reads := rc.Reads() - before; reads != 1 {
+		t.Fatalf("the end check made %d store reads; want one (the tail, no index)", reads)
 	}
 	if r.M.LogBytes() <= 8<<20 {
 		t.Fatalf("a partition of %d bytes: the check would read the chunk", r.M.LogBytes())
@@ -159,5 +153,39 @@ func TestRemoteEndCheckReadsOnlyTheTail(t *testing.T) {
 	got := lr.ranges[0]
 	if got[0] == 0 || got[0]+got[1] != final.Log.Size || got[1] > 64<<10 {
 		t.Fatalf("the end check read [%d, +%d) of a %d-byte segment; want a small tail ending at its end", got[0], got[1], final.Log.Size)
+	}
+}
+
+// TestRemoteEndCheckOfSmallPartition: the end check of a partition of at
+// most 8 MiB whose final segment fits a chunk reads that segment through
+// the cache and walks it from its first batch: one GET of the final .log,
+// no index, and the replay that reaches it later reads it from the cache.
+func TestRemoteEndCheckOfSmallPartition(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 78, 3, 40, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	final := r.Segs[len(r.Segs)-1]
+	if r.M.LogBytes() > 8<<20 || final.Log.Size > 1<<20 {
+		t.Fatalf("a partition of %d bytes, final segment %d: not small", r.M.LogBytes(), final.Log.Size)
+	}
+	rc := &objtesting.ReadCounter{BucketReader: r.Bucket}
+	lr := &logRanges{BucketReader: rc}
+	cb, p := partitionOverCache(t, lr, chunkcache.CacheOptions{ChunkBytes: 1 << 20, MemoryBytes: 16 << 20})
+	before := rc.Reads() // opening read the manifests
+	if _, err := p.Offsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reads := rc.Reads() - before; reads != 1 || !slices.Equal(lr.ranges, [][2]int64{{0, final.Log.Size}}) {
+		t.Fatalf("the end check made %d reads, .log ranges %v; want one, of the whole final segment [0, %d)", reads, lr.ranges, final.Log.Size)
+	}
+	body, err := cb.GetRange(ctx, final.Log.Key, 0, final.Log.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, body)
+	body.Close()
+	if reads := rc.Reads() - before; reads != 1 {
+		t.Fatalf("reading the final segment after the check made %d more store reads; want it cached", reads-1)
 	}
 }

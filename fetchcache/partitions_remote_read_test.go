@@ -23,7 +23,15 @@ func remoteOverCache(t *testing.T, segs int, txn bool, o chunkcache.CacheOptions
 	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
 	r.Commit(local.Files(t)...)
 	rc := &objtesting.ReadCounter{BucketReader: r.Bucket}
-	cb, err := chunkcache.NewCachingBucket(rc, o)
+	cb, p := partitionOverCache(t, rc, o)
+	return r, rc, cb, p
+}
+
+// partitionOverCache opens the test partition of b through a chunk cache
+// with options o.
+func partitionOverCache(t *testing.T, b objstore.BucketReader, o chunkcache.CacheOptions) (*chunkcache.CachingBucket, fetchcache.Partition) {
+	t.Helper()
+	cb, err := chunkcache.NewCachingBucket(b, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +44,7 @@ func remoteOverCache(t *testing.T, segs int, txn bool, o chunkcache.CacheOptions
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, rc, cb, p
+	return cb, p
 }
 
 // TestRemoteSequentialReadGETs: a consumer reading a partition of many

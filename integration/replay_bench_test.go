@@ -343,8 +343,8 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(gets/(served/(1<<20)), "GETs/MiB")
 		b.ReportMetric(gets/float64(n)/float64(rs.segments), "GETs/segment")
 		// The sequential read's own GETs, and the end checks' (the final
-		// segment's index and tail each partition's high watermark is
-		// checked against before it is first served).
+		// segment's tail, or its index and tail, that each partition's high
+		// watermark is checked against before it is first served).
 		b.ReportMetric((gets-endGets)/float64(n)/float64(rs.segments), "read-GETs/segment")
 		b.ReportMetric(endGets/float64(n)/float64(rs.parts), "end-check-GETs/partition")
 		b.ReportMetric(contd/float64(n)/float64(rs.segments), "continued/segment")

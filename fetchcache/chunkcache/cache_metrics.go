@@ -64,7 +64,7 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		}),
 		endCheckGets: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tiered_fetch_store_gets_end_check_total",
-			Help: "Range GETs of partition end checks (a final segment's index and tail, which a high watermark is checked against); counted in tiered_fetch_store_gets_total too.",
+			Help: "Range GETs of partition end checks (a final segment's tail, or index and tail, which a high watermark is checked against); counted in tiered_fetch_store_gets_total too.",
 		}),
 		continued: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tiered_fetch_store_gets_continued_total",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -189,5 +190,88 @@ func TestCheckEnd(t *testing.T) {
 				t.Fatalf("CheckEnd: %v, want a CorruptObjectError naming %s", err, r.Segs[len(r.Segs)-1].Log.Key)
 			}
 		})
+	}
+}
+
+// TestCheckEndReadsTheTail: the end check of a final segment too large to
+// walk whole reads its last 64 KiB (one range GET, no index) when they end
+// with the batch the manifest claims; when they cannot confirm it — the
+// last batch is longer than that, or a record's value ends with bytes that
+// frame as a batch of other offsets, seen alone or beside the real one —
+// the walk from the last index entry decides: a true claim still passes
+// (a producer's bytes cannot fail it) and a false one is still refused.
+func TestCheckEndReadsTheTail(t *testing.T) {
+	ctx := context.Background()
+	var enc record.Encoder
+	batch := func(base int64, values ...[]byte) record.Batch {
+		recs := make([]record.Record, len(values))
+		for i, v := range values {
+			recs[i] = record.Record{Offset: base + int64(i), Timestamp: 1_700_000_000_000, Value: v}
+		}
+		b, err := enc.AppendBatch(nil, record.NewBatchSpec(base, 0), recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// nested is a value whose record ends with a whole batch of offsets
+	// 7-9: a record ends with its header count, 0, as the inner batch's
+	// last record does, so the value holds all but that byte.
+	nested := func(pad int) []byte {
+		inner := batch(7, []byte("a"), []byte("b"), []byte("c"))
+		return append(bytes.Repeat([]byte{'x'}, pad), inner[:len(inner)-1]...)
+	}
+	for _, tc := range []struct {
+		name     string
+		last     []byte // the value of the final batch's one record
+		oneGet   bool   // the tail alone confirms a true claim
+		nestedAt bool
+	}{
+		{"tail confirms", bytes.Repeat([]byte{'v'}, 1000), true, false},
+		{"last batch longer than the tail", bytes.Repeat([]byte{'v'}, 100<<10), false, false},
+		{"a batch in a value, alone in the tail", nested(100 << 10), false, true},
+		{"a batch in a value, beside the real one", nested(1000), false, true},
+	} {
+		for _, extra := range []int64{0, 1} {
+			t.Run(fmt.Sprintf("%s/claim+%d", tc.name, extra), func(t *testing.T) {
+				var batches []record.Batch
+				value := bytes.Repeat([]byte{'v'}, 16<<10)
+				off := int64(0)
+				for range 300 { // about 4.7 MiB: past a walk of the whole segment
+					batches = append(batches, batch(off, value))
+					off++
+				}
+				final := batch(off, tc.last)
+				if tc.nestedAt {
+					if p := bytes.LastIndex(final, nested(0)[:8]); p < 0 || int64(len(final)-p) != int64(record.Batch(final[p:]).Length())+record.LogOverhead {
+						t.Fatal("the value's batch does not end the outer batch")
+					}
+				}
+				batches = append(batches, final)
+				log, idx, tidx := remotekit.BuildSegment(t, 0, batches, 4096)
+				mem := objstore.NewMemory()
+				r := remotekit.NewRemote(t, mem, "", 0, manifest.DefaultPolicy())
+				r.Commit(remotekit.SegFiles{Base: 0, Last: off + extra, Log: log, Index: idx, TimeIndex: tidx})
+				rb := &remotekit.RecordingBucket{Bucket: mem}
+				l := openTestLog(t, rb, "")
+				before := rb.RangeGets
+				_, err := l.CheckEnd(ctx)
+				if extra == 0 {
+					if err != nil {
+						t.Fatalf("a true claim: %v", err)
+					}
+					if gets := rb.RangeGets - before; tc.oneGet && (gets != 1 || rb.MaxRange != tailScanBytes) {
+						t.Fatalf("%d range GETs (longest %d bytes), want one of the last %d bytes", gets, rb.MaxRange, tailScanBytes)
+					} else if !tc.oneGet && gets < 2 {
+						t.Fatalf("%d range GETs: the tail alone confirmed what it cannot", gets)
+					}
+					return
+				}
+				var co *CorruptObjectError
+				if !errors.As(err, &co) || !strings.Contains(co.Reason, "the last batch ends at offset") {
+					t.Fatalf("a claim one past the bytes: %v, want a CorruptObjectError", err)
+				}
+			})
+		}
 	}
 }

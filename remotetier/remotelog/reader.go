@@ -415,12 +415,16 @@ func (l *RemoteLog) LogEndOffset() int64 { return l.Manifest().NextOffset() }
 
 // CheckEnd checks that the final segment's bytes end at the last offset
 // the manifest claims for it, before that claim is reported as the log end
-// offset (a Kafka high watermark): it walks the batch headers from the
-// segment's last index entry to the end of its .log (one range GET of
-// about index.interval.bytes plus a batch), checking their offsets as a
-// read does (record.Chain), and requires the last batch to end at the
-// manifest's last offset (at or below it for a compacted segment, whose
-// last records the cleaner may have removed). A segment is checked once,
+// offset (a Kafka high watermark), with one range GET where it can. A
+// final segment of at most 64 KiB, or one that fits a chunk of a small
+// partition (read through the cache, for the replay that reaches it), is
+// walked whole; a longer one is confirmed by its last 64 KiB when they end
+// with the claimed batch (tailConfirms). Otherwise the check walks the
+// batch headers from the segment's last index entry to the end of its .log
+// (the index, then about index.interval.bytes plus a batch). A walk checks
+// offsets as a read does (record.Chain) and requires the last batch to end
+// at the manifest's last offset (at or below it for a compacted segment,
+// whose last records the cleaner may have removed). A segment is checked once,
 // when it first becomes the final one. A mismatch is a
 // *CorruptObjectError naming the object; a bad batch a *record.CorruptError.
 // It returns the manifest it checked, whose offsets the caller reports.
@@ -452,23 +456,39 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 		if ok {
 			return nil
 		}
-		pos, entry, err := l.indexEntry(ctx, seg, seg.LastOffset)
-		if err != nil {
-			return err
-		}
-		chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
-		if pos > 0 {
-			chain.StartAt(entry)
-		}
 		// The tail is read for this check only: exactly its bytes, not
 		// the chunk around them (a caching bucket's 4 MiB, for every
 		// partition a client lists the offsets of, which a replay from
 		// the log start reaches last, if still cached). Unless the final
 		// segment fits a chunk and the whole partition is small: that
-		// replay then reads the chunk soon after, from the cache.
-		tailCtx := ctx
+		// replay then reads the chunk soon after, from the cache, so the
+		// check reads all of it and walks it from its first batch, with
+		// no index (one GET, the replay's own).
+		tailCtx, whole := ctx, seg.Log.Size <= tailScanBytes
 		if seg.Log.Size > wholeTailBytes || m.LogBytes() > 2*wholeTailBytes {
 			tailCtx = objstore.WithExactRange(ctx)
+		} else {
+			whole = true
+		}
+		var pos, entry int64
+		if !whole {
+			ok, err := l.tailConfirms(tailCtx, seg)
+			if err != nil {
+				return err
+			}
+			if ok {
+				l.mu.Lock()
+				l.endOK = done
+				l.mu.Unlock()
+				return nil
+			}
+			if pos, entry, err = l.indexEntry(ctx, seg, seg.LastOffset); err != nil {
+				return err
+			}
+		}
+		chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
+		if pos > 0 {
+			chain.StartAt(entry)
 		}
 		cur := newLogCursor(l.bucket, seg.Log, seg.Log.Size-pos)
 		for pos < seg.Log.Size {
@@ -504,6 +524,48 @@ const sharedTimeout = 30 * time.Second
 // whose final segment is at most this long reads the tail through the
 // cache's chunks (CheckEnd); the fetch service's default chunk size.
 const wholeTailBytes = 4 << 20
+
+// tailScanBytes is how much of the final segment's end CheckEnd reads
+// first (tailConfirms); a segment no longer is walked whole instead.
+const tailScanBytes = 64 << 10
+
+// tailConfirms reads the last tailScanBytes of seg's .log (one range GET,
+// no index) and reports whether they end with a v2 batch that confirms the
+// manifest: a position in them where a batch header frames exactly to the
+// object's end, whose CRC (covering its last offset delta) holds, whose
+// header checks, and whose last offset is the one the manifest claims.
+// Anything else — no such batch (one longer than the tail, legacy
+// messages), another last offset, two candidates — decides nothing: the
+// caller walks from the last index entry, which alone may condemn the
+// segment. So bytes a producer chose (a record holding a batch of its
+// own) can at worst cost that walk, never fail a true claim.
+func (l *RemoteLog) tailConfirms(ctx context.Context, seg manifest.Segment) (bool, error) {
+	n := min(tailScanBytes, seg.Log.Size)
+	cur := newLogCursor(l.bucket, seg.Log, n)
+	tail, err := cur.bytes(ctx, seg.Log.Size-n, n)
+	if err != nil {
+		return false, err
+	}
+	var found record.Batch
+	for p := 0; p+record.HeaderSize <= len(tail); p++ {
+		b := record.Batch(tail[p:])
+		if int64(b.Length())+record.LogOverhead != int64(len(b)) || b.Magic() != record.CurrentMagic {
+			continue
+		}
+		if record.CheckHeader(b) != nil || b.VerifyCRC() != nil {
+			continue
+		}
+		if found != nil {
+			return false, nil // two: let the index decide
+		}
+		found = b
+	}
+	if found == nil {
+		return false, nil
+	}
+	chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
+	return chain.Check(found) == nil && found.LastOffset() == seg.LastOffset, nil
+}
 
 // EndChecked reports whether CheckEnd has verified the end of the final
 // segment of the manifest held now, so that it would answer without a
