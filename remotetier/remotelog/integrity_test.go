@@ -197,7 +197,8 @@ func TestCheckEnd(t *testing.T) {
 // walk whole reads its last 64 KiB (one range GET, no index) when they end
 // with the batch the manifest claims; when they cannot confirm it — the
 // last batch is longer than that, or a record's value ends with bytes that
-// frame as a batch of other offsets, seen alone or beside the real one —
+// frame as a batch of other offsets, seen alone or beside the real one, or
+// with more positions framing to the end than the scan checks the CRC of —
 // the walk from the last index entry decides: a true claim still passes
 // (a producer's bytes cannot fail it) and a false one is still refused.
 func TestCheckEndReadsTheTail(t *testing.T) {
@@ -221,6 +222,22 @@ func TestCheckEndReadsTheTail(t *testing.T) {
 		inner := batch(7, []byte("a"), []byte("b"), []byte("c"))
 		return append(bytes.Repeat([]byte{'x'}, pad), inner[:len(inner)-1]...)
 	}
+	// framing is a value of whose last bytes maxTailCandidates+1
+	// positions frame as v2 batch headers to the end of the batch holding
+	// it (its record ends with the value and a header count of 0), each
+	// with a bad CRC: the real batch, which alone passes its CRC, is not
+	// reached before the scan gives up.
+	framing := func() []byte {
+		v := bytes.Repeat([]byte{'f'}, 2000)
+		for i := range maxTailCandidates + 1 {
+			d := 200 * (i + 1) // bytes from the header to the batch's end
+			h := v[len(v)+1-d:]
+			clear(h[:record.HeaderSize])
+			binary.BigEndian.PutUint32(h[8:], uint32(d-record.LogOverhead))
+			h[16] = record.CurrentMagic
+		}
+		return v
+	}
 	for _, tc := range []struct {
 		name     string
 		last     []byte // the value of the final batch's one record
@@ -231,6 +248,7 @@ func TestCheckEndReadsTheTail(t *testing.T) {
 		{"last batch longer than the tail", bytes.Repeat([]byte{'v'}, 100<<10), false, false},
 		{"a batch in a value, alone in the tail", nested(100 << 10), false, true},
 		{"a batch in a value, beside the real one", nested(1000), false, true},
+		{"more positions that frame than the scan checks", framing(), false, false},
 	} {
 		for _, extra := range []int64{0, 1} {
 			t.Run(fmt.Sprintf("%s/claim+%d", tc.name, extra), func(t *testing.T) {

@@ -529,16 +529,34 @@ const wholeTailBytes = 4 << 20
 // first (tailConfirms); a segment no longer is walked whole instead.
 const tailScanBytes = 64 << 10
 
+// maxTailCandidates bounds the positions of the tail tailConfirms checks
+// the CRC from: by chance, only the real last batch frames to the end.
+const maxTailCandidates = 4
+
 // tailConfirms reads the last tailScanBytes of seg's .log (one range GET,
 // no index) and reports whether they end with a v2 batch that confirms the
 // manifest: a position in them where a batch header frames exactly to the
 // object's end, whose CRC (covering its last offset delta) holds, whose
 // header checks, and whose last offset is the one the manifest claims.
 // Anything else — no such batch (one longer than the tail, legacy
-// messages), another last offset, two candidates — decides nothing: the
-// caller walks from the last index entry, which alone may condemn the
-// segment. So bytes a producer chose (a record holding a batch of its
-// own) can at worst cost that walk, never fail a true claim.
+// messages), another last offset, two candidates, more than
+// maxTailCandidates that frame — decides nothing: the caller walks from
+// the last index entry, which alone may condemn the segment. So bytes a
+// producer chose (a record holding a batch of its own) can at worst cost
+// that walk, never fail a true claim, and cost at most
+// maxTailCandidates CRCs of the tail.
+//
+// What it does not prove, unlike the walk: that the batch it found starts
+// at a batch boundary. A record's value may end with the image of a batch,
+// and when the real last batch starts before the tail (longer than it, or
+// a legacy message set) the image is the only candidate. So a manifest
+// that is wrong about the last offset (or the size) passes when a producer
+// wrote an image made to match that wrong claim at that place. Accidental
+// faults — a torn or short object, a flipped bit, an uploader's claim one
+// off — do not pass (the image would have to be made for them); and a
+// manifest is written only with the bucket's write credentials, which can
+// as well upload an object that matches any claim, so the walk proves no
+// more against a hostile writer.
 func (l *RemoteLog) tailConfirms(ctx context.Context, seg manifest.Segment) (bool, error) {
 	n := min(tailScanBytes, seg.Log.Size)
 	cur := newLogCursor(l.bucket, seg.Log, n)
@@ -547,12 +565,16 @@ func (l *RemoteLog) tailConfirms(ctx context.Context, seg manifest.Segment) (boo
 		return false, err
 	}
 	var found record.Batch
+	framed := 0
 	for p := 0; p+record.HeaderSize <= len(tail); p++ {
 		b := record.Batch(tail[p:])
-		if int64(b.Length())+record.LogOverhead != int64(len(b)) || b.Magic() != record.CurrentMagic {
+		if int64(b.Length())+record.LogOverhead != int64(len(b)) || b.Magic() != record.CurrentMagic || record.CheckHeader(b) != nil {
 			continue
 		}
-		if record.CheckHeader(b) != nil || b.VerifyCRC() != nil {
+		if framed++; framed > maxTailCandidates {
+			return false, nil // made to cost CRCs: let the index decide
+		}
+		if b.VerifyCRC() != nil {
 			continue
 		}
 		if found != nil {
