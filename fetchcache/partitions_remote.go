@@ -426,7 +426,8 @@ func listingOffsets(ctx context.Context) bool {
 }
 
 // checkEnds runs the end check of p (remotelog CheckEnd, one store round
-// trip, two when the final segment's tail cannot confirm its end alone) side by side with those of the next partitions of its topic (by
+// trip, two when the final segment's tail cannot confirm its end alone)
+// side by side with those of the next partitions of its topic (by
 // the last topic listing, up to endCheckPartitions, wrapping) whose end is
 // not checked yet, and returns when all are done. A client lists the
 // offsets of every partition before it reads them, and librdkafka asks one

@@ -127,8 +127,8 @@ func WithCachedOnly(ctx context.Context) context.Context { return withMark(ctx, 
 func CachedOnly(ctx context.Context) bool { return hasMark(ctx, markCachedOnly) }
 
 // WithEndCheck returns ctx marked as the check of a partition's end (the
-// final segment's tail, or its index and tail, against which its high watermark is
-// proven): a caching bucket counts the store GETs of reads made with it
+// final segment's tail, or its index and tail, against which its high
+// watermark is checked): a caching bucket counts the store GETs of reads made with it
 // apart from those of the reads that serve clients. It changes nothing
 // else.
 func WithEndCheck(ctx context.Context) context.Context { return withMark(ctx, markEndCheck) }

@@ -464,46 +464,22 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 		// replay then reads the chunk soon after, from the cache, so the
 		// check reads all of it and walks it from its first batch, with
 		// no index (one GET, the replay's own).
-		tailCtx, whole := ctx, seg.Log.Size <= tailScanBytes
-		if seg.Log.Size > wholeTailBytes || m.LogBytes() > 2*wholeTailBytes {
+		cached := seg.Log.Size <= wholeTailBytes && m.LogBytes() <= 2*wholeTailBytes
+		tailCtx := ctx
+		if !cached {
 			tailCtx = objstore.WithExactRange(ctx)
-		} else {
-			whole = true
 		}
-		var pos, entry int64
+		whole := cached || seg.Log.Size <= tailScanBytes
+		confirmed := false
 		if !whole {
-			ok, err := l.tailConfirms(tailCtx, seg)
-			if err != nil {
-				return err
-			}
-			if ok {
-				l.mu.Lock()
-				l.endOK = done
-				l.mu.Unlock()
-				return nil
-			}
-			if pos, entry, err = l.indexEntry(ctx, seg, seg.LastOffset); err != nil {
+			if confirmed, err = l.tailConfirms(tailCtx, seg); err != nil {
 				return err
 			}
 		}
-		chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
-		if pos > 0 {
-			chain.StartAt(entry)
-		}
-		cur := newLogCursor(l.bucket, seg.Log, seg.Log.Size-pos)
-		for pos < seg.Log.Size {
-			hdr, size, err := cur.header(tailCtx, pos)
-			if err != nil {
+		if !confirmed {
+			if err := l.walkEnd(ctx, tailCtx, seg, whole); err != nil {
 				return err
 			}
-			if err := chain.Check(hdr); err != nil {
-				return record.WithFile(err, seg.Log.Key, pos)
-			}
-			pos += size
-		}
-		if last := chain.Prev(); last != seg.LastOffset && !(seg.Compacted && chain.Checked() > 0) {
-			return &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
-				"the last batch ends at offset %d, the manifest says the segment ends at offset %d", last, seg.LastOffset)}
 		}
 		l.mu.Lock()
 		l.endOK = done
@@ -514,6 +490,40 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 		return nil, err
 	}
 	return checked, nil
+}
+
+// walkEnd walks the batch headers of seg's .log to its end — from its
+// first batch when whole, else from its last index entry — reading them
+// with tailCtx, and requires the last to end at the manifest's last
+// offset (CheckEnd).
+func (l *RemoteLog) walkEnd(ctx, tailCtx context.Context, seg manifest.Segment, whole bool) error {
+	var pos, entry int64
+	if !whole {
+		var err error
+		if pos, entry, err = l.indexEntry(ctx, seg, seg.LastOffset); err != nil {
+			return err
+		}
+	}
+	chain := record.NewChain(seg.BaseOffset, seg.LastOffset)
+	if pos > 0 {
+		chain.StartAt(entry)
+	}
+	cur := newLogCursor(l.bucket, seg.Log, seg.Log.Size-pos)
+	for pos < seg.Log.Size {
+		hdr, size, err := cur.header(tailCtx, pos)
+		if err != nil {
+			return err
+		}
+		if err := chain.Check(hdr); err != nil {
+			return record.WithFile(err, seg.Log.Key, pos)
+		}
+		pos += size
+	}
+	if last := chain.Prev(); last != seg.LastOffset && !(seg.Compacted && chain.Checked() > 0) {
+		return &CorruptObjectError{Key: seg.Log.Key, Reason: fmt.Sprintf(
+			"the last batch ends at offset %d, the manifest says the segment ends at offset %d", last, seg.LastOffset)}
+	}
+	return nil
 }
 
 // sharedTimeout bounds a read that concurrent callers share (CheckEnd,

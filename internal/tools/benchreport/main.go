@@ -202,9 +202,9 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 		"again from that process, every chunk cached; kfake: the same kcat read from franz-go's kfake holding\n" +
 		"the same batches (the same records, so MB/s ratios are records/s ratios). The limit is the lesser\n" +
 		"of raw GET and warm. GETs are the cache's range GETs, whose target is one per segment plus each\n" +
-		"partition's first index: all of them, then the sequential read's own; apart from them, the end checks'\n" +
-		"(the final segment's tail, or its index and tail, that each partition's high watermark is checked against before\n" +
-		"it is first served, by ListOffsets or the first Fetch). CPU is the fetch process's user+system time per GB\n" +
+		"partition's first index: all of them, then the sequential read's own; apart from them, the end\n" +
+		"checks' (the final segment's tail, or its index and tail, that each partition's high watermark is\n" +
+		"checked against before it is first served, by ListOffsets or the first Fetch). CPU is the fetch process's user+system time per GB\n" +
 		"served; its peak RSS (VmHWM) is bounded by cache + in-flight budget + 64 MiB.\n\n")
 	b.WriteString("| shape | cold MB/s | raw GET ×16 MB/s | warm MB/s | cold / limit | target | warm / kfake | target | GETs/MiB | GETs/segment (bound); the read's own | end-check GETs/partition | CPU s/GB cold, warm | peak RSS MiB (bound) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
