@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,12 +133,13 @@ func (rs *replaySet) rawGets(b *testing.B, n int) {
 // one process reading every partition, or consumers processes over
 // disjoint partitions (consumer i reads partition i; consumers ==
 // partitions). Each record prints one byte, counted: a read that stopped
-// early would look fast.
-func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) {
+// early would look fast. It returns the CPU time (user + system) the kcat
+// processes used.
+func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var g errgroup.Group
-	var got atomic.Int64
+	var got, cpu atomic.Int64
 	for c := range consumers {
 		// The last Fetch of a read finds no data and waits the client's
 		// max wait (librdkafka's 500 ms by default) before kcat sees the
@@ -156,6 +158,7 @@ func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) {
 				return fmt.Errorf("kcat %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 			}
 			got.Add(cw.n)
+			cpu.Add(int64(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()))
 			return nil
 		})
 	}
@@ -165,6 +168,7 @@ func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) {
 	if got.Load() != rs.records {
 		b.Fatalf("kcat read %d records, want %d", got.Load(), rs.records)
 	}
+	return time.Duration(cpu.Load())
 }
 
 // kfakeWith starts a kfake broker holding the batches of each partition
@@ -233,6 +237,10 @@ func startReplayFetch(b *testing.B, cd *coldData) *tieredProc {
 	}
 	return startTiered(b, tiered(b), nil, "fetch", "--bucket", cd.srv.URL(cd.bucket, ""), "--config", cfgFile, "--log-level", "warn")
 }
+
+// reqSeconds is the time the fetch process spent answering requests (from
+// reading one to writing its answer), the sum of its duration histogram.
+const reqSeconds = "tiered_fetch_request_duration_seconds_sum"
 
 // storeGets is the process's tiered_fetch_store_gets_total, all series.
 func storeGets(b *testing.B, p *tieredProc) float64 {
@@ -306,17 +314,35 @@ func BenchmarkReplay(b *testing.B) {
 
 func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	shapeB := b // the processes live until the shape's end
+	// Every process of a step is charged its CPU (user + system) per GB
+	// served: the store (MinIO), the fetch process, kcat, and this process
+	// (minio-go's raw GETs, kfake). All of them share the machine's cores,
+	// so a step whose processes together need C CPU seconds per GB cannot
+	// go faster than cores / C GB/s.
+	minio := minioPID(rs.cd.srv.Addr)
+	perGB := func(d time.Duration, n int) float64 { return d.Seconds() / (float64(rs.bytes) * float64(n) / 1e9) }
+	// busyPct is how busy those processes kept the machine's cores over
+	// the timed part of a step: 100 is every core busy all along.
+	busyPct := func(b *testing.B, cpu time.Duration) float64 {
+		return 100 * cpu.Seconds() / (b.Elapsed().Seconds() * float64(runtime.NumCPU()))
+	}
 	b.Run("raw_get", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
+		s0, c0, n := procCPU(minio), selfCPU(), 0
 		for b.Loop() {
 			rs.rawGets(b, replayGets)
+			n++
 		}
+		b.ReportMetric(perGB(procCPU(minio)-s0, n), "store-cpu-s/GB")
+		b.ReportMetric(perGB(selfCPU()-c0, n), "client-cpu-s/GB")
+		b.ReportMetric(busyPct(b, procCPU(minio)-s0+selfCPU()-c0), "busy-%")
 		b.ReportMetric(float64(rs.segments), "log-objects")
 	})
 	var last *tieredProc // the last cold process, warm for the next step
 	b.Run("cold", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
-		var gets, endGets, cpu, peak, throttles, contd float64
+		var gets, endGets, cpu, peak, throttles, contd, reqs, reqTime float64
+		var store, kcats time.Duration
 		n := 0
 		for b.Loop() {
 			b.StopTimer()
@@ -324,13 +350,19 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 				last.stop()
 			}
 			last = startReplayFetch(shapeB, rs.cd)
-			g0, c0, r0 := storeGets(b, last), procCPU(last.pid()), counterSum(b, last, "tiered_fetch_gate_rejections_total")
+			g0, r0 := storeGets(b, last), counterSum(b, last, "tiered_fetch_gate_rejections_total")
 			e0 := counterSum(b, last, "tiered_fetch_store_gets_end_check_total")
 			k0 := counterSum(b, last, "tiered_fetch_store_gets_continued_total")
+			q0, d0 := counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
+			// After the scrapes above, which cost the fetch process CPU too.
+			c0, s0 := procCPU(last.pid()), procCPU(minio)
 			b.StartTimer()
-			rs.kcatAll(b, kcat, last.kafka, consumers)
+			kcats += rs.kcatAll(b, kcat, last.kafka, consumers)
 			b.StopTimer()
 			cpu += (procCPU(last.pid()) - c0).Seconds()
+			store += procCPU(minio) - s0
+			reqs += counterSum(b, last, "tiered_fetch_requests_total") - q0
+			reqTime += counterSum(b, last, reqSeconds) - d0
 			gets += storeGets(b, last) - g0
 			endGets += counterSum(b, last, "tiered_fetch_store_gets_end_check_total") - e0
 			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
@@ -349,6 +381,11 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(endGets/float64(n)/float64(rs.parts), "end-check-GETs/partition")
 		b.ReportMetric(contd/float64(n)/float64(rs.segments), "continued/segment")
 		b.ReportMetric(cpu/(served/1e9), "cpu-s/GB")
+		b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
+		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
+		b.ReportMetric(reqs/float64(n), "requests/read")
+		b.ReportMetric(reqTime/reqs*1e3, "ms/request")
+		b.ReportMetric(busyPct(b, time.Duration(cpu*1e9)+store+kcats), "busy-%")
 		b.ReportMetric(peak, "peak-RSS-MiB")
 		// Overloaded gates answer with a throttle, which the client waits.
 		b.ReportMetric(throttles/float64(n), "throttles/read")
@@ -359,17 +396,24 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			b.Skip("no cold process")
 		}
 		rs.kcatAll(b, kcat, last.kafka, consumers) // every chunk in the cache
-		g0, c0 := storeGets(b, last), procCPU(last.pid())
+		g0, q0, d0 := storeGets(b, last), counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
+		c0 := procCPU(last.pid())
 		b.SetBytes(rs.bytes)
+		var kcats time.Duration
 		n := 0
 		for b.Loop() {
-			rs.kcatAll(b, kcat, last.kafka, consumers)
+			kcats += rs.kcatAll(b, kcat, last.kafka, consumers)
 			n++
 		}
 		if g := storeGets(b, last); g != g0 {
 			b.Fatalf("warm reads sent %v GETs to the store", g-g0)
 		}
-		b.ReportMetric((procCPU(last.pid())-c0).Seconds()/(float64(rs.bytes)*float64(n)/1e9), "cpu-s/GB")
+		b.ReportMetric(perGB(procCPU(last.pid())-c0, n), "cpu-s/GB")
+		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
+		b.ReportMetric(busyPct(b, procCPU(last.pid())-c0+kcats), "busy-%")
+		reqs := counterSum(b, last, "tiered_fetch_requests_total") - q0
+		b.ReportMetric(reqs/float64(n), "requests/read")
+		b.ReportMetric((counterSum(b, last, reqSeconds)-d0)/reqs*1e3, "ms/request")
 		last.stop()
 	})
 	b.Run("kfake", func(b *testing.B) {
@@ -380,9 +424,15 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		addr := kfakeWith(b, "replay", logs)
 		rs.kcatAll(b, kcat, addr, consumers)
 		b.SetBytes(rs.bytes)
+		var kcats time.Duration
+		c0, n := selfCPU(), 0
 		for b.Loop() {
-			rs.kcatAll(b, kcat, addr, consumers)
+			kcats += rs.kcatAll(b, kcat, addr, consumers)
+			n++
 		}
+		b.ReportMetric(perGB(selfCPU()-c0, n), "cpu-s/GB")
+		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
+		b.ReportMetric(busyPct(b, selfCPU()-c0+kcats), "busy-%")
 	})
 }
 

@@ -209,8 +209,7 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 	b.WriteString("| shape | cold MB/s | raw GET ×16 MB/s | warm MB/s | cold / limit | target | warm / kfake | target | GETs/MiB | GETs/segment (bound); the read's own | end-check GETs/partition | CPU s/GB cold, warm | peak RSS MiB (bound) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {
-		pre := "BenchmarkReplay/" + sh + "/"
-		raw, cold, warm, kf := res[pre+"raw_get"], res[pre+"cold"], res[pre+"warm"], res[pre+"kfake"]
+		raw, cold, warm, kf := replaySteps(res, sh)
 		if raw == nil || cold == nil || warm == nil || kf == nil || len(cold.mbps) == 0 || len(raw.mbps) == 0 || len(warm.mbps) == 0 || len(kf.mbps) == 0 {
 			fmt.Fprintf(b, "| %s | not run | | | | | | | | | | | |\n", sh)
 			continue
@@ -254,6 +253,7 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 			cold.extra("GETs/MiB"), all, bound, getsMark, readGets, endChecks,
 			cold.extra("cpu-s/GB"), warm.extra("cpu-s/GB"), rss, rssBound, rssMark)
 	}
+	writeReplayCPU(b, res)
 	b.WriteString("\nCold first byte (`BenchmarkReplayFirstByte`): a new in-process fetch service per sample, the\n" +
 		"partition's manifest cached (ListOffsets), then one Fetch (1 MiB) at a random offset; against one\n" +
 		"4 MiB range GET of a random segment object in the same run. Round trips are the longest chain of\n" +
@@ -272,6 +272,40 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 	fmt.Fprintf(b, "| %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.2f | ≤ %.1f %s | %.0f, %.0f |\n", p50, fb.extra("p99-ms"), get,
 		fb.extra("get4MiB-p99-ms"), p50/get, firstByteMaxOfGet, mark, fb.extra("round-trips-p50"), fb.extra("round-trips-max"))
 	return failed
+}
+
+// replaySteps are the results of a replay shape's four steps.
+func replaySteps(res map[string]*result, shape string) (raw, cold, warm, kfake *result) {
+	pre := "BenchmarkReplay/" + shape + "/"
+	return res[pre+"raw_get"], res[pre+"cold"], res[pre+"warm"], res[pre+"kfake"]
+}
+
+// writeReplayCPU writes where each step of the replay curve spent the
+// machine: every process's CPU seconds per GB served (the store, the
+// reading client, the fetch process, kcat), how busy they kept the cores
+// over the timed part, and the fetch service's requests per read and mean
+// time per request. A step whose processes need C CPU seconds per GB in
+// all cannot go faster than cores / C GB/s; one well below 100 % busy
+// waits rather than computes.
+func writeReplayCPU(b *strings.Builder, res map[string]*result) {
+	b.WriteString("\nWhere the machine goes, per step: CPU seconds (user + system) per GB served of each process — the\n" +
+		"store (MinIO), this process's minio-go GETs, the fetch process, kcat — and how busy they kept the\n" +
+		"cores over the timed part (100 % = every core all along); the fetch service's requests per read\n" +
+		"(Fetch, ListOffsets, Metadata…) and their mean time from reading one to writing its answer.\n\n")
+	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, sh := range replayShapes {
+		raw, cold, warm, _ := replaySteps(res, sh)
+		if raw == nil || cold == nil || warm == nil || math.IsNaN(cold.extra("busy-%")) {
+			fmt.Fprintf(b, "| %s | not run | | | | |\n", sh)
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %.2f, %.2f; %.0f %% | %.2f, %.2f, %.2f; %.0f %% | %.2f, %.2f; %.0f %% | %.0f, %.0f | %.2f, %.2f |\n", sh,
+			raw.extra("store-cpu-s/GB"), raw.extra("client-cpu-s/GB"), raw.extra("busy-%"),
+			cold.extra("store-cpu-s/GB"), cold.extra("cpu-s/GB"), cold.extra("kcat-cpu-s/GB"), cold.extra("busy-%"),
+			warm.extra("cpu-s/GB"), warm.extra("kcat-cpu-s/GB"), warm.extra("busy-%"),
+			cold.extra("requests/read"), warm.extra("requests/read"), cold.extra("ms/request"), warm.extra("ms/request"))
+	}
 }
 
 // pairMin is the element-wise lesser of a and b (the limit of each run).

@@ -13,9 +13,9 @@ import (
 // bound; the first-byte row judges p50 against 2.5 × the range GET's.
 func TestWriteReplay(t *testing.T) {
 	const in = `
-BenchmarkReplay/parts=32/seg=1MiB/raw_get-2 	1	1 ns/op	 400.00 MB/s	 64.00 log-objects
-BenchmarkReplay/parts=32/seg=1MiB/cold-2    	1	1 ns/op	 300.00 MB/s	 1.1 GETs/MiB	 1.45 GETs/segment	 1.40 read-GETs/segment	 1.00 end-check-GETs/partition	 384.0 RSS-bound-MiB	 2.5 cpu-s/GB	 300.0 peak-RSS-MiB
-BenchmarkReplay/parts=32/seg=1MiB/warm-2    	1	1 ns/op	 350.00 MB/s	 0.4 cpu-s/GB
+BenchmarkReplay/parts=32/seg=1MiB/raw_get-2 	1	1 ns/op	 400.00 MB/s	 64.00 log-objects	 1.2 store-cpu-s/GB	 0.9 client-cpu-s/GB	 91 busy-%
+BenchmarkReplay/parts=32/seg=1MiB/cold-2    	1	1 ns/op	 300.00 MB/s	 1.1 GETs/MiB	 1.45 GETs/segment	 1.40 read-GETs/segment	 1.00 end-check-GETs/partition	 384.0 RSS-bound-MiB	 2.5 cpu-s/GB	 300.0 peak-RSS-MiB	 1.5 store-cpu-s/GB	 3.1 kcat-cpu-s/GB	 64 busy-%	 40 requests/read	 6.5 ms/request
+BenchmarkReplay/parts=32/seg=1MiB/warm-2    	1	1 ns/op	 350.00 MB/s	 0.4 cpu-s/GB	 1.6 kcat-cpu-s/GB	 52 busy-%	 39 requests/read	 2.25 ms/request
 BenchmarkReplay/parts=32/seg=1MiB/kfake-2   	1	1 ns/op	 300.00 MB/s
 BenchmarkReplay/parts=8/seg=1MiB/raw_get-2 	1	1 ns/op	 400.00 MB/s	 16.00 log-objects
 BenchmarkReplay/parts=8/seg=1MiB/cold-2    	1	1 ns/op	 200.00 MB/s	 2 GETs/MiB	 2.00 GETs/segment	 384.0 RSS-bound-MiB	 2.5 cpu-s/GB	 400.0 peak-RSS-MiB
@@ -30,11 +30,24 @@ BenchmarkReplayFirstByte-2 	60	1 ns/op	 4.0 get4MiB-p50-ms	 9.0 get4MiB-p99-ms	 
 	var b strings.Builder
 	failed := writeReplay(&b, res)
 	out := b.String()
-	rows := map[string]string{}
+	// The curve's rows, then the CPU table's (the same shapes, after it).
+	rows, cpuRows := map[string]string{}, map[string]string{}
 	for _, line := range strings.Split(out, "\n") {
 		if f := strings.Split(line, " | "); len(f) > 1 {
-			rows[strings.TrimPrefix(f[0], "| ")] = line
+			k := strings.TrimPrefix(f[0], "| ")
+			if _, ok := rows[k]; ok {
+				cpuRows[k] = line
+			} else {
+				rows[k] = line
+			}
 		}
+	}
+	// Each process's CPU per GB and how busy the step kept the cores.
+	if got, want := cpuRows["parts=32/seg=1MiB"], "| parts=32/seg=1MiB | 1.20, 0.90; 91 % | 1.50, 2.50, 3.10; 64 % | 0.40, 1.60; 52 % | 40, 39 | 6.50, 2.25 |"; got != want {
+		t.Errorf("CPU row:\n%s\nwant\n%s", got, want)
+	}
+	if got := cpuRows["parts=8/seg=1MiB"]; !strings.Contains(got, "not run") {
+		t.Errorf("CPU row of a run without the CPU figures: %q", got)
 	}
 	tests := []struct {
 		row  string
