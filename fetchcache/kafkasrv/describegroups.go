@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,7 +31,20 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 	worst := int16(0)
 	// The operations a group's answer lists: asking is no denial to log.
 	admin := q.IncludeAuthorizedOperations && s.o.Auth.May(kc.principalOf(), auth.PermAdmin, "")
+	if s.tooManyGroups(kc, "describe groups", q.Groups) {
+		for _, id := range q.Groups {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode, d.AuthorizedOperations = id, kerr.InvalidRequest.Code, math.MinInt32
+			r.Groups = append(r.Groups, d)
+		}
+		return r, fetchcache.CodeInvalidRequest, 0
+	}
+	answered := map[string]kmsg.DescribeGroupsResponseGroup{} // repeats collapse
 	for _, id := range q.Groups {
+		if d, ok := answered[id]; ok {
+			r.Groups = append(r.Groups, d)
+			continue
+		}
 		var d kmsg.DescribeGroupsResponseGroup
 		switch {
 		case !s.groupAllowed(kc, id):
@@ -50,6 +64,7 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 		if worst == 0 {
 			worst = d.ErrorCode
 		}
+		answered[id] = d
 		r.Groups = append(r.Groups, d)
 	}
 	return r, groupCode(worst), 0

@@ -46,6 +46,37 @@ func (s *KafkaServer) adminAllowed(kc *kafkaConn) bool {
 	return false
 }
 
+// maxRequestGroups bounds the distinct groups one OffsetFetch (v8+) or
+// DescribeGroups may name. Kafka has no such cap, but each group may cost a
+// read of its object from the store (OffsetFetch of a group without
+// members), so a request frame's worth of names (a megabyte of one-byte
+// ids) would be hundreds of thousands of GETs for one request. A larger
+// request is refused whole (every group INVALID_REQUEST) and the
+// connection closed, as a Fetch over MaxFetchPartitions is. Repeats of a
+// group collapse: it is looked up once and answered where it appears.
+const maxRequestGroups = 1000
+
+// tooManyGroups reports whether ids name more than maxRequestGroups
+// distinct groups; if so it logs the refusal and closes the connection
+// after the answer.
+func (s *KafkaServer) tooManyGroups(kc *kafkaConn, api string, ids []string) bool {
+	if len(ids) <= maxRequestGroups {
+		return false
+	}
+	seen := make(map[string]struct{}, maxRequestGroups+1)
+	for _, id := range ids {
+		seen[id] = struct{}{}
+		if len(seen) > maxRequestGroups {
+			s.log.Warn("kafka "+api+" refused: too many groups, closing connection", "remote", kc.remote(), "groups", len(ids), "max", maxRequestGroups)
+			if kc != nil {
+				kc.closeAfter = true
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // groupCode is the metrics result code of a group API's Kafka error.
 func groupCode(code int16) string {
 	switch code {

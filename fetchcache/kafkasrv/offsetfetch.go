@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/groups"
 )
@@ -36,6 +37,32 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 		}
 	}
 	if q.Version >= 8 {
+		ids := make([]string, len(q.Groups))
+		for i, g := range q.Groups {
+			ids[i] = g.Group
+		}
+		if s.tooManyGroups(kc, "offset fetch", ids) {
+			for _, id := range ids {
+				rg := kmsg.NewOffsetFetchResponseGroup()
+				rg.Group, rg.ErrorCode = id, kerr.InvalidRequest.Code
+				r.Groups = append(r.Groups, rg)
+			}
+			return r, fetchcache.CodeInvalidRequest, 0
+		}
+		// A group named again (with other topics, say) is read once.
+		type committed struct {
+			obj  *groups.Object
+			code int16
+		}
+		memo := map[string]committed{}
+		load := func(ctx context.Context, group string) (*groups.Object, int16) {
+			c, ok := memo[group]
+			if !ok {
+				c.obj, c.code = s.coordinator().Committed(ctx, group)
+				memo[group] = c
+			}
+			return c.obj, c.code
+		}
 		for _, g := range q.Groups {
 			var req []kmsg.OffsetFetchRequestTopic
 			if g.Topics != nil {
@@ -44,7 +71,7 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 					req = append(req, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			code, topics := s.fetchGroupOffsets(ctx, kc, g.Group, req)
+			code, topics := s.fetchGroupOffsets(ctx, kc, g.Group, req, load)
 			note(code)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
@@ -60,7 +87,7 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 		}
 		return r, groupCode(worst), 0
 	}
-	code, topics := s.fetchGroupOffsets(ctx, kc, q.Group, q.Topics)
+	code, topics := s.fetchGroupOffsets(ctx, kc, q.Group, q.Topics, s.coordinator().Committed)
 	note(code)
 	if code != 0 && q.Version < 2 {
 		// v1 has no top-level error: every partition asked carries it.
@@ -94,14 +121,15 @@ func noOffset(partition int32, code int16) kmsg.OffsetFetchResponseGroupTopicPar
 	return kmsg.OffsetFetchResponseGroupTopicPartition{Partition: partition, Offset: -1, LeaderEpoch: -1, Metadata: &empty, ErrorCode: code}
 }
 
-// fetchGroupOffsets is one group's answer: a group-level error code, or the
-// committed offsets of the topics asked (nil: every topic committed that
+// fetchGroupOffsets is one group's answer, its object read by committed: a
+// group-level error code, or the committed offsets of the topics asked (nil: every topic committed that
 // the principal may describe; others are left out, as Kafka does).
-func (s *KafkaServer) fetchGroupOffsets(ctx context.Context, kc *kafkaConn, group string, topics []kmsg.OffsetFetchRequestTopic) (int16, []fetchedTopic) {
+func (s *KafkaServer) fetchGroupOffsets(ctx context.Context, kc *kafkaConn, group string, topics []kmsg.OffsetFetchRequestTopic,
+	committed func(context.Context, string) (*groups.Object, int16)) (int16, []fetchedTopic) {
 	if !s.groupAllowed(kc, group) {
 		return kerr.GroupAuthorizationFailed.Code, nil
 	}
-	obj, code := s.coordinator().Committed(ctx, group) // checks ownership first
+	obj, code := committed(ctx, group) // the coordinator's: checks ownership first
 	if code != 0 {
 		return code, nil
 	}
