@@ -63,7 +63,6 @@ type CachingBucket struct {
 
 var (
 	_ objstore.BucketReader      = (*CachingBucket)(nil)
-	_ objstore.Prefetcher        = (*CachingBucket)(nil)
 	_ objstore.SizeHinter        = (*CachingBucket)(nil)
 	_ objstore.ReadAheader       = (*CachingBucket)(nil)
 	_ objstore.SharedRangeReader = (*chunkReader)(nil)

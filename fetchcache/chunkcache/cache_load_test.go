@@ -1109,7 +1109,7 @@ func TestLoadsAfterClose(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// run acts after Close and returns what its caller is answered;
-		// read-ahead and Prefetch answer nobody (nil).
+		// read-ahead answers nobody (nil).
 		run     func(c *CachingBucket, ver string) error
 		wantErr error
 	}{
@@ -1119,10 +1119,6 @@ func TestLoadsAfterClose(t *testing.T) {
 		}, ErrClosed},
 		{"read-ahead", func(c *CachingBucket, ver string) error {
 			c.readAheadChunks("seg", ver, size, 2, 9)
-			return nil
-		}, nil},
-		{"prefetch", func(c *CachingBucket, ver string) error {
-			c.Prefetch("seg", 0, 300)
 			return nil
 		}, nil},
 	} {

@@ -1,7 +1,6 @@
 package chunkcache
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
@@ -16,7 +15,8 @@ import (
 // the one after it, continues that stream, and one that starts in an
 // object's first chunk begins one: it is sequential, and the next
 // ReadAheadChunks chunks past its last chunk are loaded in the background.
-// RemoteLog carries a stream into the next segment with Prefetch.
+// A RemoteLog carries its streams across segments with ReadAhead
+// (readahead_streams.go) instead.
 // Many readers of one object each keep their own cursor, so 64 consumers
 // at different offsets all get read-ahead. Cursors live in a bounded LRU
 // (Streams); a stream that stops simply ages out.
@@ -85,47 +85,6 @@ func (c *CachingBucket) readAheadAfter(object, version string, size, first, last
 	if gap {
 		c.readAheadChunks(object, version, size, last+1, last+ra)
 	}
-}
-
-// Prefetch loads the chunks of [off, off+length) of key, and the
-// ReadAheadChunks after them as a read of the range would, in the
-// background (objstore.Prefetcher): a RemoteLog calls it for the start of
-// the next segment as a reader nears the end of one. Like read-ahead it never waits:
-// the object's size is learnt only if a GET is free at once, and chunks
-// are loaded only with free gate capacity. The reader's first read of the
-// object then continues the stream.
-func (c *CachingBucket) Prefetch(key string, off, length int64) {
-	if c.o.ReadAheadChunks <= 0 || off < 0 || length <= 0 {
-		return
-	}
-	c.goBackground(func() {
-		attrs, ok := c.attrs.Get(key)
-		if !ok {
-			if !c.gets.TryStart(1) {
-				return
-			}
-			a, err := c.inner.Attributes(c.ctx, key)
-			c.gets.Done(1)
-			if err != nil {
-				c.o.Logger.Debug("prefetch did not learn the object size", "object", key, "err", err)
-				return
-			}
-			c.attrs.Add(key, a)
-			attrs = a
-		}
-		if off >= attrs.Size {
-			return
-		}
-		cs := c.o.ChunkBytes
-		first, last := off/cs, (min(off+length, attrs.Size)-1)/cs
-		c.readAheadChunks(key, objectVersion(attrs), attrs.Size, first, last+int64(c.o.ReadAheadChunks))
-	})
-}
-
-// Background runs fn under the bucket's lifetime (objstore.Prefetcher):
-// ctx is cancelled by Close, which waits for fn.
-func (c *CachingBucket) Background(fn func(ctx context.Context)) bool {
-	return c.goBackground(func() { fn(c.ctx) })
 }
 
 // readAheadChunks starts background loads of the chunks [from, to] of an

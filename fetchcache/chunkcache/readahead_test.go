@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -96,45 +95,4 @@ func waitIdleExcept(t *testing.T, c *CachingBucket, gets int64) {
 	waitFor(t, fmt.Sprintf("no flight and at most %d GETs in the gate", gets), func() bool {
 		return c.loading() == 0 && c.gets.InFlight() <= gets
 	})
-}
-
-// TestPrefetch: Prefetch (RemoteLog's hint for the next segment) learns the
-// object's size and loads the chunks of the range in the background, so
-// the reader's first read hits; with read-ahead disabled it does nothing.
-func TestPrefetch(t *testing.T) {
-	store := objstore.NewMemory()
-	want := putObject(t, store, "next", 1000)
-	inner := newCounting(store)
-	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: 2})
-	c.Prefetch("next", 0, 250)
-	deadline := time.Now().Add(10 * time.Second)
-	for c.mem.size() < 500 || c.loading() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("prefetch loaded %d bytes, want 500", c.mem.size())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	// Chunks 0-2 and the two a read of them reads ahead, in runs.
-	tileChunks(t, inner.takeRanges(), 100, 0, 500, c.maxRunChunks())
-	if got := readAll(t, c, "next", 0, 250); string(got) != string(want[:250]) {
-		t.Fatal("wrong bytes")
-	}
-	waitIdle(t, c)
-	// The read hit all three chunks; what it reads ahead is cached.
-	if got := inner.takeRanges(); len(got) != 0 {
-		t.Fatalf("GETs after the read: %v, want none", got)
-	}
-	if u := testutil.ToFloat64(c.m.readAhead.WithLabelValues(ReadAheadUseful)); u != 3 {
-		t.Fatalf("%v prefetched chunks useful, want 3", u)
-	}
-
-	off := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: -1})
-	inner.attrs = 0
-	off.Prefetch("next", 0, 250)
-	if err := off.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got := inner.takeRanges(); len(got) != 0 || inner.attrs != 0 {
-		t.Fatalf("disabled read-ahead prefetched: %v, %d attribute calls", got, inner.attrs)
-	}
 }

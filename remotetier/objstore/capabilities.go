@@ -31,20 +31,6 @@ type SizeHinter interface {
 	HintSize(key string, size int64)
 }
 
-// Prefetcher is implemented by caching buckets that can load a range in
-// the background (the chunk cache: an object's start before a reader
-// gets there). A RemoteLog reads ahead through ReadAheader instead.
-type Prefetcher interface {
-	// Prefetch loads [off, off+length) of key (and what a read of it would
-	// read ahead) in the background. It must not block or wait for
-	// capacity: it may skip the work.
-	Prefetch(key string, off, length int64)
-	// Background runs fn in a goroutine under the bucket's lifetime: ctx
-	// ends when the bucket is closed, which waits for fn. It reports false
-	// (and does not run fn) when the bucket is closed.
-	Background(fn func(ctx context.Context)) bool
-}
-
 // ReadAheader is implemented by caching buckets that read ahead for
 // several sequential readers at once and share their budget among them: a
 // RemoteLog names each of its readers by a stream number (unique within

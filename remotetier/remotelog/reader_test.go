@@ -442,8 +442,7 @@ func TestReadConcurrent(t *testing.T) {
 }
 
 // splitBucket serves GetRange as a SharedRangeReader whose parts are cut
-// every n object bytes (like a chunk cache's aligned chunks), and records
-// Prefetch calls.
+// every n object bytes (like a chunk cache's aligned chunks).
 type splitBucket struct {
 	objstore.BucketReader
 	n int64
