@@ -320,11 +320,25 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	// so a step whose processes together need C CPU seconds per GB cannot
 	// go faster than cores / C GB/s.
 	minio := minioPID(rs.cd.srv.Addr)
+	if minio == 0 {
+		b.Log("no MinIO process serves " + rs.cd.srv.Addr + ": the store's CPU and how busy the steps keep the cores are not reported")
+	}
 	perGB := func(d time.Duration, n int) float64 { return d.Seconds() / (float64(rs.bytes) * float64(n) / 1e9) }
-	// busyPct is how busy those processes kept the machine's cores over
-	// the timed part of a step: 100 is every core busy all along.
-	busyPct := func(b *testing.B, cpu time.Duration) float64 {
-		return 100 * cpu.Seconds() / (b.Elapsed().Seconds() * float64(runtime.NumCPU()))
+	// reportBusy reports how busy those processes kept the cores the Go
+	// runtime may use (GOMAXPROCS: the CPUs, or a container's quota) over
+	// the timed part of a step: 100 is every core busy all along. A step
+	// the store works in (raw, cold) reports it only with the store's CPU.
+	reportBusy := func(b *testing.B, cpu time.Duration, storeWorks bool) {
+		if minio != 0 || !storeWorks {
+			b.ReportMetric(100*cpu.Seconds()/(b.Elapsed().Seconds()*float64(runtime.GOMAXPROCS(0))), "busy-%")
+		}
+	}
+	// perRequest is the mean of total over reqs requests, in ms.
+	perRequest := func(total, reqs float64) float64 {
+		if reqs == 0 {
+			return 0
+		}
+		return total / reqs * 1e3
 	}
 	b.Run("raw_get", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
@@ -333,9 +347,12 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			rs.rawGets(b, replayGets)
 			n++
 		}
-		b.ReportMetric(perGB(procCPU(minio)-s0, n), "store-cpu-s/GB")
-		b.ReportMetric(perGB(selfCPU()-c0, n), "client-cpu-s/GB")
-		b.ReportMetric(busyPct(b, procCPU(minio)-s0+selfCPU()-c0), "busy-%")
+		store, client := procCPU(minio)-s0, selfCPU()-c0
+		if minio != 0 {
+			b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
+		}
+		b.ReportMetric(perGB(client, n), "client-cpu-s/GB")
+		reportBusy(b, store+client, true)
 		b.ReportMetric(float64(rs.segments), "log-objects")
 	})
 	var last *tieredProc // the last cold process, warm for the next step
@@ -381,11 +398,13 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(endGets/float64(n)/float64(rs.parts), "end-check-GETs/partition")
 		b.ReportMetric(contd/float64(n)/float64(rs.segments), "continued/segment")
 		b.ReportMetric(cpu/(served/1e9), "cpu-s/GB")
-		b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
+		if minio != 0 {
+			b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
+		}
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
 		b.ReportMetric(reqs/float64(n), "requests/read")
-		b.ReportMetric(reqTime/reqs*1e3, "ms/request")
-		b.ReportMetric(busyPct(b, time.Duration(cpu*1e9)+store+kcats), "busy-%")
+		b.ReportMetric(perRequest(reqTime, reqs), "ms/request")
+		reportBusy(b, time.Duration(cpu*1e9)+store+kcats, true)
 		b.ReportMetric(peak, "peak-RSS-MiB")
 		// Overloaded gates answer with a throttle, which the client waits.
 		b.ReportMetric(throttles/float64(n), "throttles/read")
@@ -405,15 +424,16 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			kcats += rs.kcatAll(b, kcat, last.kafka, consumers)
 			n++
 		}
+		fetchCPU := procCPU(last.pid()) - c0 // before the scrapes below
 		if g := storeGets(b, last); g != g0 {
 			b.Fatalf("warm reads sent %v GETs to the store", g-g0)
 		}
-		b.ReportMetric(perGB(procCPU(last.pid())-c0, n), "cpu-s/GB")
+		b.ReportMetric(perGB(fetchCPU, n), "cpu-s/GB")
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
-		b.ReportMetric(busyPct(b, procCPU(last.pid())-c0+kcats), "busy-%")
+		reportBusy(b, fetchCPU+kcats, false)
 		reqs := counterSum(b, last, "tiered_fetch_requests_total") - q0
 		b.ReportMetric(reqs/float64(n), "requests/read")
-		b.ReportMetric((counterSum(b, last, reqSeconds)-d0)/reqs*1e3, "ms/request")
+		b.ReportMetric(perRequest(counterSum(b, last, reqSeconds)-d0, reqs), "ms/request")
 		last.stop()
 	})
 	b.Run("kfake", func(b *testing.B) {
@@ -432,7 +452,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		}
 		b.ReportMetric(perGB(selfCPU()-c0, n), "cpu-s/GB")
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
-		b.ReportMetric(busyPct(b, selfCPU()-c0+kcats), "busy-%")
+		reportBusy(b, selfCPU()-c0+kcats, false)
 	})
 }
 

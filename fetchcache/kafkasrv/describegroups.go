@@ -31,7 +31,7 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 	worst := int16(0)
 	// The operations a group's answer lists: asking is no denial to log.
 	admin := q.IncludeAuthorizedOperations && s.o.Auth.May(kc.principalOf(), auth.PermAdmin, "")
-	if s.tooManyGroups(kc, "describe groups", q.Groups) {
+	if s.tooManyGroupEntries(kc, "describe groups", len(q.Groups)) {
 		for _, id := range q.Groups {
 			d := kmsg.NewDescribeGroupsResponseGroup()
 			d.Group, d.ErrorCode, d.AuthorizedOperations = id, kerr.InvalidRequest.Code, math.MinInt32
@@ -40,6 +40,7 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 		return r, fetchcache.CodeInvalidRequest, 0
 	}
 	answered := map[string]kmsg.DescribeGroupsResponseGroup{} // repeats collapse
+	looked := 0                                               // groups asked of the coordinator
 	for _, id := range q.Groups {
 		if d, ok := answered[id]; ok {
 			r.Groups = append(r.Groups, d)
@@ -50,7 +51,13 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 		case !s.groupAllowed(kc, id):
 			d = kmsg.NewDescribeGroupsResponseGroup()
 			d.Group, d.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+		case looked >= maxRequestGroups:
+			// A group not in memory is read from the bucket: the rest
+			// wait for another request (groups.go).
+			d = kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = id, kerr.CoordinatorLoadInProgress.Code
 		default:
+			looked++
 			d = s.coordinator().Describe(ctx, id) // checks ownership first
 		}
 		d.AuthorizedOperations = math.MinInt32 // not asked for

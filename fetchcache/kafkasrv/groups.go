@@ -46,35 +46,36 @@ func (s *KafkaServer) adminAllowed(kc *kafkaConn) bool {
 	return false
 }
 
-// maxRequestGroups bounds the distinct groups one OffsetFetch (v8+) or
-// DescribeGroups may name. Kafka has no such cap, but each group may cost a
-// read of its object from the store (OffsetFetch of a group without
-// members), so a request frame's worth of names (a megabyte of one-byte
-// ids) would be hundreds of thousands of GETs for one request. A larger
-// request is refused whole (every group INVALID_REQUEST) and the
-// connection closed, as a Fetch over MaxFetchPartitions is. Repeats of a
-// group collapse: it is looked up once and answered where it appears.
-const maxRequestGroups = 1000
+// Bounds on the groups of one OffsetFetch (v8+, several groups) or
+// DescribeGroups; Kafka has none. maxRequestGroupEntries bounds the
+// entries (a megabyte frame holds hundreds of thousands of one-byte ids,
+// and repeats of one large group each carry its whole answer): a request
+// with more is refused whole (every group INVALID_REQUEST) and the
+// connection closed, as a Fetch over MaxFetchPartitions is.
+// maxRequestGroups bounds the distinct groups one request looks up (a group
+// without members is read from the bucket, for its offsets or its state):
+// the groups after those are answered COORDINATOR_LOAD_IN_PROGRESS, which
+// clients retry (the Java AdminClient asks again for those groups), so an
+// admin tool listing many groups' offsets gets them a thousand at a time.
+// Within a request a repeated group is looked up once and answered where
+// it appears.
+const (
+	maxRequestGroupEntries = 10000
+	maxRequestGroups       = 1000
+)
 
-// tooManyGroups reports whether ids name more than maxRequestGroups
-// distinct groups; if so it logs the refusal and closes the connection
-// after the answer.
-func (s *KafkaServer) tooManyGroups(kc *kafkaConn, api string, ids []string) bool {
-	if len(ids) <= maxRequestGroups {
+// tooManyGroupEntries reports whether a request of n group entries is over
+// maxRequestGroupEntries; if so it logs the refusal and closes the
+// connection after the answer.
+func (s *KafkaServer) tooManyGroupEntries(kc *kafkaConn, api string, n int) bool {
+	if n <= maxRequestGroupEntries {
 		return false
 	}
-	seen := make(map[string]struct{}, maxRequestGroups+1)
-	for _, id := range ids {
-		seen[id] = struct{}{}
-		if len(seen) > maxRequestGroups {
-			s.log.Warn("kafka "+api+" refused: too many groups, closing connection", "remote", kc.remote(), "groups", len(ids), "max", maxRequestGroups)
-			if kc != nil {
-				kc.closeAfter = true
-			}
-			return true
-		}
+	s.log.Warn("kafka "+api+" refused: too many groups, closing connection", "remote", kc.remote(), "groups", n, "max", maxRequestGroupEntries)
+	if kc != nil {
+		kc.closeAfter = true
 	}
-	return false
+	return true
 }
 
 // groupCode is the metrics result code of a group API's Kafka error.
@@ -92,6 +93,8 @@ func groupCode(code int16) string {
 		return fetchcache.CodeCoordinatorNotAvailable
 	case kerr.NotCoordinator.Code:
 		return fetchcache.CodeNotCoordinator
+	case kerr.CoordinatorLoadInProgress.Code:
+		return fetchcache.CodeThrottled // more groups than one request reads
 	case kerr.InvalidGroupID.Code, kerr.InvalidSessionTimeout.Code, kerr.InconsistentGroupProtocol.Code,
 		kerr.OffsetMetadataTooLarge.Code, kerr.UnknownTopicOrPartition.Code, kerr.InvalidRequest.Code:
 		return fetchcache.CodeInvalidRequest

@@ -29,10 +29,13 @@ func (c *countedGets) Get(ctx context.Context, key string) (io.ReadCloser, error
 
 // TestGroupRequestsBoundTheirGroups: an OffsetFetch (v8+, several groups)
 // or DescribeGroups naming each of maxRequestGroups groups three times is
-// answered entry by entry, every group looked up once (OffsetFetch reads a
-// group without members from the store: at most one read per distinct
-// group); one naming a group more is refused whole, every group
-// INVALID_REQUEST, without a read, and the connection closed.
+// answered entry by entry, every group looked up once (both read a group
+// without members from the store: at most one read per distinct group),
+// and the connection goes on. One naming a group more reads no more: that
+// group is answered COORDINATOR_LOAD_IN_PROGRESS, for the client to ask
+// again. A request of more than maxRequestGroupEntries entries is refused
+// whole, every group INVALID_REQUEST, without a read, and the connection
+// closed.
 func TestGroupRequestsBoundTheirGroups(t *testing.T) {
 	e := fetchkit.NewEnv(t)
 	e.Topic("t", 1, nil)
@@ -81,50 +84,48 @@ func TestGroupRequestsBoundTheirGroups(t *testing.T) {
 		api  string
 		req  func([]string) kmsg.Request
 		resp func() kmsg.Response
+		over int16 // the code of the group past maxRequestGroups distinct
 	}{
-		{"OffsetFetch", offsetFetch, func() kmsg.Response { return kmsg.NewPtrOffsetFetchResponse() }},
-		{"DescribeGroups", describe, func() kmsg.Response { return kmsg.NewPtrDescribeGroupsResponse() }},
+		{"OffsetFetch", offsetFetch, func() kmsg.Response { return kmsg.NewPtrOffsetFetchResponse() }, kerr.CoordinatorLoadInProgress.Code},
+		{"DescribeGroups", describe, func() kmsg.Response { return kmsg.NewPtrDescribeGroupsResponse() }, kerr.CoordinatorLoadInProgress.Code},
 	} {
 		t.Run(tc.api, func(t *testing.T) {
 			rc := fetchkit.DialRaw(t, addr)
-			ids := names(maxRequestGroups, 3)
-			before := b.n.Load()
-			resp := tc.resp()
-			if err := rc.Request(1, tc.req(ids), resp); err != nil {
-				t.Fatal(err)
-			}
-			if reads := b.n.Load() - before; reads > maxRequestGroups {
-				t.Errorf("%d store reads for %d distinct groups", reads, maxRequestGroups)
-			}
-			got, cs := codes(resp)
-			if len(got) != len(ids) {
-				t.Fatalf("%d groups answered, want %d", len(got), len(ids))
-			}
-			for i := range ids {
-				if got[i] != ids[i] || cs[i] != 0 {
-					t.Fatalf("group %d: %q error %v, want %q answered", i, got[i], kerr.ErrorForCode(cs[i]), ids[i])
+			corr := int32(0)
+			// ask sends ids on rc and checks the answer: every entry in
+			// order, each with want(i)'s code, in at most maxReads reads.
+			ask := func(ids []string, maxReads int64, want func(i int) int16) {
+				t.Helper()
+				corr++
+				before := b.n.Load()
+				resp := tc.resp()
+				if err := rc.Request(corr, tc.req(ids), resp); err != nil {
+					t.Fatal(err)
+				}
+				if reads := b.n.Load() - before; reads > maxReads {
+					t.Errorf("%d store reads for %d entries, want at most %d", reads, len(ids), maxReads)
+				}
+				got, cs := codes(resp)
+				if len(got) != len(ids) {
+					t.Fatalf("%d groups answered, want %d", len(got), len(ids))
+				}
+				for i := range ids {
+					if got[i] != ids[i] || cs[i] != want(i) {
+						t.Fatalf("group %d: %q error %v, want %q with %v", i, got[i], kerr.ErrorForCode(cs[i]), ids[i], kerr.ErrorForCode(want(i)))
+					}
 				}
 			}
+			ok := func(int) int16 { return 0 }
+			ask(names(maxRequestGroups, 3), maxRequestGroups, ok)
+			ask(names(maxRequestGroups+1, 1), maxRequestGroups, func(i int) int16 {
+				if i == maxRequestGroups {
+					return tc.over
+				}
+				return 0
+			})
+			ask([]string{"g0"}, 1, ok) // the connection goes on
 
-			rc = fetchkit.DialRaw(t, addr)
-			ids = names(maxRequestGroups+1, 1)
-			before = b.n.Load()
-			resp = tc.resp()
-			if err := rc.Request(2, tc.req(ids), resp); err != nil {
-				t.Fatal(err)
-			}
-			if reads := b.n.Load() - before; reads != 0 {
-				t.Errorf("a refused request read the store %d times", reads)
-			}
-			got, cs = codes(resp)
-			if len(got) != len(ids) {
-				t.Fatalf("refused: %d groups answered, want %d", len(got), len(ids))
-			}
-			for i := range ids {
-				if got[i] != ids[i] || cs[i] != kerr.InvalidRequest.Code {
-					t.Fatalf("refused: group %d: %q error %v, want %q INVALID_REQUEST", i, got[i], kerr.ErrorForCode(cs[i]), ids[i])
-				}
-			}
+			ask(names(maxRequestGroupEntries+1, 1), 0, func(int) int16 { return kerr.InvalidRequest.Code })
 			fetchkit.ClosedWithin(t, rc.C, 5*time.Second)
 		})
 	}

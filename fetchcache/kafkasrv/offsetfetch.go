@@ -37,19 +37,17 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 		}
 	}
 	if q.Version >= 8 {
-		ids := make([]string, len(q.Groups))
-		for i, g := range q.Groups {
-			ids[i] = g.Group
-		}
-		if s.tooManyGroups(kc, "offset fetch", ids) {
-			for _, id := range ids {
+		if s.tooManyGroupEntries(kc, "offset fetch", len(q.Groups)) {
+			for _, g := range q.Groups {
 				rg := kmsg.NewOffsetFetchResponseGroup()
-				rg.Group, rg.ErrorCode = id, kerr.InvalidRequest.Code
+				rg.Group, rg.ErrorCode = g.Group, kerr.InvalidRequest.Code
 				r.Groups = append(r.Groups, rg)
 			}
 			return r, fetchcache.CodeInvalidRequest, 0
 		}
-		// A group named again (with other topics, say) is read once.
+		// A group named again (with other topics, say) is read once; past
+		// maxRequestGroups groups read, the others wait for another
+		// request.
 		type committed struct {
 			obj  *groups.Object
 			code int16
@@ -57,7 +55,11 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 		memo := map[string]committed{}
 		load := func(ctx context.Context, group string) (*groups.Object, int16) {
 			c, ok := memo[group]
-			if !ok {
+			switch {
+			case ok:
+			case len(memo) >= maxRequestGroups:
+				c.code = kerr.CoordinatorLoadInProgress.Code
+			default:
 				c.obj, c.code = s.coordinator().Committed(ctx, group)
 				memo[group] = c
 			}

@@ -291,7 +291,8 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 	b.WriteString("\nWhere the machine goes, per step: CPU seconds (user + system) per GB served of each process — the\n" +
 		"store (MinIO), this process's minio-go GETs, the fetch process, kcat — and how busy they kept the\n" +
 		"cores over the timed part (100 % = every core all along); the fetch service's requests per read\n" +
-		"(Fetch, ListOffsets, Metadata…) and their mean time from reading one to writing its answer.\n\n")
+		"(Fetch, ListOffsets, Metadata…) and their mean time from reading one to writing its answer, fetch\n" +
+		"waits included (each read's last Fetch, at the log end, waits its 100 ms max wait).\n\n")
 	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {
