@@ -31,7 +31,8 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 	worst := int16(0)
 	// The operations a group's answer lists: asking is no denial to log.
 	admin := q.IncludeAuthorizedOperations && s.o.Auth.May(kc.principalOf(), auth.PermAdmin, "")
-	if s.tooManyGroupEntries(kc, "describe groups", len(q.Groups)) {
+	refuse := func() (kmsg.Response, string, time.Duration) {
+		r.Groups = r.Groups[:0]
 		for _, id := range q.Groups {
 			d := kmsg.NewDescribeGroupsResponseGroup()
 			d.Group, d.ErrorCode, d.AuthorizedOperations = id, kerr.InvalidRequest.Code, math.MinInt32
@@ -39,15 +40,16 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 		}
 		return r, fetchcache.CodeInvalidRequest, 0
 	}
+	if s.tooManyGroupEntries(kc, "describe groups", len(q.Groups)) {
+		return refuse()
+	}
+	size := 0                                                 // of the answer so far (describedBytes)
 	answered := map[string]kmsg.DescribeGroupsResponseGroup{} // repeats collapse
 	looked := 0                                               // groups asked of the coordinator
 	for _, id := range q.Groups {
-		if d, ok := answered[id]; ok {
-			r.Groups = append(r.Groups, d)
-			continue
-		}
-		var d kmsg.DescribeGroupsResponseGroup
+		d, ok := answered[id]
 		switch {
+		case ok:
 		case !s.groupAllowed(kc, id):
 			d = kmsg.NewDescribeGroupsResponseGroup()
 			d.Group, d.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
@@ -73,6 +75,10 @@ func (s *KafkaServer) describeGroups(ctx context.Context, kc *kafkaConn, q *kmsg
 		}
 		answered[id] = d
 		r.Groups = append(r.Groups, d)
+		if size += describedBytes(d); size > maxGroupAnswerBytes {
+			s.refuseGroups(kc, "describe groups", "answer too large", "groups", len(q.Groups), "max_bytes", maxGroupAnswerBytes)
+			return refuse()
+		}
 	}
 	return r, groupCode(worst), 0
 }

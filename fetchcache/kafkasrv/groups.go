@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
@@ -59,23 +60,61 @@ func (s *KafkaServer) adminAllowed(kc *kafkaConn) bool {
 // admin tool listing many groups' offsets gets them a thousand at a time.
 // Within a request a repeated group is looked up once and answered where
 // it appears.
+// maxGroupAnswerBytes bounds the answer itself (the groups' descriptions
+// or committed offsets, each repeat carrying its group's whole answer, of
+// up to thousands of members' metadata or offsets with 4 KiB of metadata
+// each): a request whose answer would hold more is refused whole too,
+// before more of it is built.
 const (
 	maxRequestGroupEntries = 10000
 	maxRequestGroups       = 1000
+	maxGroupAnswerBytes    = 64 << 20
 )
 
 // tooManyGroupEntries reports whether a request of n group entries is over
-// maxRequestGroupEntries; if so it logs the refusal and closes the
-// connection after the answer.
+// maxRequestGroupEntries; if so it refuses it (refuseGroups).
 func (s *KafkaServer) tooManyGroupEntries(kc *kafkaConn, api string, n int) bool {
 	if n <= maxRequestGroupEntries {
 		return false
 	}
-	s.log.Warn("kafka "+api+" refused: too many groups, closing connection", "remote", kc.remote(), "groups", n, "max", maxRequestGroupEntries)
+	s.refuseGroups(kc, api, "too many groups", "groups", n, "max", maxRequestGroupEntries)
+	return true
+}
+
+// refuseGroups logs the refusal of a group request and closes the
+// connection after its answer (every group INVALID_REQUEST).
+func (s *KafkaServer) refuseGroups(kc *kafkaConn, api, why string, kv ...any) {
+	s.log.Warn("kafka "+api+" refused: "+why+", closing connection", append([]any{"remote", kc.remote()}, kv...)...)
 	if kc != nil {
 		kc.closeAfter = true
 	}
-	return true
+}
+
+// describedBytes is about what a group's description adds to an answer.
+func describedBytes(d kmsg.DescribeGroupsResponseGroup) int {
+	n := 64 + len(d.Group) + len(d.State) + len(d.ProtocolType) + len(d.Protocol)
+	for _, m := range d.Members {
+		n += 32 + len(m.MemberID) + len(m.ClientID) + len(m.ClientHost) + len(m.ProtocolMetadata) + len(m.MemberAssignment)
+		if m.InstanceID != nil {
+			n += len(*m.InstanceID)
+		}
+	}
+	return n
+}
+
+// fetchedBytes is about what a group's committed offsets add to an answer.
+func fetchedBytes(group string, topics []fetchedTopic) int {
+	n := 32 + len(group)
+	for _, t := range topics {
+		n += 16 + len(t.topic)
+		for _, p := range t.parts {
+			n += 24
+			if p.Metadata != nil {
+				n += len(*p.Metadata)
+			}
+		}
+	}
+	return n
 }
 
 // groupCode is the metrics result code of a group API's Kafka error.

@@ -1,9 +1,11 @@
 package kafkasrv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,4 +131,134 @@ func TestGroupRequestsBoundTheirGroups(t *testing.T) {
 			fetchkit.ClosedWithin(t, rc.C, 5*time.Second)
 		})
 	}
+}
+
+// TestGroupAnswerBytesBounded: an OffsetFetch that names, again and
+// again, a group whose committed offsets carry the most metadata allowed
+// is answered while the answer stays within maxGroupAnswerBytes, and
+// refused whole (every group INVALID_REQUEST, the connection closed) once
+// it would not, rather than built to the client's multiple of the group.
+func TestGroupAnswerBytesBounded(t *testing.T) {
+	const parts = 200
+	e := fetchkit.NewEnv(t)
+	e.Topic("big", parts, nil)
+	addr := startKafka(t, e.Cat, KafkaOptions{Groups: startCoordinator(t, objstore.NewMemory(), nil)})
+	rc := fetchkit.DialRaw(t, addr)
+	md := strings.Repeat("m", 4000) // under offset.metadata.max.bytes
+	cq := kmsg.NewPtrOffsetCommitRequest()
+	cq.Version, cq.Group, cq.Generation = 8, "c", -1
+	ct := kmsg.OffsetCommitRequestTopic{Topic: "big"}
+	for p := range int32(parts) {
+		ct.Partitions = append(ct.Partitions, kmsg.OffsetCommitRequestTopicPartition{Partition: p, Offset: 0, LeaderEpoch: -1, Metadata: &md})
+	}
+	cq.Topics = []kmsg.OffsetCommitRequestTopic{ct}
+	var cr kmsg.OffsetCommitResponse
+	if err := rc.Request(1, cq, &cr); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cr.Topics[0].Partitions {
+		if p.ErrorCode != 0 {
+			t.Fatalf("commit partition %d: %v", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	perGroup := parts * (len(md) + 24) // what one entry's answer holds, at least
+	fetch := func(corr int32, entries int) *kmsg.OffsetFetchResponse {
+		t.Helper()
+		q := kmsg.NewPtrOffsetFetchRequest()
+		q.Version = 8
+		for range entries {
+			q.Groups = append(q.Groups, kmsg.OffsetFetchRequestGroup{Group: "c", MemberEpoch: -1}) // every topic
+		}
+		resp := kmsg.NewPtrOffsetFetchResponse()
+		if err := rc.Request(corr, q, resp); err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Groups) != entries {
+			t.Fatalf("%d groups answered, want %d", len(resp.Groups), entries)
+		}
+		return resp
+	}
+	within := maxGroupAnswerBytes / perGroup / 2
+	for i, g := range fetch(2, within).Groups {
+		if g.ErrorCode != 0 || len(g.Topics) != 1 || len(g.Topics[0].Partitions) != parts {
+			t.Fatalf("entry %d of %d within the bound: %v, %d topics", i, within, kerr.ErrorForCode(g.ErrorCode), len(g.Topics))
+		}
+	}
+	over := maxGroupAnswerBytes/perGroup + 1
+	for i, g := range fetch(3, over).Groups {
+		if g.ErrorCode != kerr.InvalidRequest.Code || len(g.Topics) != 0 {
+			t.Fatalf("entry %d of %d over the bound: %v, %d topics, want INVALID_REQUEST", i, over, kerr.ErrorForCode(g.ErrorCode), len(g.Topics))
+		}
+	}
+	fetchkit.ClosedWithin(t, rc.C, 5*time.Second)
+}
+
+// TestGroupDescribeBytesBounded: DescribeGroups naming, again and again, a
+// Stable group whose member joined with large protocol metadata is
+// answered within maxGroupAnswerBytes and refused whole past it, as
+// OffsetFetch is.
+func TestGroupDescribeBytesBounded(t *testing.T) {
+	addr, _, _ := groupEnv(t, 1, 10)
+	rc := fetchkit.DialRaw(t, addr)
+	corr := int32(0)
+	req := func(q kmsg.Request, resp kmsg.Response) {
+		t.Helper()
+		corr++
+		if err := rc.Request(corr, q, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta := bytes.Repeat([]byte{'p'}, 100<<10)
+	join := func(member string) *kmsg.JoinGroupResponse {
+		q := kmsg.NewPtrJoinGroupRequest()
+		q.Version, q.Group, q.MemberID, q.ProtocolType = 5, "wide", member, "consumer"
+		q.SessionTimeoutMillis, q.RebalanceTimeoutMillis = 30000, 30000
+		q.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: meta}}
+		resp := kmsg.NewPtrJoinGroupResponse()
+		req(q, resp)
+		return resp
+	}
+	jr := join("")
+	if jr.ErrorCode == kerr.MemberIDRequired.Code {
+		jr = join(jr.MemberID)
+	}
+	if jr.ErrorCode != 0 {
+		t.Fatalf("JoinGroup: %v", kerr.ErrorForCode(jr.ErrorCode))
+	}
+	sq := kmsg.NewPtrSyncGroupRequest()
+	sq.Version, sq.Group, sq.Generation, sq.MemberID = 3, "wide", jr.Generation, jr.MemberID
+	sq.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: []byte{0}}}
+	sr := kmsg.NewPtrSyncGroupResponse()
+	req(sq, sr)
+	if sr.ErrorCode != 0 {
+		t.Fatalf("SyncGroup: %v", kerr.ErrorForCode(sr.ErrorCode))
+	}
+	describe := func(entries int) *kmsg.DescribeGroupsResponse {
+		t.Helper()
+		q := kmsg.NewPtrDescribeGroupsRequest()
+		q.Version = 5
+		for range entries {
+			q.Groups = append(q.Groups, "wide")
+		}
+		resp := kmsg.NewPtrDescribeGroupsResponse()
+		req(q, resp)
+		if len(resp.Groups) != entries {
+			t.Fatalf("%d groups answered, want %d", len(resp.Groups), entries)
+		}
+		return resp
+	}
+	perGroup := len(meta) + 64
+	within := maxGroupAnswerBytes / perGroup / 2
+	for i, g := range describe(within).Groups {
+		if g.ErrorCode != 0 || g.State != "Stable" || len(g.Members) != 1 || len(g.Members[0].ProtocolMetadata) != len(meta) {
+			t.Fatalf("entry %d of %d within the bound: %v, state %s, %d members", i, within, kerr.ErrorForCode(g.ErrorCode), g.State, len(g.Members))
+		}
+	}
+	over := maxGroupAnswerBytes/perGroup + 1
+	for i, g := range describe(over).Groups {
+		if g.ErrorCode != kerr.InvalidRequest.Code || len(g.Members) != 0 {
+			t.Fatalf("entry %d of %d over the bound: %v, %d members, want INVALID_REQUEST", i, over, kerr.ErrorForCode(g.ErrorCode), len(g.Members))
+		}
+	}
+	fetchkit.ClosedWithin(t, rc.C, 5*time.Second)
 }

@@ -37,7 +37,8 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 		}
 	}
 	if q.Version >= 8 {
-		if s.tooManyGroupEntries(kc, "offset fetch", len(q.Groups)) {
+		refuse := func() (kmsg.Response, string, time.Duration) {
+			r.Groups = r.Groups[:0]
 			for _, g := range q.Groups {
 				rg := kmsg.NewOffsetFetchResponseGroup()
 				rg.Group, rg.ErrorCode = g.Group, kerr.InvalidRequest.Code
@@ -45,6 +46,10 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 			}
 			return r, fetchcache.CodeInvalidRequest, 0
 		}
+		if s.tooManyGroupEntries(kc, "offset fetch", len(q.Groups)) {
+			return refuse()
+		}
+		size := 0 // of the answer so far (fetchedBytes)
 		// A group named again (with other topics, say) is read once; past
 		// maxRequestGroups groups read, the others wait for another
 		// request.
@@ -74,6 +79,10 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 				}
 			}
 			code, topics := s.fetchGroupOffsets(ctx, kc, g.Group, req, load)
+			if size += fetchedBytes(g.Group, topics); size > maxGroupAnswerBytes {
+				s.refuseGroups(kc, "offset fetch", "answer too large", "groups", len(q.Groups), "max_bytes", maxGroupAnswerBytes)
+				return refuse()
+			}
 			note(code)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
