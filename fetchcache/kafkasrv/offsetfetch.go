@@ -133,8 +133,9 @@ func noOffset(partition int32, code int16) kmsg.OffsetFetchResponseGroupTopicPar
 }
 
 // fetchGroupOffsets is one group's answer, its object read by committed: a
-// group-level error code, or the committed offsets of the topics asked (nil: every topic committed that
-// the principal may describe; others are left out, as Kafka does).
+// group-level error code, or the committed offsets of the topics asked
+// (nil: every topic committed that the principal may describe; others are
+// left out, as Kafka does).
 func (s *KafkaServer) fetchGroupOffsets(ctx context.Context, kc *kafkaConn, group string, topics []kmsg.OffsetFetchRequestTopic,
 	committed func(context.Context, string) (*groups.Object, int16)) (int16, []fetchedTopic) {
 	if !s.groupAllowed(kc, group) {
