@@ -358,8 +358,8 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	var last *tieredProc // the last cold process, warm for the next step
 	b.Run("cold", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
-		var gets, endGets, cpu, peak, throttles, contd, reqs, reqTime float64
-		var store, kcats time.Duration
+		var gets, endGets, peak, throttles, contd, reqs, reqTime float64
+		var cpu, store, kcats time.Duration
 		n := 0
 		for b.Loop() {
 			b.StopTimer()
@@ -376,7 +376,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			b.StartTimer()
 			kcats += rs.kcatAll(b, kcat, last.kafka, consumers)
 			b.StopTimer()
-			cpu += (procCPU(last.pid()) - c0).Seconds()
+			cpu += procCPU(last.pid()) - c0
 			store += procCPU(minio) - s0
 			reqs += counterSum(b, last, "tiered_fetch_requests_total") - q0
 			reqTime += counterSum(b, last, reqSeconds) - d0
@@ -397,14 +397,14 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric((gets-endGets)/float64(n)/float64(rs.segments), "read-GETs/segment")
 		b.ReportMetric(endGets/float64(n)/float64(rs.parts), "end-check-GETs/partition")
 		b.ReportMetric(contd/float64(n)/float64(rs.segments), "continued/segment")
-		b.ReportMetric(cpu/(served/1e9), "cpu-s/GB")
+		b.ReportMetric(perGB(cpu, n), "cpu-s/GB")
 		if minio != 0 {
 			b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
 		}
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
 		b.ReportMetric(reqs/float64(n), "requests/read")
 		b.ReportMetric(perRequest(reqTime, reqs), "ms/request")
-		reportBusy(b, time.Duration(cpu*1e9)+store+kcats, true)
+		reportBusy(b, cpu+store+kcats, true)
 		b.ReportMetric(peak, "peak-RSS-MiB")
 		// Overloaded gates answer with a throttle, which the client waits.
 		b.ReportMetric(throttles/float64(n), "throttles/read")

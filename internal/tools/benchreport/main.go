@@ -309,7 +309,6 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 	}
 }
 
-// pairMin is the element-wise lesser of a and b (the limit of each run).
 // writeGroups writes the consumer-group figures (#16): an OffsetCommit on
 // MinIO (latency percentiles, PUTs and store reads per commit;
 // fetchcache/groups BenchmarkCommitMinIO) and the time ten members take to
@@ -341,6 +340,7 @@ func writeGroups(b *strings.Builder, res map[string]*result) {
 	}
 }
 
+// pairMin is the element-wise lesser of a and b (the limit of each run).
 func pairMin(a, b []float64) []float64 {
 	out := make([]float64, min(len(a), len(b)))
 	for i := range out {
