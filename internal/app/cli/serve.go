@@ -200,7 +200,10 @@ func runDaemon(r *Runner, ctx context.Context, args []string, p config.Process, 
 		return err
 	}
 	if m, ok := d.(interface{ MemoryLimit() int64 }); ok && r.MemoryLimit {
-		daemon.ApplyMemoryLimit(m.MemoryLimit(), logger)
+		limit := daemon.ApplyMemoryLimit(m.MemoryLimit(), logger)
+		if p, ok := d.(interface{ PretouchBytes() int64 }); ok {
+			daemon.Pretouch(limit, p.PretouchBytes(), logger)
+		}
 	}
 	return d.Run(ctx)
 }

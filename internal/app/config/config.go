@@ -344,6 +344,13 @@ type Fetch struct {
 	// last changed (default 10s, at least 500ms); leases are renewed every PeerLease/5, and a
 	// killed coordinator's groups move within 1.4 × PeerLease.
 	PeerLease time.Duration `yaml:"peer_lease"`
+	// Pretouch makes `tiered fetch` take the memory of its cache and in-flight budgets at
+	// start-up and keep it (default true; serve ignores it): it touches that much heap once,
+	// then runs its garbage collector from the soft memory limit alone (GOGC off unless
+	// GOGC is set), as a JVM with -Xms = -Xmx and -XX:+AlwaysPreTouch. A cold read then
+	// lands in pages already mapped instead of faulting in and zeroing new ones, which cost
+	// a replay more CPU than the read itself. Off, RSS grows with the cache instead.
+	Pretouch bool `yaml:"pretouch"`
 }
 
 // PeerList is fetch.peers: a YAML list, or a single string (one address or DNS name).
@@ -392,6 +399,7 @@ func Defaults() Config {
 			MaxWait:           DefaultFetchMaxWait,
 			ReadAheadChunks:   DefaultFetchReadAheadChunks,
 			PeerLease:         DefaultFetchPeerLease,
+			Pretouch:          true,
 		},
 		Sidecar: Sidecar{DeletedTopicRetention: DefaultDeletedTopicRetention},
 		Groups: Groups{

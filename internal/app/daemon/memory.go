@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -95,6 +96,66 @@ func (s *Serve) MemoryLimit() int64 {
 func (f *Fetch) MemoryLimit() int64 {
 	c := f.cfg
 	return int64(c.Fetch.CacheBytes) + int64(c.Fetch.MaxInFlightBytes) + FetchMemoryHeadroom - fetchRSSReserve
+}
+
+// PretouchBytes is the memory fetch takes at start-up (fetch.pretouch,
+// Pretouch): its chunk cache and in-flight budgets, what the cache holds
+// when full; 0 when fetch.pretouch is off.
+func (f *Fetch) PretouchBytes() int64 {
+	c := f.cfg.Fetch
+	if !c.Pretouch {
+		return 0
+	}
+	return int64(c.CacheBytes) + int64(c.MaxInFlightBytes)
+}
+
+// pretouchBlock is the size of the blocks Pretouch allocates: the chunk
+// cache's default chunk, so that the pages they free are taken again by
+// the chunks the cache reads.
+const pretouchBlock = 4 << 20
+
+// Pretouch takes n bytes of memory for the Go heap at once and keeps them
+// mapped, as a JVM with -Xms = -Xmx and -XX:+AlwaysPreTouch does: it
+// allocates them, writes every page (the kernel maps and zeroes it then,
+// not while a replay waits) and frees them. A new process's cold reads
+// otherwise fault in every page of the chunks they cache, which measured
+// costs them more CPU than the read.
+//
+// The pages stay only if the runtime keeps freed memory, so Pretouch runs
+// only under a soft memory limit (limit) and turns the collector's GOGC
+// pacing off: the heap then grows to the limit before it is collected,
+// and the runtime returns memory to the system only above 95 % of the
+// limit. With GOGC set (the operator's pacing) or no limit it touches
+// nothing. n is capped at 90 % of the limit. It returns the bytes touched.
+func Pretouch(limit, n int64, log *slog.Logger) int64 {
+	if n <= 0 {
+		return 0
+	}
+	if limit <= 0 || limit == math.MaxInt64 {
+		log.Info("memory not pretouched", "reason", "no soft memory limit")
+		return 0
+	}
+	if env := os.Getenv("GOGC"); env != "" && env != "off" {
+		log.Info("memory not pretouched", "reason", "GOGC="+env+" paces the garbage collector")
+		return 0
+	}
+	debug.SetGCPercent(-1)
+	n = min(n, limit/10*9)
+	start := time.Now()
+	page := os.Getpagesize()
+	blocks := make([][]byte, 0, n/pretouchBlock+1)
+	for got := int64(0); got < n; got += pretouchBlock {
+		b := make([]byte, min(pretouchBlock, n-got))
+		for i := 0; i < len(b); i += page {
+			b[i] = 1
+		}
+		blocks = append(blocks, b)
+	}
+	runtime.KeepAlive(blocks)
+	runtime.GC() // blocks is dead: its pages are free, and kept
+	log.Info("memory pretouched", "bytes", n, "took", time.Since(start).Round(time.Millisecond),
+		"gc", "GOGC off: collects as the heap nears the limit")
+	return n
 }
 
 // ApplyMemoryLimit sets the process's soft memory limit to limit unless
