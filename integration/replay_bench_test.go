@@ -269,7 +269,8 @@ func counterSum(b *testing.B, p *tieredProc, name string) float64 {
 //   - raw_get: minio-go GETs of every .log object at the fetch service's
 //     concurrency (16);
 //   - cold: kcat from a new `tiered fetch` process (256 MiB cache, default
-//     in-flight budget), which reports its store GETs per MiB and per
+//     in-flight budget, its budgets pretouched at start-up as by default:
+//     fetch.pretouch), which reports its store GETs per MiB and per
 //     segment, its CPU seconds per GB served, its peak RSS and the bound
 //     (cache + in-flight budget + 64 MiB);
 //   - warm: kcat again from that process, every chunk cached (no GET);

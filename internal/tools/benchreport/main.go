@@ -197,15 +197,15 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 		"segments, read from the log start to the end by one `kcat -C -o beginning -e` (or 8 at once, one\n" +
 		"partition each; `-X fetch.wait.max.ms=100` for every broker alike, so that the end of the log costs\n" +
 		"100 ms rather than librdkafka's 500 ms max wait). cold: a new `tiered fetch` process (256 MiB cache,\n" +
-		"16 concurrent GETs, 64 MiB in\n" +
-		"flight); raw GET: minio-go GETs of the same .log objects, 16 at a time; warm: the same kcat read\n" +
+		"16 concurrent GETs, 64 MiB in flight; its defaults otherwise, so its budgets' memory is taken at\n" +
+		"start-up, `fetch.pretouch`); raw GET: minio-go GETs of the same .log objects, 16 at a time; warm: the same kcat read\n" +
 		"again from that process, every chunk cached; kfake: the same kcat read from franz-go's kfake holding\n" +
 		"the same batches (the same records, so MB/s ratios are records/s ratios). The limit is the lesser\n" +
 		"of raw GET and warm. GETs are the cache's range GETs, whose target is one per segment plus each\n" +
 		"partition's first index: all of them, then the sequential read's own; apart from them, the end\n" +
 		"checks' (the final segment's tail, or its index and tail, that each partition's high watermark is\n" +
 		"checked against before it is first served, by ListOffsets or the first Fetch). CPU is the fetch process's user+system time per GB\n" +
-		"served; its peak RSS (VmHWM) is bounded by cache + in-flight budget + 64 MiB.\n\n")
+		"served; its peak RSS (VmHWM), pretouched memory included, is bounded by cache + in-flight budget + 64 MiB.\n\n")
 	b.WriteString("| shape | cold MB/s | raw GET ×16 MB/s | warm MB/s | cold / limit | target | warm / kfake | target | GETs/MiB | GETs/segment (bound); the read's own | end-check GETs/partition | CPU s/GB cold, warm | peak RSS MiB (bound) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {
