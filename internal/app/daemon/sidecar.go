@@ -122,7 +122,7 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 	uo := s.uploaderOptions(o.Now, s.passes.record)
 	uo.RemoveLineages, uo.RemovesLineages = true, s.meta.removesLineages
 	uo.DeletedTopicRetention = time.Duration(cfg.Sidecar.DeletedTopicRetention)
-	uo.DeletedTopics = s.deletedTopics
+	uo.DeletedTopics = s.meta.deletedTopics
 	uo.RemoteRetention, uo.RetentionMetrics = s.meta.remoteRule(pol), rmetrics
 	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src, uo); err != nil {
 		return nil, err
@@ -133,22 +133,6 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 		}
 	}
 	return s, nil
-}
-
-// deletedTopics reads the topics the broker's metadata deleted, for the
-// uploader to mark in the bucket.
-func (s *Sidecar) deletedTopics(ctx context.Context) ([]remotetier.DeletedTopic, error) {
-	snap, err := s.meta.src.Snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]remotetier.DeletedTopic, 0, len(snap.Deleted))
-	for _, d := range snap.Deleted {
-		if !d.ID.IsZero() {
-			out = append(out, remotetier.DeletedTopic{Name: d.Name, TopicID: d.ID.String()})
-		}
-	}
-	return out, nil
 }
 
 // HTTPAddr is the bound HTTP address ("" without a listener).

@@ -70,6 +70,31 @@ func (m *sidecarMeta) leads(ctx context.Context) (map[checkpoint.TopicPartition]
 	return out, nil
 }
 
+// deletedTopics is the uploader's DeletedTopics: the topics the broker's
+// metadata deleted, for the uploader to mark in the bucket, from the
+// snapshot the last pass listed partitions by (one snapshot a pass: a
+// KRaft log dir is re-read, a bootstrap server asked, for each). A pass
+// asks for deletions before it lists, so a deletion is marked a pass after
+// its snapshot, never before the broker made it.
+func (m *sidecarMeta) deletedTopics(ctx context.Context) ([]remotetier.DeletedTopic, error) {
+	m.mu.Lock()
+	snap := m.snap
+	m.mu.Unlock()
+	if snap == nil {
+		var err error
+		if snap, err = m.src.Snapshot(ctx); err != nil {
+			return nil, fmt.Errorf("read the broker's metadata (%T): %w", m.src, err)
+		}
+	}
+	out := make([]remotetier.DeletedTopic, 0, len(snap.Deleted))
+	for _, d := range snap.Deleted {
+		if !d.ID.IsZero() {
+			out = append(out, remotetier.DeletedTopic{Name: d.Name, TopicID: d.ID.String()})
+		}
+	}
+	return out, nil
+}
+
 // removesLineages reports whether this sidecar removes superseded
 // lineages this pass: the one beside the lowest broker id the metadata
 // names (as a replica or leader of any partition), so that with a sidecar

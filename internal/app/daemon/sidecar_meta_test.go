@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/remotetier"
@@ -141,6 +142,51 @@ func TestOptionalBrokerID(t *testing.T) {
 		id, err := optionalBrokerID(dir)
 		if (err != nil) != tt.bad || !tt.bad && id != tt.want {
 			t.Errorf("%q: %d, %v", tt.body, id, err)
+		}
+	}
+}
+
+// countingMeta is a brokermeta.Source that counts its snapshots.
+type countingMeta struct {
+	fixedMeta
+	n int
+}
+
+func (c *countingMeta) Snapshot(ctx context.Context) (*brokermeta.Snapshot, error) {
+	c.n++
+	return c.fixedMeta.Snapshot(ctx)
+}
+
+// TestSidecarOneSnapshotPerPass: a pass reads the broker's metadata once
+// (a KRaft log dir re-read, a bootstrap server asked): the deletions it
+// marks come from the snapshot its partitions were listed by, and the
+// first pass's from the one taken at start-up.
+func TestSidecarOneSnapshotPerPass(t *testing.T) {
+	ctx := context.Background()
+	id, err := localtier.ParseTopicID("AAAAAAAAAAAAAAAAAAAAAQ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := metaSnapshot(1)
+	snap.Deleted = []brokermeta.DeletedTopic{{Name: "gone", ID: id}, {Name: "no-id"}}
+	src := &countingMeta{fixedMeta: fixedMeta{snap: snap}}
+	m := &sidecarMeta{src: src, nodeID: 1}
+	if _, err := m.leads(ctx); err != nil { // start-up
+		t.Fatal(err)
+	}
+	for pass := 1; pass <= 3; pass++ {
+		del, err := m.deletedTopics(ctx) // a pass asks first, then lists
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(del) != 1 || del[0].Name != "gone" || del[0].TopicID != id.String() {
+			t.Fatalf("pass %d: deletions %+v, want only gone (%s): one without an ID cannot be marked", pass, del, id)
+		}
+		if _, err := m.leads(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if src.n != 1+pass {
+			t.Fatalf("after %d passes the metadata was read %d times, want %d (once at start-up, once a pass)", pass, src.n, 1+pass)
 		}
 	}
 }
