@@ -156,6 +156,42 @@ func TestRemoteEndCheckReadsOnlyTheTail(t *testing.T) {
 	}
 }
 
+// TestRemoteEndCheckFollowsTheChunkSize: whether the end check reads the
+// final segment whole through the cache follows the cache's chunk size: a
+// small partition (3 to 4 MiB) whose final segment is longer than a 1 MiB
+// chunk has only its tail read, exactly, with 1 MiB chunks, and its final
+// segment read whole with the default 4 MiB ones.
+func TestRemoteEndCheckFollowsTheChunkSize(t *testing.T) {
+	ctx := context.Background()
+	local := remotekit.WriteLocal(t, t.TempDir(), 79, 2, 1000, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	final := r.Segs[len(r.Segs)-1]
+	if final.Log.Size <= 1<<20 || r.M.LogBytes() > 8<<20 {
+		t.Fatalf("a partition of %d bytes, final segment %d: want a final segment over 1 MiB in at most 8 MiB", r.M.LogBytes(), final.Log.Size)
+	}
+	for _, tc := range []struct {
+		chunk int64
+		whole bool
+	}{{1 << 20, false}, {4 << 20, true}} {
+		lr := &logRanges{BucketReader: r.Bucket}
+		_, p := partitionOverCache(t, lr, chunkcache.CacheOptions{ChunkBytes: tc.chunk, MemoryBytes: 16 << 20})
+		if _, err := p.Offsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(lr.ranges) != 1 {
+			t.Fatalf("chunks of %d: .log range GETs %v; want one", tc.chunk, lr.ranges)
+		}
+		got := lr.ranges[0]
+		if whole := got == [2]int64{0, final.Log.Size}; whole != tc.whole {
+			t.Fatalf("chunks of %d: the end check read [%d, +%d) of a %d-byte final segment; want it whole: %v", tc.chunk, got[0], got[1], final.Log.Size, tc.whole)
+		}
+		if !tc.whole && (got[0]+got[1] != final.Log.Size || got[1] > 64<<10) {
+			t.Fatalf("chunks of %d: the end check read [%d, +%d); want a small tail ending at %d", tc.chunk, got[0], got[1], final.Log.Size)
+		}
+	}
+}
+
 // TestRemoteEndCheckOfSmallPartition: the end check of a partition of at
 // most 8 MiB whose final segment fits a chunk reads that segment through
 // the cache and walks it from its first batch: one GET of the final .log,

@@ -118,6 +118,11 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 // Options returns the effective options (defaults filled).
 func (c *CachingBucket) Options() CacheOptions { return c.o }
 
+// ChunkBytes is the size of the aligned chunks the cache reads
+// (remotelog.ChunkSizer: a partition's end check reads a final segment
+// that fits one whole, through the cache).
+func (c *CachingBucket) ChunkBytes() int64 { return c.o.ChunkBytes }
+
 // Close cancels read-ahead and in-flight shared loads, waits for every
 // background goroutine, and releases the disk tier (its files stay). Later
 // GetRange calls fail with ErrClosed; the pass-through calls keep working.

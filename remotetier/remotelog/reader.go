@@ -121,6 +121,17 @@ type ReaderOptions struct {
 	ReadAheadLead time.Duration
 	// Now is the clock streams measure rates by (time.Now when nil).
 	Now func() time.Time
+	// WholeTailBytes is the longest final segment CheckEnd reads whole
+	// through the bucket's chunks, in a partition of at most twice it: 0
+	// is the bucket's chunk size when it reports one (ChunkSizer, as the
+	// fetch service's chunk cache does), else DefaultWholeTailBytes.
+	WholeTailBytes int64
+}
+
+// ChunkSizer is implemented by a caching bucket that reads in aligned
+// chunks of ChunkBytes.
+type ChunkSizer interface {
+	ChunkBytes() int64
 }
 
 func (o ReaderOptions) withDefaults() ReaderOptions {
@@ -251,6 +262,12 @@ func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic s
 	opts = opts.withDefaults()
 	if opts.IndexCache == nil {
 		opts.IndexCache = NewIndexCache(opts.IndexCacheBytes)
+	}
+	if opts.WholeTailBytes <= 0 {
+		opts.WholeTailBytes = DefaultWholeTailBytes
+		if cs, ok := b.(ChunkSizer); ok && cs.ChunkBytes() > 0 {
+			opts.WholeTailBytes = cs.ChunkBytes()
+		}
 	}
 	l := &RemoteLog{
 		bucket:    b,
@@ -457,27 +474,28 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 			return nil
 		}
 		// The tail is read for this check only: exactly its bytes, not
-		// the chunk around them (a caching bucket's 4 MiB, for every
+		// the chunk around them (a caching bucket's, 4 MiB by default, for every
 		// partition a client lists the offsets of, which a replay from
 		// the log start reaches last, if still cached). Unless the final
 		// segment fits a chunk and the whole partition is small: that
 		// replay then reads the chunk soon after, from the cache, so the
 		// check reads all of it and walks it from its first batch, with
 		// no index (one GET, the replay's own).
-		cached := seg.Log.Size <= wholeTailBytes && m.LogBytes() <= 2*wholeTailBytes
+		wholeMax := l.opts.WholeTailBytes
+		cached := seg.Log.Size <= wholeMax && m.LogBytes() <= 2*wholeMax
 		tailCtx := ctx
 		if !cached {
 			tailCtx = objstore.WithExactRange(ctx)
 		}
-		whole := cached || seg.Log.Size <= tailScanBytes
+		walkWhole := cached || seg.Log.Size <= tailScanBytes
 		confirmed := false
-		if !whole {
+		if !walkWhole {
 			if confirmed, err = l.tailConfirms(tailCtx, seg); err != nil {
 				return err
 			}
 		}
 		if !confirmed {
-			if err := l.walkEnd(ctx, tailCtx, seg, whole); err != nil {
+			if err := l.walkEnd(ctx, tailCtx, seg, walkWhole); err != nil {
 				return err
 			}
 		}
@@ -530,10 +548,9 @@ func (l *RemoteLog) walkEnd(ctx, tailCtx context.Context, seg manifest.Segment, 
 // TopicCache.Resolve): it runs detached from their cancellation.
 const sharedTimeout = 30 * time.Second
 
-// wholeTailBytes: the end check of a partition of at most twice this
-// whose final segment is at most this long reads the tail through the
-// cache's chunks (CheckEnd); the fetch service's default chunk size.
-const wholeTailBytes = 4 << 20
+// DefaultWholeTailBytes is ReaderOptions.WholeTailBytes over a bucket
+// that reports no chunk size: the fetch service's default chunk size.
+const DefaultWholeTailBytes = 4 << 20
 
 // tailScanBytes is how much of the final segment's end CheckEnd reads
 // first (tailConfirms); a segment no longer is walked whole instead.
