@@ -474,10 +474,11 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 			return nil
 		}
 		// The tail is read for this check only: exactly its bytes, not
-		// the chunk around them (a caching bucket's, 4 MiB by default, for every
-		// partition a client lists the offsets of, which a replay from
-		// the log start reaches last, if still cached). Unless the final
-		// segment fits a chunk and the whole partition is small: that
+		// the chunk around them (a caching bucket's, 4 MiB by default,
+		// for every partition a client lists the offsets of, which a
+		// replay from the log start reaches last, if still cached).
+		// Unless the final segment fits a chunk (WholeTailBytes) and the
+		// whole partition is small (two chunks at most): that
 		// replay then reads the chunk soon after, from the cache, so the
 		// check reads all of it and walks it from its first batch, with
 		// no index (one GET, the replay's own).
