@@ -27,6 +27,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tiered/tiered/internal/testkit/procfs"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
@@ -204,26 +205,6 @@ func (c *rawKafkaConn) do(req kmsg.Request) (kmsg.Response, error) {
 }
 
 func (c *rawKafkaConn) close() error { return c.conn.Close() }
-
-// procStatus reads a field of /proc/PID/status in KiB ("VmHWM", "VmRSS").
-func procStatus(t testing.TB, pid int, field string) int64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("/proc/%d/status %s: %q", pid, field, line)
-			}
-			return v
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
-}
 
 // openFDs counts the open file descriptors of process pid.
 func openFDs(t testing.TB, pid int) int {
@@ -462,7 +443,7 @@ func TestLoad256Consumers(t *testing.T) {
 	}
 	baseG, baseFD := goroutines(t, f.url()), openFDs(t, f.pid())
 	baseStore, baseClients := sockets()
-	baseRSS := procStatus(t, f.pid(), "VmRSS")
+	baseRSS := procfs.Status(t, f.pid(), "VmRSS")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second)
 	defer cancel()
@@ -620,10 +601,10 @@ func TestLoad256Consumers(t *testing.T) {
 		"tiered_fetch_gate_rejections_total"), "\n"))
 
 	// Memory: the peak RSS of the fetch process against its budgets.
-	hwm := procStatus(t, f.pid(), "VmHWM") << 10
+	hwm := procfs.Status(t, f.pid(), "VmHWM")
 	budget := int64(loadCacheBytes + loadInFlight + loadOverhead)
 	t.Logf("fetch process RSS: %d MiB before the load, peak %d MiB sampled, VmHWM %d MiB; budget %d MiB (cache %d + in flight %d + overhead %d)",
-		baseRSS>>10, peakRSS.Load()>>20, hwm>>20, budget>>20, loadCacheBytes>>20, loadInFlight>>20, loadOverhead>>20)
+		baseRSS>>20, peakRSS.Load()>>20, hwm>>20, budget>>20, loadCacheBytes>>20, loadInFlight>>20, loadOverhead>>20)
 	if hwm > budget {
 		t.Errorf("fetch process peak RSS %d MiB is over the %d MiB budget", hwm>>20, budget>>20)
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
+	"github.com/tiered/tiered/internal/testkit/procfs"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -389,7 +390,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			endGets += counterSum(b, last, "tiered_fetch_store_gets_end_check_total") - e0
 			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
 			contd += counterSum(b, last, "tiered_fetch_store_gets_continued_total") - k0
-			peak = max(peak, float64(procStatus(b, last.pid(), "VmHWM"))/1024)
+			peak = max(peak, float64(procfs.Status(b, last.pid(), "VmHWM"))/(1<<20))
 			n++
 			b.StartTimer()
 		}

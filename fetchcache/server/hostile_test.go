@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/objtesting"
+	"github.com/tiered/tiered/internal/testkit/procfs"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -239,7 +239,7 @@ func measure(t *testing.T, kafkaAddr string, attack func(hold func()) string) (r
 	runtime.GC()
 	debug.FreeOSMemory()
 	var h reliability.Hostile
-	h.BaselineRSSBytes = procStatus(t, "VmRSS")
+	h.BaselineRSSBytes = procfs.Status(t, 0, "VmRSS")
 	// As serve and fetch run (daemon.ApplyMemoryLimit): under a soft memory
 	// limit of their budgets plus 128 MiB, here over what the test process
 	// held before the attack.
@@ -285,33 +285,13 @@ func measure(t *testing.T, kafkaAddr string, attack func(hold func()) string) (r
 	note := attack(func() { time.Sleep(3 * time.Second) })
 	close(stop)
 	<-done
-	h.PeakRSSBytes = procStatus(t, "VmHWM")
+	h.PeakRSSBytes = procfs.Status(t, 0, "VmHWM")
 	h.ProbeRequests, h.ProbeFailures = len(lat), failures
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		h.ProbeP99Millis = float64(lat[(len(lat)*99)/100]) / float64(time.Millisecond)
 	}
 	return h, note
-}
-
-// procStatus reads a kB figure of /proc/self/status, in bytes.
-func procStatus(t *testing.T, key string) int64 {
-	t.Helper()
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, key+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no %s in /proc/self/status", key)
-	return 0
 }
 
 // dialAttacker connects from 127.0.0.2; the connection closes when the

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tiered/tiered/internal/testkit/procfs"
 )
 
 // The binary sets its soft memory limit from the budgets it is configured
@@ -86,7 +88,7 @@ func TestFetchPretouchesItsBudgets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startProc(t, bin, tc.env, "fetch", "--bucket", "file://"+dir, "--cache-bytes", "64MiB")
 			for range 2 {
-				rss := vmRSS(t, p.cmd.Process.Pid)
+				rss := procfs.Status(t, p.cmd.Process.Pid, "VmRSS")
 				if rss < tc.minRSS || (tc.maxRSS > 0 && rss > tc.maxRSS) {
 					t.Errorf("VmRSS %d MiB, want between %d and %d MiB", rss/mib, tc.minRSS/mib, tc.maxRSS/mib)
 				}
@@ -112,26 +114,6 @@ func TestFetchPretouchesItsBudgets(t *testing.T) {
 			}
 		})
 	}
-}
-
-// vmRSS is the resident set of process pid in bytes (/proc/PID/status).
-func vmRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS %q: %v", v, err)
-			}
-			return kib << 10
-		}
-	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
-	return 0
 }
 
 // scrape reads the named unlabelled metrics from a Prometheus text page.
