@@ -55,6 +55,11 @@ type CachingBucket struct {
 	lifeMu sync.RWMutex
 	closed bool
 	wg     sync.WaitGroup
+	// Background work runs on workers that stay for workerIdle after
+	// their work, taking the next from work (unbuffered: a send succeeds
+	// only when one is waiting); workers counts them, for Close.
+	work    chan func()
+	workers sync.WaitGroup
 
 	// testHook, when set by a test, runs just before a caller joins a
 	// shared load.
@@ -97,6 +102,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 		park:    newParking(o.ParkedGets, o.StreamIdle, m.parked.Add, m.parkedUnused.Inc),
 
 		flights: map[chunkKey]*flight{},
+		work:    make(chan func()),
 	}
 	c.mem.pressure = o.MemoryPressure
 	if o.CacheDir != "" {
@@ -137,6 +143,7 @@ func (c *CachingBucket) Close() error {
 	c.lifeMu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.workers.Wait()   // idle ones leave on the cancel
 	c.park.sweep(true) // a load that ended after the sweeper may have parked one
 	c.mem.purge()
 	if c.disk != nil {
@@ -156,15 +163,47 @@ func (c *CachingBucket) Close() error {
 }
 
 // goBackground runs fn in a goroutine that Close waits for; false after
-// Close.
+// Close. An idle worker takes it if one is waiting, else a new one starts.
 func (c *CachingBucket) goBackground(fn func()) bool {
 	c.lifeMu.RLock()
 	defer c.lifeMu.RUnlock()
 	if c.closed {
 		return false
 	}
-	c.wg.Go(fn)
+	c.wg.Add(1)
+	select {
+	case c.work <- fn:
+	default:
+		c.workers.Go(func() { c.worker(fn) })
+	}
 	return true
+}
+
+// workerIdle is how long a background worker waits for more work.
+const workerIdle = 10 * time.Second
+
+// worker runs fn, then whatever goBackground hands it next, until it has
+// waited workerIdle for work or the bucket is closed. Loads run deep call
+// stacks (the S3 client's middleware): a goroutine started for each would
+// grow its stack from the minimum, copying it several times, on every
+// GET; a worker keeps the stack it grew. The Go runtime's own remedy
+// (starting goroutines at the average stack size) is computed at garbage
+// collections, which the fetch process's pretouched heap makes rare.
+func (c *CachingBucket) worker(fn func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		fn()
+		c.wg.Done()
+		idle.Reset(workerIdle)
+		select {
+		case fn = <-c.work:
+		case <-idle.C:
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
 
 func (c *CachingBucket) isClosed() bool {
