@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/tiered/tiered/fetchcache/gate"
+	"github.com/tiered/tiered/internal/x/workers"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -55,11 +56,9 @@ type CachingBucket struct {
 	lifeMu sync.RWMutex
 	closed bool
 	wg     sync.WaitGroup
-	// Background work runs on workers that stay for workerIdle after
-	// their work, taking the next from work (unbuffered: a send succeeds
-	// only when one is waiting); workers counts them, for Close.
-	work    chan func()
-	workers sync.WaitGroup
+	// workers run the background work (loads run the S3 client's deep
+	// call stacks: a worker keeps the stack it grew; internal/x/workers).
+	workers *workers.Pool
 
 	// testHook, when set by a test, runs just before a caller joins a
 	// shared load.
@@ -102,7 +101,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 		park:    newParking(o.ParkedGets, o.StreamIdle, m.parked.Add, m.parkedUnused.Inc),
 
 		flights: map[chunkKey]*flight{},
-		work:    make(chan func()),
+		workers: workers.New(workerIdle),
 	}
 	c.mem.pressure = o.MemoryPressure
 	if o.CacheDir != "" {
@@ -143,7 +142,7 @@ func (c *CachingBucket) Close() error {
 	c.lifeMu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	c.workers.Wait()   // idle ones leave on the cancel
+	c.workers.Close()
 	c.park.sweep(true) // a load that ended after the sweeper may have parked one
 	c.mem.purge()
 	if c.disk != nil {
@@ -163,7 +162,7 @@ func (c *CachingBucket) Close() error {
 }
 
 // goBackground runs fn in a goroutine that Close waits for; false after
-// Close. An idle worker takes it if one is waiting, else a new one starts.
+// Close.
 func (c *CachingBucket) goBackground(fn func()) bool {
 	c.lifeMu.RLock()
 	defer c.lifeMu.RUnlock()
@@ -171,40 +170,15 @@ func (c *CachingBucket) goBackground(fn func()) bool {
 		return false
 	}
 	c.wg.Add(1)
-	select {
-	case c.work <- fn:
-	default:
-		c.workers.Go(func() { c.worker(fn) })
-	}
+	c.workers.Go(func() {
+		defer c.wg.Done()
+		fn()
+	})
 	return true
 }
 
 // workerIdle is how long a background worker waits for more work.
 const workerIdle = 10 * time.Second
-
-// worker runs fn, then whatever goBackground hands it next, until it has
-// waited workerIdle for work or the bucket is closed. Loads run deep call
-// stacks (the S3 client's middleware): a goroutine started for each would
-// grow its stack from the minimum, copying it several times, on every
-// GET; a worker keeps the stack it grew. The Go runtime's own remedy
-// (starting goroutines at the average stack size) is computed at garbage
-// collections, which the fetch process's pretouched heap makes rare.
-func (c *CachingBucket) worker(fn func()) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		fn()
-		c.wg.Done()
-		idle.Reset(workerIdle)
-		select {
-		case fn = <-c.work:
-		case <-idle.C:
-			return
-		case <-c.ctx.Done():
-			return
-		}
-	}
-}
 
 func (c *CachingBucket) isClosed() bool {
 	c.lifeMu.RLock()

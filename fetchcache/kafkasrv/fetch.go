@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/gate"
+	"github.com/tiered/tiered/internal/x/workers"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -124,7 +125,7 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 	deadline := time.Now().Add(wait)
 	b := &respBudget{g: s.respBudget, deadline: deadline}
 	for {
-		total, code, throttle := s.fetchOnce(ctx, parts, maxTotal, committed, b)
+		total, code, throttle := s.fetchOnce(ctx, kc.pool(), parts, maxTotal, committed, b)
 		code = worse(denied, code)
 		if total > 0 || code != fetchcache.CodeOK || throttle > 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) ||
 			!s.waitForData(ctx, kc, parts, committed, deadline) {
@@ -271,9 +272,9 @@ const responseBudgetRetry = 100 * time.Millisecond
 // FetchFillConcurrency at a time, so that the remote ones named in one
 // Fetch keep the store busy together: first every partition's offsets
 // (opening it and its manifest), then its data in waves (fillWaves).
-func (s *KafkaServer) fetchOnce(ctx context.Context, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (int, string, time.Duration) {
-	st := &fillState{code: fetchcache.CodeOK}
-	s.fanOut(len(parts), func(i int) { s.prepare(ctx, parts[i], committed) })
+func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (int, string, time.Duration) {
+	st := &fillState{code: fetchcache.CodeOK, pool: pool}
+	s.fanOut(pool, len(parts), func(i int) { s.prepare(ctx, parts[i], committed) })
 	var queue []*fetchPart
 	for _, fp := range parts {
 		if fp.err != nil {
@@ -296,7 +297,8 @@ type fillState struct {
 	total    int
 	code     string
 	throttle time.Duration
-	full     bool // the response budget had no room: read no more
+	full     bool          // the response budget had no room: read no more
+	pool     *workers.Pool // the connection's: fills run on its workers
 }
 
 // fail answers fp with err: a throttle when a step was overloaded, else
@@ -316,19 +318,24 @@ func (st *fillState) fail(s *KafkaServer, fp *fetchPart, op string, err error) {
 	fp.failed = true
 }
 
-// fanOut runs f(0..n-1), at most FetchFillConcurrency at a time, and waits
-// for all of them. One call runs inline.
-func (s *KafkaServer) fanOut(n int, f func(i int)) {
+// fanOut runs f(0..n-1), at most FetchFillConcurrency at a time, on the
+// connection's workers, and waits for all of them. One call runs inline.
+func (s *KafkaServer) fanOut(pool *workers.Pool, n int, f func(i int)) {
 	if n == 1 {
 		f(0)
 		return
 	}
-	var g errgroup.Group
-	g.SetLimit(s.o.FetchFillConcurrency)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, s.o.FetchFillConcurrency)
 	for i := range n {
-		g.Go(func() error { f(i); return nil })
+		sem <- struct{}{}
+		wg.Add(1)
+		pool.Go(func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i) // f reports through its partition
+		})
 	}
-	_ = g.Wait() // f reports through its partition
+	wg.Wait()
 }
 
 // prepare resets fp's response and finds its offsets and read limit (the
@@ -465,7 +472,7 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 		if len(wave) == 0 {
 			return
 		}
-		s.fanOut(len(wave), func(i int) { read(ctx, wave[i], committed) })
+		s.fanOut(st.pool, len(wave), func(i int) { read(ctx, wave[i], committed) })
 		var again []*fetchPart
 		for k, fp := range wave {
 			if again != nil || st.full {

@@ -30,6 +30,7 @@ import (
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/fetchcache/groups"
+	"github.com/tiered/tiered/internal/x/workers"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -331,7 +332,7 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 				continue
 			}
 			backoff = 0
-			kc := &kafkaConn{s: s, c: c, ctx: reqCtx, stopping: stopping}
+			kc := &kafkaConn{s: s, c: c, ctx: reqCtx, stopping: stopping, workers: workers.New(0)}
 			ip := remoteIP(c)
 			mu.Lock()
 			refused := ""
@@ -423,6 +424,19 @@ type kafkaConn struct {
 	// afterWrite runs once the current response is written or its write
 	// failed: it returns the response budget a Fetch's batches hold.
 	afterWrite func()
+	// workers fill a Fetch's partitions (fanOut): they stay for the
+	// connection's life, keeping the stacks they grew (internal/x/workers).
+	// Nil: a goroutine each.
+	workers *workers.Pool
+}
+
+// pool is the connection's workers (nil for a request handled without a
+// connection, as tests do: a goroutine each).
+func (kc *kafkaConn) pool() *workers.Pool {
+	if kc == nil {
+		return nil
+	}
+	return kc.workers
 }
 
 func (kc *kafkaConn) wakeRead() {
@@ -513,6 +527,7 @@ func (kc *kafkaConn) sleep(d time.Duration) {
 }
 
 func (kc *kafkaConn) serve() {
+	defer kc.workers.Close()
 	defer kc.c.Close()
 	defer kc.written() // a response never written still returns its budget
 	if tc, ok := kc.c.(*tls.Conn); ok && !kc.handshake(tc) {
