@@ -43,6 +43,11 @@ const (
 	replayGets          = chunkcache.DefaultMaxConcurrentGets
 )
 
+// replayMaxWaitMs is kcat's fetch.wait.max.ms in the replay curve: the
+// last Fetch of a read, at the log end, waits this long for data that
+// never comes before kcat sees the end.
+const replayMaxWaitMs = 100
+
 // replayBytes is the data of one shape of the curve, split evenly over
 // its partitions: TIERED_BENCH_REPLAY_BYTES, 64 MiB by default.
 func replayBytes(b *testing.B) int {
@@ -147,7 +152,7 @@ func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) tim
 		// max wait (librdkafka's 500 ms by default) before kcat sees the
 		// end: 100 ms here, for every broker alike, so that the figures
 		// are the read's rather than that wait's.
-		args := []string{"-C", "-b", addr, "-t", "replay", "-o", "beginning", "-e", "-q", "-f", ".", "-X", "fetch.wait.max.ms=100"}
+		args := []string{"-C", "-b", addr, "-t", "replay", "-o", "beginning", "-e", "-q", "-f", ".", "-X", "fetch.wait.max.ms=" + strconv.Itoa(replayMaxWaitMs)}
 		if consumers > 1 {
 			args = append(args, "-p", strconv.Itoa(c))
 		}
@@ -437,6 +442,10 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(perGB(fetchCPU, n), "cpu-s/GB")
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
 		reportBusy(b, fetchCPU+kcats, false)
+		// For the report's bound on cold (benchreport): the cores every
+		// step shares and the wait at each read's end.
+		b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "step-cores")
+		b.ReportMetric(replayMaxWaitMs, "end-wait-ms")
 		reqs := counterSum(b, last, "tiered_fetch_requests_total") - q0
 		b.ReportMetric(reqs/float64(n), "requests/read")
 		b.ReportMetric(perRequest(counterSum(b, last, reqSeconds)-d0, reqs), "ms/request")

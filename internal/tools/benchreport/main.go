@@ -219,6 +219,9 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 		coldMark := "met"
 		if cm/limit < replayColdMin {
 			coldMark, failed = "**missed**", failed+1
+			if f := replayBound(raw, warm, replayFloorCPU(raw, warm)); f < replayColdMin {
+				coldMark += fmt.Sprintf(" (at most %.2f on these cores)", f)
+			}
 		}
 		var parts, segments float64
 		fmt.Sscanf(sh, "parts=%g", &parts)
@@ -280,6 +283,31 @@ func replaySteps(res map[string]*result, shape string) (raw, cold, warm, kfake *
 	return res[pre+"raw_get"], res[pre+"cold"], res[pre+"warm"], res[pre+"kfake"]
 }
 
+// replayBound is the best cold / limit a shape's cold read can reach on
+// the cores its steps share when it needs cpu CPU seconds per GB served in
+// all (the store, the fetch process, kcat): its bytes at cpu s/GB with
+// every core busy all along, then the wait of its last Fetch at the log
+// end (the data all read, nothing left to overlap it with), against the
+// limit, the lesser of raw GET and warm (a cold read is not counted above
+// it). NaN for runs that did not report the cores and the end wait.
+func replayBound(raw, warm *result, cpu float64) float64 {
+	gb := median(warm.mbps) * median(warm.nsop) * 1e-12 // MB/s × ns/op: the read's bytes
+	cores, wait := warm.extra("step-cores"), warm.extra("end-wait-ms")/1e3
+	t := wait + gb*cpu/cores
+	limit := min(median(raw.mbps), median(warm.mbps))
+	return min(gb*1e3/t, limit) / limit
+}
+
+// replayFloorCPU is the least CPU per GB a cold read needs: the store's
+// to serve the bytes (as it serves raw GETs of the same objects) and the
+// warm read's (the fetch process serving them from its cache, kcat
+// reading them), as if reading them from the store cost the fetch process
+// nothing and the store nothing beyond the .log objects (no manifest, no
+// index).
+func replayFloorCPU(raw, warm *result) float64 {
+	return raw.extra("store-cpu-s/GB") + warm.extra("cpu-s/GB") + warm.extra("kcat-cpu-s/GB")
+}
+
 // writeReplayCPU writes where each step of the replay curve spent the
 // machine: every process's CPU seconds per GB served (the store, the
 // reading client, the fetch process, kcat), how busy they kept the cores
@@ -292,20 +320,34 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 		"store (MinIO), this process's minio-go GETs, the fetch process, kcat — and how busy they kept the\n" +
 		"cores over the timed part (100 % = every core all along); the fetch service's requests per read\n" +
 		"(Fetch, ListOffsets, Metadata…) and their mean time from reading one to writing its answer, fetch\n" +
-		"waits included (each read's last Fetch, at the log end, waits its 100 ms max wait).\n\n")
-	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+		"waits included (each read's last Fetch, at the log end, waits its 100 ms max wait). The last two\n" +
+		"columns bound cold by the cores: a cold read needing C CPU seconds per GB (all three processes) takes\n" +
+		"at least its bytes × C / cores, every core busy all along, plus its last Fetch's wait at the log end,\n" +
+		"with nothing left to overlap; its best cold / limit follows. The floor is the least a cold read can\n" +
+		"need: the store's CPU for the same objects' raw GETs plus the warm read's (fetch serving from its\n" +
+		"cache, kcat), as if reading from the store cost the fetch process nothing and the manifests and\n" +
+		"indexes cost the store nothing; measured is the cold read's own CPU. A floor bound under the target\n" +
+		"means no fetch service can reach it on these cores; a measured one under it, that this one needs\n" +
+		"less CPU to, however well it overlaps its work.\n\n")
+	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm | cold CPU floor s/GB; best cold / limit | cold CPU measured s/GB; best cold / limit |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {
 		raw, cold, warm, _ := replaySteps(res, sh)
 		if raw == nil || cold == nil || warm == nil || math.IsNaN(cold.extra("busy-%")) {
-			fmt.Fprintf(b, "| %s | not run | | | | |\n", sh)
+			fmt.Fprintf(b, "| %s | not run | | | | | | |\n", sh)
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %.2f, %.2f; %.0f %% | %.2f, %.2f, %.2f; %.0f %% | %.2f, %.2f; %.0f %% | %.0f, %.0f | %.2f, %.2f |\n", sh,
+		floor, measured := "—", "—" // runs without the cores and the end wait
+		if fc := replayFloorCPU(raw, warm); !math.IsNaN(replayBound(raw, warm, fc)) {
+			mc := cold.extra("store-cpu-s/GB") + cold.extra("cpu-s/GB") + cold.extra("kcat-cpu-s/GB")
+			floor = fmt.Sprintf("%.2f; %.2f", fc, replayBound(raw, warm, fc))
+			measured = fmt.Sprintf("%.2f; %.2f", mc, replayBound(raw, warm, mc))
+		}
+		fmt.Fprintf(b, "| %s | %.2f, %.2f; %.0f %% | %.2f, %.2f, %.2f; %.0f %% | %.2f, %.2f; %.0f %% | %.0f, %.0f | %.2f, %.2f | %s | %s |\n", sh,
 			raw.extra("store-cpu-s/GB"), raw.extra("client-cpu-s/GB"), raw.extra("busy-%"),
 			cold.extra("store-cpu-s/GB"), cold.extra("cpu-s/GB"), cold.extra("kcat-cpu-s/GB"), cold.extra("busy-%"),
 			warm.extra("cpu-s/GB"), warm.extra("kcat-cpu-s/GB"), warm.extra("busy-%"),
-			cold.extra("requests/read"), warm.extra("requests/read"), cold.extra("ms/request"), warm.extra("ms/request"))
+			cold.extra("requests/read"), warm.extra("requests/read"), cold.extra("ms/request"), warm.extra("ms/request"), floor, measured)
 	}
 }
 
