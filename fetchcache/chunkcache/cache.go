@@ -286,7 +286,7 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 	if objstore.ExactRange(ctx) && !c.cached(key, ver, first, last) {
 		return c.exactRange(ctx, key, off, n, deadline)
 	}
-	chunks, err := c.acquire(ctx, key, ver, size, first, last, deadline, !objstore.CallerReadsAhead(ctx), objstore.EndCheck(ctx))
+	chunks, err := c.acquire(ctx, key, ver, size, first, last, off+n-last*cs, deadline, !objstore.CallerReadsAhead(ctx), objstore.EndCheck(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}

@@ -52,7 +52,11 @@
 // by chunk as the body arrives. Stores charge a fixed cost per request
 // (MinIO here: about as much as 2 MiB of transfer), so a sequential
 // stream costs about one GET per run rather than one per chunk. A
-// request's runs load at most FetchParallelism at a time.
+// request's runs load at most FetchParallelism at a time. A range that
+// ends inside a chunk still loading is answered as soon as its bytes of
+// that chunk are in (the GET publishes its progress every 128 KiB), not
+// once the whole chunk is: a 1 MiB Fetch at a random offset waits for the
+// chunk's bytes up to its end rather than for all 4 MiB.
 //
 // Gates and overload. Two gates bound the work: "gets" (MaxConcurrentGets
 // store requests at once, default 16: chunk loads, Attributes calls, and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tiered/tiered/fetchcache/gate"
@@ -33,7 +34,64 @@ type flight struct {
 	// to the object's end: read-ahead leaves the chunks after it for the
 	// next call, which finds the body parked (guarded by fmu).
 	parks bool
+
+	// While its GET reads the chunk, buf holds the bytes in so far
+	// (filled of them), so that a client needing only a prefix of the
+	// chunk (the last chunk of its range) is answered as soon as that
+	// prefix is in, not once the whole chunk is; more is closed (and
+	// dropped) when filled grows. Guarded by pmu.
+	pmu    sync.Mutex
+	buf    []byte
+	filled int64
+	more   chan struct{}
+	// clientRead says a client took a prefix before the chunk was kept:
+	// keep counts the chunk read (memoryTier.markRead), as for a client
+	// that waited for the whole.
+	clientRead atomic.Bool
 }
+
+// progress publishes that the first n bytes of buf are in. A new buf (a
+// GET read again from the chunk's start) replaces the old one, which its
+// takers keep: its bytes are never written again.
+func (f *flight) progress(buf []byte, n int64) {
+	f.pmu.Lock()
+	f.buf, f.filled = buf, n
+	if f.more != nil {
+		close(f.more)
+		f.more = nil
+	}
+	f.pmu.Unlock()
+}
+
+// prefix waits until at least need bytes of the chunk are in and returns
+// them (ok), or until the flight ends first (not ok: the caller takes its
+// outcome) or ctx does.
+func (f *flight) prefix(ctx context.Context, need int64) (data []byte, ok bool, err error) {
+	for {
+		f.pmu.Lock()
+		if f.buf != nil && f.filled >= need {
+			data = f.buf[:need:need]
+			f.pmu.Unlock()
+			return data, true, nil
+		}
+		if f.more == nil {
+			f.more = make(chan struct{})
+		}
+		more := f.more
+		f.pmu.Unlock()
+		select {
+		case <-more:
+		case <-f.done:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// progressStep is how many bytes a chunk's GET reads between publishing
+// its progress to clients waiting for a prefix.
+const progressStep = 128 << 10
 
 // loadRun is a claimed run: consecutive chunks of one object version and
 // their flights, which loadRun settles.
@@ -128,7 +186,11 @@ func (c *CachingBucket) claim(object, version string, first, last int64, client,
 // GET per run, at most FetchParallelism runs of this request at a time).
 // Read-ahead of the stream starts while the request's own loads go on,
 // unless the caller reads ahead itself (objstore.WithCallerReadAhead).
-func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last int64, deadline time.Time, readAhead, endCheck bool) ([][]byte, error) {
+//
+// Of chunk last the caller needs only the first lastNeed bytes: a load of
+// it in progress answers once they are in (flight.prefix), and that chunk
+// may then be returned cut to them.
+func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last, lastNeed int64, deadline time.Time, readAhead, endCheck bool) ([][]byte, error) {
 	hook := c.testHook
 	runs, waits, chunks := c.claim(object, version, first, last, true, true)
 	for i := range runs {
@@ -158,11 +220,23 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		if hook != nil {
 			hook(k)
 		}
+		partial := false
 		for {
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if i == len(waits)-1 && lastNeed < chunkLen(k.index, c.o.ChunkBytes, size) {
+				data, ok, err := f.prefix(ctx, lastNeed)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					chunks[i], partial = data, true
+					break
+				}
+			} else {
+				select {
+				case <-f.done:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
 			}
 			if !errors.Is(f.err, errReadAheadSkipped) {
 				break
@@ -193,6 +267,14 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		}
 		if f == nil {
 			continue // cached meanwhile: counted and touched by claim
+		}
+		if partial {
+			// Read before it is kept: keep marks it read, or (kept
+			// meanwhile) this does.
+			f.clientRead.Store(true)
+			c.mem.markRead(k)
+			loaded = append(loaded, k) // touched now if kept, else kept after
+			continue
 		}
 		if f.err != nil {
 			return nil, f.err
@@ -328,6 +410,9 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 	// keep caches chunk i and ends its flight as soon as its bytes are in.
 	keep := func(i int, data []byte) {
 		c.mem.add(r.keys[i], data, readAhead)
+		if readAhead && r.flights[i].clientRead.Load() {
+			c.mem.markRead(r.keys[i])
+		}
 		c.settle(r, i, data, nil)
 	}
 	// release ends chunk i's part of the bytes weight once its GET is
@@ -467,8 +552,7 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 		}
 	}()
 	for x := i; x < j; x++ {
-		data := make([]byte, lens[x])
-		got, err := io.ReadFull(rc, data)
+		data, got, err := readChunk(rc, r.flights[x], lens[x])
 		c.m.storeBytes.Add(float64(got))
 		if err != nil && continued {
 			// A parked body the store or the network gave up on: read
@@ -479,7 +563,7 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 			if err := open(x); err != nil {
 				return nil, err
 			}
-			got, err = io.ReadFull(rc, data)
+			data, got, err = readChunk(rc, r.flights[x], lens[x])
 			c.m.storeBytes.Add(float64(got))
 		}
 		if err != nil {
@@ -511,6 +595,27 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 		keep(x, data)
 	}
 	return nil, fmt.Errorf("fetch chunks [%d, %d) of %q: empty stretch", i, j, object)
+}
+
+// readChunk reads a chunk of n bytes from rc into a new buffer (as
+// io.ReadFull does), publishing its progress to f's prefix waiters every
+// progressStep bytes.
+func readChunk(rc io.Reader, f *flight, n int64) ([]byte, int64, error) {
+	data := make([]byte, n)
+	var got int64
+	for got < n {
+		step := min(got+progressStep, n)
+		m, err := io.ReadFull(rc, data[got:step])
+		got += int64(m)
+		if err != nil {
+			if err == io.EOF && got > 0 {
+				err = io.ErrUnexpectedEOF // as io.ReadFull over the whole
+			}
+			return data, got, err
+		}
+		f.progress(data, got)
+	}
+	return data, got, nil
 }
 
 // extends reports whether the GET of a run ending with chunk last goes on

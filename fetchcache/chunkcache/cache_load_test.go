@@ -1114,7 +1114,7 @@ func TestLoadsAfterClose(t *testing.T) {
 		wantErr error
 	}{
 		{"client read", func(c *CachingBucket, ver string) error {
-			_, err := c.acquire(context.Background(), "seg", ver, size, 0, 5, time.Now().Add(time.Second), true, false)
+			_, err := c.acquire(context.Background(), "seg", ver, size, 0, 5, chunkLen(5, c.o.ChunkBytes, size), time.Now().Add(time.Second), true, false)
 			return err
 		}, ErrClosed},
 		{"read-ahead", func(c *CachingBucket, ver string) error {
