@@ -101,7 +101,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 		park:    newParking(o.ParkedGets, o.StreamIdle, m.parked.Add, m.parkedUnused.Inc),
 
 		flights: map[chunkKey]*flight{},
-		workers: workers.New(workerIdle),
+		workers: workers.New(workerIdle, 4*o.MaxConcurrentGets),
 	}
 	c.mem.pressure = o.MemoryPressure
 	if o.CacheDir != "" {
@@ -177,7 +177,8 @@ func (c *CachingBucket) goBackground(fn func()) bool {
 	return true
 }
 
-// workerIdle is how long a background worker waits for more work.
+// workerIdle is how long a background worker waits for more work; at
+// most 4 × MaxConcurrentGets wait at once.
 const workerIdle = 10 * time.Second
 
 func (c *CachingBucket) isClosed() bool {

@@ -298,7 +298,7 @@ type fillState struct {
 	code     string
 	throttle time.Duration
 	full     bool          // the response budget had no room: read no more
-	pool     *workers.Pool // the connection's: fills run on its workers
+	pool     *workers.Pool // the listener's: fills run on its workers
 }
 
 // fail answers fp with err: a throttle when a step was overloaded, else

@@ -294,6 +294,10 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 	// in-flight reads finish but cannot hold Serve past ShutdownTimeout.
 	reqCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
+	// Fetches fill their partitions on workers shared by the connections
+	// (fanOut), closed once every connection has ended.
+	pool := workers.New(fillWorkerIdle, fillMaxIdleWorkers*s.o.FetchFillConcurrency)
+	defer pool.Close()
 	var (
 		mu    sync.Mutex
 		conns = map[*kafkaConn]struct{}{}
@@ -332,7 +336,7 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 				continue
 			}
 			backoff = 0
-			kc := &kafkaConn{s: s, c: c, ctx: reqCtx, stopping: stopping, workers: workers.New(0)}
+			kc := &kafkaConn{s: s, c: c, ctx: reqCtx, stopping: stopping, workers: pool}
 			ip := remoteIP(c)
 			mu.Lock()
 			refused := ""
@@ -424,11 +428,18 @@ type kafkaConn struct {
 	// afterWrite runs once the current response is written or its write
 	// failed: it returns the response budget a Fetch's batches hold.
 	afterWrite func()
-	// workers fill a Fetch's partitions (fanOut): they stay for the
-	// connection's life, keeping the stacks they grew (internal/x/workers).
-	// Nil: a goroutine each.
+	// workers fill a Fetch's partitions (fanOut): the listener's, which
+	// keep the stacks they grew (internal/x/workers). Nil: a goroutine each.
 	workers *workers.Pool
 }
+
+// Fill workers wait this long for more work, and at most
+// fillMaxIdleWorkers × FetchFillConcurrency of them wait at once: a burst
+// of Fetches over many connections does not leave its stacks behind.
+const (
+	fillWorkerIdle     = 10 * time.Second
+	fillMaxIdleWorkers = 4
+)
 
 // pool is the connection's workers (nil for a request handled without a
 // connection, as tests do: a goroutine each).
@@ -527,7 +538,6 @@ func (kc *kafkaConn) sleep(d time.Duration) {
 }
 
 func (kc *kafkaConn) serve() {
-	defer kc.workers.Close()
 	defer kc.c.Close()
 	defer kc.written() // a response never written still returns its budget
 	if tc, ok := kc.c.(*tls.Conn); ok && !kc.handshake(tc) {

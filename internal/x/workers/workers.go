@@ -12,23 +12,29 @@ package workers
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Pool hands functions to idle workers. The zero value is not usable;
 // a nil *Pool runs each function on a new goroutine.
 type Pool struct {
-	work chan func() // unbuffered: a send succeeds only when a worker waits
-	stop chan struct{}
-	idle time.Duration
-	wg   sync.WaitGroup
-	once sync.Once
+	work    chan func() // unbuffered: a send succeeds only when a worker waits
+	stop    chan struct{}
+	idle    time.Duration
+	maxIdle int64
+	waiting atomic.Int64 // workers waiting for work
+	live    atomic.Int64 // workers started and not yet gone
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 // New returns a pool whose workers leave after waiting idle for more work
-// (0: they stay until Close).
-func New(idle time.Duration) *Pool {
-	return &Pool{work: make(chan func()), stop: make(chan struct{}), idle: idle}
+// (0: they stay until Close), and at once when maxIdle others already
+// wait (0: no bound), so that a burst of work does not leave its workers'
+// stacks behind.
+func New(idle time.Duration, maxIdle int) *Pool {
+	return &Pool{work: make(chan func()), stop: make(chan struct{}), idle: idle, maxIdle: int64(maxIdle)}
 }
 
 // Go runs fn on a worker waiting for work, or on a new one. It does not
@@ -46,6 +52,8 @@ func (p *Pool) Go(fn func()) {
 }
 
 func (p *Pool) worker(fn func()) {
+	p.live.Add(1)
+	defer p.live.Add(-1)
 	var timeout <-chan time.Time
 	var t *time.Timer
 	if p.idle > 0 {
@@ -54,15 +62,22 @@ func (p *Pool) worker(fn func()) {
 	}
 	for {
 		fn()
+		if n := p.waiting.Add(1); p.maxIdle > 0 && n > p.maxIdle {
+			p.waiting.Add(-1)
+			return
+		}
 		if t != nil {
 			t.Reset(p.idle)
 			timeout = t.C
 		}
 		select {
 		case fn = <-p.work:
+			p.waiting.Add(-1)
 		case <-timeout:
+			p.waiting.Add(-1)
 			return
 		case <-p.stop:
+			p.waiting.Add(-1)
 			return
 		}
 	}

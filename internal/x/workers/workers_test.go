@@ -45,7 +45,7 @@ func TestPool(t *testing.T) {
 		idle time.Duration
 	}{{"stay until Close", 0}, {"idle timeout", time.Minute}} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(tc.idle)
+			p := New(tc.idle, 0)
 			if !reusedAfterIdle(p) {
 				t.Fatal("every function ran on a new goroutine; want the idle worker to take it")
 			}
@@ -66,7 +66,7 @@ func TestPool(t *testing.T) {
 
 // A worker leaves after waiting idle as long as the pool says.
 func TestPoolIdleWorkerLeaves(t *testing.T) {
-	p := New(5 * time.Millisecond)
+	p := New(5*time.Millisecond, 0)
 	defer p.Close()
 	done := make(chan struct{})
 	p.Go(func() { close(done) })
@@ -82,7 +82,7 @@ func TestPoolIdleWorkerLeaves(t *testing.T) {
 
 // Close waits for a busy worker's function.
 func TestPoolCloseWaitsForWork(t *testing.T) {
-	p := New(0)
+	p := New(0, 0)
 	var finished bool
 	started := make(chan struct{})
 	p.Go(func() { close(started); time.Sleep(20 * time.Millisecond); finished = true })
@@ -90,6 +90,40 @@ func TestPoolCloseWaitsForWork(t *testing.T) {
 	p.Close()
 	if !finished {
 		t.Fatal("Close returned before the running function")
+	}
+}
+
+// After a burst, at most maxIdle workers stay waiting; the others leave.
+func TestPoolMaxIdle(t *testing.T) {
+	p := New(time.Minute, 2)
+	defer p.Close()
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // before Close: a failed check leaves no worker blocked
+	started := make(chan struct{}, 8)
+	for range 8 {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); started <- struct{}{}; <-release })
+	}
+	for range 8 {
+		<-started
+	}
+	if n := p.live.Load(); n != 8 {
+		t.Fatalf("%d workers for 8 blocked functions, want 8", n)
+	}
+	free()
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.live.Load() > 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers stayed after the burst, want at most 2", p.live.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !reusedAfterIdle(p) {
+		t.Fatal("the workers that stayed took no new work")
 	}
 }
 
