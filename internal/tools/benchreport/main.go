@@ -291,7 +291,14 @@ func replaySteps(res map[string]*result, shape string) (raw, cold, warm, kfake *
 // limit, the lesser of raw GET and warm (a cold read is not counted above
 // it). NaN for runs that did not report the cores and the end wait.
 func replayBound(raw, warm *result, cpu float64) float64 {
-	gb := median(warm.mbps) * median(warm.nsop) * 1e-12 // MB/s × ns/op: the read's bytes
+	// The read's bytes, MB/s × ns/op of each run (the same in every run;
+	// the product of the two medians is not, for an even number of runs
+	// far apart).
+	per := make([]float64, min(len(warm.mbps), len(warm.nsop)))
+	for i := range per {
+		per[i] = warm.mbps[i] * warm.nsop[i] * 1e-12
+	}
+	gb := median(per)
 	cores, wait := warm.extra("step-cores"), warm.extra("end-wait-ms")/1e3
 	t := wait + gb*cpu/cores
 	limit := min(median(raw.mbps), median(warm.mbps))
@@ -338,9 +345,10 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 			continue
 		}
 		floor, measured := "—", "—" // runs without the cores and the end wait
-		if fc := replayFloorCPU(raw, warm); !math.IsNaN(replayBound(raw, warm, fc)) {
+		fc := replayFloorCPU(raw, warm)
+		if fb := replayBound(raw, warm, fc); !math.IsNaN(fb) {
 			mc := cold.extra("store-cpu-s/GB") + cold.extra("cpu-s/GB") + cold.extra("kcat-cpu-s/GB")
-			floor = fmt.Sprintf("%.2f; %.2f", fc, replayBound(raw, warm, fc))
+			floor = fmt.Sprintf("%.2f; %.2f", fc, fb)
 			measured = fmt.Sprintf("%.2f; %.2f", mc, replayBound(raw, warm, mc))
 		}
 		fmt.Fprintf(b, "| %s | %.2f, %.2f; %.0f %% | %.2f, %.2f, %.2f; %.0f %% | %.2f, %.2f; %.0f %% | %.0f, %.0f | %.2f, %.2f | %s | %s |\n", sh,

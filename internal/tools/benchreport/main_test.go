@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -106,5 +107,19 @@ BenchmarkGroupStabilise10/initial_delay=3s-2 	1	6000000000 ns/op	 6.012 s-to-sta
 		if !strings.Contains(out, w) {
 			t.Errorf("groups section lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// TestReplayBoundEvenRuns: the read's bytes come from each run's MB/s ×
+// ns/op, not from the product of the two medians, which two runs far
+// apart put 19 % too high (500 MB/s × 0.5 s for 0.21 GB).
+func TestReplayBoundEvenRuns(t *testing.T) {
+	raw := &result{mbps: []float64{1000, 1000}}
+	warm := &result{mbps: []float64{300, 700}, nsop: []float64{700e6, 300e6},
+		extras: map[string][]float64{"step-cores": {2, 2}, "end-wait-ms": {100, 100}}}
+	// 0.21 GB at 4 s/GB on 2 cores after 100 ms: 0.52 s, 404 MB/s, against
+	// the limit min(1000, 500).
+	if got, want := replayBound(raw, warm, 4), 0.21e3/0.52/500; math.Abs(got-want) > 1e-9 {
+		t.Fatalf("bound %.4f, want %.4f", got, want)
 	}
 }
