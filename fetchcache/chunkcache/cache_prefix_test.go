@@ -2,6 +2,8 @@ package chunkcache
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -24,11 +26,28 @@ func TestRangeAnsweredFromChunkPrefix(t *testing.T) {
 	goOn := func() { once.Do(func() { close(sb.release) }) }
 	t.Cleanup(goOn) // a failed check does not leave the GET stalled
 
-	whole := make(chan []byte, 1)
-	go func() { whole <- readAll(t, c, "seg", 0, 1<<20) }()
-
-	got := make(chan []byte, 1)
-	go func() { got <- readAll(t, c, "seg", 100<<10, 150<<10) }()
+	// read reads a range in its own goroutine (t.Fatal belongs to the
+	// test's): the bytes, or nil and the error logged.
+	read := func(off, n int64) <-chan []byte {
+		out := make(chan []byte, 1)
+		go func() {
+			rc, err := c.GetRange(context.Background(), "seg", off, n)
+			if err != nil {
+				t.Errorf("get range [%d,+%d): %v", off, n, err)
+				out <- nil
+				return
+			}
+			defer rc.Close()
+			b, err := io.ReadAll(rc)
+			if err != nil {
+				t.Errorf("read [%d,+%d): %v", off, n, err)
+			}
+			out <- b
+		}()
+		return out
+	}
+	whole := read(0, 1<<20)
+	got := read(100<<10, 150<<10)
 	select {
 	case b := <-got:
 		if !bytes.Equal(b, want[100<<10:250<<10]) {

@@ -274,7 +274,7 @@ const responseBudgetRetry = 100 * time.Millisecond
 // (opening it and its manifest), then its data in waves (fillWaves).
 func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (int, string, time.Duration) {
 	st := &fillState{code: fetchcache.CodeOK, pool: pool}
-	s.fanOut(pool, len(parts), func(i int) { s.prepare(ctx, parts[i], committed) })
+	s.fanOut(st.pool, len(parts), func(i int) { s.prepare(ctx, parts[i], committed) })
 	var queue []*fetchPart
 	for _, fp := range parts {
 		if fp.err != nil {
@@ -319,7 +319,8 @@ func (st *fillState) fail(s *KafkaServer, fp *fetchPart, op string, err error) {
 }
 
 // fanOut runs f(0..n-1), at most FetchFillConcurrency at a time, on the
-// connection's workers, and waits for all of them. One call runs inline.
+// listener's workers (pool; nil: a goroutine each), and waits for all of
+// them. One call runs inline.
 func (s *KafkaServer) fanOut(pool *workers.Pool, n int, f func(i int)) {
 	if n == 1 {
 		f(0)
