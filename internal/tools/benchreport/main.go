@@ -82,7 +82,7 @@ func parse(r io.Reader) (map[string]*result, string, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "cpu: ") {
-			cpu = strings.TrimPrefix(line, "cpu: ")
+			cpu = strings.TrimSpace(strings.TrimPrefix(line, "cpu: ")) // the CPU name may be padded
 			continue
 		}
 		f := strings.Fields(line)

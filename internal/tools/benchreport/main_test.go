@@ -123,3 +123,15 @@ func TestReplayBoundEvenRuns(t *testing.T) {
 		t.Fatalf("bound %.4f, want %.4f", got, want)
 	}
 }
+
+// The CPU name go test prints may be padded with spaces; the report names
+// it without them.
+func TestParseTrimsCPUName(t *testing.T) {
+	_, cpu, err := parse(strings.NewReader("cpu: Oxide Virtual Turin-like Processor             \nPASS\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu != "Oxide Virtual Turin-like Processor" {
+		t.Fatalf("cpu %q", cpu)
+	}
+}
