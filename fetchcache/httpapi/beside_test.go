@@ -20,7 +20,6 @@ import (
 type besideCatalog struct {
 	fetchcache.Catalog
 	offsetsErr error
-	stall      bool // reads wait for their context to end
 }
 
 func (c besideCatalog) Partition(ctx context.Context, topic string, p int32) (fetchcache.Partition, error) {
@@ -28,23 +27,18 @@ func (c besideCatalog) Partition(ctx context.Context, topic string, p int32) (fe
 	if err != nil {
 		return nil, err
 	}
-	return &besidePartition{Partition: part, reading: make(chan struct{}), read: make(chan struct{}), offsetsErr: c.offsetsErr, stall: c.stall}, nil
+	return &besidePartition{Partition: part, reading: make(chan struct{}), read: make(chan struct{}), offsetsErr: c.offsetsErr}, nil
 }
 
 type besidePartition struct {
 	fetchcache.Partition
 	reading, read chan struct{}
 	offsetsErr    error
-	stall         bool
 }
 
 func (p *besidePartition) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
 	close(p.reading)
 	defer close(p.read)
-	if p.stall {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
 	return p.Partition.Read(ctx, offset, maxBytes)
 }
 
@@ -55,9 +49,7 @@ func (p *besidePartition) Offsets(ctx context.Context) (fetchcache.Offsets, erro
 		return fetchcache.Offsets{}, errors.New("no read started beside the offsets")
 	}
 	if p.offsetsErr != nil {
-		if !p.stall {
-			<-p.read // the read is done and its data ready: still not served
-		}
+		<-p.read // the read is done and its data ready: still not served
 		return fetchcache.Offsets{}, p.offsetsErr
 	}
 	return p.Partition.Offsets(ctx)
@@ -65,8 +57,7 @@ func (p *besidePartition) Offsets(ctx context.Context) (fetchcache.Offsets, erro
 
 // A read at a given offset runs beside the partition's offsets (a cold
 // partition's end check), not after them; its data is served only once
-// they are known, and not at all when they fail (a read still under way
-// is then stopped, not waited for).
+// they are known, and not at all when they fail.
 func TestRecordsReadBesideOffsets(t *testing.T) {
 	e := fetchkit.NewEnv(t)
 	e.Topic("side", 1, nil)
@@ -74,22 +65,18 @@ func TestRecordsReadBesideOffsets(t *testing.T) {
 	for _, tc := range []struct {
 		name, accept string
 		offsetsErr   error
-		stall        bool
 		status       int
 		body         string
 	}{
-		{"raw", MediaRaw, nil, false, http.StatusOK, ""},
-		{"ndjson", MediaNDJSON, nil, false, http.StatusOK, `"offset":0`},
-		{"raw, offsets fail", MediaRaw, &fetchcache.UnknownTopicOrPartitionError{Topic: "side"}, false, http.StatusNotFound, fetchcache.CodeUnknownTopicOrPartition},
-		{"ndjson, offsets fail", MediaNDJSON, errors.New("disk on fire"), false, http.StatusInternalServerError, fetchcache.CodeInternal},
-		{"raw, offsets fail, read stalled", MediaRaw, &fetchcache.UnknownTopicOrPartitionError{Topic: "side"}, true, http.StatusNotFound, fetchcache.CodeUnknownTopicOrPartition},
+		{"raw", MediaRaw, nil, http.StatusOK, ""},
+		{"ndjson", MediaNDJSON, nil, http.StatusOK, `"offset":0`},
+		{"raw, offsets fail", MediaRaw, &fetchcache.UnknownTopicOrPartitionError{Topic: "side"}, http.StatusNotFound, fetchcache.CodeUnknownTopicOrPartition},
+		{"ndjson, offsets fail", MediaNDJSON, errors.New("disk on fire"), http.StatusInternalServerError, fetchcache.CodeInternal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: besideCatalog{Catalog: e.Cat, offsetsErr: tc.offsetsErr, stall: tc.stall}}))
+			srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: besideCatalog{Catalog: e.Cat, offsetsErr: tc.offsetsErr}}))
 			defer srv.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/topics/side/partitions/0/records?offset=0", nil)
+			req, _ := http.NewRequest("GET", srv.URL+"/v1/topics/side/partitions/0/records?offset=0", nil)
 			req.Header.Set("Accept", tc.accept)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

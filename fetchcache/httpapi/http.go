@@ -663,23 +663,20 @@ func (a *httpAPI) records(w *countingWriter, r *http.Request) {
 	// its end check's round trip before its own GET), and nothing is
 	// written before both are done.
 	var early func() (fetchcache.View, []byte, error)
-	rctx, stopRead := context.WithCancel(ctx)
-	defer stopRead()
 	if hasOffset && media == MediaRaw {
 		early = beside(func() (fetchcache.View, []byte, error) {
-			v, err := fetchcache.ReadView(rctx, part, offset, int(maxBytes))
+			v, err := fetchcache.ReadView(ctx, part, offset, int(maxBytes))
 			return v, nil, err
 		})
 	} else if hasOffset {
 		early = beside(func() (fetchcache.View, []byte, error) {
-			data, err := part.Read(rctx, offset, int(maxBytes))
+			data, err := part.Read(ctx, offset, int(maxBytes))
 			return fetchcache.View{}, data, err
 		})
 	}
 	off, err := part.Offsets(ctx)
 	if err != nil {
 		if early != nil {
-			stopRead() // its data would not be served
 			_, _, _ = early()
 		}
 		a.failErr(w, r, fmt.Errorf("offsets of %s-%d: %w", topic, p, err))
