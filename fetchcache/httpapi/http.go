@@ -658,27 +658,8 @@ func (a *httpAPI) records(w *countingWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	// A read at a given offset does not need the offsets first: it runs
-	// beside them (a cold partition's first read would otherwise wait for
-	// its end check's round trip before its own GET), and nothing is
-	// written before both are done.
-	var early func() (fetchcache.View, []byte, error)
-	if hasOffset && media == MediaRaw {
-		early = beside(func() (fetchcache.View, []byte, error) {
-			v, err := fetchcache.ReadView(ctx, part, offset, int(maxBytes))
-			return v, nil, err
-		})
-	} else if hasOffset {
-		early = beside(func() (fetchcache.View, []byte, error) {
-			data, err := part.Read(ctx, offset, int(maxBytes))
-			return fetchcache.View{}, data, err
-		})
-	}
 	off, err := part.Offsets(ctx)
 	if err != nil {
-		if early != nil {
-			_, _, _ = early()
-		}
 		a.failErr(w, r, fmt.Errorf("offsets of %s-%d: %w", topic, p, err))
 		return
 	}
@@ -705,12 +686,7 @@ func (a *httpAPI) records(w *countingWriter, r *http.Request) {
 	}
 	if media == MediaRaw {
 		// Written straight from the cache's chunks: no copy per request.
-		var rr fetchcache.View
-		if early != nil {
-			rr, _, err = early()
-		} else {
-			rr, err = fetchcache.ReadView(ctx, part, offset, int(maxBytes))
-		}
+		rr, err := fetchcache.ReadView(ctx, part, offset, int(maxBytes))
 		if err != nil {
 			a.failErr(w, r, err)
 			return
@@ -726,12 +702,7 @@ func (a *httpAPI) records(w *countingWriter, r *http.Request) {
 		}
 		return
 	}
-	var data []byte
-	if early != nil {
-		_, data, err = early()
-	} else {
-		data, err = part.Read(ctx, offset, int(maxBytes))
-	}
+	data, err := part.Read(ctx, offset, int(maxBytes))
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -742,25 +713,6 @@ func (a *httpAPI) records(w *countingWriter, r *http.Request) {
 	}
 	setHeaders(next)
 	a.writeNDJSON(w, r, p, offset, data)
-}
-
-// beside runs read in a goroutine of its own and returns the wait for its
-// result.
-func beside(read func() (fetchcache.View, []byte, error)) func() (fetchcache.View, []byte, error) {
-	type result struct {
-		v    fetchcache.View
-		data []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, data, err := read()
-		done <- result{v, data, err}
-	}()
-	return func() (fetchcache.View, []byte, error) {
-		r := <-done
-		return r.v, r.data, r.err
-	}
 }
 
 // writeNDJSON streams the records at or after offset as JSON lines. A batch
