@@ -119,9 +119,9 @@ const pretouchBlock = 4 << 20
 // mapped, as a JVM with -Xms = -Xmx and -XX:+AlwaysPreTouch does: it
 // allocates them, writes every page and has the kernel write it too
 // (touchPages: the pages are mapped and zeroed then, not while a replay
-// waits) and frees them. A new
-// process's cold reads otherwise fault in every page of the chunks they
-// cache, which measured costs them more CPU than the read.
+// waits) and frees them. A new process's cold reads otherwise fault in
+// every page of the chunks they cache, which measured costs them more CPU
+// than the read.
 //
 // The pages stay only if the runtime keeps freed memory, so Pretouch runs
 // only under a soft memory limit (limit) and turns the collector's GOGC
@@ -144,12 +144,12 @@ func Pretouch(limit, n int64, log *slog.Logger) int64 {
 	debug.SetGCPercent(-1)
 	n = min(n, limit/10*9)
 	start := time.Now()
-	zero, err := os.Open("/dev/zero")
-	if err != nil {
+	var zero io.Reader // nil, not a nil *os.File, when /dev/zero cannot be opened
+	if f, err := os.Open("/dev/zero"); err != nil {
 		log.Debug("pretouch writes the pages itself", "err", err)
-		zero = nil
 	} else {
-		defer zero.Close()
+		defer f.Close()
+		zero = f
 	}
 	blocks := make([][]byte, 0, n/pretouchBlock+1)
 	for got := int64(0); got < n; got += pretouchBlock {
