@@ -511,7 +511,11 @@ func (p *remotePartition) ReadView(ctx context.Context, offset int64, maxBytes i
 	if err != nil {
 		return View{}, p.mapErr(err)
 	}
-	return View{Parts: v.Parts, Len: v.Len, Next: v.NextOffset}, nil
+	out := View{Parts: v.Parts, Len: v.Len, Next: v.NextOffset}
+	if v.Len > 0 {
+		out.served = func(kept int, next int64) { p.log.Served(v, kept, next) }
+	}
+	return out, nil
 }
 
 func (p *remotePartition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, int64, bool, error) {

@@ -13,6 +13,20 @@ type View struct {
 	Parts [][]byte
 	Len   int   // total length of Parts
 	Next  int64 // the offset after the last batch; the requested offset when empty
+
+	// served, when set, is told of a cut (Served).
+	served func(kept int, next int64)
+}
+
+// Served tells the partition that read v that its reader was given only
+// v's first kept bytes, the whole batches before offset next (a
+// response's byte limit cut it), so that a remote partition's next read at
+// next continues the sequential read without an offset index lookup
+// (remotelog.RemoteLog.Served). Views of other partitions ignore it.
+func (v View) Served(kept int, next int64) {
+	if v.served != nil && kept < v.Len {
+		v.served(kept, next)
+	}
 }
 
 // Bytes returns the view as one slice: its only part as is, or a copy of
@@ -27,6 +41,21 @@ func (v View) Bytes() []byte {
 	out := make([]byte, 0, v.Len)
 	for _, p := range v.Parts {
 		out = append(out, p...)
+	}
+	return out
+}
+
+// Prefix is the view of v's first n bytes (0 <= n <= v.Len), told of cuts
+// as v is.
+func (v View) Prefix(n int) View {
+	out := View{Len: n, Next: v.Next, served: v.served}
+	for _, p := range v.Parts {
+		if n == 0 {
+			break
+		}
+		k := min(n, len(p))
+		out.Parts = append(out.Parts, p[:k])
+		n -= k
 	}
 	return out
 }

@@ -507,10 +507,12 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 				continue
 			}
 			if st.total > 0 && v.Len > budget {
+				whole := v
 				if v, last = cutBytes(v, budget); v.Len == 0 {
 					b.give(fp.want)
 					continue
 				}
+				whole.Served(v.Len, last)
 				if committed && fp.txnErr == nil {
 					// Those the read found that still overlap the data
 					// kept: no second lookup.
@@ -564,6 +566,9 @@ func read(ctx context.Context, fp *fetchPart, committed bool) {
 		return
 	}
 	fp.view, fp.last = cutView(v, fp.limit)
+	if fp.view.Len > 0 {
+		v.Served(fp.view.Len, fp.last)
+	}
 	if committed && fp.view.Len > 0 {
 		// An error here is answered only if the data is kept.
 		fp.txns, fp.txnErr = fp.part.AbortedTxns(ctx, fp.q.FetchOffset, fp.last)
@@ -592,7 +597,7 @@ func cutBytes(v fetchcache.View, n int) (fetchcache.View, int64) {
 	if pos == 0 {
 		return fetchcache.View{Next: v.Next}, next
 	}
-	return truncParts(v, pos), next
+	return v.Prefix(pos), next
 }
 
 // cutView drops the batches of v (whole batches, which may span parts)
@@ -609,7 +614,7 @@ func cutView(v fetchcache.View, limit int64) (fetchcache.View, int64) {
 		if len(data) == 0 {
 			return fetchcache.View{Next: v.Next}, next
 		}
-		return fetchcache.View{Parts: [][]byte{data}, Len: len(data), Next: v.Next}, next
+		return v.Prefix(len(data)), next
 	}
 	var (
 		next int64
@@ -627,7 +632,7 @@ func cutView(v fetchcache.View, limit int64) (fetchcache.View, int64) {
 		next = b.NextOffset()
 		pos += size
 	}
-	return truncParts(v, pos), next
+	return v.Prefix(pos), next
 }
 
 // cutAt is cutView of one slice of whole batches.
@@ -660,20 +665,6 @@ func readParts(parts [][]byte, pos int, dst []byte) {
 			return
 		}
 	}
-}
-
-// truncParts keeps the first n bytes of v.
-func truncParts(v fetchcache.View, n int) fetchcache.View {
-	out := fetchcache.View{Len: n, Next: v.Next}
-	for _, p := range v.Parts {
-		if n == 0 {
-			break
-		}
-		k := min(n, len(p))
-		out.Parts = append(out.Parts, p[:k])
-		n -= k
-	}
-	return out
 }
 
 // waitForData polls the partitions' offsets until one has data past its

@@ -55,6 +55,30 @@ func (b *heldLoads) release() {
 	}
 }
 
+// uploadedTopic is a remote-storage topic of parts partitions, each of
+// recs records of 1,000-byte values in batches of 16 and segments of 256
+// KiB, all rolled and uploaded to a new memory bucket.
+func uploadedTopic(t *testing.T, topic string, parts, recs int) *objstore.Memory {
+	t.Helper()
+	e := fetchkit.NewEnv(t)
+	e.Topic(topic, parts, map[string]string{"remote.storage.enable": "true", "internal.segment.bytes": "262144"})
+	val := bytes.Repeat([]byte{'v'}, 1000)
+	for p := range int32(parts) {
+		l := e.Log(topic, p)
+		rs := make([]fetchkit.Rec, recs)
+		for i := range rs {
+			rs[i] = fetchkit.Rec{Timestamp: ts0 + int64(i), Key: []byte(fmt.Sprint(i)), Value: val}
+		}
+		e.Produce(l, fetchkit.ProduceOpts{Per: 16}, rs)
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem := objstore.NewMemory()
+	fetchkit.UploadAll(t, e, mem)
+	return mem
+}
+
 // TestKafkaColdFetchAnswersWithoutTheTail: a cold Fetch whose first
 // partition fills its max bytes answers at once with that partition's
 // data, while the store still holds the loads of the partitions after it,
@@ -62,22 +86,7 @@ func (b *heldLoads) release() {
 // each; those loads go on, and the next Fetch finds their data.
 func TestKafkaColdFetchAnswersWithoutTheTail(t *testing.T) {
 	const parts = 4
-	e := fetchkit.NewEnv(t)
-	e.Topic("tail", parts, map[string]string{"remote.storage.enable": "true", "internal.segment.bytes": "262144"})
-	val := bytes.Repeat([]byte{'v'}, 1000)
-	for p := range int32(parts) {
-		l := e.Log("tail", p)
-		recs := make([]fetchkit.Rec, 400)
-		for i := range recs {
-			recs[i] = fetchkit.Rec{Timestamp: ts0 + int64(i), Key: []byte(fmt.Sprint(i)), Value: val}
-		}
-		e.Produce(l, fetchkit.ProduceOpts{Per: 16}, recs)
-		if err := l.Roll(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mem := objstore.NewMemory()
-	fetchkit.UploadAll(t, e, mem)
+	mem := uploadedTopic(t, "tail", parts, 400)
 	held := &heldLoads{BucketReader: mem, released: make(chan struct{})}
 	t.Cleanup(held.release)
 	cb, err := chunkcache.NewCachingBucket(held, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})

@@ -192,9 +192,11 @@ type ReadView struct {
 	LogStartOffset int64
 	LogEndOffset   int64
 	// shared is set when Parts are a cache's memory; end is the log
-	// position after the last batch.
+	// position after the last batch, in the .log object logKey (the
+	// batches lie in the bytes of that object just before it).
 	shared bool
 	end    int64
+	logKey string
 }
 
 // hintSize passes an object's recorded size (a .log, or an indexes object)
@@ -743,6 +745,9 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 			if s.ahead < total && !s.toEnd {
 				s.limit = s.ahead // the bucket held back (its share of memory)
 			}
+		}
+		if res.Len > 0 {
+			res.logKey = seg.Log.Key
 		}
 		if res.end < seg.Log.Size {
 			s.key, s.pos = seg.Log.Key, res.end

@@ -19,7 +19,9 @@ import (
 // first byte, also without it. A sequential reader thus loads no index at
 // all after its first read (at most one, where it started), and reads each
 // segment's .log with the range GETs of its bytes only — one GET per
-// segment when the segment fits a chunk load.
+// segment when the segment fits a chunk load. A server that sends its
+// reader only the first batches of a read (a Fetch response's max bytes)
+// says so (Served), and the stream continues from there as well.
 //
 // Each stream has an id (objstore.NewStreamID) under which the RemoteLog
 // asks a ReadAheader bucket to keep the next `depth` bytes of the
@@ -141,6 +143,27 @@ func (t *streamTable) put(offset int64, s streamState) {
 	t.mu.Lock()
 	t.lru.Add(offset, s)
 	t.mu.Unlock()
+}
+
+// Served tells the log that the reader of v was given only v's first kept
+// bytes, the batches before offset next: a response's byte limit cut the
+// read (a Kafka Fetch of many partitions). The stream the read made goes on
+// from there too, at the position where those batches end in v's .log, so
+// the reader's next read, at next, needs no offset index either. A cut at
+// no batch boundary of v (kept outside (0, v.Len)) is ignored.
+func (l *RemoteLog) Served(v ReadView, kept int, next int64) {
+	if kept <= 0 || kept >= v.Len || v.logKey == "" || next >= v.NextOffset {
+		return
+	}
+	s, ok := l.streams.get(v.NextOffset)
+	if !ok {
+		return
+	}
+	dropped := int64(v.Len - kept)
+	s.key, s.pos = v.logKey, v.end-dropped
+	s.n = max(s.n-dropped, 0)
+	s.ahead += dropped // covered: the bytes the read had, now still ahead
+	l.streams.put(next, s)
 }
 
 // startAt is where a read of target in seg begins without the offset

@@ -3,6 +3,7 @@ package remotelog
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"path"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -87,6 +89,25 @@ func withCompactionGaps(t *testing.T, files []remotekit.SegFiles) []remotekit.Se
 	return out
 }
 
+// seqRemote is a partition's remote tier as a sequential reader meets it.
+type seqRemote struct {
+	name   string
+	policy manifest.Policy
+	files  []remotekit.SegFiles
+}
+
+// seqRemotes are the same segments under an inline manifest, under sealed
+// sub-manifests, and with gaps left by compaction.
+func seqRemotes(t *testing.T) []seqRemote {
+	local := remotekit.WriteLocal(t, t.TempDir(), 31, 6, 30, true)
+	files := local.Files(t)
+	return []seqRemote{
+		{"inline", manifest.DefaultPolicy(), files},
+		{"sealed_sub_manifests", remotekit.SmallPolicy, files},
+		{"compaction_gaps", manifest.DefaultPolicy(), withCompactionGaps(t, files)},
+	}
+}
+
 // TestSequentialReadNeedsNoIndex: a consumer reading a partition from
 // the start of a segment to its end reads no offset, time or transaction
 // index: it enters every segment at its first byte (the manifest has its
@@ -95,17 +116,7 @@ func withCompactionGaps(t *testing.T, files []remotekit.SegFiles) []remotekit.Se
 // answers are the model's, over inline and sealed manifests and segments
 // with compaction gaps, at several read sizes.
 func TestSequentialReadNeedsNoIndex(t *testing.T) {
-	local := remotekit.WriteLocal(t, t.TempDir(), 31, 6, 30, true)
-	files := local.Files(t)
-	for _, tt := range []struct {
-		name   string
-		policy manifest.Policy
-		files  []remotekit.SegFiles
-	}{
-		{"inline", manifest.DefaultPolicy(), files},
-		{"sealed_sub_manifests", remotekit.SmallPolicy, files},
-		{"compaction_gaps", manifest.DefaultPolicy(), withCompactionGaps(t, files)},
-	} {
+	for _, tt := range seqRemotes(t) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, tt.policy)
 			r.Commit(tt.files...)
@@ -129,6 +140,137 @@ func TestSequentialReadNeedsNoIndex(t *testing.T) {
 				if got := kc.take(); got[".index"] != 1 || got[".timeindex"]+got[".txnindex"] != 0 {
 					t.Fatalf("max %d: reads from offset %d read indexes %v, want the first segment's .index once", maxBytes, mid, got)
 				}
+			}
+		})
+	}
+}
+
+// TestCutReadNeedsNoIndex: a server that sends only the first batches of
+// a read (a Fetch response's byte limit cut it) and says so (Served) has
+// its reader's next read, at the offset after the batches sent, continue
+// the stream without the segment's offset index; without Served that read
+// looks the position up in the index. Answers are the model's, over inline
+// and sealed manifests and segments with compaction gaps.
+func TestCutReadNeedsNoIndex(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range seqRemotes(t) {
+		for _, served := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/served=%v", tt.name, served), func(t *testing.T) {
+				r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, tt.policy)
+				r.Commit(tt.files...)
+				kc := newKindCounter(r.Bucket)
+				l := openTestLog(t, kc, "")
+				kc.take()
+				const maxBytes = 3000
+				cuts := 0
+				for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+					v, err := l.ReadView(ctx, off, maxBytes)
+					if err != nil {
+						t.Fatalf("read %d: %v", off, err)
+					}
+					data := joinParts(v.Parts, v.Len)
+					if want := r.ExpectRead(off, maxBytes); !bytes.Equal(data, want) || len(data) == 0 {
+						t.Fatalf("read %d: %d bytes, want %d", off, len(data), len(want))
+					}
+					// Send the first half of the batches (at least one).
+					var ends []int
+					var nexts []int64
+					it := record.NewIter(data)
+					for b, ok := it.Next(); ok; b, ok = it.Next() {
+						ends, nexts = append(ends, it.Pos()), append(nexts, b.NextOffset())
+					}
+					if len(ends) < 2 {
+						off = v.NextOffset
+						continue
+					}
+					k := (len(ends) - 1) / 2
+					if served {
+						l.Served(v, ends[k], nexts[k])
+					}
+					cuts++
+					off = nexts[k]
+				}
+				got := kc.take()
+				if cuts < 3 {
+					t.Fatalf("only %d reads were cut", cuts)
+				}
+				if served && got[".index"]+got[".timeindex"]+got[".txnindex"] != 0 {
+					t.Fatalf("%d cut reads served: indexes read %v", cuts, got)
+				}
+				if !served && got[".index"] == 0 {
+					t.Fatalf("%d cut reads not served read no offset index (%v): the test cannot tell", cuts, got)
+				}
+			})
+		}
+	}
+}
+
+// TestServedIgnoresNonCuts: Served with all of a read, none of it, or an
+// offset at or past the read's end changes nothing: the next read at the
+// offset it names looks its position up in the offset index as before (or
+// continues the read's own stream), and answers the model's batches.
+func TestServedIgnoresNonCuts(t *testing.T) {
+	local := remotekit.WriteLocal(t, t.TempDir(), 31, 6, 30, true)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	ctx := context.Background()
+	// A read of three batches, which ends inside a segment.
+	var start int64
+	var ends []int
+	for _, seg := range r.Segs {
+		start, ends = seg.BaseOffset, nil
+		it := record.NewIter(r.ExpectRead(start, 1<<30))
+		for _, ok := it.Next(); ok && len(ends) < 4; _, ok = it.Next() {
+			ends = append(ends, it.Pos())
+		}
+		if len(ends) == 4 {
+			break
+		}
+	}
+	if len(ends) < 4 {
+		t.Fatalf("no segment has 4 batches; the test needs one")
+	}
+	maxBytes := ends[2]
+	for _, tt := range []struct {
+		name       string
+		kept       func(v ReadView) int
+		next       func(v ReadView, first int64) int64
+		wantIndex  int
+		readAtNext bool
+	}{
+		{"all", func(v ReadView) int { return v.Len }, func(_ ReadView, first int64) int64 { return first }, 1, true},
+		{"none", func(ReadView) int { return 0 }, func(_ ReadView, first int64) int64 { return first }, 1, true},
+		{"at_its_end", func(ReadView) int { return ends[0] }, func(v ReadView, _ int64) int64 { return v.NextOffset }, 0, true},
+		{"past_its_end", func(ReadView) int { return ends[0] }, func(v ReadView, _ int64) int64 { return v.NextOffset + 1 }, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			kc := newKindCounter(r.Bucket)
+			l := openTestLog(t, kc, "")
+			v, err := l.ReadView(ctx, start, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vit := record.NewIter(joinParts(v.Parts, v.Len))
+			b, _ := vit.Next()
+			if v.Len != ends[2] {
+				t.Fatalf("read %d bytes, want three batches, %d", v.Len, ends[2])
+			}
+			next := tt.next(v, b.NextOffset())
+			l.Served(v, tt.kept(v), next)
+			at := next
+			if !tt.readAtNext {
+				at = v.NextOffset // the read's own stream, unchanged
+			}
+			kc.take()
+			got, err := l.ReadView(ctx, at, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data, want := joinParts(got.Parts, got.Len), r.ExpectRead(at, maxBytes); !bytes.Equal(data, want) {
+				t.Fatalf("read at %d after Served: %d bytes, want %d", at, len(data), len(want))
+			}
+			if n := kc.take()[".index"]; n != tt.wantIndex {
+				t.Fatalf("read at %d after Served read the offset index %d times, want %d", at, n, tt.wantIndex)
 			}
 		})
 	}
