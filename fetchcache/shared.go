@@ -18,13 +18,14 @@ type View struct {
 	served func(kept int, next int64)
 }
 
-// Served tells the partition that read v that its reader was given only
-// v's first kept bytes, the whole batches before offset next (a
-// response's byte limit cut it), so that a remote partition's next read at
-// next continues the sequential read without an offset index lookup
-// (remotelog.RemoteLog.Served). Views of other partitions ignore it.
+// Served tells the partition that read v what its reader was sent of it:
+// the first kept bytes of the read (counted from the read's first byte,
+// also on a Prefix of it), the whole batches before offset next. When that
+// is less than the read returned (a limit cut it), a remote partition's
+// next read at next continues the sequential read without an offset index
+// lookup (remotelog.RemoteLog.Served). Views of other partitions ignore it.
 func (v View) Served(kept int, next int64) {
-	if v.served != nil && kept < v.Len {
+	if v.served != nil {
 		v.served(kept, next)
 	}
 }

@@ -507,12 +507,10 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 				continue
 			}
 			if st.total > 0 && v.Len > budget {
-				whole := v
 				if v, last = cutBytes(v, budget); v.Len == 0 {
 					b.give(fp.want)
 					continue
 				}
-				whole.Served(v.Len, last)
 				if committed && fp.txnErr == nil {
 					// Those the read found that still overlap the data
 					// kept: no second lookup.
@@ -543,6 +541,9 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 					fp.resp.AbortedTransactions = append(fp.resp.AbortedTransactions, at)
 				}
 			}
+			// Kept: if cut (the limit, the max bytes), the partition's
+			// reader goes on after the batches sent.
+			v.Served(v.Len, last)
 			fp.data = v
 			st.total += v.Len
 		}
@@ -566,9 +567,6 @@ func read(ctx context.Context, fp *fetchPart, committed bool) {
 		return
 	}
 	fp.view, fp.last = cutView(v, fp.limit)
-	if fp.view.Len > 0 {
-		v.Served(fp.view.Len, fp.last)
-	}
 	if committed && fp.view.Len > 0 {
 		// An error here is answered only if the data is kept.
 		fp.txns, fp.txnErr = fp.part.AbortedTxns(ctx, fp.q.FetchOffset, fp.last)
@@ -585,7 +583,7 @@ func cutBytes(v fetchcache.View, n int) (fetchcache.View, int64) {
 	)
 	for pos+record.LogOverhead <= v.Len {
 		k := min(record.HeaderSize, v.Len-pos)
-		readParts(v.Parts, pos, hdr[:k])
+		record.CopyAt(v.Parts, pos, hdr[:k])
 		b := record.Batch(hdr[:k])
 		size := int(b.Length()) + record.LogOverhead
 		if pos+size > n || size > v.Len-pos {
@@ -623,7 +621,7 @@ func cutView(v fetchcache.View, limit int64) (fetchcache.View, int64) {
 	)
 	for pos+record.LogOverhead < v.Len {
 		n := min(record.HeaderSize, v.Len-pos)
-		readParts(v.Parts, pos, hdr[:n])
+		record.CopyAt(v.Parts, pos, hdr[:n])
 		b := record.Batch(hdr[:n])
 		size := int(b.Length()) + record.LogOverhead
 		if b.BaseOffset() >= limit || size > v.Len-pos || (!b.IsLegacy() && n < record.HeaderSize) {
@@ -649,21 +647,6 @@ func cutAt(data []byte, limit int64) ([]byte, int64) {
 			return data[:pos], next
 		}
 		next = b.NextOffset()
-	}
-}
-
-// readParts copies len(dst) bytes at pos of the concatenated parts.
-func readParts(parts [][]byte, pos int, dst []byte) {
-	for _, p := range parts {
-		if pos >= len(p) {
-			pos -= len(p)
-			continue
-		}
-		n := copy(dst, p[pos:])
-		dst, pos = dst[n:], 0
-		if len(dst) == 0 {
-			return
-		}
 	}
 }
 

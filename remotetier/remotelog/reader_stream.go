@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
+	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -149,10 +150,12 @@ func (t *streamTable) put(offset int64, s streamState) {
 // bytes, the batches before offset next: a response's byte limit cut the
 // read (a Kafka Fetch of many partitions). The stream the read made goes on
 // from there too, at the position where those batches end in v's .log, so
-// the reader's next read, at next, needs no offset index either. A cut at
-// no batch boundary of v (kept outside (0, v.Len)) is ignored.
+// the reader's next read, at next, needs no offset index either. Anything
+// but a cut of v after a whole batch, with next the offset after that
+// batch, is ignored: all of v (its own stream goes on), none of it, or a
+// kept or next that is not a batch's end.
 func (l *RemoteLog) Served(v ReadView, kept int, next int64) {
-	if kept <= 0 || kept >= v.Len || v.logKey == "" || next >= v.NextOffset {
+	if kept >= v.Len || v.logKey == "" || !batchEndsAt(v.Parts, kept, next) {
 		return
 	}
 	s, ok := l.streams.get(v.NextOffset)
@@ -164,6 +167,29 @@ func (l *RemoteLog) Served(v ReadView, kept int, next int64) {
 	s.n = max(s.n-dropped, 0)
 	s.ahead += dropped // covered: the bytes the read had, now still ahead
 	l.streams.put(next, s)
+}
+
+// batchEndsAt reports whether a batch of parts (whole batches, which may
+// span parts) ends at byte kept, and next is the offset after it. It reads
+// the batch headers only.
+func batchEndsAt(parts [][]byte, kept int, next int64) bool {
+	var hdr [record.HeaderSize]byte
+	for pos := 0; pos < kept; {
+		n := record.CopyAt(parts, pos, hdr[:])
+		if n < record.LogOverhead {
+			return false
+		}
+		b := record.Batch(hdr[:n])
+		end := pos + int(b.Length()) + record.LogOverhead
+		if end == kept {
+			return n == record.HeaderSize && b.NextOffset() == next
+		}
+		if end <= pos {
+			return false
+		}
+		pos = end
+	}
+	return false
 }
 
 // startAt is where a read of target in seg begins without the offset

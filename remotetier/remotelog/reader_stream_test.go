@@ -205,23 +205,29 @@ func TestCutReadNeedsNoIndex(t *testing.T) {
 	}
 }
 
-// TestServedIgnoresNonCuts: Served with all of a read, none of it, or an
-// offset at or past the read's end changes nothing: the next read at the
-// offset it names looks its position up in the offset index as before (or
-// continues the read's own stream), and answers the model's batches.
-func TestServedIgnoresNonCuts(t *testing.T) {
+// TestServed: Served records a cut of a read after a whole batch, with
+// the offset after it, so that a read there needs no offset index and
+// answers the model's batches; two cuts of one read are both recorded.
+// Anything else changes nothing: all of the read, none of it, a kept that
+// is not a batch's end, a next that is not the offset after the batch kept
+// last, or one at or past the read's end; a read at that offset looks its
+// position up in the offset index as before (or, at the read's end,
+// continues its stream).
+func TestServed(t *testing.T) {
 	local := remotekit.WriteLocal(t, t.TempDir(), 31, 6, 30, true)
 	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
 	r.Commit(local.Files(t)...)
 	ctx := context.Background()
-	// A read of three batches, which ends inside a segment.
+	// A read of three batches, which ends inside a segment: ends[i] is
+	// where batch i ends in it, nexts[i] the offset after it.
 	var start int64
 	var ends []int
+	var nexts []int64
 	for _, seg := range r.Segs {
-		start, ends = seg.BaseOffset, nil
+		start, ends, nexts = seg.BaseOffset, nil, nil
 		it := record.NewIter(r.ExpectRead(start, 1<<30))
-		for _, ok := it.Next(); ok && len(ends) < 4; _, ok = it.Next() {
-			ends = append(ends, it.Pos())
+		for b, ok := it.Next(); ok && len(ends) < 4; b, ok = it.Next() {
+			ends, nexts = append(ends, it.Pos()), append(nexts, b.NextOffset())
 		}
 		if len(ends) == 4 {
 			break
@@ -231,17 +237,27 @@ func TestServedIgnoresNonCuts(t *testing.T) {
 		t.Fatalf("no segment has 4 batches; the test needs one")
 	}
 	maxBytes := ends[2]
+	type cut struct {
+		kept int
+		next int64
+	}
+	type read struct {
+		at        int64
+		wantIndex int
+	}
 	for _, tt := range []struct {
-		name       string
-		kept       func(v ReadView) int
-		next       func(v ReadView, first int64) int64
-		wantIndex  int
-		readAtNext bool
+		name  string
+		cuts  []cut
+		reads []read
 	}{
-		{"all", func(v ReadView) int { return v.Len }, func(_ ReadView, first int64) int64 { return first }, 1, true},
-		{"none", func(ReadView) int { return 0 }, func(_ ReadView, first int64) int64 { return first }, 1, true},
-		{"at_its_end", func(ReadView) int { return ends[0] }, func(v ReadView, _ int64) int64 { return v.NextOffset }, 0, true},
-		{"past_its_end", func(ReadView) int { return ends[0] }, func(v ReadView, _ int64) int64 { return v.NextOffset + 1 }, 0, false},
+		{"after_first", []cut{{ends[0], nexts[0]}}, []read{{nexts[0], 0}}},
+		{"twice", []cut{{ends[1], nexts[1]}, {ends[0], nexts[0]}}, []read{{nexts[1], 0}, {nexts[0], 0}}},
+		{"all", []cut{{ends[2], nexts[0]}}, []read{{nexts[0], 1}}},
+		{"none", []cut{{0, nexts[0]}}, []read{{nexts[0], 1}}},
+		{"not_a_batch_end", []cut{{ends[0] + 1, nexts[0]}}, []read{{nexts[0], 1}}},
+		{"wrong_next", []cut{{ends[0], nexts[0] + 1}}, []read{{nexts[0] + 1, 1}}},
+		{"at_its_end", []cut{{ends[0], nexts[2]}}, []read{{nexts[2], 0}}},
+		{"past_its_end", []cut{{ends[0], nexts[2] + 1}}, []read{{nexts[2] + 1, 1}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			kc := newKindCounter(r.Bucket)
@@ -250,27 +266,24 @@ func TestServedIgnoresNonCuts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			vit := record.NewIter(joinParts(v.Parts, v.Len))
-			b, _ := vit.Next()
-			if v.Len != ends[2] {
-				t.Fatalf("read %d bytes, want three batches, %d", v.Len, ends[2])
+			if v.Len != ends[2] || v.NextOffset != nexts[2] {
+				t.Fatalf("read %d bytes to offset %d, want three batches, %d bytes to %d", v.Len, v.NextOffset, ends[2], nexts[2])
 			}
-			next := tt.next(v, b.NextOffset())
-			l.Served(v, tt.kept(v), next)
-			at := next
-			if !tt.readAtNext {
-				at = v.NextOffset // the read's own stream, unchanged
+			for _, c := range tt.cuts {
+				l.Served(v, c.kept, c.next)
 			}
-			kc.take()
-			got, err := l.ReadView(ctx, at, maxBytes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if data, want := joinParts(got.Parts, got.Len), r.ExpectRead(at, maxBytes); !bytes.Equal(data, want) {
-				t.Fatalf("read at %d after Served: %d bytes, want %d", at, len(data), len(want))
-			}
-			if n := kc.take()[".index"]; n != tt.wantIndex {
-				t.Fatalf("read at %d after Served read the offset index %d times, want %d", at, n, tt.wantIndex)
+			for _, rd := range tt.reads {
+				kc.take()
+				got, err := l.ReadView(ctx, rd.at, maxBytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if data, want := joinParts(got.Parts, got.Len), r.ExpectRead(rd.at, maxBytes); !bytes.Equal(data, want) {
+					t.Fatalf("read at %d after Served: %d bytes, want %d", rd.at, len(data), len(want))
+				}
+				if n := kc.take()[".index"]; n != rd.wantIndex {
+					t.Fatalf("read at %d after Served read the offset index %d times, want %d", rd.at, n, rd.wantIndex)
+				}
 			}
 		})
 	}
