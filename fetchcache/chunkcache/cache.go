@@ -280,7 +280,7 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 	cs := c.o.ChunkBytes
 	first, last := off/cs, (off+n-1)/cs
 	ver := objectVersion(attrs)
-	if objstore.CachedOnly(ctx) && !c.cached(key, ver, first, last) {
+	if objstore.CachedOnly(ctx) && (objstore.Prefetch(ctx) || !c.cached(key, ver, first, last)) {
 		c.readAheadChunks(key, ver, size, first, last)
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, objstore.ErrNotCached)
 	}

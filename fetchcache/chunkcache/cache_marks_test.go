@@ -47,19 +47,31 @@ func TestExactRangeReadsOnlyTheRange(t *testing.T) {
 	waitIdle(t, c)
 }
 
+// markChunk is the chunk size of coldSegment's cache.
+const markChunk = 256 << 10
+
+// coldSegment is a cache (chunks of markChunk, no read-ahead of its own)
+// over a store, counted, holding one 1 MiB object t/0/seg.log whose size
+// the cache knows and none of whose bytes it holds.
+func coldSegment(t *testing.T) (*CachingBucket, *countingBucket, []byte) {
+	t.Helper()
+	store := objstore.NewMemory()
+	const size = 1 << 20
+	want := putObject(t, store, "t/0/seg.log", size)
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: markChunk, MemoryBytes: 4 << 20, ReadAheadChunks: -1})
+	c.HintSize("t/0/seg.log", size)
+	return c, inner, want
+}
+
 // TestCachedOnlyNeverWaits: a range read marked WithCachedOnly on bytes not
 // all cached fails at once with ErrNotCached, even while the store holds
 // every GET, and starts loading the missing chunks; once they are in, the
 // same read is served with no further GET.
 func TestCachedOnlyNeverWaits(t *testing.T) {
-	store := objstore.NewMemory()
-	const size, chunk = 1 << 20, 256 << 10
-	want := putObject(t, store, "t/0/seg.log", size)
-	inner := newCounting(store)
-	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 4 << 20, ReadAheadChunks: -1})
-	c.HintSize("t/0/seg.log", size)
+	c, inner, want := coldSegment(t)
 	ctx := objstore.WithCachedOnly(context.Background())
-	off, n := int64(chunk-100), int64(200) // chunks 0 and 1
+	off, n := int64(markChunk-100), int64(200) // chunks 0 and 1
 	inner.holdGets()
 	_, err := c.GetRange(ctx, "t/0/seg.log", off, n)
 	if !errors.Is(err, objstore.ErrNotCached) {
@@ -67,7 +79,7 @@ func TestCachedOnlyNeverWaits(t *testing.T) {
 	}
 	inner.release()
 	waitIdle(t, c)
-	if r := inner.takeRanges(); len(r) != 1 || r[0].off != 0 || r[0].size != 2*chunk {
+	if r := inner.takeRanges(); len(r) != 1 || r[0].off != 0 || r[0].size != 2*markChunk {
 		t.Fatalf("the miss loaded %v; want chunks 0-1 in one GET", r)
 	}
 	if got := readAllCtx(t, c, ctx, "t/0/seg.log", off, n); !bytes.Equal(got, want[off:off+n]) {
@@ -75,6 +87,35 @@ func TestCachedOnlyNeverWaits(t *testing.T) {
 	}
 	if r := inner.takeRanges(); len(r) != 0 {
 		t.Fatalf("cached-only read of cached bytes sent %v", r)
+	}
+}
+
+// TestPrefetchReadsNothing: a range read marked WithPrefetch fails with
+// ErrNotCached whether or not its bytes are cached: on bytes not cached it
+// starts loading the missing chunks (one GET) and returns at once; on
+// cached bytes it sends no GET.
+func TestPrefetchReadsNothing(t *testing.T) {
+	c, inner, want := coldSegment(t)
+	ctx := objstore.WithPrefetch(context.Background())
+	if !objstore.CachedOnly(ctx) {
+		t.Fatal("a prefetch context is not cached-only: a bucket without a cache would not know to refuse it")
+	}
+	off, n := int64(markChunk-100), int64(200) // chunks 0 and 1
+	for i := range 2 {
+		if _, err := c.GetRange(ctx, "t/0/seg.log", off, n); !errors.Is(err, objstore.ErrNotCached) {
+			t.Fatalf("prefetch %d: %v; want ErrNotCached", i, err)
+		}
+		waitIdle(t, c)
+		r := inner.takeRanges()
+		switch {
+		case i == 0 && (len(r) != 1 || r[0].off != 0 || r[0].size != 2*markChunk):
+			t.Fatalf("the prefetch loaded %v; want chunks 0-1 in one GET", r)
+		case i == 1 && len(r) != 0:
+			t.Fatalf("a prefetch of cached bytes sent %v", r)
+		}
+	}
+	if got := readAllCtx(t, c, objstore.WithCachedOnly(context.Background()), "t/0/seg.log", off, n); !bytes.Equal(got, want[off:off+n]) {
+		t.Fatal("cached-only read after the prefetch: wrong bytes")
 	}
 }
 

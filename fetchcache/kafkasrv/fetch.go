@@ -125,10 +125,13 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 	deadline := time.Now().Add(wait)
 	b := &respBudget{g: s.respBudget, deadline: deadline}
 	for {
-		total, code, throttle := s.fetchOnce(ctx, kc.pool(), parts, maxTotal, committed, b)
+		total, code, throttle, missed := s.fetchOnce(ctx, kc.pool(), parts, maxTotal, committed, b)
 		code = worse(denied, code)
 		if total > 0 || code != fetchcache.CodeOK || throttle > 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) ||
 			!s.waitForData(ctx, kc, parts, committed, deadline) {
+			if total > 0 && throttle == 0 {
+				s.reload(ctx, kc.pool(), missed, maxTotal)
+			}
 			resp := spliceBatches(r, parts)
 			if sf, ok := resp.(*splicedFetch); ok {
 				sf.release = b.release // once the response is written
@@ -272,7 +275,7 @@ const responseBudgetRetry = 100 * time.Millisecond
 // FetchFillConcurrency at a time, so that the remote ones named in one
 // Fetch keep the store busy together: first every partition's offsets
 // (opening it and its manifest), then its data in waves (fillWaves).
-func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (int, string, time.Duration) {
+func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (int, string, time.Duration, []*fetchPart) {
 	st := &fillState{code: fetchcache.CodeOK, pool: pool}
 	s.fanOut(st.pool, len(parts), func(i int) { s.prepare(ctx, parts[i], committed) })
 	var queue []*fetchPart
@@ -289,7 +292,42 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts [
 		}
 	}
 	s.fillWaves(ctx, queue, maxTotal, committed, b, st)
-	return st.total, st.code, st.throttle
+	return st.total, st.code, st.throttle, st.missed
+}
+
+// reload asks again, in the background, for the loads of the partitions a
+// Fetch answered empty because their data was not cached (missed, its
+// cached-only reads): those reads asked for them as read-ahead, which takes
+// only free capacity, and the Fetch's own loads held it then. Now they are
+// done, so the data loads while the response is written and read, for the
+// client's next Fetch, which asks for those partitions again. At most the
+// Fetch's max bytes of them (what that next response can carry) are asked
+// for.
+func (s *KafkaServer) reload(ctx context.Context, pool *workers.Pool, missed []*fetchPart, maxTotal int) {
+	type load struct {
+		part     fetchcache.Partition
+		offset   int64
+		maxBytes int
+	}
+	var loads []load
+	sum := 0
+	for _, fp := range missed {
+		if sum >= maxTotal {
+			break
+		}
+		n := int(max(fp.q.PartitionMaxBytes, 1))
+		loads = append(loads, load{fp.part, fp.q.FetchOffset, n})
+		sum += n
+	}
+	if len(loads) == 0 {
+		return
+	}
+	cctx := objstore.WithPrefetch(ctx)
+	pool.Go(func() {
+		for _, l := range loads {
+			_, _ = fetchcache.ReadView(cctx, l.part, l.offset, l.maxBytes)
+		}
+	})
 }
 
 // fillState is what one fetchOnce has answered so far.
@@ -298,6 +336,7 @@ type fillState struct {
 	code     string
 	throttle time.Duration
 	full     bool          // the response budget had no room: read no more
+	missed   []*fetchPart  // answered empty: not cached (cached-only read)
 	pool     *workers.Pool // the listener's: fills run on its workers
 }
 
@@ -489,6 +528,8 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 				b.give(fp.want)
 				if k > 0 && fp.budget < min(int(max(fp.q.PartitionMaxBytes, 0)), maxTotal-st.total) {
 					again = append(again, fp)
+				} else {
+					st.missed = append(st.missed, fp)
 				}
 				fp.err = nil
 				continue

@@ -61,6 +61,7 @@ const (
 	markCallerReadsAhead readMark = iota
 	markExactRange
 	markCachedOnly
+	markPrefetch
 	markEndCheck
 )
 
@@ -111,6 +112,17 @@ func WithCachedOnly(ctx context.Context) context.Context { return withMark(ctx, 
 
 // CachedOnly reports whether ctx was marked by WithCachedOnly.
 func CachedOnly(ctx context.Context) bool { return hasMark(ctx, markCachedOnly) }
+
+// WithPrefetch returns ctx marked as WithCachedOnly, and so that a caching
+// bucket answers its range reads with ErrNotCached even when the range is
+// cached: a read made with it only has what it would read start loading,
+// as read-ahead, and reads nothing itself.
+func WithPrefetch(ctx context.Context) context.Context {
+	return withMark(withMark(ctx, markCachedOnly), markPrefetch)
+}
+
+// Prefetch reports whether ctx was marked by WithPrefetch.
+func Prefetch(ctx context.Context) bool { return hasMark(ctx, markPrefetch) }
 
 // WithEndCheck returns ctx marked as the check of a partition's end (the
 // final segment's tail, or its index and tail, against which its high
