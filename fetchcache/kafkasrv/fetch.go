@@ -302,7 +302,7 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts [
 // done, so the data loads while the response is written and read, for the
 // client's next Fetch, which asks for those partitions again. At most the
 // Fetch's max bytes of them (what that next response can carry) are asked
-// for.
+// for, each within what is left of them.
 func (s *KafkaServer) reload(ctx context.Context, pool *workers.Pool, missed []*fetchPart, maxTotal int) {
 	type load struct {
 		part     fetchcache.Partition
@@ -315,7 +315,7 @@ func (s *KafkaServer) reload(ctx context.Context, pool *workers.Pool, missed []*
 		if sum >= maxTotal {
 			break
 		}
-		n := int(max(fp.q.PartitionMaxBytes, 1))
+		n := min(int(max(fp.q.PartitionMaxBytes, 1)), maxTotal-sum)
 		loads = append(loads, load{fp.part, fp.q.FetchOffset, n})
 		sum += n
 	}

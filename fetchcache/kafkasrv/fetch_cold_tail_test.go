@@ -89,15 +89,7 @@ func TestKafkaColdFetchAnswersWithoutTheTail(t *testing.T) {
 	mem := uploadedTopic(t, "tail", parts, 400)
 	held := &heldLoads{BucketReader: mem, released: make(chan struct{})}
 	t.Cleanup(held.release)
-	cb, err := chunkcache.NewCachingBucket(held, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cb.Close() })
-	cat, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cat := fetchkit.CachedCatalog(t, held, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20}, fetchcache.RemoteCatalogOptions{})
 	// The partitions' ends are checked (as ListOffsets would) before the
 	// loads of their first chunks are held.
 	for p := range int32(parts) {

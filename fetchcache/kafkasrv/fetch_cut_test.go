@@ -66,15 +66,7 @@ func readCut(t *testing.T, mem objstore.BucketReader, parts int32, recs int64, p
 	t.Helper()
 	ctx := context.Background()
 	counted := &indexGets{BucketReader: mem}
-	cb, err := chunkcache.NewCachingBucket(counted, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cb.Close() }) // after the listener, registered later
-	cat, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cat := fetchkit.CachedCatalog(t, counted, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20}, fetchcache.RemoteCatalogOptions{})
 	for p := range parts {
 		part, err := cat.Partition(ctx, "cut", p)
 		if err != nil {

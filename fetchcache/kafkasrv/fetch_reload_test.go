@@ -104,7 +104,8 @@ func TestKafkaFetchReloadsWhatItMissed(t *testing.T) {
 	if !slices.Equal(empty, []int32{1, 2, 3, 4, 5}) {
 		t.Fatalf("empty answers of partitions %v, want 1 to 5 (missed)", empty)
 	}
-	want := []string{fmt.Sprintf("1@0/%d", partMax), fmt.Sprintf("2@7/%d", partMax), fmt.Sprintf("3@0/%d", partMax)}
+	// Each within what is left of the Fetch's max bytes: the third 4 KiB.
+	want := []string{fmt.Sprintf("1@0/%d", partMax), fmt.Sprintf("2@7/%d", partMax), fmt.Sprintf("3@0/%d", 16<<10-2*partMax)}
 	deadline := time.Now().Add(10 * time.Second)
 	for !slices.Equal(cat.taken(), want) {
 		if time.Now().After(deadline) || len(cat.taken()) > len(want) {

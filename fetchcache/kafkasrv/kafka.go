@@ -290,14 +290,15 @@ func (s *KafkaServer) Serve(ctx context.Context, ln net.Listener) error {
 		ln = tls.NewListener(ln, s.o.TLS)
 	}
 	stopping := make(chan struct{})
+	// Fetches fill their partitions on workers shared by the connections
+	// (fanOut), closed once every connection has ended and reqCtx is
+	// cancelled (a Fetch's background reloads use it and may outlive it).
+	pool := workers.New(fillWorkerIdle, fillMaxIdleWorkers*s.o.FetchFillConcurrency)
+	defer pool.Close()
 	// reqCtx ends only when the graceful part of a shutdown is over, so
 	// in-flight reads finish but cannot hold Serve past ShutdownTimeout.
 	reqCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
-	// Fetches fill their partitions on workers shared by the connections
-	// (fanOut), closed once every connection has ended.
-	pool := workers.New(fillWorkerIdle, fillMaxIdleWorkers*s.o.FetchFillConcurrency)
-	defer pool.Close()
 	var (
 		mu    sync.Mutex
 		conns = map[*kafkaConn]struct{}{}

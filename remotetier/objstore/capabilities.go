@@ -124,6 +124,26 @@ func WithPrefetch(ctx context.Context) context.Context {
 // Prefetch reports whether ctx was marked by WithPrefetch.
 func Prefetch(ctx context.Context) bool { return hasMark(ctx, markPrefetch) }
 
+// WithoutPrefetch returns ctx without WithPrefetch's mark, cached-only
+// still: a prefetch that must read something first to know what to load
+// (a segment's offset index) reads it so.
+func WithoutPrefetch(ctx context.Context) context.Context {
+	if !Prefetch(ctx) {
+		return ctx
+	}
+	return context.WithValue(ctx, markPrefetch, false)
+}
+
+// WithoutCacheMarks returns ctx without WithCachedOnly's and
+// WithPrefetch's marks: for a step that must not fail for want of cached
+// bytes, such as a partition's end check, which other readers may share.
+func WithoutCacheMarks(ctx context.Context) context.Context {
+	if !CachedOnly(ctx) && !Prefetch(ctx) {
+		return ctx
+	}
+	return context.WithValue(context.WithValue(ctx, markCachedOnly, false), markPrefetch, false)
+}
+
 // WithEndCheck returns ctx marked as the check of a partition's end (the
 // final segment's tail, or its index and tail, against which its high
 // watermark is checked): a caching bucket counts the store GETs of reads made with it

@@ -1197,8 +1197,10 @@ func (l *RemoteLog) loadIndex(ctx context.Context, seg manifest.Segment, obj man
 		if key, size, ok := seg.IndexesObject(); ok {
 			hintSize(l.bucket, manifest.Object{Key: key, Size: size})
 		}
+		// A prefetch reads the index (cached-only) to know which data
+		// to load.
 		var err error
-		if data, err = readObject(ctx, l.bucket, obj); err != nil {
+		if data, err = readObject(objstore.WithoutPrefetch(ctx), l.bucket, obj); err != nil {
 			return nil, err
 		}
 	}

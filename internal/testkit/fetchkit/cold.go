@@ -1,6 +1,7 @@
 package fetchkit
 
 import (
+	"github.com/tiered/tiered/remotetier/objstore"
 	"testing"
 
 	"github.com/tiered/tiered/fetchcache"
@@ -19,14 +20,23 @@ func ColdCombined(t testing.TB) (cat *fetchcache.CombinedCatalog, end int64) {
 	l := e.Log("cold", 0)
 	e.Produce(l, ProduceOpts{Codec: codec.None, Per: 20}, GenRecs(25000, Ts0, "z"))
 	mem := Offload(t, e, l)
-	cb, err := chunkcache.NewCachingBucket(mem, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20})
+	_, remote := CachedCatalog(t, mem, chunkcache.CacheOptions{ChunkBytes: 64 << 10, MemoryBytes: 64 << 20}, fetchcache.RemoteCatalogOptions{})
+	return fetchcache.NewCombinedCatalog(e.Dir, remote), l.LogStartOffset()
+}
+
+// CachedCatalog is a remote catalog over a new caching bucket over b,
+// closed when the test ends (after what the test registers later, such as
+// a listener serving the catalog).
+func CachedCatalog(t testing.TB, b objstore.BucketReader, co chunkcache.CacheOptions, ro fetchcache.RemoteCatalogOptions) (*chunkcache.CachingBucket, *fetchcache.RemoteCatalog) {
+	t.Helper()
+	cb, err := chunkcache.NewCachingBucket(b, co)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cb.Close() })
-	remote, err := fetchcache.NewRemoteCatalog(cb, fetchcache.RemoteCatalogOptions{})
+	cat, err := fetchcache.NewRemoteCatalog(cb, ro)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fetchcache.NewCombinedCatalog(e.Dir, remote), l.LogStartOffset()
+	return cb, cat
 }
