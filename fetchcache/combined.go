@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/tiered/tiered/localtier"
-	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // CombinedCatalog serves a local-tier log dir with its remote tier behind it
@@ -79,9 +78,6 @@ func (p *CombinedPartition) remotePart(ctx context.Context) (Partition, error) {
 // remoteOffsets returns the remote partition and its offsets when it holds
 // offsets below the local log start, contiguous with the local log.
 func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64) (Partition, Offsets, bool, error) {
-	// The remote end check may be shared with other readers: it never
-	// fails for want of cached bytes, as a cached-only read would.
-	ctx = objstore.WithoutCacheMarks(ctx)
 	rp, err := p.remotePart(ctx)
 	if err != nil || rp == nil {
 		return nil, Offsets{}, false, err

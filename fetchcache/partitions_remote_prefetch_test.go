@@ -111,3 +111,42 @@ func TestPrefetchLoadsPastTheIndex(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestEndCheckIgnoresCacheMarks: a partition's end check, which its
+// callers share, reads the store even when the first to ask is a
+// cached-only or prefetch read: its offsets never fail with ErrNotCached
+// (which another client joining the check would get as a storage error).
+func TestEndCheckIgnoresCacheMarks(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		mark func(context.Context) context.Context
+	}{
+		{"cached_only", objstore.WithCachedOnly},
+		{"prefetch", objstore.WithPrefetch},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := fetchkit.NewEnv(t)
+			e.Topic("ec", 1, map[string]string{"remote.storage.enable": "true"})
+			l := e.Log("ec", 0)
+			e.Produce(l, fetchkit.ProduceOpts{Per: 8}, fetchkit.GenRecs(100, fetchkit.Ts0, "ec"))
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+			mem := objstore.NewMemory()
+			fetchkit.UploadAll(t, e, mem)
+			_, cat := fetchkit.CachedCatalog(t, mem, chunkcache.CacheOptions{MemoryBytes: 64 << 20}, fetchcache.RemoteCatalogOptions{})
+			part, err := cat.Partition(ctx, "ec", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off, err := part.Offsets(tt.mark(ctx))
+			if err != nil {
+				t.Fatalf("offsets of a cold partition under a %s context: %v", tt.name, err)
+			}
+			if off.LogEnd != 100 {
+				t.Fatalf("log end %d, want 100", off.LogEnd)
+			}
+		})
+	}
+}

@@ -136,7 +136,7 @@ func WithoutPrefetch(ctx context.Context) context.Context {
 
 // WithoutCacheMarks returns ctx without WithCachedOnly's and
 // WithPrefetch's marks: for a step that must not fail for want of cached
-// bytes, such as a partition's end check, which other readers may share.
+// bytes, such as a partition's end check, which other readers share.
 func WithoutCacheMarks(ctx context.Context) context.Context {
 	if !CachedOnly(ctx) && !Prefetch(ctx) {
 		return ctx

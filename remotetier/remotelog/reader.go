@@ -457,7 +457,10 @@ func (l *RemoteLog) CheckEnd(ctx context.Context) (*manifest.Manifest, error) {
 }
 
 func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
-	ctx = objstore.WithEndCheck(ctx) // a caching bucket counts its GETs apart
+	// A caching bucket counts its GETs apart. The check is shared by its
+	// callers (CheckEnd): it never fails for want of cached bytes, as a
+	// cached-only or prefetch read would.
+	ctx = objstore.WithEndCheck(objstore.WithoutCacheMarks(ctx))
 	var checked *manifest.Manifest
 	err := l.retryGone(ctx, func(m *manifest.Manifest) error {
 		checked = m

@@ -1,12 +1,12 @@
 package fetchkit
 
 import (
-	"github.com/tiered/tiered/remotetier/objstore"
 	"testing"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // ColdCombined is serve's combined catalog over a topic "cold" whose
