@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -44,6 +45,10 @@ type CachingBucket struct {
 	// fmu guards flights: the chunk loads in progress (cache_load.go).
 	fmu     sync.Mutex
 	flights map[chunkKey]*flight
+	// kickMu runs one kickAhead at a time; kickAgain asks it to go round
+	// again (readahead_streams.go).
+	kickMu    sync.Mutex
+	kickAgain atomic.Bool
 	// diskQueue feeds diskWriter; its capacity covers every chunk the
 	// bytes gate can admit, so a send fails only under a full budget.
 	diskQueue chan diskWrite
@@ -200,7 +205,7 @@ func (c *CachingBucket) Get(ctx context.Context, key string) (io.ReadCloser, err
 		c.gets.Done(1)
 		return nil, err
 	}
-	return &gatedBody{ReadCloser: rc, done: func() { c.gets.Done(1) }}, nil
+	return &gatedBody{ReadCloser: rc, done: c.getDone}, nil
 }
 
 // gatedBody gives its gate slot back when closed (once).
@@ -224,7 +229,7 @@ func (c *CachingBucket) Attributes(ctx context.Context, key string) (objstore.At
 	if err := c.gets.StartBy(ctx, 1, time.Now().Add(c.o.MaxWait)); err != nil {
 		return objstore.Attrs{}, fmt.Errorf("attributes %q: %w", key, err)
 	}
-	defer c.gets.Done(1)
+	defer c.getDone()
 	return c.inner.Attributes(ctx, key)
 }
 
@@ -325,7 +330,7 @@ func (c *CachingBucket) exactRange(ctx context.Context, key string, off, n int64
 		c.m.endCheckGets.Inc()
 	}
 	c.m.storeBytes.Add(float64(n))
-	return &gatedBody{ReadCloser: rc, done: func() { c.gets.Done(1) }}, nil
+	return &gatedBody{ReadCloser: rc, done: c.getDone}, nil
 }
 
 // chunkLen is the length of chunk i of an object of the given size: the
@@ -370,7 +375,7 @@ func (c *CachingBucket) objectAttrs(ctx context.Context, key string, deadline ti
 			return nil, err
 		}
 		a, err := c.inner.Attributes(c.ctx, key)
-		c.gets.Done(1)
+		c.getDone()
 		if err != nil {
 			return nil, err
 		}
@@ -515,4 +520,11 @@ func (r *chunkReader) SharedBytes() [][]byte {
 func (r *chunkReader) Close() error {
 	r.chunks, r.cur, r.remaining = nil, nil, 0
 	return nil
+}
+
+// getDone frees a gets slot whose request has ended, and offers the
+// capacity to read-ahead held back for want of it (kickAhead).
+func (c *CachingBucket) getDone() {
+	c.gets.Done(1)
+	c.kickAhead()
 }

@@ -93,7 +93,8 @@
 // its window, so the first readers cannot starve the others; a share is
 // loaded by about eight GETs at once, in whole runs; ReadAhead returns the
 // bytes of the window cached or loading, so the reader asks again only
-// half a window later. Their own range reads, marked with
+// half a window later; what the gates or its share held back is loaded as
+// loads end, the least covered stream first. Their own range reads, marked with
 // objstore.WithCallerReadAhead, start no per-object read-ahead.
 //
 // A read-ahead run that stops short of its object's end asks the store for

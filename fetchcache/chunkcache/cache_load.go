@@ -488,6 +488,9 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			fail(i+got, err)
 			return
 		}
+		// The GET's slot and bytes are free: read-ahead held back for
+		// want of them may take them now.
+		c.kickAhead()
 		i = j
 	}
 }

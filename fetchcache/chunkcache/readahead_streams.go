@@ -1,7 +1,10 @@
 package chunkcache
 
 import (
+	"cmp"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -25,8 +28,14 @@ import (
 //
 // Like all read-ahead it never waits: a run is admitted (its bytes and a
 // GET) before ReadAhead returns, only when free (it yields to clients
-// waiting), and what it says covered is what is cached or loading; the
-// runs the gates cannot take are given up, for the reader to ask again.
+// waiting), and what it says covered is what is cached or loading. A
+// window it could not take all of for want of capacity (the gates, or the
+// stream's share) is held, not dropped: each load's end offers the
+// capacity it frees to the held windows, the least covered first
+// (kickAhead), so the store stays busy while the readers are busy with
+// what they were sent, and the stream furthest behind is served first. A
+// stream's next request replaces its held window; one idle past StreamIdle
+// is forgotten.
 // Range reads marked with
 // objstore.WithCallerReadAhead (the RemoteLog's own) get no per-object
 // read-ahead of their own besides.
@@ -39,6 +48,15 @@ const DefaultStreamIdle = 2 * time.Second
 type raStream struct {
 	inFlight int64 // bytes of its read-ahead loads not yet settled
 	seen     time.Time
+	// held is the stream's last window while part of it is held back for
+	// want of capacity (the gates, or its share): it is tried again as
+	// loads end (kickAhead), not only at its reader's next read. nil
+	// when the last try covered all it could.
+	held []objstore.Range
+	// heldCovered is how much of held, from its start, was covered at its
+	// last try: the retries serve the least covered first.
+	heldCovered int64
+	heldGen     uint64 // bumped by each window the reader asks for
 }
 
 // raStreams tracks the streams that asked for read-ahead.
@@ -50,10 +68,14 @@ type raStreams struct {
 	now    func() time.Time
 	active int       // streams seen within idle, as of the last sweep and since
 	swept  time.Time // the last sweep
+	// held are the streams with a window held back (raStream.held).
+	held map[uint64]*raStream
+	// anyHeld mirrors len(held) > 0 for a lock-free look on every load's end.
+	anyHeld atomic.Bool
 }
 
 func newRAStreams(idle time.Duration, max int) *raStreams {
-	return &raStreams{m: map[uint64]*raStream{}, idle: idle, max: max, now: time.Now}
+	return &raStreams{m: map[uint64]*raStream{}, held: map[uint64]*raStream{}, idle: idle, max: max, now: time.Now}
 }
 
 // touch marks stream as active and returns its state and the number of
@@ -74,6 +96,7 @@ func (s *raStreams) touch(stream uint64) (*raStream, int) {
 				s.active++
 			case st.inFlight == 0:
 				delete(s.m, id)
+				s.unhold(id, st)
 			}
 		}
 	}
@@ -90,6 +113,68 @@ func (s *raStreams) touch(stream uint64) (*raStream, int) {
 	}
 	st.seen = now
 	return st, max(s.active, 1)
+}
+
+// hold records the outcome of a try of window for stream st: held back
+// (part of it left for want of capacity) or not. A retry's outcome (gen
+// the generation it tried) is dropped when the reader has asked for a new
+// window since.
+func (s *raStreams) hold(id uint64, st *raStream, window []objstore.Range, covered int64, held, retry bool, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if retry && (st.heldGen != gen || st.held == nil) {
+		return
+	}
+	if !retry {
+		st.heldGen++
+	}
+	if !held {
+		s.unhold(id, st)
+		return
+	}
+	if !retry {
+		window = append([]objstore.Range(nil), window...) // the caller's
+	}
+	st.held, st.heldCovered = window, covered
+	s.held[id] = st
+	s.anyHeld.Store(true)
+}
+
+// unhold forgets stream id's held window; s.mu is held.
+func (s *raStreams) unhold(id uint64, st *raStream) {
+	st.held = nil
+	if s.held[id] == st {
+		delete(s.held, id)
+	}
+	s.anyHeld.Store(len(s.held) > 0)
+}
+
+// heldTry is a held window to try again.
+type heldTry struct {
+	id      uint64
+	st      *raStream
+	window  []objstore.Range
+	covered int64
+	gen     uint64
+}
+
+// heldByLag returns the held windows of the streams still active, the
+// least covered first (the reader nearest to waiting for the store), and
+// the number of active streams; it forgets those idle past StreamIdle.
+func (s *raStreams) heldByLag() ([]heldTry, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	tries := make([]heldTry, 0, len(s.held))
+	for id, st := range s.held {
+		if now.Sub(st.seen) > s.idle {
+			s.unhold(id, st)
+			continue
+		}
+		tries = append(tries, heldTry{id, st, st.held, st.heldCovered, st.heldGen})
+	}
+	slices.SortFunc(tries, func(a, b heldTry) int { return cmp.Compare(a.covered, b.covered) })
+	return tries, max(s.active, 1)
 }
 
 // take adds w to the stream's in-flight bytes if that keeps them within
@@ -121,7 +206,8 @@ type aheadRun struct {
 // ReadAhead loads the window a stream's reader will read next, within the
 // stream's fair share (objstore.ReadAheader; see above), and returns how
 // many bytes of the window, from its start, are cached, loading or now
-// claimed. It never blocks.
+// claimed. It never blocks. What it holds back for want of capacity is
+// tried again as loads end (kickAhead).
 func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) int64 {
 	if c.o.ReadAheadChunks <= 0 || len(window) == 0 || c.isClosed() {
 		return 0
@@ -130,48 +216,91 @@ func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) int64 
 	if st == nil {
 		return 0
 	}
+	covered, held, _ := c.readAheadOnce(st, active, window)
+	c.streams.hold(stream, st, window, covered, held, false, 0)
+	return covered
+}
+
+// readAheadOnce claims and starts what it can of stream st's window (see
+// ReadAhead): covered as there; held when part of the window within the
+// stream's depth was left for want of capacity, blocked when that was the
+// gates' (not the stream's share).
+func (c *CachingBucket) readAheadOnce(st *raStream, active int, window []objstore.Range) (covered int64, held, blocked bool) {
 	share := max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
 	depth := max(c.o.ChunkBytes, c.mem.bound()/int64(2*active)) // less under memory pressure
-	runs, covered := c.claimAhead(window, depth, share)
+	runs, covered, full := c.claimAhead(window, depth, share)
 	for i, r := range runs {
 		// Admitted here, not in the load, so that what is said covered
 		// is loading: a run the gates cannot take now, and the runs
-		// after it, are given up, and the reader asks for them again.
-		if !c.admitAhead(st, r, share) {
+		// after it, are given up, and tried again when a load ends or
+		// the reader asks again.
+		if ok, gates := c.admitAhead(st, r, share); !ok {
 			for _, rest := range runs[i:] {
 				c.settleRun(rest.loadRun, 0, errReadAheadSkipped)
 			}
-			return min(covered, r.from)
+			return min(covered, r.from), true, gates
 		}
 		r.held = true
 		if !c.goLoad([]loadRun{r.loadRun}, func() {
-			defer c.streams.give(st, r.weight)
 			c.load(r.loadRun, r.size, time.Time{}, true)
+			c.streams.give(st, r.weight)
+			c.kickAhead() // its share is free again too
 		}) {
 			c.gets.Done(1) // closed: goLoad settled the run
 			c.bytes.Done(r.weight)
 			c.streams.give(st, r.weight)
 		}
 	}
-	return covered
+	return covered, full, false
+}
+
+// kickAhead tries the held windows again, the least covered first, until
+// the gates turn one away: called as each load ends, so the capacity it
+// frees goes to the streams that got the least, while their readers are
+// still busy with what they were sent, instead of waiting for their next
+// read. One kick runs at a time; one asked for meanwhile runs after it.
+func (c *CachingBucket) kickAhead() {
+	if !c.streams.anyHeld.Load() {
+		return
+	}
+	for c.kickMu.TryLock() {
+		c.kickAgain.Store(false)
+		tries, active := c.streams.heldByLag()
+		for _, t := range tries {
+			if c.isClosed() {
+				break
+			}
+			covered, held, blocked := c.readAheadOnce(t.st, active, t.window)
+			c.streams.hold(t.id, t.st, t.window, covered, held, true, t.gen)
+			if blocked {
+				break // the next load's end kicks again
+			}
+		}
+		c.kickMu.Unlock()
+		if !c.kickAgain.Load() {
+			return
+		}
+	}
+	c.kickAgain.Store(true) // the kick running now goes round again
 }
 
 // admitAhead takes run r's place in the stream's share, its bytes weight
 // and a gets slot, all only if free now; false (nothing taken) otherwise.
-func (c *CachingBucket) admitAhead(st *raStream, r aheadRun, share int64) bool {
+// gates says whether it was the gates, not the share, that turned it away.
+func (c *CachingBucket) admitAhead(st *raStream, r aheadRun, share int64) (ok, gates bool) {
 	if !c.streams.take(st, r.weight, share) {
-		return false
+		return false, false
 	}
 	if !c.bytes.TryStart(r.weight) {
 		c.streams.give(st, r.weight)
-		return false
+		return false, true
 	}
 	if !c.gets.TryStart(1) {
 		c.bytes.Done(r.weight)
 		c.streams.give(st, r.weight)
-		return false
+		return false, true
 	}
-	return true
+	return true, false
 }
 
 // aheadRunChunks is the run length (chunks per GET) of a stream's
@@ -194,8 +323,9 @@ const aheadGETs = 8
 // start, are cached, loading or claimed. A run the window's end cuts short inside an object is
 // left for a later call unless it starts in the near half of the window:
 // the window moves on by about one read per call, so claiming every chunk
-// as it enters would load a stream one chunk (one GET) at a time.
-func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64) (runs []aheadRun, covered int64) {
+// as it enters would load a stream one chunk (one GET) at a time. full
+// says it stopped at budget with more of the window within depth to claim.
+func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64) (runs []aheadRun, covered int64, full bool) {
 	cs := c.o.ChunkBytes
 	splitRun := c.aheadRunChunks(budget)
 	maxRun := splitRun // of the object being claimed
@@ -218,13 +348,13 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		cur = aheadRun{}
 	}
 	// cut ends the claims at the window's end, inside an object.
-	cut := func() ([]aheadRun, int64) {
+	cut := func() ([]aheadRun, int64, bool) {
 		if len(cur.keys) < maxRun && 2*curStart >= depth {
 			covered = cur.from
 			cur = aheadRun{}
 		}
 		flush()
-		return runs, covered
+		return runs, covered, false
 	}
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
@@ -233,12 +363,12 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		start := at
 		at += max(rg.Len, 0)
 		if rg.Off < 0 || rg.Len <= 0 || rg.Off >= rg.Size {
-			return runs, covered
+			return runs, covered, false
 		}
 		c.HintSize(rg.Key, rg.Size)
 		attrs, ok := c.attrs.Get(rg.Key)
 		if !ok || rg.Off >= attrs.Size {
-			return runs, covered
+			return runs, covered, false
 		}
 		ver := objectVersion(attrs)
 		first, last := rg.Off/cs, (min(rg.Off+rg.Len, attrs.Size)-1)/cs
@@ -256,7 +386,7 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		for i := first; i <= last; i++ {
 			if claimed+cur.weight >= budget && !(whole && len(runs) == 0 && len(cur.keys) > 0 && len(cur.keys) < maxRun) {
 				flush()
-				return runs, covered
+				return runs, covered, true // the stream's share is claimed
 			}
 			// The chunk's start and end, as window bytes.
 			pos := start + max(i*cs, rg.Off) - rg.Off
@@ -273,7 +403,7 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 			if f, ok := c.flights[chunkKey{rg.Key, ver, i - 1}]; ok && f.parks && len(cur.keys) == 0 {
 				// The stream's own read of the chunk before is a GET to
 				// the object's end: the next call continues it.
-				return runs, covered
+				return runs, covered, false
 			}
 			if len(cur.keys) == maxRun {
 				flush()
@@ -291,5 +421,5 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 		flush()
 	}
 	flush()
-	return runs, covered
+	return runs, covered, false
 }

@@ -45,22 +45,23 @@ func waitSettled(t *testing.T, c *CachingBucket) {
 }
 
 // TestReadAheadSharedFairly: streams asking for read-ahead share the
-// in-flight budget. A stream alone may take all of it; once eight are
-// active, each holds one eighth (one chunk here), the first no more than
-// the last, and the chunks the first one's share no longer covers go to
-// the others; once the others go idle the one left has the budget again.
-// Read-ahead chunks arrive, and a window is cut at the memory share.
+// in-flight budget. A stream alone may take all of it; the seven that ask
+// while it is full get nothing at once, but hold their windows, and as the
+// first one's loads end the capacity goes to them (the least covered
+// first: TestHeldReadAheadLeastCoveredFirst), until every window is
+// loaded, each chunk once. Once the others go idle the one left has the
+// budget again.
 func TestReadAheadSharedFairly(t *testing.T) {
 	store := objstore.NewMemory()
 	const chunk, objChunks, streams = 100, 16, 8
 	var keys []string
-	for i := range streams {
+	for i := range streams + 1 {
 		k := fmt.Sprintf("seg%d", i)
 		putObject(t, store, k, chunk*objChunks)
 		keys = append(keys, k)
 	}
 	inner := newCounting(store)
-	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 2 * streams * objChunks * chunk,
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 2 * (streams + 1) * objChunks * chunk,
 		MaxInFlightBytes: streams * chunk, MaxConcurrentGets: 64, StreamIdle: time.Hour})
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex
@@ -77,7 +78,7 @@ func TestReadAheadSharedFairly(t *testing.T) {
 		t.Fatalf("alone, stream 1 loads %v, want %d chunks of %s", got, streams, keys[0])
 	}
 	for i := 1; i < streams; i++ {
-		// The bytes gate is full: skipped, and said so (nothing covered).
+		// The bytes gate is full: held back, and said so (nothing covered).
 		if got := c.ReadAhead(uint64(i+1), window(i, 0)); got != 0 {
 			t.Fatalf("stream %d: %d bytes covered with the budget full", i+1, got)
 		}
@@ -88,38 +89,33 @@ func TestReadAheadSharedFairly(t *testing.T) {
 	}
 	inner.release()
 	waitIdle(t, c)
-
-	// Eight active streams: one chunk each, the first stream asking first.
-	inner.holdGets()
-	c.ReadAhead(1, window(0, streams))
-	for i := 1; i < streams; i++ {
-		c.ReadAhead(uint64(i+1), window(i, 0))
+	perObject := map[string]int64{keys[0]: streams}
+	for _, r := range inner.takeRanges() {
+		perObject[r.key] += r.size / chunk
 	}
-	got = inFlightByObject(t, inner, streams)
-	for i, k := range keys {
-		if got[k] != 1 {
-			t.Fatalf("eight streams: stream %d loads %d chunks (all: %v), want 1 each", i+1, got[k], got)
+	for _, k := range keys[:streams] {
+		if perObject[k] != objChunks {
+			t.Fatalf("loaded %v chunks per object, want each window's %d once", perObject, objChunks)
 		}
 	}
-	inner.release()
-	waitIdle(t, c)
 
 	// The others idle: stream 1 has the budget again.
 	c.streams.idle = time.Second
 	mu.Lock()
 	now = now.Add(time.Minute)
 	mu.Unlock()
+	inner.started.Store(0)
 	inner.holdGets()
-	c.ReadAhead(1, window(0, streams+1))
-	got = inFlightByObject(t, inner, objChunks-streams-1)
-	if got[keys[0]] != objChunks-streams-1 || len(got) != 1 {
-		t.Fatalf("alone again: %v, want the %d chunks left of %s", got, objChunks-streams-1, keys[0])
+	c.ReadAhead(1, window(streams, 0))
+	got = inFlightByObject(t, inner, streams)
+	if got[keys[streams]] != streams || len(got) != 1 {
+		t.Fatalf("alone again: %v, want %d chunks of %s", got, streams, keys[streams])
 	}
 	inner.release()
 	waitIdle(t, c)
 	for i := range objChunks {
-		if !c.mem.contains(chunkKey{keys[0], objectVersion(objstore.Attrs{Size: objChunks * chunk}), int64(i)}) {
-			t.Fatalf("chunk %d of %s not cached after its read-ahead", i, keys[0])
+		if !c.mem.contains(chunkKey{keys[streams], objectVersion(objstore.Attrs{Size: objChunks * chunk}), int64(i)}) {
+			t.Fatalf("chunk %d of %s not cached after its read-ahead", i, keys[streams])
 		}
 	}
 }
@@ -298,17 +294,13 @@ func TestStreamsActive(t *testing.T) {
 
 // TestReadAheadCoversWhatItAdmits: the bytes a stream's read-ahead says it
 // covered are those loading or cached: with two GETs free, a window over
-// five one-chunk objects covers the first two, the other three are not
-// left claimed, and the next request, once the GETs are done, loads them.
+// five one-chunk objects covers the first two, and the other three are not
+// left claimed. They are held back, not given up: as the two GETs end, the
+// freed capacity loads them without another request, each chunk once.
 func TestReadAheadCoversWhatItAdmits(t *testing.T) {
 	store := objstore.NewMemory()
 	const chunk = 100
-	var window []objstore.Range
-	for i := range 5 {
-		k := fmt.Sprintf("seg%d", i)
-		putObject(t, store, k, chunk)
-		window = append(window, objstore.Range{Key: k, Off: 0, Len: chunk, Size: chunk})
-	}
+	window := oneChunkWindow(t, store, "seg", 5, chunk)
 	inner := newCounting(store)
 	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk, MaxConcurrentGets: 2})
 	inner.holdGets()
@@ -320,16 +312,112 @@ func TestReadAheadCoversWhatItAdmits(t *testing.T) {
 	}
 	inner.release()
 	waitIdle(t, c)
-	// Held again, so that a GET ending before the third run is admitted
-	// cannot free its slot for it.
+	if got := c.ReadAhead(1, window); got != 5*chunk {
+		t.Fatalf("after the first GETs ended, covered %d bytes, want all %d", got, 5*chunk)
+	}
+	if got := inner.started.Load(); got != 5 {
+		t.Fatalf("%d GETs, want 5 (one per chunk)", got)
+	}
+}
+
+// oneChunkWindow puts n objects prefix0.. of size bytes (one chunk each)
+// and returns a window over them, in order.
+func oneChunkWindow(t *testing.T, store *objstore.Memory, prefix string, n int, size int64) []objstore.Range {
+	t.Helper()
+	var window []objstore.Range
+	for i := range n {
+		k := fmt.Sprintf("%s%d", prefix, i)
+		putObject(t, store, k, size)
+		window = append(window, objstore.Range{Key: k, Off: 0, Len: size, Size: size})
+	}
+	return window
+}
+
+// callOrder is the keys of the GETs that reached the store, in call order.
+func (b *countingBucket) callOrder() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var keys []string
+	for _, r := range b.ranges {
+		keys = append(keys, r.key)
+	}
+	return keys
+}
+
+// oneGetCache is a cache of one concurrent GET whose store holds GETs
+// (holdGets), and a window per count of one-chunk objects: "a0".., "b0"..
+func oneGetCache(t *testing.T, chunk int64, counts ...int) (*countingBucket, *CachingBucket, [][]objstore.Range) {
+	store := objstore.NewMemory()
+	var windows [][]objstore.Range
+	for i, n := range counts {
+		windows = append(windows, oneChunkWindow(t, store, string(rune('a'+i)), n, chunk))
+	}
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 100 * chunk, MaxInFlightBytes: 16 * chunk, MaxConcurrentGets: 1})
 	inner.holdGets()
-	if got := c.ReadAhead(1, window); got != 4*chunk {
-		t.Fatalf("second request covered %d bytes, want %d (2 cached, 2 more loading)", got, 4*chunk)
+	return inner, c, windows
+}
+
+// TestHeldReadAheadLeastCoveredFirst: capacity freed by a load goes to the
+// held-back stream that has the least covered, not to the one that got
+// there first: with one GET, stream 1 has a0 loading and a1.. held, stream
+// 2 nothing; when a0 ends, b0 loads next.
+func TestHeldReadAheadLeastCoveredFirst(t *testing.T) {
+	const chunk = 100
+	inner, c, w := oneGetCache(t, chunk, 3, 3)
+	a, b := w[0], w[1]
+	if got := c.ReadAhead(1, a); got != chunk {
+		t.Fatalf("stream 1 covered %d, want %d", got, chunk)
+	}
+	if got := c.ReadAhead(2, b); got != 0 {
+		t.Fatalf("stream 2 covered %d with no GET free, want 0", got)
 	}
 	inner.release()
 	waitIdle(t, c)
-	if got := c.ReadAhead(1, window); got != 5*chunk {
-		t.Fatalf("third request covered %d bytes, want all %d", got, 5*chunk)
+	got := inner.callOrder()
+	if len(got) != 6 || got[0] != "a0" || got[1] != "b0" {
+		t.Fatalf("GETs in order %v, want a0 then b0 (the stream with less covered), 6 in all", got)
+	}
+}
+
+// TestHeldReadAheadFollowsTheReader: a window held back is replaced by the
+// stream's next one (its reader has moved on), and forgotten once the
+// stream is idle past StreamIdle: neither is loaded after that.
+func TestHeldReadAheadFollowsTheReader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next bool // the reader asks for another window
+		idle bool // the stream goes idle
+		want []string
+	}{
+		{"replaced", true, false, []string{"a0", "b0", "b1"}},
+		{"idle", false, true, []string{"a0"}},
+		{"kept", false, false, []string{"a0", "a1", "a2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner, c, w := oneGetCache(t, 100, 3, 2)
+			a, cw := w[0], w[1]
+			c.ReadAhead(1, a)
+			if tc.next {
+				c.ReadAhead(1, cw)
+			}
+			if tc.idle {
+				now := time.Now().Add(2 * DefaultStreamIdle)
+				c.streams.mu.Lock()
+				c.streams.now = func() time.Time { return now }
+				c.streams.mu.Unlock()
+			}
+			inner.release()
+			waitIdle(t, c)
+			got := inner.callOrder()
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("GETs %v, want %v", got, tc.want)
+			}
+			if c.streams.anyHeld.Load() {
+				t.Fatal("a window is still held after it was all loaded or dropped")
+			}
+		})
 	}
 }
 
