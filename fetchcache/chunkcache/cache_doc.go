@@ -63,8 +63,9 @@
 // whole-object Gets such as manifests, whose slot the body holds until it
 // is closed) and
 // "bytes" (MaxInFlightBytes of chunks being brought into memory from the
-// store or disk, default 16 chunks; a chunk on its way to the disk tier
-// keeps its bytes until written). Every gate wait of one GetRange shares
+// store or disk, default 16 chunks; a run's chunks are released one by one
+// as each arrives in the memory tier, and a chunk on its way to the disk
+// tier keeps its bytes until written). Every gate wait of one GetRange shares
 // one deadline, MaxWait after the call began (default 2 s); past it the
 // call fails with an *gate.OverloadedError (errors.Is(err, gate.ErrOverloaded);
 // gate.RetryAfter(err) gives the suggested delay, CacheOptions.RetryAfter,

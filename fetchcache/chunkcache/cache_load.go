@@ -407,17 +407,30 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			c.gets.Done(1)
 		}
 	}()
-	// keep caches chunk i and ends its flight as soon as its bytes are in.
+	var release func(i int)
+	// released marks the chunks whose part of the bytes weight is
+	// released (release).
+	released := make([]bool, len(r.keys))
+	// keep caches chunk i and ends its flight as soon as its bytes are in,
+	// and releases its part of the bytes weight: in the memory tier, its
+	// bytes are the tier's, so a long run frees the budget chunk by chunk
+	// as it arrives, for the loads waiting for it, rather than all at its
+	// end.
 	keep := func(i int, data []byte) {
 		c.mem.add(r.keys[i], data, readAhead)
 		if readAhead && r.flights[i].clientRead.Load() {
 			c.mem.markRead(r.keys[i])
 		}
 		c.settle(r, i, data, nil)
+		release(i)
 	}
-	// release ends chunk i's part of the bytes weight once its GET is
-	// closed: handed to the disk writer with the chunk, or returned.
-	release := func(i int) {
+	// release ends chunk i's part of the bytes weight, once: handed to the
+	// disk writer with the chunk, or returned.
+	release = func(i int) {
+		if released[i] {
+			return
+		}
+		released[i] = true
 		if c.disk != nil {
 			select {
 			case c.diskQueue <- diskWrite{r.keys[i], r.flights[i].data, lens[i]}:

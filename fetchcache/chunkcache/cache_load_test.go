@@ -589,7 +589,8 @@ func (r *stallAfter) Read(p []byte) (int, error) {
 
 // TestRunHandsOutChunksAsTheyArrive: while a run's GET is still in its
 // body, a client of a chunk already received is answered (and the chunk
-// cached) without waiting for the rest of the run.
+// cached) without waiting for the rest of the run, and the chunks received
+// no longer hold the in-flight budget.
 func TestRunHandsOutChunksAsTheyArrive(t *testing.T) {
 	const chunk, size = 100, 800
 	for _, tc := range []struct {
@@ -613,6 +614,9 @@ func TestRunHandsOutChunksAsTheyArrive(t *testing.T) {
 			attrs, _ := c.objectAttrs(context.Background(), "seg", time.Now().Add(time.Second))
 			// Chunks 0 and 1 arrive; the body stalls in chunk 2.
 			waitFor(t, "chunk 1 to be cached", func() bool { return c.mem.contains(chunkKey{"seg", objectVersion(attrs), 1}) })
+			// The chunks received are the memory tier's: the in-flight
+			// budget holds only the run's other six.
+			waitFor(t, "the bytes gate to hold the 6 chunks not received", func() bool { return c.bytes.InFlight() == size-2*chunk })
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			b := goRead(c, ctx, "seg", tc.off, tc.n)
