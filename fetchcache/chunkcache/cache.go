@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -45,10 +44,9 @@ type CachingBucket struct {
 	// fmu guards flights: the chunk loads in progress (cache_load.go).
 	fmu     sync.Mutex
 	flights map[chunkKey]*flight
-	// kickMu runs one kickAhead at a time; kickAgain asks it to go round
-	// again (readahead_streams.go).
-	kickMu    sync.Mutex
-	kickAgain atomic.Bool
+	// kickCh wakes the kicker, which loads held read-ahead windows
+	// (readahead_streams.go).
+	kickCh chan struct{}
 	// diskQueue feeds diskWriter; its capacity covers every chunk the
 	// bytes gate can admit, so a send fails only under a full budget.
 	diskQueue chan diskWrite
@@ -107,6 +105,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 
 		flights: map[chunkKey]*flight{},
 		workers: workers.New(workerIdle, 4*o.MaxConcurrentGets),
+		kickCh:  make(chan struct{}, 1),
 	}
 	c.mem.pressure = o.MemoryPressure
 	if o.CacheDir != "" {
@@ -122,6 +121,7 @@ func NewCachingBucket(inner objstore.BucketReader, opts CacheOptions) (*CachingB
 	if o.ParkedGets > 0 {
 		c.goBackground(c.sweeper)
 	}
+	c.goBackground(c.kicker)
 	return c, nil
 }
 
@@ -156,7 +156,7 @@ func (c *CachingBucket) Close() error {
 		for drained := false; !drained; {
 			select {
 			case w := <-c.diskQueue:
-				c.bytes.Done(w.weight)
+				c.bytesDone(w.weight)
 			default:
 				drained = true
 			}
@@ -202,7 +202,7 @@ func (c *CachingBucket) Get(ctx context.Context, key string) (io.ReadCloser, err
 	}
 	rc, err := c.inner.Get(ctx, key)
 	if err != nil {
-		c.gets.Done(1)
+		c.getDone()
 		return nil, err
 	}
 	return &gatedBody{ReadCloser: rc, done: c.getDone}, nil
@@ -319,7 +319,7 @@ func (c *CachingBucket) exactRange(ctx context.Context, key string, off, n int64
 	}
 	rc, err := c.inner.GetRange(ctx, key, off, n)
 	if err != nil {
-		c.gets.Done(1)
+		c.getDone()
 		if errors.Is(err, objstore.ErrNotFound) {
 			c.attrs.Remove(key)
 		}
@@ -414,8 +414,9 @@ func (c *CachingBucket) shared(ctx context.Context, key string, fn func() (any, 
 	}
 }
 
-// errReadAheadSkipped ends a read-ahead load that found the gates full: it
-// never waits. A client that joined such a load retries as a client.
+// errReadAheadSkipped ends a read-ahead load that found the gates full, or
+// its stream's share taken: it never waits. A client that joined such a
+// load retries as a client.
 var errReadAheadSkipped = errors.New("read-ahead skipped: gates full")
 
 // diskWrite is a chunk on its way to the disk tier; weight is the bytes
@@ -435,12 +436,12 @@ func (c *CachingBucket) diskWriter() {
 			if c.ctx.Err() == nil {
 				c.disk.put(w.k, w.data)
 			}
-			c.bytes.Done(w.weight)
+			c.bytesDone(w.weight)
 		case <-c.ctx.Done():
 			for {
 				select {
 				case w := <-c.diskQueue:
-					c.bytes.Done(w.weight)
+					c.bytesDone(w.weight)
 				default:
 					return
 				}
@@ -522,9 +523,15 @@ func (r *chunkReader) Close() error {
 	return nil
 }
 
-// getDone frees a gets slot whose request has ended, and offers the
-// capacity to read-ahead held back for want of it (kickAhead).
+// getDone frees a gets slot whose request has ended, and bytesDone bytes
+// of the in-flight budget, and offer the capacity to read-ahead held back
+// for want of it (kickAhead).
 func (c *CachingBucket) getDone() {
 	c.gets.Done(1)
+	c.kickAhead()
+}
+
+func (c *CachingBucket) bytesDone(w int64) {
+	c.bytes.Done(w)
 	c.kickAhead()
 }

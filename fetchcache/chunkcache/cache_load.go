@@ -404,7 +404,7 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 	}
 	defer func() {
 		if heldGet { // every chunk came from the disk tier
-			c.gets.Done(1)
+			c.getDone()
 		}
 	}()
 	var release func(i int)
@@ -438,14 +438,14 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			default:
 			}
 		}
-		c.bytes.Done(lens[i])
+		c.bytesDone(lens[i])
 	}
 	fail := func(from int, err error) {
 		var w int64
 		for _, n := range lens[from:] {
 			w += n
 		}
-		c.bytes.Done(w)
+		c.bytesDone(w)
 		c.settleRun(r, from, err)
 	}
 	// A claimed chunk is not in memory: claim checks under the flights lock,
@@ -463,7 +463,7 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			if ok {
 				// A promoted chunk is not written back to disk.
 				c.mem.add(r.keys[i], data, readAhead)
-				c.bytes.Done(lens[i])
+				c.bytesDone(lens[i])
 				c.settle(r, i, data, nil)
 				i++
 				continue
@@ -485,7 +485,7 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			return
 		}
 		lastData, err := c.fetch(r, lens, i, j, size, readAhead || r.park, keep)
-		c.gets.Done(1)
+		c.getDone()
 		if err == nil {
 			// The GET's last chunk is handed out once the GET is closed
 			// and its gate free: a client answered by it (often the one
@@ -501,9 +501,6 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 			fail(i+got, err)
 			return
 		}
-		// The GET's slot and bytes are free: read-ahead held back for
-		// want of them may take them now.
-		c.kickAhead()
 		i = j
 	}
 }
@@ -615,7 +612,10 @@ func (c *CachingBucket) fetch(r loadRun, lens []int64, i, j int, size int64, par
 
 // readChunk reads a chunk of n bytes from rc into a new buffer (as
 // io.ReadFull does), publishing its progress to f's prefix waiters every
-// progressStep bytes.
+// progressStep bytes short of the whole: a waiter whose prefix only the
+// whole chunk holds is answered by keep, which caches the chunk before it
+// ends the flight, so a read that returns has its whole chunks in the
+// memory tier (a next read marked cached-only or exact finds them).
 func readChunk(rc io.Reader, f *flight, n int64) ([]byte, int64, error) {
 	data := make([]byte, n)
 	var got int64
@@ -629,7 +629,9 @@ func readChunk(rc io.Reader, f *flight, n int64) ([]byte, int64, error) {
 			}
 			return data, got, err
 		}
-		f.progress(data, got)
+		if got < n {
+			f.progress(data, got)
+		}
 	}
 	return data, got, nil
 }

@@ -30,9 +30,10 @@ import (
 // GET) before ReadAhead returns, only when free (it yields to clients
 // waiting), and what it says covered is what is cached or loading. A
 // window it could not take all of for want of capacity (the gates, or the
-// stream's share) is held, not dropped: each load's end offers the
-// capacity it frees to the held windows, the least covered first
-// (kickAhead), so the store stays busy while the readers are busy with
+// stream's share) is held, not dropped: whatever frees capacity (a GET's
+// end, a chunk reaching memory or the disk tier, a stream's load giving
+// its share back) wakes the kicker, which offers it to the held windows,
+// the least covered first (kickAhead), so the store stays busy while the readers are busy with
 // what they were sent, and the stream furthest behind is served first. A
 // stream's next request replaces its held window; one idle past StreamIdle
 // is forgotten.
@@ -177,6 +178,14 @@ func (s *raStreams) heldByLag() ([]heldTry, int) {
 	return tries, max(s.active, 1)
 }
 
+// overShare reports whether the stream's loads in flight leave no room
+// for w more bytes within share (take would refuse them).
+func (s *raStreams) overShare(st *raStream, w, share int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return st.inFlight > 0 && st.inFlight+w > share
+}
+
 // take adds w to the stream's in-flight bytes if that keeps them within
 // share, or if nothing of it is in flight (a stream always progresses by
 // at least one run).
@@ -244,7 +253,7 @@ func (c *CachingBucket) readAheadOnce(st *raStream, active int, window []objstor
 		if !c.goLoad([]loadRun{r.loadRun}, func() {
 			c.load(r.loadRun, r.size, time.Time{}, true)
 			c.streams.give(st, r.weight)
-			c.kickAhead() // its share is free again too
+			c.kickAhead() // its share is free again
 		}) {
 			c.gets.Done(1) // closed: goLoad settled the run
 			c.bytes.Done(r.weight)
@@ -254,34 +263,53 @@ func (c *CachingBucket) readAheadOnce(st *raStream, active int, window []objstor
 	return covered, full, false
 }
 
-// kickAhead tries the held windows again, the least covered first, until
-// the gates turn one away: called as each load ends, so the capacity it
-// frees goes to the streams that got the least, while their readers are
-// still busy with what they were sent, instead of waiting for their next
-// read. One kick runs at a time; one asked for meanwhile runs after it.
+// kickAhead asks the kicker to try the held windows again: called
+// wherever capacity is freed (a GET's slot, a chunk's bytes, a stream's
+// share), it costs an atomic load when nothing is held and never blocks.
 func (c *CachingBucket) kickAhead() {
 	if !c.streams.anyHeld.Load() {
 		return
 	}
-	for c.kickMu.TryLock() {
-		c.kickAgain.Store(false)
-		tries, active := c.streams.heldByLag()
-		for _, t := range tries {
-			if c.isClosed() {
-				break
-			}
-			covered, held, blocked := c.readAheadOnce(t.st, active, t.window)
-			c.streams.hold(t.id, t.st, t.window, covered, held, true, t.gen)
-			if blocked {
-				break // the next load's end kicks again
-			}
-		}
-		c.kickMu.Unlock()
-		if !c.kickAgain.Load() {
+	select {
+	case c.kickCh <- struct{}{}:
+	default: // a kick is pending: it sees this capacity too
+	}
+}
+
+// kicker runs the kicks, one at a time, off the paths that free capacity
+// (clients among them), until Close.
+func (c *CachingBucket) kicker() {
+	for {
+		select {
+		case <-c.ctx.Done():
 			return
+		case <-c.kickCh:
+			c.kickHeld()
 		}
 	}
-	c.kickAgain.Store(true) // the kick running now goes round again
+}
+
+// kickHeld tries the held windows again, the least covered first, until
+// the gates turn one away, so the capacity freed goes to the streams that
+// got the least while their readers are still busy with what they were
+// sent, instead of waiting for their next read. A stream whose own loads
+// fill its share is passed over: its loads' end kicks again.
+func (c *CachingBucket) kickHeld() {
+	tries, active := c.streams.heldByLag()
+	share := max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
+	for _, t := range tries {
+		if c.isClosed() {
+			return
+		}
+		if c.streams.overShare(t.st, c.o.ChunkBytes, share) {
+			continue
+		}
+		covered, held, blocked := c.readAheadOnce(t.st, active, t.window)
+		c.streams.hold(t.id, t.st, t.window, covered, held, true, t.gen)
+		if blocked {
+			return // the next release kicks again
+		}
+	}
 }
 
 // admitAhead takes run r's place in the stream's share, its bytes weight
@@ -384,15 +412,15 @@ func (c *CachingBucket) claimAhead(window []objstore.Range, depth, budget int64)
 			maxRun = c.maxRunChunks()
 		}
 		for i := first; i <= last; i++ {
-			if claimed+cur.weight >= budget && !(whole && len(runs) == 0 && len(cur.keys) > 0 && len(cur.keys) < maxRun) {
-				flush()
-				return runs, covered, true // the stream's share is claimed
-			}
 			// The chunk's start and end, as window bytes.
 			pos := start + max(i*cs, rg.Off) - rg.Off
 			end := start + min((i+1)*cs, rg.Off+rg.Len) - rg.Off
 			if pos >= depth {
 				return cut()
+			}
+			if claimed+cur.weight >= budget && !(whole && len(runs) == 0 && len(cur.keys) > 0 && len(cur.keys) < maxRun) {
+				flush()
+				return runs, covered, true // the stream's share is claimed
 			}
 			k := chunkKey{rg.Key, ver, i}
 			if _, loading := c.flights[k]; loading || c.mem.contains(k) {

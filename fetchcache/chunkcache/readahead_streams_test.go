@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -32,7 +33,8 @@ func inFlightByObject(t *testing.T, inner *countingBucket, total int64) map[stri
 }
 
 // waitSettled waits until only the held GETs' chunks are loading: the
-// read-ahead that found the gates full has given up.
+// read-ahead that found the gates full has let go of its claims (its
+// window is held, to be tried again as capacity frees up).
 func waitSettled(t *testing.T, c *CachingBucket) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -475,4 +477,70 @@ func TestReadAheadDiskTier(t *testing.T) {
 			t.Fatalf("chunk %d not in memory after read-ahead", i)
 		}
 	}
+}
+
+// TestHeldReadAheadEightStreamsOneChunkEach: eight streams asking at once,
+// each with a window past its share, hold one chunk each in flight (the
+// share of a budget of eight chunks), the first no more than the last.
+func TestHeldReadAheadEightStreamsOneChunkEach(t *testing.T) {
+	store := objstore.NewMemory()
+	const chunk, objChunks, streams = 100, 16, 8
+	var keys []string
+	for i := range 2 * streams {
+		k := fmt.Sprintf("seg%d", i)
+		putObject(t, store, k, chunk*objChunks)
+		keys = append(keys, k)
+	}
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 4 * (streams + 1) * objChunks * chunk,
+		MaxInFlightBytes: streams * chunk, MaxConcurrentGets: 64, StreamIdle: time.Hour})
+	window := func(i int) []objstore.Range {
+		return []objstore.Range{{Key: keys[i], Off: 0, Len: objChunks * chunk, Size: objChunks * chunk}}
+	}
+	for i := range streams { // all eight active
+		c.ReadAhead(uint64(i+1), window(i))
+	}
+	waitIdle(t, c)
+	inner.takeRanges()
+	inner.started.Store(0)
+	inner.holdGets()
+	for i := range streams {
+		c.ReadAhead(uint64(i+1), window(streams+i))
+	}
+	got := inFlightByObject(t, inner, streams)
+	for i := range streams {
+		if got[keys[streams+i]] != 1 {
+			t.Fatalf("stream %d: %d chunks in flight (all %v), want 1", i+1, got[keys[streams+i]], got)
+		}
+	}
+	inner.release()
+	waitIdle(t, c)
+}
+
+// TestHeldReadAheadDiskTier: a held window is loaded once the bytes a
+// chunk kept on its way to the disk tier are freed by the disk writer
+// (slow here), not only when a GET ends.
+func TestHeldReadAheadDiskTier(t *testing.T) {
+	store := objstore.NewMemory()
+	a := oneChunkWindow(t, store, "a", 1, 100)
+	b := oneChunkWindow(t, store, "b", 1, 100)
+	inner := newCounting(store)
+	slow := vfs.NewErrorFS(vfs.Default, vfs.InjectorFunc(func(op vfs.Op) error {
+		if op.Kind == vfs.OpCreate {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	}))
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 100 * 100, MaxInFlightBytes: 100, MaxConcurrentGets: 8,
+		CacheDir: t.TempDir(), DiskBytes: 1 << 20, FS: slow})
+	inner.holdGets()
+	if got := c.ReadAhead(1, a); got != 100 {
+		t.Fatalf("stream 1 covered %d, want its one chunk", got)
+	}
+	if got := c.ReadAhead(2, b); got != 0 {
+		t.Fatalf("stream 2 covered %d with the budget full, want 0", got)
+	}
+	inner.release()
+	waitFor(t, "b0 to be loaded after a0's disk write", func() bool { return len(inner.callOrder()) == 2 })
+	waitIdle(t, c)
 }
