@@ -227,6 +227,11 @@ func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) int64 
 	}
 	covered, held, _ := c.readAheadOnce(st, active, window)
 	c.streams.hold(stream, st, window, covered, held, false, 0)
+	if held {
+		// Capacity freed before the window was held found nothing to
+		// kick: the kicker looks once itself.
+		c.kickAhead()
+	}
 	return covered
 }
 
