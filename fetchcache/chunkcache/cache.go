@@ -523,14 +523,15 @@ func (r *chunkReader) Close() error {
 	return nil
 }
 
-// getDone frees a gets slot whose request has ended, and bytesDone bytes
-// of the in-flight budget, and offer the capacity to read-ahead held back
-// for want of it (kickAhead).
+// getDone frees a gets slot whose request has ended, and offers it to
+// read-ahead held back for want of capacity (kickAhead).
 func (c *CachingBucket) getDone() {
 	c.gets.Done(1)
 	c.kickAhead()
 }
 
+// bytesDone frees w bytes of the in-flight budget, and offers them to
+// read-ahead held back for want of capacity (kickAhead).
 func (c *CachingBucket) bytesDone(w int64) {
 	c.bytes.Done(w)
 	c.kickAhead()

@@ -33,8 +33,9 @@ import (
 // stream's share) is held, not dropped: whatever frees capacity (a GET's
 // end, a chunk reaching memory or the disk tier, a stream's load giving
 // its share back) wakes the kicker, which offers it to the held windows,
-// the least covered first (kickAhead), so the store stays busy while the readers are busy with
-// what they were sent, and the stream furthest behind is served first. A
+// the least covered first (kickAhead), so the store stays busy while the
+// readers are busy with what they were sent, and the stream furthest
+// behind is served first. A
 // stream's next request replaces its held window; one idle past StreamIdle
 // is forgotten.
 // Range reads marked with
@@ -240,7 +241,7 @@ func (c *CachingBucket) ReadAhead(stream uint64, window []objstore.Range) int64 
 // stream's depth was left for want of capacity, blocked when that was the
 // gates' (not the stream's share).
 func (c *CachingBucket) readAheadOnce(st *raStream, active int, window []objstore.Range) (covered int64, held, blocked bool) {
-	share := max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
+	share := c.aheadShare(active)
 	depth := max(c.o.ChunkBytes, c.mem.bound()/int64(2*active)) // less under memory pressure
 	runs, covered, full := c.claimAhead(window, depth, share)
 	for i, r := range runs {
@@ -301,7 +302,7 @@ func (c *CachingBucket) kicker() {
 // fill its share is passed over: its loads' end kicks again.
 func (c *CachingBucket) kickHeld() {
 	tries, active := c.streams.heldByLag()
-	share := max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
+	share := c.aheadShare(active)
 	for _, t := range tries {
 		if c.isClosed() {
 			return
@@ -315,6 +316,12 @@ func (c *CachingBucket) kickHeld() {
 			return // the next release kicks again
 		}
 	}
+}
+
+// aheadShare is a stream's share of the in-flight budget among active
+// streams: at least one chunk.
+func (c *CachingBucket) aheadShare(active int) int64 {
+	return max(c.o.ChunkBytes, c.o.MaxInFlightBytes/int64(active))
 }
 
 // admitAhead takes run r's place in the stream's share, its bytes weight

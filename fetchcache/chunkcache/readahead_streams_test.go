@@ -46,6 +46,25 @@ func waitSettled(t *testing.T, c *CachingBucket) {
 	}
 }
 
+// eightStreamCache is a cache whose in-flight budget is 8 chunks of 100
+// bytes (a share of one chunk each among eight streams), over objects
+// seg0..seg<n-1> of 16 chunks, with room in memory for mem times 9 of them.
+func eightStreamCache(t *testing.T, n, mem int64) (*countingBucket, *CachingBucket, []string) {
+	t.Helper()
+	const chunk, objChunks = 100, 16
+	store := objstore.NewMemory()
+	var keys []string
+	for i := range n {
+		k := fmt.Sprintf("seg%d", i)
+		putObject(t, store, k, chunk*objChunks)
+		keys = append(keys, k)
+	}
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: mem * 9 * objChunks * chunk,
+		MaxInFlightBytes: 8 * chunk, MaxConcurrentGets: 64, StreamIdle: time.Hour})
+	return inner, c, keys
+}
+
 // TestReadAheadSharedFairly: streams asking for read-ahead share the
 // in-flight budget. A stream alone may take all of it; the seven that ask
 // while it is full get nothing at once, but hold their windows, and as the
@@ -54,17 +73,8 @@ func waitSettled(t *testing.T, c *CachingBucket) {
 // loaded, each chunk once. Once the others go idle the one left has the
 // budget again.
 func TestReadAheadSharedFairly(t *testing.T) {
-	store := objstore.NewMemory()
 	const chunk, objChunks, streams = 100, 16, 8
-	var keys []string
-	for i := range streams + 1 {
-		k := fmt.Sprintf("seg%d", i)
-		putObject(t, store, k, chunk*objChunks)
-		keys = append(keys, k)
-	}
-	inner := newCounting(store)
-	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 2 * (streams + 1) * objChunks * chunk,
-		MaxInFlightBytes: streams * chunk, MaxConcurrentGets: 64, StreamIdle: time.Hour})
+	inner, c, keys := eightStreamCache(t, streams+1, 2)
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex
 	c.streams.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -483,17 +493,8 @@ func TestReadAheadDiskTier(t *testing.T) {
 // each with a window past its share, hold one chunk each in flight (the
 // share of a budget of eight chunks), the first no more than the last.
 func TestHeldReadAheadEightStreamsOneChunkEach(t *testing.T) {
-	store := objstore.NewMemory()
 	const chunk, objChunks, streams = 100, 16, 8
-	var keys []string
-	for i := range 2 * streams {
-		k := fmt.Sprintf("seg%d", i)
-		putObject(t, store, k, chunk*objChunks)
-		keys = append(keys, k)
-	}
-	inner := newCounting(store)
-	c := mustCache(t, inner, CacheOptions{ChunkBytes: chunk, MemoryBytes: 4 * (streams + 1) * objChunks * chunk,
-		MaxInFlightBytes: streams * chunk, MaxConcurrentGets: 64, StreamIdle: time.Hour})
+	inner, c, keys := eightStreamCache(t, 2*streams, 4)
 	window := func(i int) []objstore.Range {
 		return []objstore.Range{{Key: keys[i], Off: 0, Len: objChunks * chunk, Size: objChunks * chunk}}
 	}
