@@ -38,9 +38,11 @@ type SizeHinter interface {
 // window it wants cached next, which may span the ends of several objects
 // (segments). The bucket loads what of it is neither cached nor loading,
 // in order, in the background, within the stream's fair share of its
-// in-flight budget; it must not block or wait for capacity. It returns how
-// many bytes of the window, from its start, are now cached or loading: the
-// caller need not ask for them again until its reader gets near their end.
+// in-flight budget; it must not block or wait for capacity (it may load
+// what it held back later, as capacity frees up, until the stream asks
+// again). It returns how many bytes of the window, from its start, are now
+// cached or loading: the caller need not ask for them again until its
+// reader gets near their end.
 type ReadAheader interface {
 	ReadAhead(stream uint64, window []Range) (covered int64)
 }

@@ -746,7 +746,7 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 			s.toEnd = total < ask && s.ahead == total
 			s.limit = 0
 			if s.ahead < total && !s.toEnd {
-				s.limit = s.ahead // the bucket held back (its share of memory)
+				s.limit = s.ahead // the bucket held back (its share)
 			}
 		}
 		if res.Len > 0 {

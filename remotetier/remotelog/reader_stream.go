@@ -72,10 +72,11 @@ type streamState struct {
 	// request): the stream asks again only once its reader gets there.
 	toEnd bool
 	// limit is what the bucket covered of the last window when it held
-	// back part of it (its share of memory among many streams); 0 when it
-	// took all. The next window asks for twice that, not the whole depth,
-	// so a stream with a small share does not walk a deep window it
-	// cannot use.
+	// back part of it (its share of memory or of the in-flight budget
+	// among many streams; the part the in-flight budget held back it may
+	// still load later); 0 when it took all. The next window asks for
+	// twice that, not the whole depth, so a stream with a small share does
+	// not walk a deep window it cannot use.
 	limit int64
 }
 
