@@ -160,14 +160,14 @@ type heldTry struct {
 	gen     uint64
 }
 
-// heldByLag returns the held windows of the streams still active, the
-// least covered first (the reader nearest to waiting for the store), and
-// the number of active streams; it forgets those idle past StreamIdle.
-func (s *raStreams) heldByLag() ([]heldTry, int) {
+// heldByLag appends to tries the held windows of the streams still
+// active, the least covered first (the reader nearest to waiting for the
+// store), and returns the number of active streams; it forgets those idle
+// past StreamIdle.
+func (s *raStreams) heldByLag(tries []heldTry) ([]heldTry, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	tries := make([]heldTry, 0, len(s.held))
 	for id, st := range s.held {
 		if now.Sub(st.seen) > s.idle {
 			s.unhold(id, st)
@@ -285,12 +285,14 @@ func (c *CachingBucket) kickAhead() {
 // kicker runs the kicks, one at a time, off the paths that free capacity
 // (clients among them), until Close.
 func (c *CachingBucket) kicker() {
+	var tries []heldTry // reused: a kick may run on every chunk's arrival
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-c.kickCh:
-			c.kickHeld()
+			tries = c.kickHeld(tries[:0])
+			clear(tries) // no window kept alive until the next kick
 		}
 	}
 }
@@ -299,13 +301,14 @@ func (c *CachingBucket) kicker() {
 // the gates turn one away, so the capacity freed goes to the streams that
 // got the least while their readers are still busy with what they were
 // sent, instead of waiting for their next read. A stream whose own loads
-// fill its share is passed over: its loads' end kicks again.
-func (c *CachingBucket) kickHeld() {
-	tries, active := c.streams.heldByLag()
+// fill its share is passed over: its loads' end kicks again. It lists the
+// windows in buf, which it returns for the next kick.
+func (c *CachingBucket) kickHeld(buf []heldTry) []heldTry {
+	tries, active := c.streams.heldByLag(buf)
 	share := c.aheadShare(active)
 	for _, t := range tries {
 		if c.isClosed() {
-			return
+			break
 		}
 		if c.streams.overShare(t.st, c.o.ChunkBytes, share) {
 			continue
@@ -313,9 +316,10 @@ func (c *CachingBucket) kickHeld() {
 		covered, held, blocked := c.readAheadOnce(t.st, active, t.window)
 		c.streams.hold(t.id, t.st, t.window, covered, held, true, t.gen)
 		if blocked {
-			return // the next release kicks again
+			break // the next release kicks again
 		}
 	}
+	return tries
 }
 
 // aheadShare is a stream's share of the in-flight budget among active
