@@ -317,6 +317,7 @@ func (c *CachingBucket) exactRange(ctx context.Context, key string, off, n int64
 	if err := c.gets.StartBy(ctx, 1, deadline); err != nil {
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}
+	objstore.DemandAsked(ctx)
 	rc, err := c.inner.GetRange(ctx, key, off, n)
 	if err != nil {
 		c.getDone()

@@ -207,6 +207,9 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		c.fmu.Unlock()
 	}
 	c.goLoad(runs, func() { c.loadRuns(runs, size, deadline) })
+	// Its loads are claimed: the read-ahead its request held back may go
+	// (objstore.DemandGroup).
+	objstore.DemandAsked(ctx)
 	if readAhead {
 		c.readAheadAfter(object, version, size, first, last)
 	}

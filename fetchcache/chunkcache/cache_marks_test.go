@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -212,4 +213,69 @@ func TestEndCheckGETsCounted(t *testing.T) {
 	if all, ec := testutil.ToFloat64(c.m.storeGets), testutil.ToFloat64(c.m.endCheckGets); all != 3 || ec != 2 {
 		t.Fatalf("%v GETs, %v of them end checks; want 3, 2", all, ec)
 	}
+}
+
+// TestReadAsksForItsDemand: a read of a request's DemandGroup ends its
+// place in the group once its loads are claimed, while the store still
+// holds them, not when the bytes arrive; a read of cached bytes does so at
+// once. So the read-ahead its request held back goes right after the
+// request's own loads.
+func TestReadAsksForItsDemand(t *testing.T) {
+	c, inner, want := coldSegment(t)
+	inner.holdGets()
+	g := objstore.NewDemandGroup(2)
+	settled := make(chan struct{})
+	g.OnSettled(func() { close(settled) })
+	c1, end1 := objstore.WithDemand(context.Background(), g)
+	defer end1()
+	got := make(chan []byte, 2)
+	read := func(ctx context.Context) {
+		rc, err := c.GetRange(ctx, "t/0/seg.log", 0, markChunk)
+		if err != nil {
+			t.Error(err)
+			got <- nil
+			return
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- b
+	}
+	go read(c1)
+	// The other read of the request is of bytes the first one is loading.
+	c2, end2 := objstore.WithDemand(context.Background(), g)
+	defer end2()
+	deadline := time.Now().Add(5 * time.Second)
+	for inner.started.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first read's GET never reached the store")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !g.Pending() {
+		t.Fatal("settled with a read yet to ask")
+	}
+	go read(c2)
+	select {
+	case <-settled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request's reads are both waiting for the store, and it has not settled")
+	}
+	inner.release()
+	for range 2 {
+		if b := <-got; !bytes.Equal(b, want[:markChunk]) {
+			t.Fatal("wrong bytes")
+		}
+	}
+	// A read of cached bytes asks at once.
+	g = objstore.NewDemandGroup(1)
+	c3, end3 := objstore.WithDemand(context.Background(), g)
+	defer end3()
+	readAllCtx(t, c, c3, "t/0/seg.log", 0, markChunk)
+	if g.Pending() {
+		t.Fatal("a read served from the cache left its group pending")
+	}
+	waitIdle(t, c)
 }

@@ -512,7 +512,21 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 		if len(wave) == 0 {
 			return
 		}
-		s.fanOut(st.pool, len(wave), func(i int) { read(ctx, wave[i], committed) })
+		// The wave's reads ask the store for their own bytes before any
+		// of them for its read-ahead beyond them (objstore.DemandGroup).
+		var demand *objstore.DemandGroup
+		if len(wave) > 1 {
+			demand = objstore.NewDemandGroup(len(wave))
+		}
+		s.fanOut(st.pool, len(wave), func(i int) {
+			rctx := ctx
+			if demand != nil {
+				var asked func()
+				rctx, asked = objstore.WithDemand(ctx, demand)
+				defer asked()
+			}
+			read(rctx, wave[i], committed)
+		})
 		var again []*fetchPart
 		for k, fp := range wave {
 			if again != nil || st.full {

@@ -108,6 +108,18 @@ func (p *gatedPartition) Read(ctx context.Context, offset int64, maxBytes int) (
 	return p.Partition.Read(ctx, offset, maxBytes)
 }
 
+// smallTopic is an env holding a local topic of parts partitions of 50
+// records each.
+func smallTopic(t *testing.T, topic string, parts int) *fetchkit.Env {
+	t.Helper()
+	e := fetchkit.NewEnv(t)
+	e.Topic(topic, parts, map[string]string{"internal.segment.bytes": "1048576"})
+	for p := range int32(parts) {
+		e.Produce(e.Log(topic, p), fetchkit.ProduceOpts{}, fetchkit.GenRecs(50, ts0, fmt.Sprint(topic, p)))
+	}
+	return e
+}
+
 // TestKafkaFetchFillsPartitionsInParallel: the partitions named in one
 // Fetch are filled at once — their offsets (a remote partition's manifest)
 // and their data (its chunks) — at most FetchFillConcurrency at a time:
@@ -116,11 +128,7 @@ func (p *gatedPartition) Read(ctx context.Context, offset int64, maxBytes int) (
 // every partition's data.
 func TestKafkaFetchFillsPartitionsInParallel(t *testing.T) {
 	const parts = 8
-	e := fetchkit.NewEnv(t)
-	e.Topic("par", parts, map[string]string{"internal.segment.bytes": "1048576"})
-	for p := range int32(parts) {
-		e.Produce(e.Log("par", p), fetchkit.ProduceOpts{}, fetchkit.GenRecs(50, ts0, fmt.Sprint("par", p)))
-	}
+	e := smallTopic(t, "par", parts)
 	tests := []struct {
 		name        string
 		concurrency int // FetchFillConcurrency

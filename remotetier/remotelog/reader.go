@@ -734,19 +734,27 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 			// Asked for before the read: the stream's first window.
 			s.id, s.depth, want = pre.id, max(s.depth, pre.depth), false
 			s.ahead, s.toEnd, s.limit = max(pre.covered-res.end, 0), pre.toEnd, 0
-			if pre.covered < pre.total && !pre.toEnd {
+			if pre.covered < pre.total && !pre.toEnd && !pre.deferred {
 				s.limit = pre.covered // the bucket held back
 			}
 		}
 		if readsAhead && want {
 			w, total := l.readAheadWindow(ctx, m, seg, res.end, ask)
-			if len(w) > 0 {
-				s.ahead = ra.ReadAhead(s.id, w)
-			}
-			s.toEnd = total < ask && s.ahead == total
-			s.limit = 0
-			if s.ahead < total && !s.toEnd {
-				s.limit = s.ahead // the bucket held back (its share)
+			switch {
+			case l.deferWindow(ctx, ra, s.id, w):
+				// Asked for once the request's other reads have asked
+				// for their own bytes; its reader asks again if it gets
+				// near the end of what is covered before that.
+				s.limit = 0
+			default:
+				if len(w) > 0 {
+					s.ahead = ra.ReadAhead(s.id, w)
+				}
+				s.toEnd = total < ask && s.ahead == total
+				s.limit = 0
+				if s.ahead < total && !s.toEnd {
+					s.limit = s.ahead // the bucket held back (its share)
+				}
 			}
 		}
 		if res.Len > 0 {
@@ -769,6 +777,18 @@ type preRead struct {
 	id                    uint64
 	depth, covered, total int64
 	toEnd                 bool
+	deferred              bool // all but its first segment (deferWindow)
+}
+
+// deferWindow asks the bucket for stream's window w only once the other
+// reads of ctx's request (objstore.DemandGroup) have asked for their own
+// bytes, and reports whether it did so (false: the request has none
+// pending, and the caller asks now). A Fetch of many partitions so sends
+// its own loads to the store before the read-ahead of its first
+// partitions.
+func (l *RemoteLog) deferWindow(ctx context.Context, ra objstore.ReadAheader, stream uint64, w []objstore.Range) bool {
+	g := objstore.DemandOf(ctx)
+	return g != nil && len(w) > 0 && g.OnSettled(func() { ra.ReadAhead(stream, w) })
 }
 
 // readAheadFromStart asks the bucket, before a new stream's first read
@@ -785,6 +805,12 @@ func (l *RemoteLog) readAheadFromStart(ctx context.Context, ra objstore.ReadAhea
 		return preRead{}
 	}
 	p := preRead{id: objstore.NewStreamID(), depth: depth, total: total}
+	if len(w) > 1 && l.deferWindow(ctx, ra, p.id, w) {
+		// This read's own segment now (the read joins its load), the
+		// rest of the window once the request's other reads have asked
+		// for theirs.
+		w, p.deferred = w[:1], true
+	}
 	p.covered = ra.ReadAhead(p.id, w)
 	p.toEnd = total < depth && p.covered == total
 	return p

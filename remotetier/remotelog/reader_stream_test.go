@@ -321,14 +321,11 @@ func (b *windowBucket) ReadAhead(stream uint64, w []objstore.Range) int64 {
 // take returns the stream and window of the last call since the last
 // take (0 and nil when none).
 func (b *windowBucket) take() (uint64, []objstore.Range) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.windows) == 0 {
+	ids, ws := b.takeAll()
+	if len(ws) == 0 {
 		return 0, nil
 	}
-	id, w := b.streams[len(b.streams)-1], b.windows[len(b.windows)-1]
-	b.streams, b.windows = nil, nil
-	return id, w
+	return ids[len(ids)-1], ws[len(ws)-1]
 }
 
 // TestReadAheadAcrossSegments: after every read a ReadAheader is asked to
@@ -465,18 +462,27 @@ func TestReadAheadAsksAgainHalfWay(t *testing.T) {
 	}
 }
 
+// coveredLog is a remote log of a committed local log (seed as
+// WriteLocal's) over a windowBucket that covers every window, with the
+// default reader options.
+func coveredLog(t *testing.T, seed uint64) (*remotekit.Remote, *windowBucket, *RemoteLog) {
+	t.Helper()
+	local := remotekit.WriteLocal(t, t.TempDir(), seed, 8, 20, false)
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit(local.Files(t)...)
+	wb := &windowBucket{BucketReader: r.Bucket, cover: true}
+	l, err := OpenRemoteLog(context.Background(), wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, wb, l
+}
+
 // TestReadAheadToTheEnd: once a covered window reaches the log's end, the
 // stream asks no more until its reader gets there.
 func TestReadAheadToTheEnd(t *testing.T) {
 	ctx := context.Background()
-	local := remotekit.WriteLocal(t, t.TempDir(), 34, 8, 20, false)
-	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
-	r.Commit(local.Files(t)...)
-	wb := &windowBucket{BucketReader: r.Bucket, cover: true}
-	l, err := OpenRemoteLog(ctx, wb, "", remotekit.TestTopic, remotekit.TestPartition, ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, wb, l := coveredLog(t, 34)
 	asks, reads := 0, 0
 	for off := int64(0); off < l.LogEndOffset(); reads++ {
 		v, err := l.ReadView(ctx, off, 2000)
@@ -580,5 +586,72 @@ func TestReadAheadDepth(t *testing.T) {
 	off := ReaderOptions{ReadAheadBytes: -1}.withDefaults()
 	if s := off.nextStream(streamState{}, false, true, 10, time.Now(), 10); s.depth != 0 {
 		t.Fatalf("read-ahead disabled: depth %d", s.depth)
+	}
+}
+
+// takeAll returns the streams and windows of every call since the last
+// take, in order.
+func (b *windowBucket) takeAll() ([]uint64, [][]objstore.Range) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ids, ws := b.streams, b.windows
+	b.streams, b.windows = nil, nil
+	return ids, ws
+}
+
+// TestReadAheadWaitsForTheRequest: the reads of one request (a Fetch of
+// many partitions, objstore.DemandGroup) ask for their read-ahead only
+// once every read of the request has asked for its own bytes: a new
+// stream's first window is cut to its own segment (which its read joins)
+// and the rest asked for later, a continuing stream's window is asked for
+// later whole; both as they would have been at once, the first before the
+// second. Outside a pending request, windows are asked for at once.
+func TestReadAheadWaitsForTheRequest(t *testing.T) {
+	ctx := context.Background()
+	r, wb, l := coveredLog(t, 36)
+	// Reads the size of a segment: the first window spans two segments.
+	maxBytes := int(r.Segs[0].Log.Size)
+	g := objstore.NewDemandGroup(2)
+	c1, end1 := objstore.WithDemand(ctx, g)
+	v, err := l.ReadView(c1, 0, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, ws := wb.takeAll()
+	if len(ws) != 1 || len(ws[0]) != 1 || ws[0][0].Key != r.Segs[0].Log.Key || ws[0][0].Off != 0 || ws[0][0].Len != r.Segs[0].Log.Size {
+		t.Fatalf("first read of a pending request asked for %+v, want its own segment only", ws)
+	}
+	stream := ids[0]
+	// A second read of the stream, still within the pending request:
+	// nothing asked for now.
+	v2, err := l.ReadView(c1, v.NextOffset, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end1()
+	if _, ws := wb.takeAll(); len(ws) != 0 {
+		t.Fatalf("asked for %+v with a read of the request still to ask", ws)
+	}
+	// The request's other read asks for its bytes: the held-back windows
+	// are asked for, the first one's whole, then the second read's.
+	c2, end2 := objstore.WithDemand(ctx, g)
+	objstore.DemandAsked(c2)
+	end2()
+	ids, ws = wb.takeAll()
+	if len(ws) != 2 || ids[0] != stream || ids[1] != stream {
+		t.Fatalf("after the request's reads asked: streams %v, windows %+v; want 2 of stream %d", ids, ws, stream)
+	}
+	if len(ws[0]) < 2 || ws[0][0] != (objstore.Range{Key: r.Segs[0].Log.Key, Len: r.Segs[0].Log.Size, Size: r.Segs[0].Log.Size}) || ws[0][1].Key != r.Segs[1].Log.Key {
+		t.Fatalf("the first window, asked for later: %+v, want the whole of it from segment 0 on", ws[0])
+	}
+	if ws[1][0].Key == r.Segs[0].Log.Key {
+		t.Fatalf("the second read's window %+v starts in segment 0", ws[1])
+	}
+	// The request settled: the next read asks at once.
+	if _, err := l.ReadView(c1, v2.NextOffset, maxBytes); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := wb.takeAll(); len(ids) != 1 || ids[0] != stream {
+		t.Fatalf("a read after the request settled: streams %v, want one request of stream %d", ids, stream)
 	}
 }

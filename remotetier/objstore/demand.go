@@ -1,0 +1,97 @@
+package objstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// DemandGroup counts the reads of one request (a Kafka Fetch naming many
+// partitions, read in parallel) that have not yet asked the store for
+// their own bytes. While any has not, a caching bucket's read-ahead
+// (ReadAheader) for the group's readers takes no capacity beyond the
+// object each is about to read and holds the rest of its window, so the
+// request's own loads go to the store before the read-ahead of its first
+// readers: one GET per partition first, the windows after them (else the
+// first partitions of a cold Fetch read three segments each ahead of the
+// last partitions' first, and the whole Fetch waits for those). When the
+// last read has asked, the group calls what waits for it to settle.
+type DemandGroup struct {
+	pending atomic.Int64
+	mu      sync.Mutex
+	settled []func()
+}
+
+// NewDemandGroup returns a group of n reads; each is made with a context
+// from WithDemand and ends its place in the group (DemandAsked, or the
+// release WithDemand returns).
+func NewDemandGroup(n int) *DemandGroup {
+	g := &DemandGroup{}
+	g.pending.Store(int64(n))
+	return g
+}
+
+// Pending reports whether a read of the group has not yet asked for its
+// bytes.
+func (g *DemandGroup) Pending() bool { return g.pending.Load() > 0 }
+
+// OnSettled has f called once no read of the group is pending: later, on
+// the goroutine of the read that ends the group, and false when the group
+// has already settled (f is not called; the caller goes on as if it had).
+func (g *DemandGroup) OnSettled(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.Pending() {
+		return false
+	}
+	g.settled = append(g.settled, f)
+	return true
+}
+
+func (g *DemandGroup) done() {
+	if g.pending.Add(-1) != 0 {
+		return
+	}
+	g.mu.Lock()
+	fs := g.settled
+	g.settled = nil
+	g.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// demandToken is one read's place in its group.
+type demandToken struct {
+	g    *DemandGroup
+	once sync.Once
+}
+
+type demandKey struct{}
+
+// WithDemand returns ctx carrying a place in g for one read, and its
+// release, which the caller calls when the read has ended (a read served
+// from the cache, or failed, never asks the store). Only the first of the
+// release and DemandAsked counts.
+func WithDemand(ctx context.Context, g *DemandGroup) (context.Context, func()) {
+	t := &demandToken{g: g}
+	return context.WithValue(ctx, demandKey{}, t), func() { t.once.Do(g.done) }
+}
+
+// DemandAsked tells the group of ctx's read (if any) that the read has
+// claimed the loads of its own bytes: a caching bucket calls it once they
+// are queued for the store (or found cached or loading).
+func DemandAsked(ctx context.Context) {
+	if t, ok := ctx.Value(demandKey{}).(*demandToken); ok {
+		t.once.Do(t.g.done)
+	}
+}
+
+// DemandOf returns the group of ctx's read while a read of it is pending,
+// else nil.
+func DemandOf(ctx context.Context) *DemandGroup {
+	if t, ok := ctx.Value(demandKey{}).(*demandToken); ok && t.g.Pending() {
+		return t.g
+	}
+	return nil
+}
