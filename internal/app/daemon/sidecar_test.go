@@ -19,6 +19,7 @@ import (
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/brokermeta"
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // TestSidecarLeaders: with --bootstrap-server the sidecar uploads only the
@@ -67,6 +68,9 @@ func TestSidecarLeaders(t *testing.T) {
 func TestSidecarReadiness(t *testing.T) {
 	root := t.TempDir()
 	logDir := brokerdir.Rolled(t, filepath.Join(root, "kafka"))
+	// A mem:// bucket is process-wide: dropped after the test, so a
+	// second run (-count) starts empty and has its segment to upload.
+	t.Cleanup(func() { objstore.DropMemory("sidecar-readiness") })
 	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessSidecar, Flags: map[string]string{
 		"kafka-log-dir": logDir, "bucket": "mem://sidecar-readiness", "http": "127.0.0.1:0", "interval": "20ms"}})
 	if err != nil {
@@ -161,6 +165,8 @@ func TestSidecarPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logDir := brokerdir.Rolled(t, filepath.Join(t.TempDir(), "kafka"))
+			// Process-wide, as above: dropped so that each run starts empty.
+			t.Cleanup(func() { objstore.DropMemory("sidecar-policy-" + tt.name) })
 			flags := map[string]string{"kafka-log-dir": logDir, "bucket": "mem://sidecar-policy-" + tt.name}
 			if tt.topics != "" {
 				flags["topics"] = tt.topics
