@@ -109,6 +109,9 @@ type loadRun struct {
 	// endCheck says a partition's end check asked for the run: its GETs
 	// are counted apart too.
 	endCheck bool
+	// asked, when set, is called once the run's load holds its GET's
+	// slot, or ends without one (its reader's objstore.DemandAsked).
+	asked func()
 }
 
 // maxRunChunks bounds the chunks of one run (one GET): a quarter of the
@@ -206,10 +209,19 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		last.flights[len(last.flights)-1].parks = c.extendsLocked(last.keys[len(last.keys)-1], size)
 		c.fmu.Unlock()
 	}
+	// The read has asked for its bytes (objstore.DemandGroup) once a
+	// load of its own holds a GET's slot (or ends without one), or at
+	// once when it only joins loads or reads cached chunks: the
+	// read-ahead its request held back then takes only what is left.
+	if len(runs) == 0 {
+		objstore.DemandAsked(ctx)
+	} else if objstore.DemandOf(ctx) != nil {
+		asked := sync.OnceFunc(func() { objstore.DemandAsked(ctx) })
+		for i := range runs {
+			runs[i].asked = asked
+		}
+	}
 	c.goLoad(runs, func() { c.loadRuns(runs, size, deadline) })
-	// Its loads are claimed: the read-ahead its request held back may go
-	// (objstore.DemandGroup).
-	objstore.DemandAsked(ctx)
 	if readAhead {
 		c.readAheadAfter(object, version, size, first, last)
 	}
@@ -398,6 +410,9 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 		}
 		return g.StartBy(c.ctx, w, deadline)
 	}
+	if r.asked != nil {
+		defer r.asked()
+	}
 	heldGet := r.held
 	if !r.held {
 		if err := start(c.bytes, weight); err != nil {
@@ -486,6 +501,9 @@ func (c *CachingBucket) load(r loadRun, size int64, deadline time.Time, readAhea
 		} else if err := start(c.gets, 1); err != nil {
 			fail(i, err)
 			return
+		}
+		if r.asked != nil {
+			r.asked()
 		}
 		lastData, err := c.fetch(r, lens, i, j, size, readAhead || r.park, keep)
 		c.getDone()

@@ -216,21 +216,37 @@ func TestEndCheckGETsCounted(t *testing.T) {
 }
 
 // TestReadAsksForItsDemand: a read of a request's DemandGroup ends its
-// place in the group once its loads are claimed, while the store still
-// holds them, not when the bytes arrive; a read of cached bytes does so at
-// once. So the read-ahead its request held back goes right after the
-// request's own loads.
+// place in the group once a load of its own holds a GET's slot, while the
+// store still holds the GET (not when the bytes arrive), so the read-ahead
+// its request held back takes only the slots left: with one slot, the
+// read's GET reaches the store before that read-ahead's. A read of cached
+// bytes ends its place at once.
 func TestReadAsksForItsDemand(t *testing.T) {
-	c, inner, want := coldSegment(t)
+	store := objstore.NewMemory()
+	const size = 1 << 20
+	want := putObject(t, store, "t/0/a.log", size)
+	putObject(t, store, "t/0/b.log", size)
+	inner := newCounting(store)
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: markChunk, MemoryBytes: 8 << 20, MaxConcurrentGets: 1})
+	c.HintSize("t/0/a.log", size)
+	c.HintSize("t/0/b.log", size)
 	inner.holdGets()
-	g := objstore.NewDemandGroup(2)
+	g := objstore.NewDemandGroup(1)
 	settled := make(chan struct{})
-	g.OnSettled(func() { close(settled) })
-	c1, end1 := objstore.WithDemand(context.Background(), g)
-	defer end1()
-	got := make(chan []byte, 2)
-	read := func(ctx context.Context) {
-		rc, err := c.GetRange(ctx, "t/0/seg.log", 0, markChunk)
+	// What the request held back: a stream's window over another object.
+	var slotsAtSettle int64
+	g.OnSettled(func() {
+		slotsAtSettle = c.gets.InFlight()
+		c.ReadAhead(objstore.NewStreamID(), []objstore.Range{{Key: "t/0/b.log", Len: size, Size: size}})
+		close(settled)
+	})
+	// Marked as a RemoteLog's read (it reads ahead itself): no read-ahead
+	// of the object's next chunks besides.
+	ctx, end := objstore.WithDemand(objstore.WithCallerReadAhead(context.Background()), g)
+	defer end()
+	got := make(chan []byte, 1)
+	go func() {
+		rc, err := c.GetRange(ctx, "t/0/a.log", 0, markChunk)
 		if err != nil {
 			t.Error(err)
 			got <- nil
@@ -242,40 +258,30 @@ func TestReadAsksForItsDemand(t *testing.T) {
 			t.Error(err)
 		}
 		got <- b
-	}
-	go read(c1)
-	// The other read of the request is of bytes the first one is loading.
-	c2, end2 := objstore.WithDemand(context.Background(), g)
-	defer end2()
-	deadline := time.Now().Add(5 * time.Second)
-	for inner.started.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first read's GET never reached the store")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if !g.Pending() {
-		t.Fatal("settled with a read yet to ask")
-	}
-	go read(c2)
+	}()
 	select {
 	case <-settled:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the request's reads are both waiting for the store, and it has not settled")
+		t.Fatal("the read is waiting for the store, and its request has not settled")
+	}
+	if slotsAtSettle != 1 {
+		t.Fatalf("the request settled with %d GET slots taken, want 1: the read's own", slotsAtSettle)
 	}
 	inner.release()
-	for range 2 {
-		if b := <-got; !bytes.Equal(b, want[:markChunk]) {
-			t.Fatal("wrong bytes")
-		}
+	if b := <-got; !bytes.Equal(b, want[:markChunk]) {
+		t.Fatal("wrong bytes")
+	}
+	waitIdle(t, c)
+	r := inner.takeRanges()
+	if len(r) < 2 || r[0].key != "t/0/a.log" || r[len(r)-1].key != "t/0/b.log" {
+		t.Fatalf("GETs %v: want the read's own first, then the read-ahead its request held back", r)
 	}
 	// A read of cached bytes asks at once.
 	g = objstore.NewDemandGroup(1)
-	c3, end3 := objstore.WithDemand(context.Background(), g)
-	defer end3()
-	readAllCtx(t, c, c3, "t/0/seg.log", 0, markChunk)
+	ctx, end = objstore.WithDemand(context.Background(), g)
+	defer end()
+	readAllCtx(t, c, ctx, "t/0/a.log", 0, markChunk)
 	if g.Pending() {
 		t.Fatal("a read served from the cache left its group pending")
 	}
-	waitIdle(t, c)
 }

@@ -8,14 +8,16 @@ import (
 
 // DemandGroup counts the reads of one request (a Kafka Fetch naming many
 // partitions, read in parallel) that have not yet asked the store for
-// their own bytes. While any has not, a caching bucket's read-ahead
-// (ReadAheader) for the group's readers takes no capacity beyond the
-// object each is about to read and holds the rest of its window, so the
-// request's own loads go to the store before the read-ahead of its first
-// readers: one GET per partition first, the windows after them (else the
-// first partitions of a cold Fetch read three segments each ahead of the
-// last partitions' first, and the whole Fetch waits for those). When the
-// last read has asked, the group calls what waits for it to settle.
+// their own bytes. While any has not, a RemoteLog asks its caching bucket
+// (ReadAheader) for no read-ahead beyond what the read itself is about to
+// read (a new stream's own segment, which its read joins; nothing for a
+// stream that goes on), and asks for the rest of the window once every
+// read of the group has asked: the request's own loads take the store's
+// GET slots first, one per partition, and its read-ahead what is left
+// (else the first partitions of a cold Fetch read three segments each
+// ahead of the last partitions' first, and the whole Fetch waits for
+// those). When the last read has asked, the group calls what waits for it
+// to settle.
 type DemandGroup struct {
 	pending atomic.Int64
 	mu      sync.Mutex
@@ -79,18 +81,29 @@ func WithDemand(ctx context.Context, g *DemandGroup) (context.Context, func()) {
 }
 
 // DemandAsked tells the group of ctx's read (if any) that the read has
-// claimed the loads of its own bytes: a caching bucket calls it once they
-// are queued for the store (or found cached or loading).
+// asked for its bytes: a caching bucket calls it once a load of the read's
+// own holds a GET's slot (or ended without one), or when the read finds
+// its bytes cached or loading.
 func DemandAsked(ctx context.Context) {
-	if t, ok := ctx.Value(demandKey{}).(*demandToken); ok {
+	if t, ok := ctx.Value(demandKey{}).(*demandToken); ok && t != nil {
 		t.once.Do(t.g.done)
 	}
+}
+
+// WithoutDemand returns ctx without its read's place in a DemandGroup:
+// for what a read loads before its own bytes (an index), which must not
+// count as its asking for them.
+func WithoutDemand(ctx context.Context) context.Context {
+	if t, ok := ctx.Value(demandKey{}).(*demandToken); !ok || t == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, demandKey{}, (*demandToken)(nil))
 }
 
 // DemandOf returns the group of ctx's read while a read of it is pending,
 // else nil.
 func DemandOf(ctx context.Context) *DemandGroup {
-	if t, ok := ctx.Value(demandKey{}).(*demandToken); ok && t.g.Pending() {
+	if t, ok := ctx.Value(demandKey{}).(*demandToken); ok && t != nil && t.g.Pending() {
 		return t.g
 	}
 	return nil

@@ -30,6 +30,16 @@ func TestDemandGroup(t *testing.T) {
 			t.Fatal("a read of a pending group does not see it")
 		}
 	}
+	// What a read loads before its own bytes (an index) does not count.
+	if idx := WithoutDemand(c1); DemandOf(idx) != nil {
+		t.Fatal("a context without the read's place still has its group")
+	} else {
+		DemandAsked(idx)
+		DemandAsked(WithoutDemand(idx))
+	}
+	if DemandOf(c1) != g {
+		t.Fatal("an index load counted as the read's asking")
+	}
 	DemandAsked(c1)
 	end1() // asked already: not counted again
 	DemandAsked(c1)

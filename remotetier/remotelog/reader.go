@@ -753,7 +753,14 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 			// Asked for before the read: the stream's first window.
 			s.id, s.depth, want = pre.id, max(s.depth, pre.depth), false
 			s.ahead, s.toEnd, s.limit = max(pre.covered-res.end, 0), pre.toEnd, 0
-			if pre.covered < pre.total && !pre.toEnd && !pre.deferred {
+			switch {
+			case pre.deferred:
+				// The rest of the window is asked for once the request's
+				// other reads have asked for theirs: counted as covered,
+				// as the bucket keeps what it cannot take then as a held
+				// window.
+				s.ahead, s.toEnd = max(pre.total-res.end, 0), pre.total < pre.depth
+			case pre.covered < pre.total && !pre.toEnd:
 				s.limit = pre.covered // the bucket held back
 			}
 		}
@@ -762,9 +769,8 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 			switch {
 			case l.deferWindow(ctx, ra, s.id, w):
 				// Asked for once the request's other reads have asked
-				// for their own bytes; its reader asks again if it gets
-				// near the end of what is covered before that.
-				s.limit = 0
+				// for their own bytes: counted as covered (see above).
+				s.ahead, s.toEnd, s.limit = total, total < ask, 0
 			default:
 				if len(w) > 0 {
 					s.ahead = ra.ReadAhead(s.id, w)
@@ -807,7 +813,11 @@ type preRead struct {
 // partitions.
 func (l *RemoteLog) deferWindow(ctx context.Context, ra objstore.ReadAheader, stream uint64, w []objstore.Range) bool {
 	g := objstore.DemandOf(ctx)
-	return g != nil && len(w) > 0 && g.OnSettled(func() { ra.ReadAhead(stream, w) })
+	return g != nil && len(w) > 0 && g.OnSettled(func() {
+		if ctx.Err() == nil { // its request is still being answered
+			ra.ReadAhead(stream, w)
+		}
+	})
 }
 
 // readAheadFromStart asks the bucket, before a new stream's first read
@@ -1236,6 +1246,9 @@ func (l *RemoteLog) loadIndex(ctx context.Context, seg manifest.Segment, obj man
 	if v, ok := l.idx.get(ck); ok {
 		return v, nil
 	}
+	// The read has asked for its bytes when it asks for its batches, not
+	// for an index it needs first (objstore.DemandGroup).
+	ctx = objstore.WithoutDemand(ctx)
 	if obj.Size > l.opts.MaxIndexBytes {
 		return nil, &CorruptObjectError{Key: obj.Key, Reason: fmt.Sprintf(
 			"index of %d bytes exceeds the %d-byte limit", obj.Size, l.opts.MaxIndexBytes)}
