@@ -61,12 +61,12 @@ func (p *coldPartition) Read(ctx context.Context, offset int64, maxBytes int) ([
 // empty because their cached-only reads missed (their read-ahead took only
 // free capacity, which the Fetch's own loads held) are asked for again
 // once the Fetch has its answer, as prefetch reads (objstore.WithPrefetch)
-// at their fetch offsets and max bytes, in request order, up to the Fetch's
-// max bytes of them; the partitions it answered, and a Fetch that missed
-// nothing, prefetch nothing.
+// at their fetch offsets and max bytes, in request order, up to twice the
+// Fetch's max bytes of them (reloadResponses); the partitions it answered,
+// and a Fetch that missed nothing, prefetch nothing.
 func TestKafkaFetchReloadsWhatItMissed(t *testing.T) {
 	const (
-		parts   = 6
+		parts   = 8
 		partMax = 6 << 10
 	)
 	e := fetchkit.NewEnv(t)
@@ -83,8 +83,8 @@ func TestKafkaFetchReloadsWhatItMissed(t *testing.T) {
 	}
 	// The first partition's max bytes exceed the Fetch's: it is planned
 	// all of them, and every partition after it starts the tail, read
-	// cached-only: they miss. Their prefetches stop once they reach the
-	// Fetch's max bytes: 3 of the 5.
+	// cached-only: they miss. Their prefetches stop once they reach twice
+	// the Fetch's max bytes: 6 of the 7.
 	req := fetchOf(0, partMax, pairs...)
 	req.MaxBytes = 16 << 10
 	req.Topics[0].Partitions[0].PartitionMaxBytes = 1 << 20
@@ -101,11 +101,16 @@ func TestKafkaFetchReloadsWhatItMissed(t *testing.T) {
 			empty = append(empty, rp.Partition)
 		}
 	}
-	if !slices.Equal(empty, []int32{1, 2, 3, 4, 5}) {
-		t.Fatalf("empty answers of partitions %v, want 1 to 5 (missed)", empty)
+	if !slices.Equal(empty, []int32{1, 2, 3, 4, 5, 6, 7}) {
+		t.Fatalf("empty answers of partitions %v, want 1 to 7 (missed)", empty)
 	}
-	// Each within what is left of the Fetch's max bytes: the third 4 KiB.
-	want := []string{fmt.Sprintf("1@0/%d", partMax), fmt.Sprintf("2@7/%d", partMax), fmt.Sprintf("3@0/%d", 16<<10-2*partMax)}
+	// Each within what is left of twice the Fetch's max bytes: the sixth
+	// 2 KiB.
+	want := []string{fmt.Sprintf("1@0/%d", partMax), fmt.Sprintf("2@7/%d", partMax)}
+	for p := 3; p <= 5; p++ {
+		want = append(want, fmt.Sprintf("%d@0/%d", p, partMax))
+	}
+	want = append(want, fmt.Sprintf("6@0/%d", 2*(16<<10)-5*partMax))
 	deadline := time.Now().Add(10 * time.Second)
 	for !slices.Equal(cat.taken(), want) {
 		if time.Now().After(deadline) || len(cat.taken()) > len(want) {
