@@ -456,9 +456,6 @@ func (c *RemoteCatalog) checkEnds(ctx context.Context, p *remotePartition) {
 		_, _ = p.log.CheckEnd(ctx)
 		return nil
 	})
-	// The others read only their final segment's tail: no small
-	// partition's data is loaded before a client asks for it.
-	tctx := remotelog.WithTailOnly(ctx)
 	for i := 0; i < len(parts) && i < endCheckPartitions; i++ {
 		n := parts[(at+i)%len(parts)]
 		if n == own {
@@ -470,7 +467,7 @@ func (c *RemoteCatalog) checkEnds(ctx context.Context, p *remotePartition) {
 				return nil
 			}
 			if rp, ok := sp.(*remotePartition); ok && rp.checkGone() == nil && !rp.log.EndChecked() {
-				_, _ = rp.log.CheckEnd(tctx)
+				_, _ = rp.log.CheckEnd(ctx)
 			}
 			return nil
 		})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
-	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/objtesting"
 	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/manifest"
@@ -224,75 +223,5 @@ func TestRemoteEndCheckOfSmallPartition(t *testing.T) {
 	body.Close()
 	if reads := rc.Reads() - before; reads != 1 {
 		t.Fatalf("reading the final segment after the check made %d more store reads; want it cached", reads-1)
-	}
-}
-
-// keyedRanges records the range GETs of .log objects by key.
-type keyedRanges struct {
-	objstore.BucketReader
-	mu     sync.Mutex
-	ranges map[string][][2]int64 // offset, length
-}
-
-func (b *keyedRanges) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	if strings.HasSuffix(key, ".log") {
-		b.mu.Lock()
-		b.ranges[key] = append(b.ranges[key], [2]int64{off, n})
-		b.mu.Unlock()
-	}
-	return b.BucketReader.GetRange(ctx, key, off, n)
-}
-
-// TestRemoteListingChecksOthersByTheirTails: a listing of one small
-// partition's offsets reads its final segment whole (its replay reads it
-// next, from the cache), but the checks it runs alongside for the topic's
-// other partitions, which no client asked for yet, read only their tails:
-// a topic of many small partitions is not loaded whole before its first
-// Fetch.
-func TestRemoteListingChecksOthersByTheirTails(t *testing.T) {
-	ctx := context.Background()
-	mem := objstore.NewMemory()
-	const parts = 4
-	var finals []manifest.Segment
-	for p := range int32(parts) {
-		local := remotekit.WriteLocal(t, t.TempDir(), 90+uint64(p), 2, 40, false)
-		r := remotekit.NewRemotePartition(t, mem, "", p, 0, manifest.DefaultPolicy())
-		r.Commit(local.Files(t)...)
-		final := r.Segs[len(r.Segs)-1]
-		if r.M.LogBytes() > 2<<20 || final.Log.Size <= 64<<10 {
-			t.Fatalf("partition %d: %d bytes, final segment %d: want a small partition whose final segment is more than its tail", p, r.M.LogBytes(), final.Log.Size)
-		}
-		finals = append(finals, final)
-	}
-	kr := &keyedRanges{BucketReader: mem, ranges: map[string][][2]int64{}}
-	_, cat := fetchkit.CachedCatalog(t, kr, chunkcache.CacheOptions{ChunkBytes: 1 << 20, MemoryBytes: 16 << 20}, fetchcache.RemoteCatalogOptions{})
-	if _, err := cat.Topics(ctx); err != nil { // as Metadata does first
-		t.Fatal(err)
-	}
-	part, err := cat.Partition(ctx, remotekit.TestTopic, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := part.Offsets(fetchcache.WithOffsetsListing(ctx)); err != nil {
-		t.Fatal(err)
-	}
-	kr.mu.Lock()
-	defer kr.mu.Unlock()
-	for p, final := range finals {
-		got := kr.ranges[final.Log.Key]
-		if p == 1 {
-			if !slices.Equal(got, [][2]int64{{0, final.Log.Size}}) {
-				t.Fatalf("the listed partition's final segment was read as %v; want whole, [0, %d)", got, final.Log.Size)
-			}
-			continue
-		}
-		if len(got) == 0 {
-			t.Fatalf("partition %d: its end was not checked with the listed one", p)
-		}
-		for _, rg := range got {
-			if rg[1] > 64<<10 || rg[0]+rg[1] != final.Log.Size {
-				t.Fatalf("partition %d: its final segment (%d bytes) was read as %v; want only its tail", p, final.Log.Size, got)
-			}
-		}
 	}
 }

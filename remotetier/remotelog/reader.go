@@ -482,14 +482,13 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 		// the chunk around them (a caching bucket's, 4 MiB by default,
 		// for every partition a client lists the offsets of, which a
 		// replay from the log start reaches last, if still cached).
-		// Unless the final segment fits a chunk (WholeTailBytes), the
-		// whole partition is small (two chunks at most) and a client asked
-		// for this partition (not WithTailOnly): that
+		// Unless the final segment fits a chunk (WholeTailBytes) and the
+		// whole partition is small (two chunks at most): that
 		// replay then reads the chunk soon after, from the cache, so the
 		// check reads all of it and walks it from its first batch, with
 		// no index (one GET, the replay's own).
 		wholeMax := l.opts.WholeTailBytes
-		cached := !tailOnly(ctx) && seg.Log.Size <= wholeMax && m.LogBytes() <= 2*wholeMax
+		cached := seg.Log.Size <= wholeMax && m.LogBytes() <= 2*wholeMax
 		tailCtx := ctx
 		if !cached {
 			tailCtx = objstore.WithExactRange(ctx)
@@ -515,24 +514,6 @@ func (l *RemoteLog) checkEnd(ctx context.Context) (*manifest.Manifest, error) {
 		return nil, err
 	}
 	return checked, nil
-}
-
-type tailOnlyKey struct{}
-
-// WithTailOnly returns ctx marked so that CheckEnd reads only the final
-// segment's tail for it, never the whole segment (WholeTailBytes): for the
-// checks a listing of one partition runs alongside for the others of its
-// topic (fetchcache), which no client has asked for yet. Read whole, the
-// final segments of a topic of many small partitions would be most of its
-// data, all loaded before the first Fetch, which then has no load left to
-// overlap with its client's reading.
-func WithTailOnly(ctx context.Context) context.Context {
-	return context.WithValue(ctx, tailOnlyKey{}, true)
-}
-
-func tailOnly(ctx context.Context) bool {
-	v, _ := ctx.Value(tailOnlyKey{}).(bool)
-	return v
 }
 
 // walkEnd walks the batch headers of seg's .log to its end — from its
