@@ -184,6 +184,12 @@ func (s *raStreams) heldByLag(tries []heldTry) ([]heldTry, int) {
 func (s *raStreams) overShare(st *raStream, w, share int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return st.overShare(w, share)
+}
+
+// overShare: no room for w more bytes within share, though a stream with
+// nothing in flight always has room for one run; s.mu is held.
+func (st *raStream) overShare(w, share int64) bool {
 	return st.inFlight > 0 && st.inFlight+w > share
 }
 
@@ -193,7 +199,7 @@ func (s *raStreams) overShare(st *raStream, w, share int64) bool {
 func (s *raStreams) take(st *raStream, w, share int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st.inFlight > 0 && st.inFlight+w > share {
+	if st.overShare(w, share) {
 		return false
 	}
 	st.inFlight += w

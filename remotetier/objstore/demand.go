@@ -77,7 +77,16 @@ type demandKey struct{}
 // release and DemandAsked counts.
 func WithDemand(ctx context.Context, g *DemandGroup) (context.Context, func()) {
 	t := &demandToken{g: g}
-	return context.WithValue(ctx, demandKey{}, t), func() { t.once.Do(g.done) }
+	return context.WithValue(ctx, demandKey{}, t), t.ask
+}
+
+// ask ends the token's place in its group, once.
+func (t *demandToken) ask() { t.once.Do(t.g.done) }
+
+// tokenOf is ctx's read's place in a group, nil when none.
+func tokenOf(ctx context.Context) *demandToken {
+	t, _ := ctx.Value(demandKey{}).(*demandToken)
+	return t
 }
 
 // DemandAsked tells the group of ctx's read (if any) that the read has
@@ -85,8 +94,8 @@ func WithDemand(ctx context.Context, g *DemandGroup) (context.Context, func()) {
 // own holds a GET's slot (or ended without one), or when the read finds
 // its bytes cached or loading.
 func DemandAsked(ctx context.Context) {
-	if t, ok := ctx.Value(demandKey{}).(*demandToken); ok && t != nil {
-		t.once.Do(t.g.done)
+	if t := tokenOf(ctx); t != nil {
+		t.ask()
 	}
 }
 
@@ -94,7 +103,7 @@ func DemandAsked(ctx context.Context) {
 // for what a read loads before its own bytes (an index), which must not
 // count as its asking for them.
 func WithoutDemand(ctx context.Context) context.Context {
-	if t, ok := ctx.Value(demandKey{}).(*demandToken); !ok || t == nil {
+	if tokenOf(ctx) == nil {
 		return ctx
 	}
 	return context.WithValue(ctx, demandKey{}, (*demandToken)(nil))
@@ -103,7 +112,7 @@ func WithoutDemand(ctx context.Context) context.Context {
 // DemandOf returns the group of ctx's read while a read of it is pending,
 // else nil.
 func DemandOf(ctx context.Context) *DemandGroup {
-	if t, ok := ctx.Value(demandKey{}).(*demandToken); ok && t != nil && t.g.Pending() {
+	if t := tokenOf(ctx); t != nil && t.g.Pending() {
 		return t.g
 	}
 	return nil

@@ -734,14 +734,7 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 			// Asked for before the read: the stream's first window.
 			s.id, s.depth, want = pre.id, max(s.depth, pre.depth), false
 			s.ahead, s.toEnd, s.limit = max(pre.covered-res.end, 0), pre.toEnd, 0
-			switch {
-			case pre.deferred:
-				// The rest of the window is asked for once the request's
-				// other reads have asked for theirs: counted as covered,
-				// as the bucket keeps what it cannot take then as a held
-				// window.
-				s.ahead, s.toEnd = max(pre.total-res.end, 0), pre.total < pre.depth
-			case pre.covered < pre.total && !pre.toEnd:
+			if pre.covered < pre.total && !pre.toEnd {
 				s.limit = pre.covered // the bucket held back
 			}
 		}
@@ -749,18 +742,14 @@ func (l *RemoteLog) ReadView(ctx context.Context, offset int64, maxBytes int) (R
 			w, total := l.readAheadWindow(ctx, m, seg, res.end, ask)
 			switch {
 			case l.deferWindow(ctx, ra, s.id, w):
-				// Asked for once the request's other reads have asked
-				// for their own bytes: counted as covered (see above).
-				s.ahead, s.toEnd, s.limit = total, total < ask, 0
-			default:
-				if len(w) > 0 {
-					s.ahead = ra.ReadAhead(s.id, w)
-				}
-				s.toEnd = total < ask && s.ahead == total
-				s.limit = 0
-				if s.ahead < total && !s.toEnd {
-					s.limit = s.ahead // the bucket held back (its share)
-				}
+				s.ahead = total // see deferWindow
+			case len(w) > 0:
+				s.ahead = ra.ReadAhead(s.id, w)
+			}
+			s.toEnd = total < ask && s.ahead == total
+			s.limit = 0
+			if s.ahead < total && !s.toEnd {
+				s.limit = s.ahead // the bucket held back (its share)
 			}
 		}
 		if res.Len > 0 {
@@ -783,7 +772,6 @@ type preRead struct {
 	id                    uint64
 	depth, covered, total int64
 	toEnd                 bool
-	deferred              bool // all but its first segment (deferWindow)
 }
 
 // deferWindow asks the bucket for stream's window w only once the other
@@ -791,7 +779,8 @@ type preRead struct {
 // bytes, and reports whether it did so (false: the request has none
 // pending, and the caller asks now). A Fetch of many partitions so sends
 // its own loads to the store before the read-ahead of its first
-// partitions.
+// partitions. The caller counts a deferred window as covered: what the
+// bucket cannot take once it is asked for, it keeps as a held window.
 func (l *RemoteLog) deferWindow(ctx context.Context, ra objstore.ReadAheader, stream uint64, w []objstore.Range) bool {
 	g := objstore.DemandOf(ctx)
 	return g != nil && len(w) > 0 && g.OnSettled(func() {
@@ -819,9 +808,11 @@ func (l *RemoteLog) readAheadFromStart(ctx context.Context, ra objstore.ReadAhea
 		// This read's own segment now (the read joins its load), the
 		// rest of the window once the request's other reads have asked
 		// for theirs.
-		w, p.deferred = w[:1], true
+		ra.ReadAhead(p.id, w[:1])
+		p.covered = total
+	} else {
+		p.covered = ra.ReadAhead(p.id, w)
 	}
-	p.covered = ra.ReadAhead(p.id, w)
 	p.toEnd = total < depth && p.covered == total
 	return p
 }
