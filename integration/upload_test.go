@@ -418,6 +418,7 @@ func tiered(t testing.TB) string {
 			tieredBin.err = err
 			return
 		}
+		testminio.AtExit(func() { os.RemoveAll(dir) })
 		tieredBin.path = filepath.Join(dir, "tiered")
 		out, err := exec.Command("go", "build", "-o", tieredBin.path, "../cmd/tiered").CombinedOutput()
 		if err != nil {

@@ -145,7 +145,26 @@ func Main(m *testing.M, opts ...goleak.Option) {
 			code = 1
 		}
 	}
+	atExit.Lock()
+	for _, f := range atExit.fs {
+		f()
+	}
+	atExit.Unlock()
 	os.Exit(code)
+}
+
+var atExit struct {
+	sync.Mutex
+	fs []func()
+}
+
+// AtExit has Main run f after the tests, before the process exits (with
+// no t.Cleanup to run them, files shared by a whole test binary, such as
+// a binary it built once, are removed this way).
+func AtExit(f func()) {
+	atExit.Lock()
+	atExit.fs = append(atExit.fs, f)
+	atExit.Unlock()
 }
 
 var offLoopback atomic.Int64
