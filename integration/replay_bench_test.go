@@ -43,6 +43,14 @@ const (
 	replayGets          = chunkcache.DefaultMaxConcurrentGets
 )
 
+// replayCappedBytes is kafka.fetch_max_bytes of the warm_capped step,
+// for shapes whose responses, at librdkafka's default 1 MiB per partition
+// (replayPartitionMaxBytes), would be larger.
+const (
+	replayCappedBytes       = 16 << 20
+	replayPartitionMaxBytes = 1 << 20
+)
+
 // replayMaxWaitMs is kcat's fetch.wait.max.ms in the replay curve: the
 // last Fetch of a read, at the log end, waits this long for data that
 // never comes before kcat sees the end.
@@ -89,6 +97,9 @@ type replaySet struct {
 	bytes    int64
 	segments int
 	records  int64 // kcat prints one byte per record
+	// kcatFaults counts the minor page faults of every kcat process run
+	// (kcatAll), for a step to take the difference of.
+	kcatFaults atomic.Int64
 }
 
 func newReplaySet(cd *coldData, parts int) *replaySet {
@@ -166,6 +177,9 @@ func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) tim
 			}
 			got.Add(cw.n)
 			cpu.Add(int64(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()))
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				rs.kcatFaults.Add(ru.Minflt)
+			}
 			return nil
 		})
 	}
@@ -235,10 +249,10 @@ func kfakeWith(b *testing.B, topic string, logs [][]byte) string {
 }
 
 // startReplayFetch starts a `tiered fetch` process over the shape's
-// bucket with an empty cache.
-func startReplayFetch(b *testing.B, cd *coldData) *tieredProc {
+// bucket with an empty cache; more is YAML added to its configuration.
+func startReplayFetch(b *testing.B, cd *coldData, more string) *tieredProc {
 	cfgFile := filepath.Join(b.TempDir(), "fetch.yaml")
-	cfg := fmt.Sprintf("fetch:\n  cache_bytes: %d\n  max_inflight_bytes: %d\n  max_concurrent_gets: %d\n", replayCacheBytes, replayInFlightBytes, replayGets)
+	cfg := fmt.Sprintf("fetch:\n  cache_bytes: %d\n  max_inflight_bytes: %d\n  max_concurrent_gets: %d\n", replayCacheBytes, replayInFlightBytes, replayGets) + more
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
@@ -377,7 +391,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			if last != nil && !last.exited() {
 				last.stop()
 			}
-			last = startReplayFetch(shapeB, rs.cd)
+			last = startReplayFetch(shapeB, rs.cd, "")
 			g0, r0 := storeGets(b, last), counterSum(b, last, "tiered_fetch_gate_rejections_total")
 			e0 := counterSum(b, last, "tiered_fetch_store_gets_end_check_total")
 			k0 := counterSum(b, last, "tiered_fetch_store_gets_continued_total")
@@ -421,27 +435,35 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(throttles/float64(n), "throttles/read")
 		b.ReportMetric(float64(replayCacheBytes+replayInFlightBytes+64<<20)/(1<<20), "RSS-bound-MiB")
 	})
+	// warmReads times reads from p, whose cache holds every chunk, that
+	// must not reach the store, and reports their CPU per GB (p's and
+	// kcat's) and kcat's page faults per GB. It returns the reads timed.
+	warmReads := func(b *testing.B, p *tieredProc) int {
+		g0, c0, f0 := storeGets(b, p), procCPU(p.pid()), rs.kcatFaults.Load()
+		b.SetBytes(rs.bytes)
+		var kcats time.Duration
+		n := 0
+		for b.Loop() {
+			kcats += rs.kcatAll(b, kcat, p.kafka, consumers)
+			n++
+		}
+		fetchCPU := procCPU(p.pid()) - c0 // before the scrapes below
+		if g := storeGets(b, p); g != g0 {
+			b.Fatalf("warm reads sent %v GETs to the store", g-g0)
+		}
+		b.ReportMetric(perGB(fetchCPU, n), "cpu-s/GB")
+		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
+		b.ReportMetric(float64(rs.kcatFaults.Load()-f0)/(float64(rs.bytes)*float64(n)/1e9), "kcat-faults/GB")
+		reportBusy(b, fetchCPU+kcats, false)
+		return n
+	}
 	b.Run("warm", func(b *testing.B) {
 		if last == nil {
 			b.Skip("no cold process")
 		}
 		rs.kcatAll(b, kcat, last.kafka, consumers) // every chunk in the cache
-		g0, q0, d0 := storeGets(b, last), counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
-		c0 := procCPU(last.pid())
-		b.SetBytes(rs.bytes)
-		var kcats time.Duration
-		n := 0
-		for b.Loop() {
-			kcats += rs.kcatAll(b, kcat, last.kafka, consumers)
-			n++
-		}
-		fetchCPU := procCPU(last.pid()) - c0 // before the scrapes below
-		if g := storeGets(b, last); g != g0 {
-			b.Fatalf("warm reads sent %v GETs to the store", g-g0)
-		}
-		b.ReportMetric(perGB(fetchCPU, n), "cpu-s/GB")
-		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
-		reportBusy(b, fetchCPU+kcats, false)
+		q0, d0 := counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
+		n := warmReads(b, last)
 		// For the report's bound on cold (benchreport): the cores every
 		// step shares and the wait at each read's end.
 		b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "step-cores")
@@ -450,9 +472,26 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(reqs/float64(n), "requests/read")
 		b.ReportMetric(perRequest(counterSum(b, last, reqSeconds)-d0, reqs), "ms/request")
 	})
-	b.Run("kfake", func(b *testing.B) {
+	b.Run("warm_capped", func(b *testing.B) {
 		// The fetch process goes once every warm run is done (-count runs
 		// each step that many times in a row).
+		if last != nil && !last.exited() {
+			last.stop()
+		}
+		if rs.parts*replayPartitionMaxBytes <= replayCappedBytes {
+			b.Skip("responses of at most kafka.fetch_max_bytes already")
+		}
+		// The warm read again, from a fetch process whose responses are
+		// capped at 16 MiB (kafka.fetch_max_bytes; 55 MiB by default, as
+		// Kafka's): librdkafka reads each response into a buffer of its
+		// size, which glibc maps afresh above its 32 MiB mmap threshold,
+		// so every response's pages fault in anew (kcat-cpu-s/GB).
+		p := startReplayFetch(shapeB, rs.cd, fmt.Sprintf("kafka:\n  fetch_max_bytes: %d\n", replayCappedBytes))
+		defer p.stop()
+		rs.kcatAll(b, kcat, p.kafka, consumers) // every chunk in the cache
+		warmReads(b, p)
+	})
+	b.Run("kfake", func(b *testing.B) {
 		if last != nil && !last.exited() {
 			last.stop()
 		}

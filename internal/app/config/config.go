@@ -69,6 +69,7 @@ const (
 	DefaultKafkaMaxInFlightResponseBytes = kafkasrv.DefaultKafkaMaxInFlightResponseBytes
 	DefaultKafkaMaxFetchPartitions       = kafkasrv.DefaultKafkaMaxFetchPartitions
 	DefaultKafkaFetchFillConcurrency     = kafkasrv.DefaultKafkaFetchFillConcurrency
+	DefaultKafkaFetchMaxBytes            = kafkasrv.DefaultKafkaFetchMaxBytes
 
 	// The consumer-group coordinator's: Kafka's broker defaults (fetchcache/groups).
 	DefaultGroupsInitialRebalanceDelay = groups.DefaultInitialRebalanceDelay
@@ -182,6 +183,10 @@ type KafkaListener struct {
 	// fetch section's default max_concurrent_gets): a Fetch's remote partitions are filled in
 	// parallel.
 	FetchFillConcurrency int `yaml:"fetch_fill_concurrency"`
+	// FetchMaxBytes caps the record bytes of one Fetch response, whatever the client's max
+	// bytes (Kafka's broker fetch.max.bytes; default 55MiB, at least 1KiB). A Fetch still
+	// gets its first batch whole when that batch is larger (KIP-74).
+	FetchMaxBytes ByteSize `yaml:"fetch_max_bytes"`
 }
 
 // Groups configures the consumer-group coordinator (Kafka's group.* and offsets.* broker
@@ -382,6 +387,7 @@ func Defaults() Config {
 			MaxInFlightResponseBytes: DefaultKafkaMaxInFlightResponseBytes,
 			MaxFetchPartitions:       DefaultKafkaMaxFetchPartitions,
 			FetchFillConcurrency:     DefaultKafkaFetchFillConcurrency,
+			FetchMaxBytes:            DefaultKafkaFetchMaxBytes,
 		},
 		Log:    Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 		Broker: map[string]string{},

@@ -336,6 +336,8 @@ func TestValidationErrors(t *testing.T) {
 		{name: "kafka_idle_timeout", yaml: "kafka:\n  idle_timeout: 0s\n", path: "kafka.idle_timeout", line: 3, msg: "must be a positive duration"},
 		{name: "kafka_max_connections_per_ip", yaml: "kafka:\n  max_connections_per_ip: 0\n", path: "kafka.max_connections_per_ip", line: 3, msg: "must be positive (got 0)"},
 		{name: "kafka_response_budget", yaml: "kafka:\n  max_inflight_response_bytes: -1\n", path: "kafka.max_inflight_response_bytes", line: 3, msg: "must be positive (got -1)"},
+		{name: "kafka_fetch_max_bytes_small", yaml: "kafka:\n  fetch_max_bytes: 1000\n", path: "kafka.fetch_max_bytes", line: 3, msg: "must be between 1KiB and 1GiB (got 1000)"},
+		{name: "kafka_fetch_max_bytes_large", yaml: "kafka:\n  fetch_max_bytes: 2GiB\n", path: "kafka.fetch_max_bytes", line: 3, msg: "must be between 1KiB and 1GiB (got 2147483648)"},
 		{name: "kafka_fetch_fill_concurrency", yaml: "kafka:\n  fetch_fill_concurrency: 0\n", path: "kafka.fetch_fill_concurrency", line: 3, msg: "must be positive (got 0)"},
 		{name: "http_body_read_timeout", yaml: "http:\n  body_read_timeout: 0s\n", path: "http.body_read_timeout", line: 3, msg: "must be a positive duration"},
 		{name: "http_max_connections", yaml: "http:\n  max_connections: -5\n", path: "http.max_connections", line: 3, msg: "must be positive (got -5)"},

@@ -51,6 +51,7 @@ func TestDefaultsAreTheComponents(t *testing.T) {
 		{"kafka.max_inflight_response_bytes", int64(d.Kafka.MaxInFlightResponseBytes), int64(kafkasrv.DefaultKafkaMaxInFlightResponseBytes)},
 		{"kafka.max_fetch_partitions", d.Kafka.MaxFetchPartitions, kafkasrv.DefaultKafkaMaxFetchPartitions},
 		{"kafka.fetch_fill_concurrency", d.Kafka.FetchFillConcurrency, kafkasrv.DefaultKafkaFetchFillConcurrency},
+		{"kafka.fetch_max_bytes", int64(d.Kafka.FetchMaxBytes), int64(kafkasrv.DefaultKafkaFetchMaxBytes)},
 		{"http.read_header_timeout", d.HTTP.ReadHeaderTimeout, server.DefaultHTTPReadHeaderTimeout},
 		{"http.body_read_timeout", d.HTTP.BodyReadTimeout, httpapi.DefaultBodyReadTimeout},
 		{"http.write_timeout", d.HTTP.WriteTimeout, httpapi.DefaultWriteTimeout},

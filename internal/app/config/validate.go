@@ -25,6 +25,10 @@ const (
 	MinChunkBytes          = 4 << 10
 	MaxChunkBytes          = 1 << 30
 	MaxUploaderConcurrency = 256
+	// kafka.fetch_max_bytes: Kafka's own floor for fetch.max.bytes, and a
+	// response that still fits a Kafka frame with room to spare.
+	minKafkaFetchMaxBytes = 1 << 10
+	maxKafkaFetchMaxBytes = 1 << 30
 )
 
 // Validate checks the configuration for any process and reports every problem at once, as an
@@ -215,6 +219,9 @@ func (v *validator) listeners() {
 	v.positive("kafka.max_inflight_response_bytes", int64(c.Kafka.MaxInFlightResponseBytes))
 	v.positive("kafka.max_fetch_partitions", int64(c.Kafka.MaxFetchPartitions))
 	v.positive("kafka.fetch_fill_concurrency", int64(c.Kafka.FetchFillConcurrency))
+	if n := int64(c.Kafka.FetchMaxBytes); n < minKafkaFetchMaxBytes || n > maxKafkaFetchMaxBytes {
+		v.add("kafka.fetch_max_bytes", "must be between 1KiB and 1GiB (got %d)", n)
+	}
 	if c.Kafka.Addr == c.HTTP.Addr && !strings.HasSuffix(c.Kafka.Addr, ":0") {
 		v.add("kafka.addr", "same address as http.addr (%s)", c.HTTP.Addr)
 	}

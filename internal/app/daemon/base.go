@@ -119,6 +119,7 @@ func (b *base) listen(o listenOptions) (*server.Server, error) {
 			Peers:                    o.peers,
 			Groups:                   o.groups,
 			FetchFillConcurrency:     k.FetchFillConcurrency,
+			FetchMaxBytes:            int(k.FetchMaxBytes),
 		}
 		so.Registerer = b.reg
 	}

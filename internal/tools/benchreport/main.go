@@ -257,6 +257,7 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 			cold.extra("cpu-s/GB"), warm.extra("cpu-s/GB"), rss, rssBound, rssMark)
 	}
 	writeReplayCPU(b, res)
+	writeReplayCapped(b, res)
 	b.WriteString("\nCold first byte (`BenchmarkReplayFirstByte`): a new in-process fetch service per sample, the\n" +
 		"partition's manifest cached (ListOffsets), then one Fetch (1 MiB) at a random offset; against one\n" +
 		"4 MiB range GET of a random segment object in the same run. Round trips are the longest chain of\n" +
@@ -356,6 +357,30 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 			cold.extra("store-cpu-s/GB"), cold.extra("cpu-s/GB"), cold.extra("kcat-cpu-s/GB"), cold.extra("busy-%"),
 			warm.extra("cpu-s/GB"), warm.extra("kcat-cpu-s/GB"), warm.extra("busy-%"),
 			cold.extra("requests/read"), warm.extra("requests/read"), cold.extra("ms/request"), warm.extra("ms/request"), floor, measured)
+	}
+}
+
+// writeReplayCapped writes the warm reads of the shapes whose responses
+// exceed 16 MiB again from a fetch process with kafka.fetch_max_bytes
+// 16 MiB (the warm_capped step), against the default 55 MiB cap.
+func writeReplayCapped(b *strings.Builder, res map[string]*result) {
+	b.WriteString("\nWhere a many-partition warm read's time goes: in kcat. librdkafka reads each Fetch response into\n" +
+		"one buffer of its size; above glibc's 32 MiB mmap threshold that buffer is mapped afresh for each\n" +
+		"response, and its pages fault in anew (kcat's minor page faults per GB read). At 1 MiB per\n" +
+		"partition (librdkafka's default) a response of 32 partitions or more is that large. Capped at\n" +
+		"16 MiB by `kafka.fetch_max_bytes` (Kafka's broker fetch.max.bytes; 55 MiB by default, which the\n" +
+		"curve above keeps), the same warm read from a second fetch process (step warm_capped):\n\n")
+	b.WriteString("| shape | warm MB/s | warm, kafka.fetch_max_bytes 16 MiB, MB/s | capped / warm | capped / kfake | kcat CPU s/GB warm, capped | kcat page faults/GB warm, capped |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	for _, sh := range replayShapes {
+		_, _, warm, kf := replaySteps(res, sh)
+		capped := res["BenchmarkReplay/"+sh+"/warm_capped"]
+		if warm == nil || kf == nil || capped == nil || len(warm.mbps) == 0 || len(capped.mbps) == 0 || len(kf.mbps) == 0 {
+			continue
+		}
+		wm, cm := median(warm.mbps), median(capped.mbps)
+		fmt.Fprintf(b, "| %s | %.0f | %.0f | %.2f | %.2f | %.2f, %.2f | %.0f, %.0f |\n", sh, wm, cm, cm/wm, cm/median(kf.mbps),
+			warm.extra("kcat-cpu-s/GB"), capped.extra("kcat-cpu-s/GB"), warm.extra("kcat-faults/GB"), capped.extra("kcat-faults/GB"))
 	}
 }
 

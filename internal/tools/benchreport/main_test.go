@@ -135,3 +135,29 @@ func TestParseTrimsCPUName(t *testing.T) {
 		t.Fatalf("cpu %q", cpu)
 	}
 }
+
+// TestWriteReplayCapped: a shape with a warm_capped step gets a row of the
+// capped warm read against the default one and kfake, with kcat's CPU and
+// page faults per GB in both; a shape without one gets none.
+func TestWriteReplayCapped(t *testing.T) {
+	const in = `
+BenchmarkReplay/parts=128/seg=1MiB/warm-2    	1	1 ns/op	 170.00 MB/s	 5.5 kcat-cpu-s/GB	 250000 kcat-faults/GB
+BenchmarkReplay/parts=128/seg=1MiB/warm_capped-2    	1	1 ns/op	 340.00 MB/s	 2.2 kcat-cpu-s/GB	 70000 kcat-faults/GB
+BenchmarkReplay/parts=128/seg=1MiB/kfake-2   	1	1 ns/op	 100.00 MB/s
+BenchmarkReplay/parts=8/seg=1MiB/warm-2    	1	1 ns/op	 500.00 MB/s	 1.5 kcat-cpu-s/GB
+BenchmarkReplay/parts=8/seg=1MiB/kfake-2   	1	1 ns/op	 500.00 MB/s
+`
+	res, _, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	writeReplayCapped(&b, res)
+	out := b.String()
+	if want := "| parts=128/seg=1MiB | 170 | 340 | 2.00 | 3.40 | 5.50, 2.20 | 250000, 70000 |"; !strings.Contains(out, want) {
+		t.Errorf("no row %q in\n%s", want, out)
+	}
+	if strings.Contains(out, "parts=8/") {
+		t.Errorf("a row for a shape without warm_capped:\n%s", out)
+	}
+}
