@@ -166,8 +166,10 @@ const kcatBackoff = "offset query timer"
 
 // replayAttempts bounds the reads of one timed read: a read in which kcat
 // waited out its offset-query backoff is read again (kcatClean), up to
-// this many reads in all, the last kept whatever it waited.
-const replayAttempts = 4
+// this many reads in all, the last kept whatever it waited. Eight kcat
+// processes starting together (consumers=8) back off in about half their
+// reads: four reads left one in ten of them waiting.
+const replayAttempts = 8
 
 // kcatAll reads the whole topic from addr with `kcat -C -o beginning -e`:
 // one process reading every partition, or consumers processes over

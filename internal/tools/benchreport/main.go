@@ -209,7 +209,7 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 		"In about one kcat start in ten (from kfake as from the fetch service; more on a loaded machine),\n" +
 		"librdkafka asks for a partition's offsets before its own broker thread has taken the partition on,\n" +
 		"and waits its fixed 500 ms offset-query backoff doing nothing (its debug log: \"no current leader for\n" +
-		"partition\", \"offset query timer\"); such a read is read again, cold from a new process, at most four\n" +
+		"partition\", \"offset query timer\"); such a read is read again, cold from a new process, at most eight\n" +
 		"reads in all, and only the read kept is timed (reads-again/read in the results below).\n\n")
 	b.WriteString("| shape | cold MB/s | raw GET ×16 MB/s | warm MB/s | cold / limit | target | warm / kfake | target | GETs/MiB | GETs/segment (bound); the read's own | end-check GETs/partition | CPU s/GB cold, warm | peak RSS MiB (bound) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
