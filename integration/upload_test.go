@@ -21,6 +21,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tiered/tiered/internal/testkit/gobin"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/localtier"
@@ -403,32 +404,12 @@ func waitFor(t testing.TB, limit time.Duration, cond func() bool) {
 	}
 }
 
-// buildTiered builds the tiered binary once per test binary.
-var tieredBin struct {
-	sync.Once
-	path string
-	err  error
-}
+// tieredBin is the tiered binary, built once per test binary.
+var tieredBin gobin.Binary
 
 func tiered(t testing.TB) string {
 	t.Helper()
-	tieredBin.Do(func() {
-		dir, err := os.MkdirTemp("", "tiered-bin-")
-		if err != nil {
-			tieredBin.err = err
-			return
-		}
-		testminio.AtExit(func() { os.RemoveAll(dir) })
-		tieredBin.path = filepath.Join(dir, "tiered")
-		out, err := exec.Command("go", "build", "-o", tieredBin.path, "../cmd/tiered").CombinedOutput()
-		if err != nil {
-			tieredBin.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if tieredBin.err != nil {
-		t.Fatal(tieredBin.err)
-	}
-	return tieredBin.path
+	return tieredBin.Path(t, "../cmd/tiered")
 }
 
 func killRuns() int {

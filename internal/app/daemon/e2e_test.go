@@ -20,38 +20,20 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tiered/tiered/internal/testkit/gobin"
 	"github.com/tiered/tiered/internal/testkit/testnet"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 )
 
-// The end-to-end tests run the real binary as processes: build it once.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// The end-to-end tests run the real binary as processes: built once.
+var tieredBuild gobin.Binary
 
 func tieredBin(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the tiered binary")
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tiered-e2e-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "tiered")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../../cmd/tiered").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return tieredBuild.Path(t, "../../../cmd/tiered")
 }
 
 // proc is a tiered process the test started.
