@@ -157,21 +157,26 @@ type kcatRun struct {
 }
 
 // kcatBackoff is what librdkafka (debug context "topic") logs when a
-// partition's offset query is put off by its fixed 500 ms timer. In about
-// one start in ten, more on a loaded machine, kcat asks for a partition's
-// offsets before its own broker thread has taken the partition on ("no
-// current leader for partition"), and waits 500 ms doing nothing: from
-// kfake as from the fetch service, a race between librdkafka's threads.
+// partition's offset query is put off by its fixed 500 ms timer. With
+// `-o beginning`, in about one start in ten (more on a loaded machine, and
+// in most reads of eight processes starting together) kcat asks for a
+// partition's offsets before its own broker thread has taken the
+// partition on ("no current leader for partition") and waits 500 ms doing
+// nothing: from kfake as from the fetch service, a race between
+// librdkafka's threads. kcatAll starts at offset 0, these topics' log
+// start, which needs no offset query; a read that still logs the backoff
+// is read again (kcatClean).
 const kcatBackoff = "offset query timer"
 
 // replayAttempts bounds the reads of one timed read: a read in which kcat
 // waited out its offset-query backoff is read again (kcatClean), up to
-// this many reads in all, the last kept whatever it waited. Eight kcat
-// processes starting together (consumers=8) back off in about half their
-// reads: four reads left one in ten of them waiting.
+// this many reads in all, the last kept whatever it waited. With
+// `-o beginning`, eight kcat processes starting together (consumers=8)
+// backed off in about half their reads, and four reads left one in ten of
+// them waiting.
 const replayAttempts = 8
 
-// kcatAll reads the whole topic from addr with `kcat -C -o beginning -e`:
+// kcatAll reads the whole topic from addr with `kcat -C -o 0 -e`:
 // one process reading every partition, or consumers processes over
 // disjoint partitions (consumer i reads partition i; consumers ==
 // partitions). Each record prints one byte, counted: a read that stopped
@@ -188,7 +193,7 @@ func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) kca
 		// max wait (librdkafka's 500 ms by default) before kcat sees the
 		// end: 100 ms here, for every broker alike, so that the figures
 		// are the read's rather than that wait's.
-		args := []string{"-C", "-b", addr, "-t", "replay", "-o", "beginning", "-e", "-q", "-f", ".", "-X", "fetch.wait.max.ms=" + strconv.Itoa(replayMaxWaitMs), "-d", "topic"}
+		args := []string{"-C", "-b", addr, "-t", "replay", "-o", "0", "-e", "-q", "-f", ".", "-X", "fetch.wait.max.ms=" + strconv.Itoa(replayMaxWaitMs), "-d", "topic"}
 		if consumers > 1 {
 			args = append(args, "-p", strconv.Itoa(c))
 		}
@@ -340,11 +345,11 @@ func counterSum(b *testing.B, p *tieredProc, name string) float64 {
 //     16 MiB, for shapes whose responses are larger;
 //   - kfake: kcat from franz-go's kfake holding the same batches.
 //
-// A kcat read in which librdkafka waited out its 500 ms offset-query
-// backoff (kcatBackoff: a race between its own threads, from any broker)
-// is read again, from a new process for cold, and only the read kept is
-// timed (reads-again/read); the CPU per GB of warm and kfake counts every
-// read.
+// kcat starts at offset 0, the topic's log start, with no offset query
+// (kcatBackoff); a kcat read in which librdkafka still waited out its
+// 500 ms offset-query backoff is read again, from a new process for cold,
+// and only the read kept is timed (reads-again/read); the CPU per GB of
+// warm and kfake counts every read.
 //
 // cold should reach 0.8 × the lesser of raw_get and warm; warm 1.25 ×
 // kfake at 32 and 128 partitions (records/s: the same records).
@@ -442,11 +447,13 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.SetBytes(rs.bytes)
 		var gets, endGets, peak, throttles, contd, reqs, reqTime float64
 		var cpu, store, kcats, wall time.Duration
+		var faults, kfaults int64
 		n, redone := 0, 0
 		for b.Loop() {
 			b.StopTimer()
 			var run kcatRun
 			var c0, s0 time.Duration
+			var f0, kf0 int64
 			var g0, r0, e0, k0, q0, d0 float64
 			// A read in which kcat waited out its offset-query backoff is
 			// read again from a new process (kcatClean).
@@ -460,7 +467,8 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 				k0 = counterSum(b, last, "tiered_fetch_store_gets_continued_total")
 				q0, d0 = counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
 				// After the scrapes above, which cost the fetch process CPU too.
-				c0, s0 = procCPU(last.pid()), procCPU(minio)
+				c0, s0, f0 = procCPU(last.pid()), procCPU(minio), procFaults(last.pid())
+				kf0 = rs.kcatFaults.Load()
 				b.StartTimer()
 				run = rs.kcatAll(b, kcat, last.kafka, consumers)
 				b.StopTimer()
@@ -472,6 +480,8 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			kcats += run.cpu
 			wall += run.wall
 			cpu += procCPU(last.pid()) - c0
+			faults += procFaults(last.pid()) - f0
+			kfaults += rs.kcatFaults.Load() - kf0
 			store += procCPU(minio) - s0
 			reqs += counterSum(b, last, "tiered_fetch_requests_total") - q0
 			reqTime += counterSum(b, last, reqSeconds) - d0
@@ -493,6 +503,8 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(endGets/float64(n)/float64(rs.parts), "end-check-GETs/partition")
 		b.ReportMetric(contd/float64(n)/float64(rs.segments), "continued/segment")
 		b.ReportMetric(perGB(cpu, n), "cpu-s/GB")
+		b.ReportMetric(float64(faults)/(served/1e9), "faults/GB")
+		b.ReportMetric(float64(kfaults)/(served/1e9), "kcat-faults/GB")
 		if minio != 0 {
 			b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
 		}

@@ -175,22 +175,37 @@ func minioPID(addr string) int {
 	return 0
 }
 
-// procCPU returns a process's utime+stime from /proc/PID/stat (in clock
-// ticks of 10 ms, USER_HZ on Linux), or 0.
-func procCPU(pid int) time.Duration {
-	if pid <= 0 {
+// procFaults returns a process's minor page faults from /proc/PID/stat, or 0.
+func procFaults(pid int) int64 {
+	f := procStat(pid)
+	if len(f) < 13 {
 		return 0
+	}
+	n, _ := strconv.ParseInt(f[7], 10, 64)
+	return n
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (which may hold spaces), from field 3, or nil.
+func procStat(pid int) []string {
+	if pid <= 0 {
+		return nil
 	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
-	// Fields after the command name (which may hold spaces), from field 3.
 	i := strings.LastIndexByte(string(data), ')')
 	if i < 0 {
-		return 0
+		return nil
 	}
-	f := strings.Fields(string(data[i+1:]))
+	return strings.Fields(string(data[i+1:]))
+}
+
+// procCPU returns a process's utime+stime from /proc/PID/stat (in clock
+// ticks of 10 ms, USER_HZ on Linux), or 0.
+func procCPU(pid int) time.Duration {
+	f := procStat(pid)
 	if len(f) < 13 {
 		return 0
 	}

@@ -194,7 +194,7 @@ const (
 func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 	b.WriteString("\n## Replay curve (#17)\n\n")
 	b.WriteString("`BenchmarkReplay` (integration/replay_bench_test.go): a topic of P partitions in 1 MiB or 16 MiB\n" +
-		"segments, read from the log start to the end by one `kcat -C -o beginning -e` (or 8 at once, one\n" +
+		"segments, read from the log start to the end by one `kcat -C -o 0 -e` (or 8 at once, one\n" +
 		"partition each; `-X fetch.wait.max.ms=100` for every broker alike, so that the end of the log costs\n" +
 		"100 ms rather than librdkafka's 500 ms max wait). cold: a new `tiered fetch` process (256 MiB cache,\n" +
 		"16 concurrent GETs, 64 MiB in flight; its defaults otherwise, so its budgets' memory is taken at\n" +
@@ -206,11 +206,13 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 		"checks' (the final segment's tail, or its index and tail, that each partition's high watermark is\n" +
 		"checked against before it is first served, by ListOffsets or the first Fetch). CPU is the fetch process's user+system time per GB\n" +
 		"served; its peak RSS (VmHWM), pretouched memory included, is bounded by cache + in-flight budget + 64 MiB.\n" +
-		"In about one kcat start in ten (from kfake as from the fetch service; more on a loaded machine),\n" +
-		"librdkafka asks for a partition's offsets before its own broker thread has taken the partition on,\n" +
-		"and waits its fixed 500 ms offset-query backoff doing nothing (its debug log: \"no current leader for\n" +
-		"partition\", \"offset query timer\"); such a read is read again, cold from a new process, at most eight\n" +
-		"reads in all, and only the read kept is timed (reads-again/read in the results below).\n\n")
+		"kcat starts at offset 0, the log start, rather than `-o beginning`: with `-o beginning`, in about one\n" +
+		"start in ten (from kfake as from the fetch service; in most reads of eight processes starting\n" +
+		"together) librdkafka asks for a partition's offsets before its own broker thread has taken the\n" +
+		"partition on and waits its fixed 500 ms offset-query backoff doing nothing (its debug log: \"no current\n" +
+		"leader for partition\", \"offset query timer\"). An absolute offset needs no offset query; a read that\n" +
+		"still logs the backoff is read again, cold from a new process, at most eight reads in all, and only\n" +
+		"the read kept is timed (reads-again/read in the results below).\n\n")
 	b.WriteString("| shape | cold MB/s | raw GET ×16 MB/s | warm MB/s | cold / limit | target | warm / kfake | target | GETs/MiB | GETs/segment (bound); the read's own | end-check GETs/partition | CPU s/GB cold, warm | peak RSS MiB (bound) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {
