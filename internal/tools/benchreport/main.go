@@ -196,7 +196,11 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 	b.WriteString("`BenchmarkReplay` (integration/replay_bench_test.go): a topic of P partitions in 1 MiB or 16 MiB\n" +
 		"segments, read from the log start to the end by one `kcat -C -o 0 -e` (or 8 at once, one\n" +
 		"partition each; `-X fetch.wait.max.ms=100` for every broker alike, so that the end of the log costs\n" +
-		"100 ms rather than librdkafka's 500 ms max wait). cold: a new `tiered fetch` process (256 MiB cache,\n" +
+		"100 ms rather than librdkafka's 500 ms max wait; glibc's malloc thresholds fixed for kcat, every step\n" +
+		"alike, `GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432`:\n" +
+		"with glibc's moving defaults kcat gave its heap back to the kernel and faulted it in again at random,\n" +
+		"6,700 to 96,000 page faults per GB in identical 1 x 1 MiB reads, its MB/s following them, 276 to\n" +
+		"642). cold: a new `tiered fetch` process (256 MiB cache,\n" +
 		"16 concurrent GETs, 64 MiB in flight; its defaults otherwise, so its budgets' memory is taken at\n" +
 		"start-up, `fetch.pretouch`); raw GET: minio-go GETs of the same .log objects, 16 at a time; warm: the same kcat read\n" +
 		"again from that process, every chunk cached; kfake: the same kcat read from franz-go's kfake holding\n" +
