@@ -396,7 +396,19 @@ func (c *rawClient) read(ctx context.Context, topic string, p int32, offset int6
 // whole seconds, so tests stay fast). sink, when set, receives the bytes
 // instead of the result.
 func (c *rawClient) readAll(ctx context.Context, topic string, p int32, from, end int64, maxBytes int, sink io.Writer) ([]byte, int, error) {
-	var out, buf []byte
+	var scratch []byte
+	return c.readAllInto(ctx, &scratch, topic, p, from, end, maxBytes, sink)
+}
+
+// readAllInto is readAll reading each response into *scratch, left there
+// for the next call: a client that reads on keeps its buffer, as the raw
+// GETs it is compared with keep theirs (a buffer grown afresh on each
+// read of a new process's heap faults its pages in, on a PVM guest more
+// than the read of cached data costs).
+func (c *rawClient) readAllInto(ctx context.Context, scratch *[]byte, topic string, p int32, from, end int64, maxBytes int, sink io.Writer) ([]byte, int, error) {
+	var out []byte
+	buf := *scratch
+	defer func() { *scratch = buf[:0] }()
 	throttled := 0
 	for off := from; off < end; {
 		var err error
