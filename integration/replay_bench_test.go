@@ -175,15 +175,6 @@ func (rs *replaySet) rawGets(b *testing.B, n int) {
 	}
 }
 
-// kcatRun is what one read by kcatAll took.
-type kcatRun struct {
-	wall time.Duration // from the first kcat's start to the last one's exit
-	cpu  time.Duration // user + system, every kcat process
-	// backedOff: some partition's offset query waited librdkafka's fixed
-	// 500 ms backoff (kcatBackoff).
-	backedOff bool
-}
-
 // kcatBackoff is what librdkafka (debug context "topic") logs when a
 // partition's offset query is put off by its fixed 500 ms timer. With
 // `-o beginning`, in about one start in ten (more on a loaded machine, and
@@ -192,31 +183,22 @@ type kcatRun struct {
 // partition on ("no current leader for partition") and waits 500 ms doing
 // nothing: from kfake as from the fetch service, a race between
 // librdkafka's threads. kcatAll starts at offset 0, these topics' log
-// start, which needs no offset query; a read that still logs the backoff
-// is read again (kcatClean).
+// start, which needs no offset query, and fails a read that still logs
+// the backoff rather than time it.
 const kcatBackoff = "offset query timer"
-
-// replayAttempts bounds the reads of one timed read: a read in which kcat
-// waited out its offset-query backoff is read again (kcatClean), up to
-// this many reads in all, the last kept whatever it waited. With
-// `-o beginning`, eight kcat processes starting together (consumers=8)
-// backed off in about half their reads, and four reads left one in ten of
-// them waiting.
-const replayAttempts = 8
 
 // kcatAll reads the whole topic from addr with `kcat -C -o 0 -e`:
 // one process reading every partition, or consumers processes over
 // disjoint partitions (consumer i reads partition i; consumers ==
 // partitions). Each record prints one byte, counted: a read that stopped
-// early would look fast.
-func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) kcatRun {
+// early would look fast. It returns the CPU time (user + system) the kcat
+// processes used.
+func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var g errgroup.Group
 	var got, cpu atomic.Int64
-	var backedOff atomic.Bool
 	env := kcatEnv()
-	start := time.Now()
 	for c := range consumers {
 		// The last Fetch of a read finds no data and waits the client's
 		// max wait (librdkafka's 500 ms by default) before kcat sees the
@@ -241,7 +223,7 @@ func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) kca
 				rs.kcatFaults.Add(ru.Minflt)
 			}
 			if strings.Contains(stderr.String(), kcatBackoff) {
-				backedOff.Store(true)
+				return fmt.Errorf("kcat %s waited out librdkafka's 500 ms offset-query backoff (%q in its log), which a read from an absolute offset should not: the read would be timed with it", strings.Join(args, " "), kcatBackoff)
 			}
 			return nil
 		})
@@ -252,20 +234,7 @@ func (rs *replaySet) kcatAll(b *testing.B, kcat, addr string, consumers int) kca
 	if got.Load() != rs.records {
 		b.Fatalf("kcat read %d records, want %d", got.Load(), rs.records)
 	}
-	return kcatRun{wall: time.Since(start), cpu: time.Duration(cpu.Load()), backedOff: backedOff.Load()}
-}
-
-// kcatClean is kcatAll read again while kcat waited out its offset-query
-// backoff, at most replayAttempts reads in all. It returns the last read,
-// the CPU of all of them, and how many were read again.
-func (rs *replaySet) kcatClean(b *testing.B, kcat, addr string, consumers int) (last kcatRun, cpu time.Duration, redone int) {
-	for attempt := 1; ; attempt++ {
-		last = rs.kcatAll(b, kcat, addr, consumers)
-		cpu += last.cpu
-		if !last.backedOff || attempt == replayAttempts {
-			return last, cpu, attempt - 1
-		}
-	}
+	return time.Duration(cpu.Load())
 }
 
 // kfakeWith starts a kfake broker holding the batches of each partition
@@ -376,10 +345,7 @@ func counterSum(b *testing.B, p *tieredProc, name string) float64 {
 //   - kfake: kcat from franz-go's kfake holding the same batches.
 //
 // kcat starts at offset 0, the topic's log start, with no offset query
-// (kcatBackoff); a kcat read in which librdkafka still waited out its
-// 500 ms offset-query backoff is read again, from a new process for cold,
-// and only the read kept is timed (reads-again/read); the CPU per GB of
-// warm and kfake counts every read.
+// (kcatBackoff), and its allocator held still (kcatTunables).
 //
 // cold should reach 0.8 × the lesser of raw_get and warm; warm 1.25 ×
 // kfake at 32 and 128 partitions (records/s: the same records).
@@ -437,9 +403,9 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	// runtime may use (GOMAXPROCS: the CPUs, or a container's quota) over
 	// the timed part of a step: 100 is every core busy all along. A step
 	// the store works in (raw, cold) reports it only with the store's CPU.
-	reportBusy := func(b *testing.B, cpu, elapsed time.Duration, storeWorks bool) {
+	reportBusy := func(b *testing.B, cpu time.Duration, storeWorks bool) {
 		if minio != 0 || !storeWorks {
-			b.ReportMetric(100*cpu.Seconds()/(elapsed.Seconds()*float64(runtime.GOMAXPROCS(0))), "busy-%")
+			b.ReportMetric(100*cpu.Seconds()/(b.Elapsed().Seconds()*float64(runtime.GOMAXPROCS(0))), "busy-%")
 		}
 	}
 	// perRequest is the mean of total over reqs requests, in ms.
@@ -449,14 +415,8 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		}
 		return total / reqs * 1e3
 	}
-	// reportTime reports the time of the reads kept (ns/op, MB/s: a read
-	// again after kcat waited out its offset-query backoff is timed alone,
-	// kcatClean) and how many were read again.
-	reportTime := func(b *testing.B, wall time.Duration, n, redone int) {
-		b.ReportMetric(float64(wall.Nanoseconds())/float64(n), "ns/op")
-		b.ReportMetric(float64(rs.bytes)*float64(n)/wall.Seconds()/1e6, "MB/s")
-		b.ReportMetric(float64(redone)/float64(n), "reads-again/read")
-	}
+	// faultsPerGB is page faults per GB over n reads.
+	faultsPerGB := func(faults int64, n int) float64 { return float64(faults) / (float64(rs.bytes) * float64(n) / 1e9) }
 	b.Run("raw_get", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
 		s0, c0, n := procCPU(minio), selfCPU(), 0
@@ -469,46 +429,31 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
 		}
 		b.ReportMetric(perGB(client, n), "client-cpu-s/GB")
-		reportBusy(b, store+client, b.Elapsed(), true)
+		reportBusy(b, store+client, true)
 		b.ReportMetric(float64(rs.segments), "log-objects")
 	})
 	var last *tieredProc // the last cold process, warm for the next step
 	b.Run("cold", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
 		var gets, endGets, peak, throttles, contd, reqs, reqTime float64
-		var cpu, store, kcats, wall time.Duration
+		var cpu, store, kcats time.Duration
 		var faults, kfaults int64
-		n, redone := 0, 0
+		n := 0
 		for b.Loop() {
 			b.StopTimer()
-			var run kcatRun
-			var c0, s0 time.Duration
-			var f0, kf0 int64
-			var g0, r0, e0, k0, q0, d0 float64
-			// A read in which kcat waited out its offset-query backoff is
-			// read again from a new process (kcatClean).
-			for attempt := 1; ; attempt++ {
-				if last != nil && !last.exited() {
-					last.stop()
-				}
-				last = startReplayFetch(shapeB, rs.cd, "")
-				g0, r0 = storeGets(b, last), counterSum(b, last, "tiered_fetch_gate_rejections_total")
-				e0 = counterSum(b, last, "tiered_fetch_store_gets_end_check_total")
-				k0 = counterSum(b, last, "tiered_fetch_store_gets_continued_total")
-				q0, d0 = counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
-				// After the scrapes above, which cost the fetch process CPU too.
-				c0, s0, f0 = procCPU(last.pid()), procCPU(minio), procFaults(last.pid())
-				kf0 = rs.kcatFaults.Load()
-				b.StartTimer()
-				run = rs.kcatAll(b, kcat, last.kafka, consumers)
-				b.StopTimer()
-				if !run.backedOff || attempt == replayAttempts {
-					break
-				}
-				redone++
+			if last != nil && !last.exited() {
+				last.stop()
 			}
-			kcats += run.cpu
-			wall += run.wall
+			last = startReplayFetch(shapeB, rs.cd, "")
+			g0, r0 := storeGets(b, last), counterSum(b, last, "tiered_fetch_gate_rejections_total")
+			e0 := counterSum(b, last, "tiered_fetch_store_gets_end_check_total")
+			k0 := counterSum(b, last, "tiered_fetch_store_gets_continued_total")
+			q0, d0 := counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
+			// After the scrapes above, which cost the fetch process CPU too.
+			c0, s0, f0, kf0 := procCPU(last.pid()), procCPU(minio), procFaults(last.pid()), rs.kcatFaults.Load()
+			b.StartTimer()
+			kcats += rs.kcatAll(b, kcat, last.kafka, consumers)
+			b.StopTimer()
 			cpu += procCPU(last.pid()) - c0
 			faults += procFaults(last.pid()) - f0
 			kfaults += rs.kcatFaults.Load() - kf0
@@ -533,46 +478,47 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(endGets/float64(n)/float64(rs.parts), "end-check-GETs/partition")
 		b.ReportMetric(contd/float64(n)/float64(rs.segments), "continued/segment")
 		b.ReportMetric(perGB(cpu, n), "cpu-s/GB")
-		b.ReportMetric(float64(faults)/(served/1e9), "faults/GB")
-		b.ReportMetric(float64(kfaults)/(served/1e9), "kcat-faults/GB")
+		b.ReportMetric(faultsPerGB(faults, n), "faults/GB")
+		b.ReportMetric(faultsPerGB(kfaults, n), "kcat-faults/GB")
 		if minio != 0 {
 			b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
 		}
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
-		reportTime(b, wall, n, redone)
 		b.ReportMetric(reqs/float64(n), "requests/read")
 		b.ReportMetric(perRequest(reqTime, reqs), "ms/request")
-		reportBusy(b, cpu+store+kcats, wall, true)
+		reportBusy(b, cpu+store+kcats, true)
 		b.ReportMetric(peak, "peak-RSS-MiB")
 		// Overloaded gates answer with a throttle, which the client waits.
 		b.ReportMetric(throttles/float64(n), "throttles/read")
 		b.ReportMetric(float64(replayCacheBytes+replayInFlightBytes+64<<20)/(1<<20), "RSS-bound-MiB")
 	})
-	// warmReads times reads from p, whose cache holds every chunk, that
-	// must not reach the store, and reports their CPU per GB (p's and
-	// kcat's) and kcat's page faults per GB. It returns the reads timed.
-	warmReads := func(b *testing.B, p *tieredProc) (n, all int) {
-		g0, c0, f0 := storeGets(b, p), procCPU(p.pid()), rs.kcatFaults.Load()
+	// kcatReads times kcat reads from addr, and reports kcat's CPU and page
+	// faults per GB and how busy they and the broker (cpu: its CPU time so
+	// far) kept the cores. It returns the reads timed.
+	kcatReads := func(b *testing.B, addr string, cpu func() time.Duration) (n int) {
+		c0, f0 := cpu(), rs.kcatFaults.Load()
 		b.SetBytes(rs.bytes)
-		var kcats, wall time.Duration
-		redone := 0
+		var kcats time.Duration
 		for b.Loop() {
-			run, cpu, again := rs.kcatClean(b, kcat, p.kafka, consumers)
-			kcats, wall, redone = kcats+cpu, wall+run.wall, redone+again
+			kcats += rs.kcatAll(b, kcat, addr, consumers)
 			n++
 		}
-		fetchCPU := procCPU(p.pid()) - c0 // before the scrapes below
+		brokerCPU := cpu() - c0
+		b.ReportMetric(perGB(brokerCPU, n), "cpu-s/GB")
+		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
+		b.ReportMetric(faultsPerGB(rs.kcatFaults.Load()-f0, n), "kcat-faults/GB")
+		reportBusy(b, brokerCPU+kcats, false)
+		return n
+	}
+	// warmReads times reads from p, whose cache holds every chunk, that
+	// must not reach the store. It returns the reads timed.
+	warmReads := func(b *testing.B, p *tieredProc) int {
+		g0 := storeGets(b, p)
+		n := kcatReads(b, p.kafka, func() time.Duration { return procCPU(p.pid()) })
 		if g := storeGets(b, p); g != g0 {
 			b.Fatalf("warm reads sent %v GETs to the store", g-g0)
 		}
-		// The CPU per GB of every read, those read again included.
-		all = n + redone
-		b.ReportMetric(perGB(fetchCPU, all), "cpu-s/GB")
-		b.ReportMetric(perGB(kcats, all), "kcat-cpu-s/GB")
-		b.ReportMetric(float64(rs.kcatFaults.Load()-f0)/(float64(rs.bytes)*float64(all)/1e9), "kcat-faults/GB")
-		reportBusy(b, fetchCPU+kcats, b.Elapsed(), false)
-		reportTime(b, wall, n, redone)
-		return n, all
+		return n
 	}
 	b.Run("warm", func(b *testing.B) {
 		if last == nil {
@@ -580,13 +526,13 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		}
 		rs.kcatAll(b, kcat, last.kafka, consumers) // every chunk in the cache
 		q0, d0 := counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
-		_, all := warmReads(b, last)
+		n := warmReads(b, last)
 		// For the report's bound on cold (benchreport): the cores every
 		// step shares and the wait at each read's end.
 		b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "step-cores")
 		b.ReportMetric(replayMaxWaitMs, "end-wait-ms")
 		reqs := counterSum(b, last, "tiered_fetch_requests_total") - q0
-		b.ReportMetric(reqs/float64(all), "requests/read")
+		b.ReportMetric(reqs/float64(n), "requests/read")
 		b.ReportMetric(perRequest(counterSum(b, last, reqSeconds)-d0, reqs), "ms/request")
 	})
 	b.Run("warm_capped", func(b *testing.B) {
@@ -618,19 +564,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		}
 		addr := kfakeWith(b, "replay", logs)
 		rs.kcatAll(b, kcat, addr, consumers)
-		b.SetBytes(rs.bytes)
-		var kcats, wall time.Duration
-		c0, f0, n, redone := selfCPU(), rs.kcatFaults.Load(), 0, 0
-		for b.Loop() {
-			run, cpu, again := rs.kcatClean(b, kcat, addr, consumers)
-			kcats, wall, redone = kcats+cpu, wall+run.wall, redone+again
-			n++
-		}
-		b.ReportMetric(perGB(selfCPU()-c0, n+redone), "cpu-s/GB")
-		b.ReportMetric(perGB(kcats, n+redone), "kcat-cpu-s/GB")
-		b.ReportMetric(float64(rs.kcatFaults.Load()-f0)/(float64(rs.bytes)*float64(n+redone)/1e9), "kcat-faults/GB")
-		reportBusy(b, selfCPU()-c0+kcats, b.Elapsed(), false)
-		reportTime(b, wall, n, redone)
+		kcatReads(b, addr, selfCPU)
 	})
 }
 

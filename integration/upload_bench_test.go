@@ -178,7 +178,7 @@ func minioPID(addr string) int {
 // procFaults returns a process's minor page faults from /proc/PID/stat, or 0.
 func procFaults(pid int) int64 {
 	f := procStat(pid)
-	if len(f) < 13 {
+	if len(f) < 8 {
 		return 0
 	}
 	n, _ := strconv.ParseInt(f[7], 10, 64)

@@ -185,6 +185,24 @@ const (
 	replayWarmMinParts = 32
 )
 
+// kcatMalloc says which glibc malloc settings the replay curve's kcat ran
+// with: TIERED_BENCH_KCAT_TUNABLES when scripts/bench ran with it set (in
+// this process's environment too), else the bench's fixed thresholds.
+func kcatMalloc() string {
+	tun, ok := os.LookupEnv("TIERED_BENCH_KCAT_TUNABLES")
+	switch {
+	case !ok:
+		return "glibc's malloc thresholds fixed for kcat, every step alike (kcatTunables in\n" +
+			"integration/replay_bench_test.go: with glibc's moving defaults kcat gave its heap back to the\n" +
+			"kernel and faulted it in again at random, 6,700 to 96,000 page faults per GB in identical\n" +
+			"1 x 1 MiB reads, its MB/s following them, 276 to 642)"
+	case tun == "":
+		return "kcat with glibc's own malloc settings (TIERED_BENCH_KCAT_TUNABLES empty)"
+	default:
+		return "kcat with `GLIBC_TUNABLES=" + tun + "` (TIERED_BENCH_KCAT_TUNABLES)"
+	}
+}
+
 // writeReplay writes the replay curve (#17): for each shape, kcat cold via
 // a new fetch process against its two baselines (raw GETs at the same
 // concurrency over the same objects, and the same kcat read fully
@@ -196,11 +214,7 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 	b.WriteString("`BenchmarkReplay` (integration/replay_bench_test.go): a topic of P partitions in 1 MiB or 16 MiB\n" +
 		"segments, read from the log start to the end by one `kcat -C -o 0 -e` (or 8 at once, one\n" +
 		"partition each; `-X fetch.wait.max.ms=100` for every broker alike, so that the end of the log costs\n" +
-		"100 ms rather than librdkafka's 500 ms max wait; glibc's malloc thresholds fixed for kcat, every step\n" +
-		"alike, `GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432`:\n" +
-		"with glibc's moving defaults kcat gave its heap back to the kernel and faulted it in again at random,\n" +
-		"6,700 to 96,000 page faults per GB in identical 1 x 1 MiB reads, its MB/s following them, 276 to\n" +
-		"642). cold: a new `tiered fetch` process (256 MiB cache,\n" +
+		"100 ms rather than librdkafka's 500 ms max wait; " + kcatMalloc() + "). cold: a new `tiered fetch` process (256 MiB cache,\n" +
 		"16 concurrent GETs, 64 MiB in flight; its defaults otherwise, so its budgets' memory is taken at\n" +
 		"start-up, `fetch.pretouch`); raw GET: minio-go GETs of the same .log objects, 16 at a time; warm: the same kcat read\n" +
 		"again from that process, every chunk cached; kfake: the same kcat read from franz-go's kfake holding\n" +
@@ -215,8 +229,7 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 		"together) librdkafka asks for a partition's offsets before its own broker thread has taken the\n" +
 		"partition on and waits its fixed 500 ms offset-query backoff doing nothing (its debug log: \"no current\n" +
 		"leader for partition\", \"offset query timer\"). An absolute offset needs no offset query; a read that\n" +
-		"still logs the backoff is read again, cold from a new process, at most eight reads in all, and only\n" +
-		"the read kept is timed (reads-again/read in the results below).\n\n")
+		"still logs the backoff fails the benchmark rather than be timed.\n\n")
 	b.WriteString("| shape | cold MB/s | raw GET ×16 MB/s | warm MB/s | cold / limit | target | warm / kfake | target | GETs/MiB | GETs/segment (bound); the read's own | end-check GETs/partition | CPU s/GB cold, warm | peak RSS MiB (bound) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {

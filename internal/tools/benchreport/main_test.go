@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -159,5 +160,28 @@ BenchmarkReplay/parts=8/seg=1MiB/kfake-2   	1	1 ns/op	 500.00 MB/s
 	}
 	if strings.Contains(out, "parts=8/") {
 		t.Errorf("a row for a shape without warm_capped:\n%s", out)
+	}
+}
+
+// TestKCatMalloc: the report says which malloc settings kcat ran with,
+// from the environment scripts/bench ran in.
+func TestKCatMalloc(t *testing.T) {
+	for _, tc := range []struct {
+		set       bool
+		val, want string
+	}{
+		{false, "", "kcatTunables in"},
+		{true, "", "glibc's own malloc settings"},
+		{true, "glibc.malloc.hugetlb=1", "`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`"},
+	} {
+		if tc.set {
+			t.Setenv("TIERED_BENCH_KCAT_TUNABLES", tc.val)
+		} else {
+			t.Setenv("TIERED_BENCH_KCAT_TUNABLES", "x") // restored after the test
+			os.Unsetenv("TIERED_BENCH_KCAT_TUNABLES")
+		}
+		if got := kcatMalloc(); !strings.Contains(got, tc.want) {
+			t.Errorf("set %v %q: %q, want it to hold %q", tc.set, tc.val, got, tc.want)
+		}
 	}
 }
