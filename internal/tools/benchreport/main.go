@@ -192,10 +192,10 @@ func kcatMalloc() string {
 	tun, ok := os.LookupEnv("TIERED_BENCH_KCAT_TUNABLES")
 	switch {
 	case !ok:
-		return "glibc's malloc thresholds fixed for kcat, every step alike (kcatTunables in\n" +
-			"integration/replay_bench_test.go: with glibc's moving defaults kcat gave its heap back to the\n" +
-			"kernel and faulted it in again at random, 6,700 to 96,000 page faults per GB in identical\n" +
-			"1 x 1 MiB reads, its MB/s following them, 276 to 642)"
+		return "glibc's malloc thresholds fixed for kcat,\n" +
+			"every step alike (kcatTunables in integration/replay_bench_test.go: with glibc's moving defaults\n" +
+			"kcat gave its heap back to the kernel and faulted it in again at random, 6,700 to 96,000 page\n" +
+			"faults per GB in identical 1 x 1 MiB reads, its MB/s following them, 276 to 642)"
 	case tun == "":
 		return "kcat with glibc's own malloc settings (TIERED_BENCH_KCAT_TUNABLES empty)"
 	default:
