@@ -19,6 +19,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache/chunkcache"
 	"github.com/tiered/tiered/fetchcache/kafkasrv"
+	"github.com/tiered/tiered/internal/app/daemon"
 )
 
 // Benchmark data: one partition of 1 KiB records in 16-record batches,
@@ -84,15 +85,25 @@ func BenchmarkFetch(b *testing.B) {
 		b.SetBytes(total)
 		b.ReportAllocs()
 		var gets, served float64
+		// The first iteration's chunks take pages mapped here, as the
+		// pages a `tiered fetch` process pretouched at start-up take its
+		// first replay's (internal/app/daemon Pretouch; the same work,
+		// without its GC settings, which would hold for the whole test
+		// process): twice what an iteration allocates. Without it the
+		// first of each pass's iterations faulted in 300-3,000 pages
+		// more than the others (one fault costs about 15 µs on a PVM
+		// guest), and ran up to 1.7 × as long.
+		if err := daemon.TouchHeap(2 * benchFetchBytes); err != nil {
+			b.Logf("pages touched by this process only: %v", err)
+		}
 		for b.Loop() {
 			b.StopTimer()
 			// The last iteration's cache is garbage: collected now, its
-			// pages take this one's chunks, as the pages a `tiered fetch`
-			// process pretouched at start-up take its first replay's
-			// (internal/app/daemon Pretouch). Without it, on a PVM guest
-			// the chunks land in new pages whose first access by the
-			// kernel's socket reads costs as much as a fault (measured
-			// 0.40-0.57 of raw_get against 0.57-0.75, alternating runs).
+			// pages take this one's chunks, as the pretouched ones above
+			// took the first's. Without it, on a PVM guest the chunks
+			// land in new pages whose first access by the kernel's socket
+			// reads costs as much as a fault (measured 0.40-0.57 of
+			// raw_get against 0.57-0.75, alternating runs).
 			runtime.GC()
 			fs := startFetch(b, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
 			b.StartTimer()

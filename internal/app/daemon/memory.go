@@ -144,10 +144,25 @@ func Pretouch(limit, n int64, log *slog.Logger) int64 {
 	debug.SetGCPercent(-1)
 	n = min(n, limit/10*9)
 	start := time.Now()
-	var zero io.Reader // nil, not a nil *os.File, when /dev/zero cannot be opened
-	if f, err := os.Open("/dev/zero"); err != nil {
+	if err := TouchHeap(n); err != nil {
 		log.Debug("pretouch writes the pages itself", "err", err)
-	} else {
+	}
+	log.Info("memory pretouched", "bytes", n, "took", time.Since(start).Round(time.Millisecond),
+		"gc", "GOGC off: collects as the heap nears the limit")
+	return n
+}
+
+// TouchHeap is Pretouch's work without its settings: it allocates n bytes
+// of Go heap in pretouchBlock blocks, has every page of them mapped
+// (touchPages) and collects them, so that the heap's next n bytes of
+// allocations take pages already mapped. Whether the pages stay mapped
+// until then is the runtime's choice (Pretouch's settings make it keep
+// them). It returns the error of opening /dev/zero, when the kernel could
+// not be had to write the pages (they are written by the process only).
+func TouchHeap(n int64) error {
+	var zero io.Reader // nil, not a nil *os.File, when /dev/zero cannot be opened
+	f, err := os.Open("/dev/zero")
+	if err == nil {
 		defer f.Close()
 		zero = f
 	}
@@ -159,9 +174,7 @@ func Pretouch(limit, n int64, log *slog.Logger) int64 {
 	}
 	runtime.KeepAlive(blocks)
 	runtime.GC() // blocks is dead: its pages are free, and kept
-	log.Info("memory pretouched", "bytes", n, "took", time.Since(start).Round(time.Millisecond),
-		"gc", "GOGC off: collects as the heap nears the limit")
-	return n
+	return err
 }
 
 // touchPages makes every page of b mapped, for the process and for the
