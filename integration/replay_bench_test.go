@@ -419,7 +419,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	faultsPerGB := func(faults int64, n int) float64 { return float64(faults) / (float64(rs.bytes) * float64(n) / 1e9) }
 	b.Run("raw_get", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
-		s0, c0, n := procCPU(minio), selfCPU(), 0
+		s0, c0, sf0, n := procCPU(minio), selfCPU(), procFaults(minio), 0
 		for b.Loop() {
 			rs.rawGets(b, replayGets)
 			n++
@@ -427,6 +427,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		store, client := procCPU(minio)-s0, selfCPU()-c0
 		if minio != 0 {
 			b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
+			b.ReportMetric(faultsPerGB(procFaults(minio)-sf0, n), "store-faults/GB")
 		}
 		b.ReportMetric(perGB(client, n), "client-cpu-s/GB")
 		reportBusy(b, store+client, true)
@@ -437,7 +438,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.SetBytes(rs.bytes)
 		var gets, endGets, peak, throttles, contd, reqs, reqTime float64
 		var cpu, store, kcats time.Duration
-		var faults, kfaults int64
+		var faults, kfaults, sfaults int64
 		n := 0
 		for b.Loop() {
 			b.StopTimer()
@@ -451,6 +452,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			q0, d0 := counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
 			// After the scrapes above, which cost the fetch process CPU too.
 			c0, s0, f0, kf0 := procCPU(last.pid()), procCPU(minio), procFaults(last.pid()), rs.kcatFaults.Load()
+			sf0 := procFaults(minio)
 			b.StartTimer()
 			kcats += rs.kcatAll(b, kcat, last.kafka, consumers)
 			b.StopTimer()
@@ -458,6 +460,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			faults += procFaults(last.pid()) - f0
 			kfaults += rs.kcatFaults.Load() - kf0
 			store += procCPU(minio) - s0
+			sfaults += procFaults(minio) - sf0
 			reqs += counterSum(b, last, "tiered_fetch_requests_total") - q0
 			reqTime += counterSum(b, last, reqSeconds) - d0
 			gets += storeGets(b, last) - g0
@@ -482,6 +485,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(faultsPerGB(kfaults, n), "kcat-faults/GB")
 		if minio != 0 {
 			b.ReportMetric(perGB(store, n), "store-cpu-s/GB")
+			b.ReportMetric(faultsPerGB(sfaults, n), "store-faults/GB")
 		}
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
 		b.ReportMetric(reqs/float64(n), "requests/read")

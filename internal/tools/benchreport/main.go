@@ -360,13 +360,16 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 		"cache, kcat), as if reading from the store cost the fetch process nothing and the manifests and\n" +
 		"indexes cost the store nothing; measured is the cold read's own CPU. A floor bound under the target\n" +
 		"means no fetch service can reach it on these cores; a measured one under it, that this one needs\n" +
-		"less CPU to, however well it overlaps its work.\n\n")
-	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm | cold CPU floor s/GB; best cold / limit | cold CPU measured s/GB; best cold / limit |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+		"less CPU to, however well it overlaps its work. The store's minor page faults per GB (last column)\n" +
+		"are MinIO's own: its Go heap giving pages back to the kernel and faulting them in again, which\n" +
+		"varies from read to read (measured 150 to 180,000 per GB for the same objects) and its CPU with\n" +
+		"it; on this PVM guest one fault costs about 15 µs.\n\n")
+	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm | cold CPU floor s/GB; best cold / limit | cold CPU measured s/GB; best cold / limit | store page faults/GB raw, cold |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {
 		raw, cold, warm, _ := replaySteps(res, sh)
 		if raw == nil || cold == nil || warm == nil || math.IsNaN(cold.extra("busy-%")) {
-			fmt.Fprintf(b, "| %s | not run | | | | | | |\n", sh)
+			fmt.Fprintf(b, "| %s | not run | | | | | | | |\n", sh)
 			continue
 		}
 		floor, measured := "—", "—" // runs without the cores and the end wait
@@ -376,11 +379,15 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 			floor = fmt.Sprintf("%.2f; %.2f", fc, fb)
 			measured = fmt.Sprintf("%.2f; %.2f", mc, replayBound(raw, warm, mc))
 		}
-		fmt.Fprintf(b, "| %s | %.2f, %.2f; %.0f %% | %.2f, %.2f, %.2f; %.0f %% | %.2f, %.2f; %.0f %% | %.0f, %.0f | %.2f, %.2f | %s | %s |\n", sh,
+		faults := "—" // runs before the bench reported them
+		if rf, cf := raw.extra("store-faults/GB"), cold.extra("store-faults/GB"); !math.IsNaN(rf) && !math.IsNaN(cf) {
+			faults = fmt.Sprintf("%.0f, %.0f", rf, cf)
+		}
+		fmt.Fprintf(b, "| %s | %.2f, %.2f; %.0f %% | %.2f, %.2f, %.2f; %.0f %% | %.2f, %.2f; %.0f %% | %.0f, %.0f | %.2f, %.2f | %s | %s | %s |\n", sh,
 			raw.extra("store-cpu-s/GB"), raw.extra("client-cpu-s/GB"), raw.extra("busy-%"),
 			cold.extra("store-cpu-s/GB"), cold.extra("cpu-s/GB"), cold.extra("kcat-cpu-s/GB"), cold.extra("busy-%"),
 			warm.extra("cpu-s/GB"), warm.extra("kcat-cpu-s/GB"), warm.extra("busy-%"),
-			cold.extra("requests/read"), warm.extra("requests/read"), cold.extra("ms/request"), warm.extra("ms/request"), floor, measured)
+			cold.extra("requests/read"), warm.extra("requests/read"), cold.extra("ms/request"), warm.extra("ms/request"), floor, measured, faults)
 	}
 }
 
