@@ -173,7 +173,7 @@ func TouchHeap(n int64) error {
 		blocks = append(blocks, b)
 	}
 	runtime.KeepAlive(blocks)
-	runtime.GC() // blocks is dead: its pages are free, and kept
+	runtime.GC() // blocks is dead: its pages are free (kept under Pretouch's settings)
 	return err
 }
 
