@@ -302,6 +302,28 @@ func writeReplay(b *strings.Builder, res map[string]*result) (failed int) {
 	return failed
 }
 
+// storeFaultRange is " (from LO to HI per GB in this run's reads)": the
+// least and most store page faults per GB of any replay raw_get or cold
+// read in res, or "" when none reported them.
+func storeFaultRange(res map[string]*result) string {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, sh := range replayShapes {
+		raw, cold, _, _ := replaySteps(res, sh)
+		for _, r := range []*result{raw, cold} {
+			if r == nil {
+				continue
+			}
+			for _, v := range r.extras["store-faults/GB"] {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
+	}
+	if lo > hi {
+		return ""
+	}
+	return fmt.Sprintf(" (from %.0f to %.0f per GB in this run's reads)", lo, hi)
+}
+
 // replaySteps are the results of a replay shape's four steps.
 func replaySteps(res map[string]*result, shape string) (raw, cold, warm, kfake *result) {
 	pre := "BenchmarkReplay/" + shape + "/"
@@ -360,10 +382,10 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 		"cache, kcat), as if reading from the store cost the fetch process nothing and the manifests and\n" +
 		"indexes cost the store nothing; measured is the cold read's own CPU. A floor bound under the target\n" +
 		"means no fetch service can reach it on these cores; a measured one under it, that this one needs\n" +
-		"less CPU to, however well it overlaps its work. The store's minor page faults per GB (last column)\n" +
-		"are MinIO's own: its Go heap giving pages back to the kernel and faulting them in again, which\n" +
-		"varies from read to read (measured 150 to 180,000 per GB for the same objects) and its CPU with\n" +
-		"it; on this PVM guest one fault costs about 15 µs.\n\n")
+		"less CPU to, however well it overlaps its work. The store's minor page faults per GB (last column,\n" +
+		"medians) are MinIO's own: its Go heap giving pages back to the kernel and faulting them in again,\n" +
+		"which varies from read to read" + storeFaultRange(res) + ", and its CPU with it; on this PVM guest\n" +
+		"one fault costs about 15 µs.\n\n")
 	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm | cold CPU floor s/GB; best cold / limit | cold CPU measured s/GB; best cold / limit | store page faults/GB raw, cold |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {

@@ -52,6 +52,10 @@ BenchmarkReplayFirstByte-2 	60	1 ns/op	 4.0 get4MiB-p50-ms	 9.0 get4MiB-p99-ms	 
 	if got, want := cpuRows["parts=32/seg=1MiB"], "| parts=32/seg=1MiB | 1.20, 0.90; 91 % | 1.50, 2.50, 3.10; 64 % | 0.40, 1.60; 52 % | 40, 39 | 6.50, 2.25 | 3.20; 1.00 | 7.10; 0.71 | 12346, 700 |"; got != want {
 		t.Errorf("CPU row:\n%s\nwant\n%s", got, want)
 	}
+	// The text gives the range of the store's faults the run measured.
+	if want := "(from 700 to 12346 per GB in this run's reads)"; !strings.Contains(out, want) {
+		t.Errorf("the CPU table's text does not give the run's store fault range %q", want)
+	}
 	if got := cpuRows["parts=8/seg=1MiB"]; !strings.Contains(got, "not run") {
 		t.Errorf("CPU row of a run without the CPU figures: %q", got)
 	}
