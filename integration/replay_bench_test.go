@@ -308,6 +308,10 @@ func startReplayFetch(b *testing.B, cd *coldData, more string) *tieredProc {
 // reading one to writing its answer), the sum of its duration histogram.
 const reqSeconds = "tiered_fetch_request_duration_seconds_sum"
 
+// cacheWaitSeconds is the time the fetch process's client reads waited for
+// chunks not yet in memory, the sum of its histogram.
+const cacheWaitSeconds = "tiered_fetch_cache_wait_seconds_sum"
+
 // storeGets is the process's tiered_fetch_store_gets_total, all series.
 func storeGets(b *testing.B, p *tieredProc) float64 {
 	return counterSum(b, p, "tiered_fetch_store_gets_total")
@@ -436,7 +440,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 	var last *tieredProc // the last cold process, warm for the next step
 	b.Run("cold", func(b *testing.B) {
 		b.SetBytes(rs.bytes)
-		var gets, endGets, peak, throttles, contd, reqs, reqTime float64
+		var gets, endGets, peak, throttles, contd, reqs, reqTime, waited float64
 		var cpu, store, kcats time.Duration
 		var faults, kfaults, sfaults int64
 		n := 0
@@ -450,6 +454,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			e0 := counterSum(b, last, "tiered_fetch_store_gets_end_check_total")
 			k0 := counterSum(b, last, "tiered_fetch_store_gets_continued_total")
 			q0, d0 := counterSum(b, last, "tiered_fetch_requests_total"), counterSum(b, last, reqSeconds)
+			w0 := counterSum(b, last, cacheWaitSeconds)
 			// After the scrapes above, which cost the fetch process CPU too.
 			c0, s0, f0, kf0 := procCPU(last.pid()), procCPU(minio), procFaults(last.pid()), rs.kcatFaults.Load()
 			sf0 := procFaults(minio)
@@ -463,6 +468,7 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 			sfaults += procFaults(minio) - sf0
 			reqs += counterSum(b, last, "tiered_fetch_requests_total") - q0
 			reqTime += counterSum(b, last, reqSeconds) - d0
+			waited += counterSum(b, last, cacheWaitSeconds) - w0
 			gets += storeGets(b, last) - g0
 			endGets += counterSum(b, last, "tiered_fetch_store_gets_end_check_total") - e0
 			throttles += counterSum(b, last, "tiered_fetch_gate_rejections_total") - r0
@@ -490,6 +496,9 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
 		b.ReportMetric(reqs/float64(n), "requests/read")
 		b.ReportMetric(perRequest(reqTime, reqs), "ms/request")
+		// How long the reads waited for chunks not yet in memory, summed
+		// over the partitions' reads (which a Fetch runs side by side).
+		b.ReportMetric(waited/float64(n)*1e3, "cache-wait-ms/read")
 		reportBusy(b, cpu+store+kcats, true)
 		b.ReportMetric(peak, "peak-RSS-MiB")
 		// Overloaded gates answer with a throttle, which the client waits.

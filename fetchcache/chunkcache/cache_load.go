@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -226,6 +227,12 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		c.readAheadAfter(object, version, size, first, last)
 	}
 	var loaded []chunkKey
+	if slices.ContainsFunc(waits, func(f *flight) bool { return f != nil }) {
+		// The read waits for chunks not in memory yet (its own loads or
+		// ones it joined), however it ends.
+		start := time.Now()
+		defer func() { c.m.cacheWait.Observe(time.Since(start).Seconds()) }()
+	}
 	for i := range waits {
 		f := waits[i]
 		if f == nil {

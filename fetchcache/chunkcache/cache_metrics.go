@@ -30,6 +30,7 @@ type cacheMetrics struct {
 	parked                  prometheus.Gauge
 	parkedUnused            prometheus.Counter
 	readAhead               *prometheus.CounterVec
+	cacheWait               prometheus.Histogram
 }
 
 func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
@@ -82,6 +83,11 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 			Name: "tiered_fetch_readahead_chunks_total",
 			Help: "Chunks fetched by read-ahead, by outcome: read by a client (useful) or evicted unread (wasted).",
 		}, []string{"outcome"}),
+		cacheWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tiered_fetch_cache_wait_seconds",
+			Help:    "Time a client read waited for chunks not yet in memory: its own GETs (or disk-tier reads), or read-ahead's it joined. Reads answered from memory at once are not observed; a replay whose reads seldom wait is bound by its client, not the store.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
 	}
 	if reg != nil {
 		m.hits = promreg.RegisterOrReuse(reg, m.hits)
@@ -96,6 +102,7 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		m.parked = promreg.RegisterOrReuse(reg, m.parked)
 		m.parkedUnused = promreg.RegisterOrReuse(reg, m.parkedUnused)
 		m.readAhead = promreg.RegisterOrReuse(reg, m.readAhead)
+		m.cacheWait = promreg.RegisterOrReuse(reg, m.cacheWait)
 	}
 	for _, tier := range []string{TierMemory, TierDisk} {
 		m.hits.WithLabelValues(tier)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/tiered/tiered/fetchcache/gate"
@@ -523,7 +524,7 @@ func TestMetricsStartAtZero(t *testing.T) {
 		"tiered_fetch_store_gets_parked_unused_total": 1, "tiered_fetch_store_gets_end_check_total": 1,
 		"tiered_fetch_gate_in_flight": 2, "tiered_fetch_gate_waits_total": 2,
 		"tiered_fetch_gate_rejections_total": 2, "tiered_fetch_gate_wait_seconds": 2,
-		"tiered_fetch_readahead_chunks_total": 2,
+		"tiered_fetch_readahead_chunks_total": 2, "tiered_fetch_cache_wait_seconds": 1,
 	}
 	for name, n := range want {
 		if series[name] != n {
@@ -532,5 +533,34 @@ func TestMetricsStartAtZero(t *testing.T) {
 	}
 	if len(series) != len(want) {
 		t.Errorf("series %v, want exactly %v", series, want)
+	}
+}
+
+// TestCacheWaitObserved: a client read that waits for a chunk's GET is
+// observed in tiered_fetch_cache_wait_seconds, for about the GET's time;
+// one answered from memory, and read-ahead's own loads, are not.
+func TestCacheWaitObserved(t *testing.T) {
+	store := objstore.NewMemory()
+	putObject(t, store, "seg", 1000)
+	inner := newCounting(store)
+	inner.delay = 20 * time.Millisecond
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000})
+	count := func() (uint64, float64) {
+		var m dto.Metric
+		if err := c.m.cacheWait.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.Histogram.GetSampleCount(), m.Histogram.GetSampleSum()
+	}
+	readAll(t, c, "seg", 0, 150) // chunks 0 and 1: one wait, however many chunks
+	waitIdle(t, c)
+	n, sum := count()
+	if n != 1 || sum < 0.02 {
+		t.Fatalf("after a read from the store: %d observations, %vs in all; want 1 of at least the GET's 20ms", n, sum)
+	}
+	readAll(t, c, "seg", 50, 100) // cached, read-ahead's loads included
+	waitIdle(t, c)
+	if n, _ := count(); n != 1 {
+		t.Fatalf("a read from memory was observed: %d observations, want 1", n)
 	}
 }

@@ -385,13 +385,17 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 		"less CPU to, however well it overlaps its work. The store's minor page faults per GB (last column,\n" +
 		"medians) are MinIO's own: its Go heap giving pages back to the kernel and faulting them in again,\n" +
 		"which varies from read to read" + storeFaultRange(res) + ", and its CPU with it; on this PVM guest\n" +
-		"one fault costs about 15 µs.\n\n")
-	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm | cold CPU floor s/GB; best cold / limit | cold CPU measured s/GB; best cold / limit | store page faults/GB raw, cold |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+		"one fault costs about 15 µs. Cache wait is the time the cold read's partition reads waited for\n" +
+		"chunks not yet in memory (`tiered_fetch_cache_wait_seconds`: their own GETs, or read-ahead's they\n" +
+		"joined), summed over the partitions a Fetch reads side by side, against the read's own time: a\n" +
+		"read whose partitions seldom wait was held back by its client or the cores, not by the store\n" +
+		"falling behind.\n\n")
+	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm | cache wait ms per cold read; its ms | cold CPU floor s/GB; best cold / limit | cold CPU measured s/GB; best cold / limit | store page faults/GB raw, cold |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {
 		raw, cold, warm, _ := replaySteps(res, sh)
 		if raw == nil || cold == nil || warm == nil || math.IsNaN(cold.extra("busy-%")) {
-			fmt.Fprintf(b, "| %s | not run | | | | | | | |\n", sh)
+			fmt.Fprintf(b, "| %s | not run | | | | | | | | |\n", sh)
 			continue
 		}
 		floor, measured := "—", "—" // runs without the cores and the end wait
@@ -405,11 +409,15 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 		if rf, cf := raw.extra("store-faults/GB"), cold.extra("store-faults/GB"); !math.IsNaN(rf) && !math.IsNaN(cf) {
 			faults = fmt.Sprintf("%.0f, %.0f", rf, cf)
 		}
-		fmt.Fprintf(b, "| %s | %.2f, %.2f; %.0f %% | %.2f, %.2f, %.2f; %.0f %% | %.2f, %.2f; %.0f %% | %.0f, %.0f | %.2f, %.2f | %s | %s | %s |\n", sh,
+		wait := "—" // runs before the bench reported it
+		if w := cold.extra("cache-wait-ms/read"); !math.IsNaN(w) {
+			wait = fmt.Sprintf("%.0f; %.0f", w, median(cold.nsop)/1e6)
+		}
+		fmt.Fprintf(b, "| %s | %.2f, %.2f; %.0f %% | %.2f, %.2f, %.2f; %.0f %% | %.2f, %.2f; %.0f %% | %.0f, %.0f | %.2f, %.2f | %s | %s | %s | %s |\n", sh,
 			raw.extra("store-cpu-s/GB"), raw.extra("client-cpu-s/GB"), raw.extra("busy-%"),
 			cold.extra("store-cpu-s/GB"), cold.extra("cpu-s/GB"), cold.extra("kcat-cpu-s/GB"), cold.extra("busy-%"),
 			warm.extra("cpu-s/GB"), warm.extra("kcat-cpu-s/GB"), warm.extra("busy-%"),
-			cold.extra("requests/read"), warm.extra("requests/read"), cold.extra("ms/request"), warm.extra("ms/request"), floor, measured, faults)
+			cold.extra("requests/read"), warm.extra("requests/read"), cold.extra("ms/request"), warm.extra("ms/request"), wait, floor, measured, faults)
 	}
 }
 
