@@ -314,6 +314,7 @@ func (c *CachingBucket) cached(key, ver string, first, last int64) bool {
 // (objstore.WithExactRange), behind the gets gate, whose slot the body
 // holds until it is closed.
 func (c *CachingBucket) exactRange(ctx context.Context, key string, off, n int64, deadline time.Time) (io.ReadCloser, error) {
+	defer c.observeWait(time.Now()) // until the store's answer begins
 	if err := c.gets.StartBy(ctx, 1, deadline); err != nil {
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}

@@ -114,6 +114,7 @@
 //	tiered_fetch_cache_evictions_total{tier}
 //	tiered_fetch_cache_bytes{tier}              gauge
 //	tiered_fetch_cache_corrupt_chunks_total     disk files failing their check
+//	tiered_fetch_cache_wait_seconds             histogram, client reads' waits for the store or disk
 //	tiered_fetch_store_gets_total               range GETs sent by the cache
 //	tiered_fetch_store_get_bytes_total
 //	tiered_fetch_store_gets_end_check_total     of them, for objstore.WithEndCheck reads

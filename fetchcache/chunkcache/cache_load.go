@@ -197,6 +197,11 @@ func (c *CachingBucket) claim(object, version string, first, last int64, client,
 func (c *CachingBucket) acquire(ctx context.Context, object, version string, size, first, last, lastNeed int64, deadline time.Time, readAhead, endCheck bool) ([][]byte, error) {
 	hook := c.testHook
 	runs, waits, chunks := c.claim(object, version, first, last, true, true)
+	if slices.ContainsFunc(waits, func(f *flight) bool { return f != nil }) {
+		// The read waits for chunks not in memory yet (its own loads or
+		// ones it joined), however it ends.
+		defer c.observeWait(time.Now())
+	}
 	for i := range runs {
 		runs[i].endCheck = endCheck
 	}
@@ -227,12 +232,6 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		c.readAheadAfter(object, version, size, first, last)
 	}
 	var loaded []chunkKey
-	if slices.ContainsFunc(waits, func(f *flight) bool { return f != nil }) {
-		// The read waits for chunks not in memory yet (its own loads or
-		// ones it joined), however it ends.
-		start := time.Now()
-		defer func() { c.m.cacheWait.Observe(time.Since(start).Seconds()) }()
-	}
 	for i := range waits {
 		f := waits[i]
 		if f == nil {
@@ -311,6 +310,12 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 		c.mem.touch(k)
 	}
 	return chunks, nil
+}
+
+// observeWait observes a client read's wait for the store (or the disk
+// tier) that began at start (tiered_fetch_cache_wait_seconds).
+func (c *CachingBucket) observeWait(start time.Time) {
+	c.m.cacheWait.Observe(time.Since(start).Seconds())
 }
 
 // skipped reports whether f is a read-ahead flight that gave up.

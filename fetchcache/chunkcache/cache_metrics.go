@@ -85,7 +85,7 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		}, []string{"outcome"}),
 		cacheWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tiered_fetch_cache_wait_seconds",
-			Help:    "Time a client read waited for chunks not yet in memory: its own GETs (or disk-tier reads), or read-ahead's it joined. Reads answered from memory at once are not observed; a replay whose reads seldom wait is bound by its client, not the store.",
+			Help:    "Time a client read waited for the store or the disk tier, gate waits included: for chunks not yet in memory (its own loads, or read-ahead's it joined), or for an uncached exact range (an end check's tail) until the store's answer began. Reads answered from memory at once are not observed.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 	}

@@ -537,30 +537,39 @@ func TestMetricsStartAtZero(t *testing.T) {
 }
 
 // TestCacheWaitObserved: a client read that waits for a chunk's GET is
-// observed in tiered_fetch_cache_wait_seconds, for about the GET's time;
-// one answered from memory, and read-ahead's own loads, are not.
+// observed in tiered_fetch_cache_wait_seconds, for about the GET's time,
+// once however many chunks it waits for; as is an uncached exact range
+// (an end check's tail). One answered from memory (read-ahead's chunks
+// among them) is not, nor are read-ahead's own loads.
 func TestCacheWaitObserved(t *testing.T) {
 	store := objstore.NewMemory()
 	putObject(t, store, "seg", 1000)
 	inner := newCounting(store)
 	inner.delay = 20 * time.Millisecond
-	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000})
-	count := func() (uint64, float64) {
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: 2})
+	observed := func() (uint64, float64) {
 		var m dto.Metric
 		if err := c.m.cacheWait.Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		return m.Histogram.GetSampleCount(), m.Histogram.GetSampleSum()
 	}
-	readAll(t, c, "seg", 0, 150) // chunks 0 and 1: one wait, however many chunks
+	readAll(t, c, "seg", 0, 150) // chunks 0 and 1; read ahead: 2 and 3
 	waitIdle(t, c)
-	n, sum := count()
+	n, sum := observed()
 	if n != 1 || sum < 0.02 {
 		t.Fatalf("after a read from the store: %d observations, %vs in all; want 1 of at least the GET's 20ms", n, sum)
 	}
-	readAll(t, c, "seg", 50, 100) // cached, read-ahead's loads included
-	waitIdle(t, c)
-	if n, _ := count(); n != 1 {
+	readAll(t, c, "seg", 150, 250) // chunks 1 to 3, in memory
+	if n, _ := observed(); n != 1 {
 		t.Fatalf("a read from memory was observed: %d observations, want 1", n)
+	}
+	rc, err := c.GetRange(objstore.WithExactRange(context.Background()), "seg", 900, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.Close()
+	if n, sum2 := observed(); n != 2 || sum2-sum < 0.02 {
+		t.Fatalf("after an exact range: %d observations, %vs more; want 2, the GET's 20ms more", n, sum2-sum)
 	}
 }

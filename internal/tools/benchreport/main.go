@@ -386,8 +386,9 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 		"medians) are MinIO's own: its Go heap giving pages back to the kernel and faulting them in again,\n" +
 		"which varies from read to read" + storeFaultRange(res) + ", and its CPU with it; on this PVM guest\n" +
 		"one fault costs about 15 µs. Cache wait is the time the cold read's partition reads waited for\n" +
-		"chunks not yet in memory (`tiered_fetch_cache_wait_seconds`: their own GETs, or read-ahead's they\n" +
-		"joined), summed over the partitions a Fetch reads side by side, against the read's own time: a\n" +
+		"the store (`tiered_fetch_cache_wait_seconds`: chunks not yet in memory, their own GETs or\n" +
+		"read-ahead's they joined, and the end checks' tails), summed over the partitions a Fetch reads\n" +
+		"side by side, against the read's own time: a\n" +
 		"read whose partitions seldom wait was held back by its client or the cores, not by the store\n" +
 		"falling behind.\n\n")
 	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm | cache wait ms per cold read; its ms | cold CPU floor s/GB; best cold / limit | cold CPU measured s/GB; best cold / limit | store page faults/GB raw, cold |\n")
