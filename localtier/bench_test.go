@@ -42,7 +42,10 @@ func benchBatch(b *testing.B) []byte {
 // the raw write goes on in a new file once one holds 1 GiB, as the log
 // rolls to a new segment at segment.bytes (1 GiB), so the page cache and
 // writeback treat both alike (a raw file truncated and rewritten instead
-// would reuse its pages while the log's dirty pages grew).
+// would reuse its pages while the log's dirty pages grew). scripts/bench
+// runs it for a fixed number of batches (-benchtime 60000x, 983 MB), under
+// the kernel's background writeback threshold: for a time, the faster of
+// the two reaches it first and is slowed in some runs and not in others.
 func BenchmarkAppend(b *testing.B) {
 	batch := benchBatch(b)
 	b.Run("rawwrite", func(b *testing.B) {

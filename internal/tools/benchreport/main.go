@@ -511,7 +511,7 @@ func main() {
 	b.WriteString("Each figure is the median of the runs, and its baseline was measured in the same run on the same bytes.\n")
 	b.WriteString("These machines are shared and noisy; ratios matter, absolute numbers less so.\n\n")
 	b.WriteString("The verdict uses the ratio of the medians; \"per run\" is the median (and range) of the ratios of\nthe i-th figure to the i-th baseline, which the #2 and integration benchmarks measure back to back\n(scripts/bench runs them one pass per run).\n")
-	b.WriteString("BenchmarkAppend's raw write keeps every byte it writes, going on in a new file at each 1 GiB as the\nlog rolls to a new segment, so both leave the page cache and writeback the same dirty pages.\n")
+	b.WriteString("BenchmarkAppend's raw write keeps every byte it writes, as the log keeps its segments, and each\nwrites a fixed 60000 batches (983 MB; scripts/bench APPEND_BATCHES) below the kernel's background\nwriteback threshold, so neither is slowed by writeback the other escapes.\n")
 	b.WriteString("BenchmarkUpload syncs and drops the page cache before each sub-benchmark (as root), so raw_put and\nthe uploader start from the same state (integration/upload_bench_test.go says why).\n\n")
 	b.WriteString("| issue | what | figure MB/s | baseline MB/s | ratio | per run | target | allocs/op |\n|---|---|---|---|---|---|---|---|\n")
 	failed := 0
