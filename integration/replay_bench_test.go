@@ -309,7 +309,8 @@ func startReplayFetch(b *testing.B, cd *coldData, more string) *tieredProc {
 const reqSeconds = "tiered_fetch_request_duration_seconds_sum"
 
 // cacheWaitSeconds is the time the fetch process's client reads waited for
-// chunks not yet in memory, the sum of its histogram.
+// the store (chunks not yet in memory, end checks' tails), the sum of its
+// histogram.
 const cacheWaitSeconds = "tiered_fetch_cache_wait_seconds_sum"
 
 // storeGets is the process's tiered_fetch_store_gets_total, all series.
@@ -496,8 +497,8 @@ func replayShape(b *testing.B, kcat string, rs *replaySet, consumers int) {
 		b.ReportMetric(perGB(kcats, n), "kcat-cpu-s/GB")
 		b.ReportMetric(reqs/float64(n), "requests/read")
 		b.ReportMetric(perRequest(reqTime, reqs), "ms/request")
-		// How long the reads waited for chunks not yet in memory, summed
-		// over the partitions' reads (which a Fetch runs side by side).
+		// How long the reads waited for the store, summed over the
+		// partitions' reads (which a Fetch runs side by side).
 		b.ReportMetric(waited/float64(n)*1e3, "cache-wait-ms/read")
 		reportBusy(b, cpu+store+kcats, true)
 		b.ReportMetric(peak, "peak-RSS-MiB")

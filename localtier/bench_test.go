@@ -51,29 +51,29 @@ func BenchmarkAppend(b *testing.B) {
 	b.Run("rawwrite", func(b *testing.B) {
 		dir := b.TempDir()
 		var f *os.File
-		next := func(n int) {
+		files := 0
+		next := func() { // the next 1 GiB file
 			if f != nil {
 				_ = f.Close()
 			}
 			var err error
-			if f, err = os.Create(filepath.Join(dir, fmt.Sprintf("raw-%d", n))); err != nil {
+			if f, err = os.Create(filepath.Join(dir, fmt.Sprintf("raw-%d", files))); err != nil {
 				b.Fatal(err)
 			}
+			files++
 		}
-		next(0)
+		next()
 		defer func() { _ = f.Close() }()
 		b.SetBytes(int64(len(batch)))
 		b.ReportAllocs()
 		var pos int64
-		files := 1
 		for b.Loop() {
 			if _, err := f.WriteAt(batch, pos); err != nil {
 				b.Fatal(err)
 			}
 			pos += int64(len(batch))
 			if pos >= 1<<30 {
-				next(files)
-				files++
+				next()
 				pos = 0
 			}
 		}

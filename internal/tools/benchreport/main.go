@@ -388,9 +388,8 @@ func writeReplayCPU(b *strings.Builder, res map[string]*result) {
 		"one fault costs about 15 µs. Cache wait is the time the cold read's partition reads waited for\n" +
 		"the store (`tiered_fetch_cache_wait_seconds`: chunks not yet in memory, their own GETs or\n" +
 		"read-ahead's they joined, and the end checks' tails), summed over the partitions a Fetch reads\n" +
-		"side by side, against the read's own time: a\n" +
-		"read whose partitions seldom wait was held back by its client or the cores, not by the store\n" +
-		"falling behind.\n\n")
+		"side by side, against the read's own time: a read whose partitions seldom wait was held back by\n" +
+		"its client or the cores, not by the store falling behind.\n\n")
 	b.WriteString("| shape | raw GET: store, client s/GB; busy | cold: store, fetch, kcat s/GB; busy | warm: fetch, kcat s/GB; busy | requests/read cold, warm | ms/request cold, warm | cache wait ms per cold read; its ms | cold CPU floor s/GB; best cold / limit | cold CPU measured s/GB; best cold / limit | store page faults/GB raw, cold |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sh := range replayShapes {
