@@ -421,9 +421,12 @@ func (s *KafkaServer) prepare(ctx context.Context, fp *fetchPart, committed bool
 	offset := fp.q.FetchOffset
 	if offset < off.LogStart || offset > off.LogEnd {
 		// fetchcache.Offsets may come from a cache (a remote manifest); a read
-		// past the end re-reads it, and decides.
+		// past the end re-reads it, and decides. An overloaded store leaves
+		// that undecided past the end (throttled, not out of range: the
+		// client would reset its offset); below the log start it is decided
+		// already, a cached log start never being above the real one.
 		if _, err := fp.part.Read(ctx, offset, 1); err != nil {
-			if _, ok := gate.RetryAfter(err); !ok {
+			if _, ok := gate.RetryAfter(err); !ok || offset > off.LogEnd {
 				fail("fetch", err)
 				return
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tiered/tiered/compactor"
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/gate"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier/codec"
@@ -307,5 +308,71 @@ func TestKafkaFetchOutOfRangeNamesWholeRange(t *testing.T) {
 	if p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != 0 || p.HighWatermark != l.LogEndOffset() {
 		t.Fatalf("past the end: error %d, log start %d, high watermark %d; want OFFSET_OUT_OF_RANGE with [0, %d) (local start %d)",
 			p.ErrorCode, p.LogStartOffset, p.HighWatermark, l.LogEndOffset(), l.LogStartOffset())
+	}
+}
+
+// staleCatalog serves partitions whose offsets come from a manifest cached
+// before the last upload (the log end capped at end) and whose store
+// refuses the read that would re-read it, as an overloaded gets gate does.
+type staleCatalog struct {
+	fetchcache.Catalog
+	end int64
+}
+
+func (c staleCatalog) Partition(ctx context.Context, topic string, partition int32) (fetchcache.Partition, error) {
+	p, err := c.Catalog.Partition(ctx, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	return stalePart{p, c.end}, nil
+}
+
+type stalePart struct {
+	fetchcache.Partition
+	end int64
+}
+
+func (p stalePart) Offsets(ctx context.Context) (fetchcache.Offsets, error) {
+	off, err := p.Partition.Offsets(ctx)
+	off.LogEnd, off.LastStable = min(off.LogEnd, p.end), min(off.LastStable, p.end)
+	return off, err
+}
+
+func (p stalePart) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
+	if offset > p.end || offset < 0 {
+		return nil, &gate.OverloadedError{Gate: "gets", RetryAfter: 50 * time.Millisecond}
+	}
+	return p.Partition.Read(ctx, offset, maxBytes)
+}
+
+// TestKafkaFetchPastCachedEndOverloaded: a fetch offset past the cached log
+// end is out of range only once the re-read manifest says so. When the
+// store refuses that re-read (overloaded) the Fetch is throttled, not
+// answered OFFSET_OUT_OF_RANGE, which would send the client to its
+// auto.offset.reset (a replay from the start, or skipped records). An
+// offset below the cached log start is out of range whatever the re-read
+// says: a cached log start is never above the real one.
+func TestKafkaFetchPastCachedEndOverloaded(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("r", 1, nil)
+	e.Produce(e.Log("r", 0), fetchkit.ProduceOpts{}, fetchkit.GenRecs(20, ts0, "r"))
+	addr := startKafka(t, staleCatalog{Catalog: e.Cat, end: 10}, KafkaOptions{})
+	rc := fetchkit.DialRaw(t, addr)
+	fetch := func(offset int64) (kmsg.FetchResponseTopicPartition, int32) {
+		t.Helper()
+		q := fetchOf(0, 1<<20, "r", int32(0))
+		q.Topics[0].Partitions[0].FetchOffset = offset
+		resp := kmsg.NewPtrFetchResponse()
+		if err := rc.Request(1, q, resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0], resp.ThrottleMillis
+	}
+	if p, throttle := fetch(15); p.ErrorCode != 0 || len(p.RecordBatches) != 0 || throttle <= 0 { // the log ends at 20
+		t.Fatalf("fetch at 15 (log end 20, cached 10, re-read refused): error %d, %d bytes, throttle %d ms; want no error, no data and a throttle",
+			p.ErrorCode, len(p.RecordBatches), throttle)
+	}
+	if p, _ := fetch(-1); p.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("fetch at -1 (re-read refused): error %d, want OFFSET_OUT_OF_RANGE", p.ErrorCode)
 	}
 }
