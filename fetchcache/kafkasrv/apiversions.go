@@ -31,7 +31,7 @@ const advertiseListTimeout = 2 * time.Second
 const fetchByNameMax = 12
 
 // byNameKeys is keys with Fetch capped at fetchByNameMax: what ApiVersions
-// advertises while no topic has a known ID, so that clients fetch by name
+// advertises while a topic has no known ID, so that clients fetch by name
 // (a client would otherwise send v13 with zero IDs and get
 // UNKNOWN_TOPIC_ID). A v13 request is still served.
 func byNameKeys(keys []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey {
@@ -44,19 +44,23 @@ func byNameKeys(keys []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsRespons
 	return out
 }
 
-// topicIDsKnown reports whether any topic the catalog serves has a topic
-// ID (the remote catalog's listing is cached; an error counts as none).
+// topicIDsKnown reports whether every topic the catalog serves has a topic
+// ID, and there is one (the remote catalog's listing is cached; an error
+// counts as none). One topic without an ID is enough to cap Fetch at v12:
+// librdkafka, having negotiated v13, fetches every topic by its ID, and
+// sends the zero ID for one without (UNKNOWN_TOPIC_ID, for ever); Java and
+// franz-go fall back to names per request, which v12 serves alike.
 func (s *KafkaServer) topicIDsKnown(ctx context.Context) bool {
 	topics, err := s.o.Catalog.Topics(ctx)
 	if err != nil {
 		return false
 	}
 	for _, t := range topics {
-		if t.ID != "" {
-			return true
+		if t.ID == "" {
+			return false
 		}
 	}
-	return false
+	return len(topics) > 0
 }
 
 // apiVersionsUnsupported answers an ApiVersions version we do not know the
@@ -70,8 +74,8 @@ func (s *KafkaServer) apiVersionsUnsupported() kmsg.Response {
 	return r
 }
 
-// advertised is what ApiVersions lists: Fetch v13 only once a topic has an
-// ID (byNameKeys).
+// advertised is what ApiVersions lists: Fetch v13 only while every topic
+// has an ID (byNameKeys).
 func (s *KafkaServer) advertised(ctx context.Context) []kmsg.ApiVersionsResponseApiKey {
 	// Before authentication: a listing the remote catalog has not cached
 	// may not hold the answer up for long.

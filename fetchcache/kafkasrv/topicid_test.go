@@ -272,18 +272,21 @@ func TestKafkaFetchOldTopicIDAfterRecreation(t *testing.T) {
 	}
 }
 
-// ApiVersions advertises Fetch v13 only once a topic has an ID: a client
-// fetching a topic without one must name it (v12), not send a zero ID.
+// ApiVersions advertises Fetch v13 only while every topic has an ID: a
+// client fetching a topic without one must name it (v12), not send a zero
+// ID, and librdkafka, once it has v13, fetches every topic by ID.
 func TestKafkaFetchV13AdvertisedWithIDs(t *testing.T) {
 	e := fetchkit.NewEnv(t)
 	e.Topic("orders", 1, nil)
+	e.Topic("plain", 1, nil)
 	for _, tc := range []struct {
 		name string
 		cat  fetchcache.Catalog
 		want int16
 	}{
 		{"no ids", e.Cat, 12},
-		{"ids", idCatalog{e.Cat, map[string]string{"orders": testTopicID}}, 13},
+		{"some ids", idCatalog{e.Cat, map[string]string{"orders": testTopicID}}, 12},
+		{"ids", idCatalog{e.Cat, map[string]string{"orders": testTopicID, "plain": otherTopicID}}, 13},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := fetchkit.DialRaw(t, startKafka(t, tc.cat, KafkaOptions{}))
