@@ -285,9 +285,22 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 	cs := c.o.ChunkBytes
 	first, last := off/cs, (off+n-1)/cs
 	ver := objectVersion(attrs)
-	if objstore.CachedOnly(ctx) && (objstore.Prefetch(ctx) || !c.cached(key, ver, first, last)) {
-		c.readAheadChunks(key, ver, size, first, last)
-		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, objstore.ErrNotCached)
+	if objstore.CachedOnly(ctx) {
+		// Taken from memory in one step: a check, then acquire, would
+		// load a chunk evicted in between and wait for the store.
+		var chunks [][]byte
+		if !objstore.Prefetch(ctx) {
+			chunks = c.takeCached(key, ver, first, last)
+		}
+		if chunks == nil {
+			c.readAheadChunks(key, ver, size, first, last)
+			return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, objstore.ErrNotCached)
+		}
+		objstore.DemandAsked(ctx)
+		if !objstore.CallerReadsAhead(ctx) {
+			c.readAheadAfter(key, ver, size, first, last)
+		}
+		return &chunkReader{chunks: chunks, skip: off - first*cs, remaining: n}, nil
 	}
 	if objstore.ExactRange(ctx) && !c.cached(key, ver, first, last) {
 		return c.exactRange(ctx, key, off, n, deadline)
@@ -297,6 +310,21 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
 	}
 	return &chunkReader{chunks: chunks, skip: off - first*cs, remaining: n}, nil
+}
+
+// takeCached returns chunks [first, last] of an object version for a
+// client read if the memory tier holds them all (counted as memory hits),
+// else nil.
+func (c *CachingBucket) takeCached(key, ver string, first, last int64) [][]byte {
+	ks := make([]chunkKey, 0, last-first+1)
+	for i := first; i <= last; i++ {
+		ks = append(ks, chunkKey{key, ver, i})
+	}
+	chunks := c.mem.getAll(ks)
+	if chunks != nil {
+		c.m.hits.WithLabelValues(TierMemory).Add(float64(len(chunks)))
+	}
+	return chunks
 }
 
 // cached reports whether chunks [first, last] of an object version are all

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,66 @@ func TestCachedOnlyNeverWaits(t *testing.T) {
 	}
 	if r := inner.takeRanges(); len(r) != 0 {
 		t.Fatalf("cached-only read of cached bytes sent %v", r)
+	}
+}
+
+// slowKey delays every GET of one key.
+type slowKey struct {
+	objstore.BucketReader
+	key   string
+	delay time.Duration
+}
+
+func (b *slowKey) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	if key == b.key {
+		time.Sleep(b.delay)
+	}
+	return b.BucketReader.GetRange(ctx, key, off, length)
+}
+
+// TestCachedOnlyEvictedMeanwhile: a cached-only read takes its chunks from
+// memory in one step, so a chunk evicted by another reader between finding
+// it cached and reading it does not make the read load it and wait for the
+// store. Another reader evicts and reloads A (each GET of A 20 ms) while
+// cached-only reads of A, each with 10 ms to finish, must get A or
+// ErrNotCached at once, never wait out their deadline.
+func TestCachedOnlyEvictedMeanwhile(t *testing.T) {
+	const chunk = 100
+	store := objstore.NewMemory()
+	putObject(t, store, "A", chunk)
+	putObject(t, store, "B", 50*chunk)
+	c := mustCache(t, &slowKey{BucketReader: store, key: "A", delay: 20 * time.Millisecond},
+		CacheOptions{ChunkBytes: chunk, MemoryBytes: 2 * chunk, ReadAheadChunks: -1, MaxInFlightBytes: 8 * chunk, MaxWait: 5 * time.Second})
+	readAll(t, c, "A", 0, chunk)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for k := int64(1); ; k = k%48 + 1 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			readAll(t, c, "B", k*chunk, 2*chunk) // evicts A
+			readAll(t, c, "A", 0, chunk)         // loads it again
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	hits := 0
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(objstore.WithCachedOnly(context.Background()), 10*time.Millisecond)
+		rc, err := c.GetRange(ctx, "A", 0, chunk)
+		cancel()
+		switch {
+		case err == nil:
+			_ = rc.Close()
+			hits++
+		case !errors.Is(err, objstore.ErrNotCached):
+			t.Fatalf("cached-only read of A while it is evicted and reloaded: %v; want its bytes or ErrNotCached at once", err)
+		}
+	}
+	if hits == 0 {
+		t.Fatal("no cached-only read found A cached: the race was never tried")
 	}
 }
 

@@ -66,6 +66,29 @@ func (t *memoryTier) get(k chunkKey) ([]byte, bool) {
 	return e.data, true
 }
 
+// getAll returns the chunks ks for a client read if every one is present,
+// as get does for each, all under one lock: none is evicted between the
+// check and the read. It returns nil, touching nothing, if any is missing.
+func (t *memoryTier) getAll(ks []chunkKey) [][]byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range ks {
+		if !t.lru.Contains(k) {
+			return nil
+		}
+	}
+	out := make([][]byte, len(ks))
+	for i, k := range ks {
+		e, _ := t.lru.Get(k)
+		if e.readAhead {
+			e.readAhead = false
+			t.m.readAhead.WithLabelValues(ReadAheadUseful).Inc()
+		}
+		out[i] = e.data
+	}
+	return out
+}
+
 // touch makes k most recently used, if present.
 func (t *memoryTier) touch(k chunkKey) {
 	t.mu.Lock()
