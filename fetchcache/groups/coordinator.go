@@ -674,16 +674,17 @@ func (c *Coordinator) completeJoin(g *group) {
 		return
 	}
 	g.protocol = c.selectProtocol(g)
-	if _, ok := g.members[g.leader]; !ok {
-		g.leader = ""
+	if l, ok := g.members[g.leader]; !ok || l.join == nil {
+		// A leader that did not rejoin (a static one stays a member) gives
+		// way to one that did (Kafka's maybeElectNewJoinedLeader).
+		if !ok {
+			g.leader = g.order[0]
+		}
 		for _, id := range g.order {
 			if g.members[id].join != nil {
 				g.leader = id
 				break
 			}
-		}
-		if g.leader == "" {
-			g.leader = g.order[0]
 		}
 	}
 	now := c.o.Now()

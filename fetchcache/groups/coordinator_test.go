@@ -135,6 +135,25 @@ func (h *harness) waitJoined(group, member string) {
 	h.t.Fatalf("member %s never joined", member)
 }
 
+// waitMembers waits until group has n members (their JoinGroups reached
+// the coordinator).
+func (h *harness) waitMembers(group string, n int) {
+	h.t.Helper()
+	for range 500 {
+		h.c.mu.Lock()
+		got := 0
+		if g := h.c.groups[group]; g != nil {
+			got = len(g.members)
+		}
+		h.c.mu.Unlock()
+		if got == n {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	h.t.Fatalf("group %s never had %d members", group, n)
+}
+
 func (h *harness) sync(group, member string, gen int32, assign map[string]string) *kmsg.SyncGroupResponse {
 	q := kmsg.NewPtrSyncGroupRequest()
 	q.Version = 5
@@ -327,18 +346,7 @@ func TestStaticMembership(t *testing.T) {
 	// Static members get an id at once: no MEMBER_ID_REQUIRED.
 	ja := h.joinAsync(joinReq(g, "", &ia))
 	jb := h.joinAsync(joinReq(g, "", &ib))
-	for range 500 {
-		h.c.mu.Lock()
-		n := 0
-		if gr := h.c.groups[g]; gr != nil {
-			n = len(gr.members)
-		}
-		h.c.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	h.waitMembers(g, 2)
 	for range 2 { // b came within the delay: it is extended once
 		h.clk.Add(time.Second)
 		h.c.Tick()
@@ -701,4 +709,50 @@ func TestDeleteOffsetsWritesOnlyChanges(t *testing.T) {
 	if _, ok := o.Lookup("t", 0); ok {
 		t.Fatal("t-0 still committed after OffsetDelete")
 	}
+}
+
+// TestStaticLeaderNotRejoined: a static leader that does not rejoin within
+// the rebalance timeout stays a member (KIP-345) but not the leader: the
+// member that rejoined leads (Kafka's maybeElectNewJoinedLeader) and gets
+// the member list, else nobody would compute and send the assignment and
+// the group would stall for another whole rebalance timeout.
+func TestStaticLeaderNotRejoined(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	const g = "g"
+	ia, ib := "inst-a", "inst-b"
+	ra := recv(t, h.joinAsync(joinReq(g, "", &ia)))
+	wantCode(t, "a join", ra.ErrorCode, 0)
+	a := ra.MemberID
+	wantCode(t, "a sync", h.sync(g, a, ra.Generation, map[string]string{a: "A"}).ErrorCode, 0)
+	jb := h.joinAsync(joinReq(g, "", &ib))
+	h.waitMembers(g, 2)
+	for range 2 { // a heartbeats (its session lives) but never rejoins
+		h.clk.Add(rebalance / 2)
+		wantCode(t, "a heartbeat", h.heartbeat(g, a, ra.Generation, &ia), kerr.RebalanceInProgress.Code)
+		h.c.Tick()
+	}
+	rb := recv(t, jb)
+	wantCode(t, "b join", rb.ErrorCode, 0)
+	if rb.LeaderID != rb.MemberID || len(rb.Members) != 2 {
+		t.Fatalf("generation %d: leader %q (a %q, b %q), b got %d members; want b, the only member that rejoined, to lead with both members",
+			rb.Generation, rb.LeaderID, a, rb.MemberID, len(rb.Members))
+	}
+}
+
+// TestCommitOffsetBelowMinusOne: an offset below -1 is refused per
+// partition (INVALID_COMMIT_OFFSET_SIZE) rather than written: the group
+// object could not be read back (Decode refuses it), and every later
+// OffsetFetch, and after a restart every JoinGroup and commit of the group,
+// would fail. The group's other offsets stay as they were.
+func TestCommitOffsetBelowMinusOne(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	wantCode(t, "commit of 7", h.commit("s", "", -1, nil, 7), 0)
+	wantCode(t, "commit of -2", h.commit("s", "", -1, nil, -2), kerr.InvalidCommitOffsetSize.Code)
+	o, code := h.c.Committed(context.Background(), "s")
+	wantCode(t, "committed offsets", code, 0)
+	if len(o.Offsets) != 1 || o.Offsets[0].Offset != 7 {
+		t.Fatalf("committed offsets %+v, want t-0 at 7", o.Offsets)
+	}
+	h2 := newHarness(t, h.b, nil) // a restarted coordinator loads the object
+	wantCode(t, "commit after restart", h2.commit("s", "", -1, nil, 5), 0)
 }

@@ -72,6 +72,9 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *
 			switch {
 			case p.Metadata != nil && len(*p.Metadata) > c.o.MaxMetadataBytes:
 				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
+			case p.Offset < -1:
+				// Not an offset a group object holds (Decode refuses it).
+				codes[i][j] = kerr.InvalidCommitOffsetSize.Code
 			case t.Topic == "" || p.Partition < 0:
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 			default:
