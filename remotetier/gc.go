@@ -150,7 +150,7 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 			var victims []objstore.ObjectInfo
 			err := b.List(ctx, scope, func(o objstore.ObjectInfo) error {
 				k, err := manifest.ParseKey(o.Key)
-				if err != nil || live[o.Key] || k.Type == manifest.KeyRoot {
+				if err != nil || live[o.Key] || k.Type == manifest.KeyRoot || resealable(m, k) {
 					return nil
 				}
 				if now.Sub(o.LastModified) < opts.Grace {
@@ -179,6 +179,25 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// resealable reports whether k is a sub-manifest over offsets that the
+// root m still lists inline. It is left by a commit that wrote it and then
+// failed to write the root (a crash, a refused write): the next commit
+// seals the same segments into the same object, its key naming its
+// content, and finds it there however old it is, so it is not garbage
+// while they are inline. Once they leave the inline segments (sealed,
+// expired, replaced by compaction) no commit writes that content again.
+func resealable(m *manifest.Manifest, k manifest.Key) bool {
+	if k.Type != manifest.KeySub {
+		return false
+	}
+	for _, s := range m.Segments {
+		if s.BaseOffset <= k.LastOffset && s.LastOffset >= k.BaseOffset {
+			return true
+		}
+	}
+	return false
 }
 
 func underPrefix(p, prefix string) bool {

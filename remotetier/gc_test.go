@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,3 +171,101 @@ func TestRemoteRetention(t *testing.T) {
 }
 
 func newTestRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
+
+// listThen runs after once, right after a List of a prefix match accepts.
+type listThen struct {
+	objstore.Bucket
+	match func(prefix string) bool
+	after func()
+	once  sync.Once
+}
+
+func (b *listThen) List(ctx context.Context, prefix string, fn func(objstore.ObjectInfo) error) error {
+	err := b.Bucket.List(ctx, prefix, fn)
+	if b.match(prefix) {
+		b.once.Do(b.after)
+	}
+	return err
+}
+
+// TestGCKeepsResealableSub: a commit that wrote a sub-manifest (sealing the
+// oldest inline segments) and then failed to write the root leaves it
+// unreferenced. Its key names its content, so the next commit seals the
+// same segments into the same object, however old it has grown: GC keeps
+// it while the root lists those segments inline, even past the grace
+// period and with that commit landing between GC's listing and its
+// deletes, and verify does not count it past its grace. Once the root
+// references it, the committed manifest is whole.
+func TestGCKeepsResealableSub(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "g", 1)
+	l := upPartition(t, d, "g", 0)
+	upSegments(t, l, 2, 2, 3, 10)
+	mem := objstore.NewMemory()
+	pol := manifest.Policy{InlineMax: 2, SubSegments: 2}
+	if _, err := upUploader(t, mem, NewLocalSource(d, nil), Options{Policy: pol}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := manifest.ManifestKey("", "g", 0)
+	upSegments(t, l, 1, 2, 3, 10) // the next commit seals the 2 inline segments
+	refuseRoot := objstore.WithFaults(mem, objstore.FailMatching(func(c objstore.Call) bool {
+		return c.Op == objstore.OpPut && c.Key == root
+	}, nil))
+	if _, err := upUploader(t, refuseRoot, NewLocalSource(d, nil), Options{Policy: pol}).RunOnce(ctx); err == nil {
+		t.Fatal("the root write was refused, yet the pass succeeded")
+	}
+	var sub string
+	if err := mem.List(ctx, "", func(o objstore.ObjectInfo) error {
+		if k, err := manifest.ParseKey(o.Key); err == nil && k.Type == manifest.KeySub {
+			sub = o.Key
+		}
+		return nil
+	}); err != nil || sub == "" {
+		t.Fatalf("no sub-manifest left by the failed commit (%v)", err)
+	}
+	later := func() time.Time { return time.Now().Add(2 * DefaultGCGrace) }
+	vr, err := VerifyBucket(ctx, mem, VerifyOptions{Grace: DefaultGCGrace, Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range vr.Orphans {
+		if o.Key == sub && o.PastGrace {
+			t.Errorf("verify counts the resealable sub-manifest %s past its grace", sub)
+		}
+	}
+	next := upUploader(t, mem, NewLocalSource(d, nil), Options{Policy: pol})
+	hook := &listThen{Bucket: mem, match: func(p string) bool { return strings.HasSuffix(p, "/sub/") }, after: func() {
+		if _, err := next.RunOnce(ctx); err != nil {
+			t.Errorf("upload pass during GC: %v", err)
+		}
+	}}
+	rep, err := GC(ctx, hook, GCOptions{Now: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range rep.Deleted {
+		if o.Key == sub {
+			t.Errorf("GC deleted the resealable sub-manifest %s", sub)
+		}
+	}
+	m := upLoad(t, mem, "g", 0)
+	if len(m.Sealed) == 0 || m.Sealed[0].Key != sub {
+		t.Fatalf("the next commit sealed %+v, want %s", m.Sealed, sub)
+	}
+	store, err := newManifestStore(mem, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ReferencedKeys(ctx, store.subs); err != nil {
+		t.Fatalf("the committed manifest references a missing object: %v", err)
+	}
+	// A sub-manifest over offsets no longer inline (sealed now) is garbage.
+	stale := sub[:strings.LastIndex(sub, "-")+1] + "0123456789abcdef.json"
+	if _, err := mem.Put(ctx, stale, strings.NewReader("{}"), 2, objstore.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = GC(ctx, mem, GCOptions{Now: later}); err != nil || len(rep.Deleted) != 1 || rep.Deleted[0].Key != stale {
+		t.Fatalf("GC of a sub-manifest over sealed offsets: deleted %+v (%v), want %s", rep.Deleted, err, stale)
+	}
+}

@@ -293,6 +293,7 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 	// are checked by LoadSub (size and SHA-256) as they are loaded.
 	refs := map[string]objectRef{}
 	checked := map[string]bool{}
+	var root *manifest.Manifest // the root read, if any (resealable)
 	if hasRoot {
 		m, base, err := v.loadRoot(ctx, id, rootKey)
 		switch {
@@ -305,6 +306,7 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 			}
 			pr.Incomplete = true
 		default:
+			root = m
 			pr.Generation = m.Generation
 			pr.SubCount = len(m.Sealed)
 			inner := remotelog.BucketResolver(v.b)
@@ -376,8 +378,11 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 				return nil // references unknown: cannot tell an orphan
 			}
 			age := now.Sub(o.LastModified)
+			// A sub-manifest the next commit may seal again is kept by GC
+			// (resealable): listed, never past its grace.
+			past := age >= v.opts.Grace && (root == nil || !resealable(root, k))
 			v.rep.Orphans = append(v.rep.Orphans, Orphan{Key: o.Key, Topic: id.topic, Partition: id.partition, Size: o.Size,
-				LastModified: o.LastModified, Age: age, AgeSeconds: age.Seconds(), PastGrace: age >= v.opts.Grace})
+				LastModified: o.LastModified, Age: age, AgeSeconds: age.Seconds(), PastGrace: past})
 			return nil
 		})
 		if err != nil {
