@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -16,8 +17,19 @@ const httpAuthRealm = `Bearer realm="tiered"`
 // (/healthz, /readyz) and passes the principal on in the request context
 // (auth.PrincipalFromContext); authorize then checks the route's
 // permission.
+//
+// Every request body must arrive within BodyReadTimeout, whether its route
+// reads it or not: a route that does not (every GET, a write refused before
+// its body) leaves net/http to discard it, before the response is flushed
+// or within its first large write, and a declared body that never comes
+// would hold the connection and the handler for ever. The deadline is
+// lifted once the body has been read to its end (a route reading one arms
+// its own, bodyDeadline).
 func (a *httpAPI) guard(public map[string]bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			r.Body = &deadlineBody{ReadCloser: r.Body, done: a.bodyDeadline(rw)}
+		}
 		if public[r.URL.Path] {
 			next.ServeHTTP(rw, r)
 			return
@@ -113,4 +125,19 @@ func (a *httpAPI) principal(r *http.Request) (auth.Principal, string) {
 		return auth.Principal{}, "invalid token"
 	}
 	return p, ""
+}
+
+// deadlineBody lifts its request's body read deadline (done) once the body
+// has been read to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done()
+	}
+	return n, err
 }
