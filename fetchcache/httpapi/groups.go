@@ -168,6 +168,22 @@ func (a *httpAPI) describeGroup(g *Groups, w *countingWriter, r *http.Request) {
 		a.groupErr(w, r, err)
 		return
 	}
+	// Only the offsets of topics the principal may describe, as Kafka's
+	// OffsetFetch; their log offsets and lag only for those it may read,
+	// as the partition route.
+	if p := auth.PrincipalFromContext(r.Context()); !a.auth.May(p, auth.PermAdmin, "") {
+		kept := d.Offsets[:0]
+		for _, o := range d.Offsets {
+			if !a.auth.May(p, auth.PermDescribe, o.Topic) {
+				continue
+			}
+			if !a.auth.May(p, auth.PermRead, o.Topic) {
+				o.LogStart, o.LogEnd, o.Lag = -1, -1, -1
+			}
+			kept = append(kept, o)
+		}
+		d.Offsets = kept
+	}
 	WriteJSON(w, http.StatusOK, d)
 }
 

@@ -36,11 +36,16 @@ func TestGroupRoutes(t *testing.T) {
 	for p := int32(0); p < 2; p++ {
 		e.Produce(e.Log("orders", p), fetchkit.ProduceOpts{Codec: codec.None, Per: 5}, fetchkit.GenRecs(40, ts0, "o"))
 	}
+	e.Topic("secret", 1, nil) // app may not describe it
+	e.Produce(e.Log("secret", 0), fetchkit.ProduceOpts{Codec: codec.None}, fetchkit.GenRecs(40, ts0, "s"))
 	store := groups.NewStore(objstore.NewMemory(), groups.StoreOptions{})
 	for _, g := range []string{"billing-app", "billing-busy", "other"} {
 		if _, err := store.Update(ctx, g, func(o *groups.Object) error {
 			o.ProtocolType = "consumer"
 			o.Offsets = []groups.Offset{{Topic: "orders", Partition: 0, Offset: 7, LeaderEpoch: -1}, {Topic: "orders", Partition: 1, Offset: 9, LeaderEpoch: -1}}
+			if g == "billing-app" {
+				o.Offsets = append(o.Offsets, groups.Offset{Topic: "secret", Partition: 0, Offset: 9, LeaderEpoch: -1})
+			}
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -112,9 +117,16 @@ func TestGroupRoutes(t *testing.T) {
 			}
 		}},
 		{"describe with lag", "GET", "/v1/groups/billing-app", "tok-app", "", 200, "", func(t *testing.T, out map[string]any) {
+			// Only the topics the principal may describe (as Kafka's
+			// OffsetFetch): not secret's offsets, log end or lag.
 			offs := out["offsets"].([]any)
 			p0 := offs[0].(map[string]any)
 			if len(offs) != 2 || p0["committed"].(float64) != 7 || p0["log_end"].(float64) != 40 || p0["lag"].(float64) != 33 {
+				t.Fatalf("offsets %v", offs)
+			}
+		}},
+		{"describe all topics for admin", "GET", "/v1/groups/billing-app", "tok-ops", "", 200, "", func(t *testing.T, out map[string]any) {
+			if offs := out["offsets"].([]any); len(offs) != 3 || offs[2].(map[string]any)["topic"] != "secret" {
 				t.Fatalf("offsets %v", offs)
 			}
 		}},
