@@ -104,9 +104,10 @@ type HTTPOptions struct {
 	// with Retry-After.
 	MaxInFlightProduceBytes int64
 	ProduceMaxWait          time.Duration
-	// BodyReadTimeout bounds reading a request body (write routes); a
-	// slower one is answered 408 REQUEST_TIMED_OUT and its connection
-	// closed.
+	// BodyReadTimeout bounds the arrival of a request body: a write
+	// route's slower one is answered 408 REQUEST_TIMED_OUT and its
+	// connection closed; one another route does not read must arrive
+	// within it too (guard), else its connection is closed.
 	BodyReadTimeout time.Duration
 	// WriteTimeout bounds each write of a read route's response (the
 	// deadline moves with the writes, so a long response to a reading

@@ -127,8 +127,9 @@ type HTTPListener struct {
 	TLS  TLS    `yaml:"tls"`
 	// ReadHeaderTimeout bounds the arrival of a request's headers (default 10s).
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
-	// BodyReadTimeout bounds the arrival of a write route's request body (default 1m); a
-	// slower body is answered 408 REQUEST_TIMED_OUT and its connection closed.
+	// BodyReadTimeout bounds the arrival of a request's body (default 1m): a write route's
+	// slower body is answered 408 REQUEST_TIMED_OUT and its connection closed; a body another
+	// route does not read is discarded within it, else the connection is closed.
 	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
 	// WriteTimeout bounds each write of a read route's response (default 30s; the deadline
 	// moves with the writes): a client that stops reading is disconnected.
