@@ -1043,6 +1043,10 @@ func (l *RemoteLog) segmentOffsetForTimestamp(ctx context.Context, seg manifest.
 	if err != nil {
 		return 0, 0, false, err
 	}
+	// The scan starts at the batch holding the time index's entry (its
+	// last offset): earlier records of that batch may have the timestamp
+	// too, so only the log start bounds the answer (as Kafka's
+	// LogSegment.findOffsetByTimestamp).
 	from := max(ti.Lookup(ts).Offset, logStart)
 	pos, err := l.indexPosition(ctx, seg, from)
 	if err != nil {
@@ -1055,7 +1059,7 @@ func (l *RemoteLog) segmentOffsetForTimestamp(ctx context.Context, seg manifest.
 		if err != nil {
 			return 0, 0, false, err
 		}
-		if hdr.MaxTimestamp() >= ts && hdr.LastOffset() >= from {
+		if hdr.MaxTimestamp() >= ts && hdr.LastOffset() >= logStart {
 			buf, err := cur.bytes(ctx, pos, size)
 			if err != nil {
 				return 0, 0, false, err
@@ -1069,7 +1073,7 @@ func (l *RemoteLog) segmentOffsetForTimestamp(ctx context.Context, seg manifest.
 				return 0, 0, false, record.WithFile(err, seg.Log.Key, pos)
 			}
 			for _, r := range recs {
-				if r.Timestamp >= ts && r.Offset >= from {
+				if r.Timestamp >= ts && r.Offset >= logStart {
 					return r.Offset, r.Timestamp, true, nil
 				}
 			}

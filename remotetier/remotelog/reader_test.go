@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/topicconfig"
+	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -535,4 +542,46 @@ func checkEveryOffset(t *testing.T, r *remotekit.Remote, l *RemoteLog, local *re
 		res, err := l.Read(ctx, off, maxBytes)
 		return res.Data, res.LogStartOffset, res.LogEndOffset, err
 	}, local)
+}
+
+// TestOffsetForTimestampAtIndexEntry: a time-index entry names the last
+// offset of the batch holding its timestamp; a query at that timestamp
+// still answers the batch's first record with it, as the local log (and
+// Kafka) do, not the entry's offset. One segment: [100] at offset 0, then
+// one batch [200, 200, 200] at offsets 1-3, whose roll writes the time
+// index entry (200, 3).
+func TestOffsetForTimestampAtIndexEntry(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	pdir := filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d", remotekit.TestTopic, remotekit.TestPartition))
+	l, _, err := localtier.OpenLog(vfs.Default, pdir, localtier.LogOptions{Config: topicconfig.Defaults(), RecoveryPoint: -1, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var enc record.Encoder
+	seq := int32(0)
+	batch := func(ts ...int64) (out []record.Record) {
+		for i, x := range ts {
+			out = append(out, record.Record{Offset: int64(i), Timestamp: x, Value: []byte("v")})
+		}
+		return out
+	}
+	remotekit.AppendTestBatch(t, l, &enc, codec.None, batch(100), false, 0, &seq)
+	remotekit.AppendTestBatch(t, l, &enc, codec.None, batch(200, 200, 200), false, 0, &seq)
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := remotekit.NewRemote(t, objstore.NewMemory(), "", 0, manifest.DefaultPolicy())
+	r.Commit((&remotekit.LocalLog{Log: l, Dir: pdir}).Files(t)...)
+	rl := openTestLog(t, r.Bucket, "")
+	for _, ts := range []int64{100, 150, 200, 201} {
+		off, got, found, err := rl.OffsetForTimestamp(context.Background(), ts)
+		wo, wt, wf := r.ExpectTimestamp(ts)
+		if err != nil || off != wo || got != wt || found != wf {
+			t.Fatalf("timestamp %d: %d@%d %v (%v), want %d@%d %v", ts, off, got, found, err, wo, wt, wf)
+		}
+	}
 }
