@@ -364,13 +364,30 @@ func scanTail(f vfs.File, path string, start, end int64, active bool) (next, max
 		maxTS = max(maxTS, b.MaxTimestamp())
 		return nil
 	})
-	if err != nil {
+	if err != nil && !(active && preallocatedTail(f, err)) {
 		return 0, 0, false, err
 	}
 	if torn && !active {
 		return 0, 0, false, tornRolled(path, pos)
 	}
 	return next, maxTS, found, nil
+}
+
+// preallocatedTail reports whether err, from scanning an active segment,
+// stopped at a batch header of zeros: a broker with preallocate on (Kafka's
+// log.preallocate) creates the active segment's .log at its full size and
+// trims it only on roll, so its data ends where zeros begin. A rolled
+// segment's zeros are corruption still.
+func preallocatedTail(f vfs.File, err error) bool {
+	var ce *record.CorruptError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	var hdr [record.LogOverhead]byte
+	if _, rerr := f.ReadAt(hdr[:], ce.Pos); rerr != nil {
+		return false
+	}
+	return hdr == [record.LogOverhead]byte{}
 }
 
 func tornRolled(path string, pos int64) error {
@@ -599,7 +616,7 @@ func (v *BrokerView) readSegment(sf segmentFiles, base int64, active bool, offse
 		data = append(data, b...)
 		return nil
 	})
-	if err != nil {
+	if err != nil && !(active && preallocatedTail(f, err)) {
 		return nil, false, fmt.Errorf("read segment %d of %s: %w", base, sf.dir, err)
 	}
 	if torn && !active && !done {

@@ -1057,3 +1057,46 @@ func TestBrokerViewConcurrentBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBrokerViewPreallocatedActiveLog: with preallocate on (Kafka's
+// log.preallocate) the broker creates the active segment's .log at its
+// full size, zeros after the data, and trims it on roll. The view ends the
+// active segment's data at the zeros: it lists the partition, plans its
+// rolled segments and reads the active one, instead of failing them as
+// corrupt on every pass. A rolled segment's zeros are still corruption.
+func TestBrokerViewPreallocatedActiveLog(t *testing.T) {
+	dir, l := brokerPartition(t, 2, 5, 3, 20)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v := openView(t, dir)
+	before, err := v.Segments("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := before[1]
+	if err := os.Truncate(active.LogPath, active.Size+1<<20); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := v.Segments("t", 0)
+	if err != nil {
+		t.Fatalf("segments with a preallocated active log: %v", err)
+	}
+	if len(segs) != 2 || segs[1].NextOffset != active.NextOffset {
+		t.Fatalf("segments %+v, want the active one to end at %d", segs, active.NextOffset)
+	}
+	if rolled, err := v.RolledSegmentsBelow("t", 0, active.NextOffset); err != nil || len(rolled) != 1 {
+		t.Fatalf("rolled segments %+v (%v), want the first", rolled, err)
+	}
+	res, err := v.Read("t", 0, active.BaseOffset, 1<<20, active.NextOffset)
+	if err != nil || len(res.Data) != int(active.Size) {
+		t.Fatalf("read of the preallocated active log: %d bytes (%v), want %d", len(res.Data), err, active.Size)
+	}
+	rolled := before[0]
+	if err := os.Truncate(rolled.LogPath, rolled.Size+1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Read("t", 0, rolled.BaseOffset, 1<<30, active.NextOffset); !record.IsCorrupt(err) {
+		t.Fatalf("read of a rolled segment with zeros after its data: %v, want corruption", err)
+	}
+}
