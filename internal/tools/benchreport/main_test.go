@@ -190,3 +190,21 @@ func TestKCatMalloc(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendNote: the report names the batches BenchmarkAppend wrote per
+// run and their size from the log's results, not a fixed figure.
+func TestAppendNote(t *testing.T) {
+	res, _, err := parse(strings.NewReader(`
+BenchmarkAppend/log-2         	   30000	      9785 ns/op	1674.40 MB/s	      42 B/op	       0 allocs/op
+BenchmarkAppend/log-2         	   30000	      9900 ns/op	1654.96 MB/s	      42 B/op	       0 allocs/op
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := appendNote(res); !strings.Contains(got, "a fixed 30000 batches (492 MB;") {
+		t.Fatalf("append note %q, want 30000 batches of 492 MB", got)
+	}
+	if got := appendNote(map[string]*result{}); got != "" {
+		t.Fatalf("append note without results: %q", got)
+	}
+}
