@@ -285,10 +285,11 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 	cs := c.o.ChunkBytes
 	first, last := off/cs, (off+n-1)/cs
 	ver := objectVersion(attrs)
-	if objstore.CachedOnly(ctx) {
+	var chunks [][]byte
+	switch {
+	case objstore.CachedOnly(ctx):
 		// Taken from memory in one step: a check, then acquire, would
 		// load a chunk evicted in between and wait for the store.
-		var chunks [][]byte
 		if !objstore.Prefetch(ctx) {
 			chunks = c.takeCached(key, ver, first, last)
 		}
@@ -296,18 +297,16 @@ func (c *CachingBucket) getRange(ctx context.Context, key string, off, length in
 			c.readAheadChunks(key, ver, size, first, last)
 			return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, objstore.ErrNotCached)
 		}
-		objstore.DemandAsked(ctx)
+		objstore.DemandAsked(ctx) // as acquire does for a read all cached
 		if !objstore.CallerReadsAhead(ctx) {
 			c.readAheadAfter(key, ver, size, first, last)
 		}
-		return &chunkReader{chunks: chunks, skip: off - first*cs, remaining: n}, nil
-	}
-	if objstore.ExactRange(ctx) && !c.cached(key, ver, first, last) {
+	case objstore.ExactRange(ctx) && !c.cached(key, ver, first, last):
 		return c.exactRange(ctx, key, off, n, deadline)
-	}
-	chunks, err := c.acquire(ctx, key, ver, size, first, last, off+n-last*cs, deadline, !objstore.CallerReadsAhead(ctx), objstore.EndCheck(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
+	default:
+		if chunks, err = c.acquire(ctx, key, ver, size, first, last, off+n-last*cs, deadline, !objstore.CallerReadsAhead(ctx), objstore.EndCheck(ctx)); err != nil {
+			return nil, fmt.Errorf("get range %q [%d, %d): %w", key, off, off+n, err)
+		}
 	}
 	return &chunkReader{chunks: chunks, skip: off - first*cs, remaining: n}, nil
 }

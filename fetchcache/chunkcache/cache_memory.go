@@ -59,11 +59,16 @@ func (t *memoryTier) get(k chunkKey) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
+	t.readLocked(e)
+	return e.data, true
+}
+
+// readLocked settles a read-ahead entry a client read as useful (once).
+func (t *memoryTier) readLocked(e *memEntry) {
 	if e.readAhead {
 		e.readAhead = false
 		t.m.readAhead.WithLabelValues(ReadAheadUseful).Inc()
 	}
-	return e.data, true
 }
 
 // getAll returns the chunks ks for a client read if every one is present,
@@ -80,10 +85,7 @@ func (t *memoryTier) getAll(ks []chunkKey) [][]byte {
 	out := make([][]byte, len(ks))
 	for i, k := range ks {
 		e, _ := t.lru.Get(k)
-		if e.readAhead {
-			e.readAhead = false
-			t.m.readAhead.WithLabelValues(ReadAheadUseful).Inc()
-		}
+		t.readLocked(e)
 		out[i] = e.data
 	}
 	return out
@@ -108,9 +110,8 @@ func (t *memoryTier) contains(k chunkKey) bool {
 func (t *memoryTier) markRead(k chunkKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.lru.Peek(k); ok && e.readAhead {
-		e.readAhead = false
-		t.m.readAhead.WithLabelValues(ReadAheadUseful).Inc()
+	if e, ok := t.lru.Peek(k); ok {
+		t.readLocked(e)
 	}
 }
 
