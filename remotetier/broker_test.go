@@ -338,3 +338,58 @@ func TestBrokerSourceLeads(t *testing.T) {
 		t.Fatal("a failing leader lookup was ignored")
 	}
 }
+
+// TestBrokerSourceOnePartitionUnlistable: a partition whose listing fails
+// (here a malformed leader-epoch-checkpoint) is reported and left out of
+// the pass; every other partition still uploads. Once it can be listed
+// again, the next pass uploads it too.
+func TestBrokerSourceOnePartitionUnlistable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	brokerdir.CopyTree(t, spooldirFixture, dir)
+	upRollBroker(t, dir)
+	bad := filepath.Join(dir, "test10-0", checkpoint.LeaderEpochFile)
+	good, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("0\n1\nnot an epoch\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	view, err := localtier.OpenBrokerView(vfs.Default, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := objstore.NewMemory()
+	u := upUploader(t, mem, NewBrokerSource(view, nil), Options{})
+	rep, err := u.RunOnce(ctx)
+	var le *PartitionListError
+	if !errors.As(err, &le) || le.Topic != "test10" || le.Partition != 0 {
+		t.Fatalf("pass error %v: want test10-0's listing error", err)
+	}
+	committed := map[string]bool{}
+	for _, pr := range rep.Partitions {
+		if len(pr.Committed) > 0 {
+			committed[fmt.Sprintf("%s-%d", pr.Topic, pr.Partition)] = true
+		}
+		if pr.Topic == "test10" && (pr.Error == "" || len(pr.Committed) != 0) {
+			t.Fatalf("test10-0 report %+v: want its listing error, nothing committed", pr)
+		}
+	}
+	if len(committed) != 17 || rep.Errors != 1 {
+		t.Fatalf("%d partitions uploaded, %d errors; want the other 17 uploaded, 1 error: %v", len(committed), rep.Errors, committed)
+	}
+	if m := upLoad(t, mem, "test10", 0); m.Generation != 0 {
+		t.Fatal("test10-0 was uploaded without its leader epochs")
+	}
+	if err := os.WriteFile(bad, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = u.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := upLoad(t, mem, "test10", 0); m.Generation == 0 || rep.Errors != 0 {
+		t.Fatalf("test10-0 not uploaded once listable (errors %d)", rep.Errors)
+	}
+}

@@ -38,11 +38,44 @@ const maxIndexFileBytes = 64 << 20
 type Source interface {
 	// Partitions lists the partitions to upload from, each with its rolled
 	// segments that lie wholly below its high watermark. It is called once
-	// per pass, so partitions appear and disappear between passes.
+	// per pass, so partitions appear and disappear between passes. A
+	// partition it found but could not list (its segments, leader epochs
+	// or topic ID unreadable) does not stop the others: they are returned
+	// with a ListErrors naming it.
 	Partitions(ctx context.Context) ([]Partition, error)
 	// Open opens one segment Partitions listed. A segment that is no longer
 	// the one listed is ErrSegmentGone.
 	Open(ctx context.Context, p Partition, seg SegmentMeta) (SegmentReader, error)
+}
+
+// PartitionListError is a partition a Source found but could not list.
+type PartitionListError struct {
+	Topic     string
+	Partition int32
+	Err       error
+}
+
+func (e *PartitionListError) Error() string {
+	return fmt.Sprintf("list partition %s-%d: %v", e.Topic, e.Partition, e.Err)
+}
+
+func (e *PartitionListError) Unwrap() error { return e.Err }
+
+// ListErrors is what Partitions returns, with the partitions it did list,
+// when some partitions could not be listed: a corrupt segment or
+// checkpoint in one partition leaves the others uploading, and the pass
+// reports the partitions left out.
+type ListErrors []*PartitionListError
+
+func (l ListErrors) Error() string { return errors.Join(l.Unwrap()...).Error() }
+
+// Unwrap lets errors.Is and errors.As see each partition's error.
+func (l ListErrors) Unwrap() []error {
+	errs := make([]error, len(l))
+	for i, e := range l {
+		errs[i] = e
+	}
+	return errs
 }
 
 // Partition is one partition as a Source sees it at the start of a pass.
@@ -262,17 +295,27 @@ func (s *LocalSource) Partitions(ctx context.Context) ([]Partition, error) {
 		return nil, err
 	}
 	var out []Partition
+	var failed ListErrors
 	for _, pl := range s.dir.RemotePartitions(nil) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		p, err := s.partition(pl.Log, pl.Topic, pl.Partition, pl.Log.Config(), cleaned)
 		if err != nil {
-			return nil, err
+			failed = append(failed, &PartitionListError{Topic: pl.Topic, Partition: pl.Partition, Err: err})
+			continue
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	return out, failed.orNil()
+}
+
+// orNil is l as an error, nil when empty.
+func (l ListErrors) orNil() error {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
 }
 
 func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32, cfg topicconfig.Config, cleaned map[checkpoint.TopicPartition]int64) (Partition, error) {
@@ -448,6 +491,7 @@ func (s *BrokerSource) Partitions(ctx context.Context) ([]Partition, error) {
 		return nil, err
 	}
 	var out []Partition
+	var failed ListErrors
 	for _, bp := range bps {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -466,12 +510,13 @@ func (s *BrokerSource) Partitions(ctx context.Context) ([]Partition, error) {
 			continue // deleted since the listing
 		}
 		if err != nil {
-			return nil, err
+			failed = append(failed, &PartitionListError{Topic: bp.Topic, Partition: bp.Partition, Err: err})
+			continue
 		}
 		p.Led = leads != nil
 		out = append(out, p)
 	}
-	return out, nil
+	return out, failed.orNil()
 }
 
 func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int64, cleaned map[checkpoint.TopicPartition]int64) (Partition, error) {

@@ -336,6 +336,10 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		delErr = u.applyDeletions(ctx)
 	}
 	parts, err := u.src.Partitions(ctx)
+	var unlisted ListErrors
+	if errors.As(err, &unlisted) {
+		err = nil // the listed partitions go on; the others are reported
+	}
 	if err != nil {
 		u.metrics.errors.WithLabelValues(ErrKindSource).Inc()
 		return Report{}, fmt.Errorf("list partitions: %w", err)
@@ -356,6 +360,12 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		})
 	}
 	_ = g.Wait()
+	for _, e := range unlisted {
+		u.metrics.errors.WithLabelValues(ErrKindSource).Inc()
+		u.logger.Error("partition not uploaded this pass: its listing failed", "topic", e.Topic, "partition", e.Partition, "err", e.Err)
+		reps = append(reps, PartitionReport{Topic: e.Topic, Partition: e.Partition, OldestLagMs: -1, HeadroomMs: NoLimit, HeadroomBytes: NoLimit, Error: e.Error()})
+		errs = append(errs, e)
+	}
 	rep := Report{Partitions: reps, RefusedPartitions: refused}
 	u.lineageMetrics.refused.Add(float64(refused))
 	for _, pr := range reps {
@@ -381,7 +391,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 			rep.Errors++
 		}
 	}
-	u.forgetGone(parts)
+	u.forgetGone(parts, unlisted)
 	u.metrics.lagBytes.WithLabelValues().Set(float64(rep.LagBytes))
 	u.metrics.lagSegments.WithLabelValues().Set(float64(rep.LagSegments))
 	if u.opts.RemoveLineages && (u.opts.RemovesLineages == nil || u.opts.RemovesLineages()) {
@@ -428,11 +438,15 @@ func (u *Uploader) reload(ctx context.Context, p Partition, st *partState) error
 }
 
 // forgetGone drops the per-partition series of the partitions the previous
-// pass listed and this one did not.
-func (u *Uploader) forgetGone(parts []Partition) {
-	now := make(map[partKey]bool, len(parts))
+// pass listed and this one did not (a partition whose listing failed is
+// still there: its series stay).
+func (u *Uploader) forgetGone(parts []Partition, unlisted ListErrors) {
+	now := make(map[partKey]bool, len(parts)+len(unlisted))
 	for _, p := range parts {
 		now[partKey{topic: p.Topic, partition: p.Partition}] = true
+	}
+	for _, e := range unlisted {
+		now[partKey{topic: e.Topic, partition: e.Partition}] = true
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
