@@ -211,6 +211,19 @@ func remoteRetentionPartition(ctx context.Context, store *manifestStore, l *loca
 	}
 }
 
+// largestTimestamp is Kafka's largestTimestamp for a committed segment: its
+// largest record timestamp or, when no record carries one, its upload time.
+// Kafka copies the .log file's last-modified time into the remote metadata
+// then; the upload time is no earlier, so the segment never expires sooner
+// than Kafka's rule would have it, and it expires by retention.ms instead
+// of never (which also kept every later segment from expiring by age).
+func largestTimestamp(s manifest.Segment) int64 {
+	if s.MaxTimestamp < 0 && s.UploadTimeMs > 0 {
+		return s.UploadTimeMs
+	}
+	return s.MaxTimestamp
+}
+
 // retained is one retentionStep's outcome: commit is nil when nothing was
 // deletable (or on a dry run); etag is the new manifest's.
 type retained struct {
@@ -240,7 +253,7 @@ func retentionStep(ctx context.Context, store *manifestStore, m *manifest.Manife
 	var segs []retention.Segment
 	err := m.Walk(ctx, store.subs, func(s manifest.Segment) error {
 		segs = append(segs, retention.Segment{BaseOffset: s.BaseOffset, LastOffset: s.LastOffset, Size: s.Log.Size,
-			MaxTimestamp: s.MaxTimestamp, Uploaded: true})
+			MaxTimestamp: largestTimestamp(s), Uploaded: true})
 		return nil
 	})
 	if err != nil {
