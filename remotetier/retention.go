@@ -193,10 +193,15 @@ func remoteRetentionPartition(ctx context.Context, store *manifestStore, l *loca
 		if objstore.IsPreconditionFailed(err) && attempt < 8 {
 			continue // another writer committed: plan again from its manifest
 		}
-		if err != nil || step.commit == nil {
+		if err != nil || opts.DryRun {
 			return pr, step.reports, 0, err
 		}
-		// Local copies below the new log start offset go too.
+		// Local copies below the remote log start go too: the ones this
+		// commit dropped, and any a pass left behind when it died (or
+		// failed to delete them) after its commit. Without this, nothing
+		// deletes them once the remote log holds no segment: the local
+		// pass sees a remote tier that holds nothing and keeps them, and
+		// readers are served offsets below the log start.
 		nLocal := 0
 		segsNow := l.Segments()
 		if n := len(segsNow); n > 0 {

@@ -3,6 +3,7 @@ package remotetier
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -82,5 +83,69 @@ func TestRemoteRetentionSegmentWithoutTimestamps(t *testing.T) {
 		if s.Reason != retention.ReasonRetentionMs {
 			t.Errorf("segment %d deleted for %s, want %s", s.BaseOffset, s.Reason, retention.ReasonRetentionMs)
 		}
+	}
+}
+
+// TestRemoteRetentionCrashBeforeLocalDeletes: remote retention commits the
+// manifest that drops every remote segment, deletes their objects, and the
+// process dies before deleting the local copies below the new log start.
+// After the restart neither retention pass may leave them: the local log
+// would keep serving offsets below the log start (CombinedPartition takes
+// the local start) for as long as no new segment is uploaded, and the local
+// pass holds them back because the remote tier now "holds nothing".
+func TestRemoteRetentionCrashBeforeLocalDeletes(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "crash", 1, "retention.ms", "3600000")
+	l := upPartition(t, d, "crash", 0)
+	upSegments(t, l, 3, 2, 3, 10)
+	mem := objstore.NewMemory()
+	if _, err := upUploader(t, mem, NewLocalSource(d, nil), Options{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	segs := l.Segments()
+	later := func() time.Time { return upNow.Add(2 * time.Hour) }
+
+	// The first pass, up to its manifest commit and object deletes.
+	store, err := newManifestStore(mem, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, etag, err := store.load(ctx, "crash", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := l.RetentionSegments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	step, err := retentionStep(ctx, store, m, etag, retention.FromLog(local), l.Config(), RetentionOptions{Now: later}, slog.New(slog.DiscardHandler))
+	if err != nil || step.commit == nil {
+		t.Fatalf("first pass: %+v, %v", step.pr, err)
+	}
+	start := segs[3].BaseOffset
+	if m := upLoad(t, mem, "crash", 0); m.LogStartOffset != start || m.SegmentCount() != 0 {
+		t.Fatalf("test setup: remote log start %d with %d segments, want %d and none", m.LogStartOffset, m.SegmentCount(), start)
+	}
+
+	// After the restart: both passes, as serve runs them.
+	if _, err := RemoteRetention(ctx, mem, d, RetentionOptions{Now: later}); err != nil {
+		t.Fatal(err)
+	}
+	lookup, err := RemoteLookup(mem, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := retention.RunOnce(ctx, d, retention.PassOptions{Now: later, Remote: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() != start || len(l.Segments()) != 1 {
+		held := ""
+		if len(rep.Partitions) > 0 {
+			held = rep.Partitions[0].Held
+		}
+		t.Fatalf("local log start %d with %d segments after the restart, want %d (the remote log start) and the active segment only; local pass: %q",
+			l.LogStartOffset(), len(l.Segments()), start, held)
 	}
 }
