@@ -69,14 +69,23 @@ func ReadReplayCheckpointFS(fsys vfs.FS, path string) (*ReplayCheckpoint, error)
 	return &cp, nil
 }
 
-// flush writes the buffer, syncs the output file and checkpoints.
+// flush writes the buffer, syncs the output file and checkpoints. A failed
+// write or sync of the output is final (outErr): the bytes it covered are
+// not known to be on disk — after a writeback error Linux reports it once
+// and marks the pages clean, so a second fsync succeeds without them — and
+// no checkpoint may count them.
 func (j *replayJob) flush() error {
+	if j.outErr != nil {
+		return j.outErr
+	}
 	if err := j.bw.Flush(); err != nil {
-		return fmt.Errorf("write output: %w", err)
+		j.outErr = fmt.Errorf("write output: %w", err)
+		return j.outErr
 	}
 	if j.f != nil {
 		if err := j.f.Sync(); err != nil {
-			return fmt.Errorf("sync output: %w", err)
+			j.outErr = fmt.Errorf("sync output: %w", err)
+			return j.outErr
 		}
 	}
 	j.unflushed = 0

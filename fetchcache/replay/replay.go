@@ -164,6 +164,7 @@ type replayJob struct {
 
 	f         vfs.File // the output file, nil for Stdout
 	bw        *bufio.Writer
+	outErr    error // the output's failed write or sync: no flush after it
 	unflushed int
 	lastFlush time.Time
 
@@ -203,6 +204,9 @@ func Replay(ctx context.Context, o ReplayOptions) (*ReplayCheckpoint, error) {
 	// Whatever happened, what was written is consistent at a batch
 	// boundary: save it, so a resume continues from here.
 	if err := j.flush(); err != nil {
+		if err == runErr { // the run ended on this very failure
+			return &j.cp, runErr
+		}
 		return &j.cp, errors.Join(runErr, err)
 	}
 	j.report(true)
