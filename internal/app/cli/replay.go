@@ -103,10 +103,18 @@ func parseReplayTime(flagName, s string) (int64, error) {
 	if err != nil {
 		return 0, usagef("--%s %q is not an RFC 3339 time (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds", flagName, s)
 	}
-	if t.UnixMilli() < 0 {
+	if t.Before(time.Unix(0, 0)) {
 		return 0, usagef("--%s %s is before 1970", flagName, s)
 	}
-	return t.UnixMilli(), nil
+	// Record timestamps are whole milliseconds: a time between two is
+	// rounded up, so [from, to) holds exactly the records whose timestamps
+	// fall in it (truncating would take in a record before --from and
+	// leave out one before --to).
+	ms := t.UnixMilli()
+	if t.Nanosecond()%int(time.Millisecond) != 0 {
+		ms++
+	}
+	return ms, nil
 }
 
 func runReplay(r *Runner, ctx context.Context, args []string) error {
