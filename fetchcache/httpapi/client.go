@@ -356,19 +356,19 @@ func (c *Client) OffsetForTimestamp(ctx context.Context, topic string, partition
 	if err != nil {
 		return 0, false, fmt.Errorf("find timestamp %d in %s-%d: %w", ts, topic, partition, err)
 	}
-	off, found, err := firstAtOrAfter(res.Data, ts)
+	// The first batch may straddle the log start: its records below it are
+	// not the log's, whatever their timestamps (out of order, one may be
+	// later than a record after the log start).
+	off, found, err := firstAtOrAfter(res.Data, ts, res.LogStart)
 	if err != nil {
 		return 0, false, fmt.Errorf("find timestamp %d in %s-%d: %w", ts, topic, partition, err)
-	}
-	if found && off < res.LogStart { // the first batch straddles the log start
-		off = res.LogStart
 	}
 	return off, found, nil
 }
 
-// firstAtOrAfter is the offset of the first record in data's batches with
-// a timestamp >= ts.
-func firstAtOrAfter(data []byte, ts int64) (int64, bool, error) {
+// firstAtOrAfter is the offset of the first record in data's batches at or
+// after offset from with a timestamp >= ts.
+func firstAtOrAfter(data []byte, ts, from int64) (int64, bool, error) {
 	it := record.NewIter(data)
 	it.Verify = true
 	var dec record.Decoder
@@ -385,7 +385,7 @@ func firstAtOrAfter(data []byte, ts int64) (int64, bool, error) {
 			return 0, false, fmt.Errorf("decode batch at offset %d: %w", b.BaseOffset(), err)
 		}
 		for i := range recs {
-			if recs[i].Timestamp >= ts {
+			if recs[i].Offset >= from && recs[i].Timestamp >= ts {
 				return recs[i].Offset, true, nil
 			}
 		}
