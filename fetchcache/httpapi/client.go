@@ -158,8 +158,11 @@ func (c *Client) do(ctx context.Context, target, accept, topic string, partition
 				var o, s, e int64
 				if n, _ := fmt.Sscanf(apiErr.Message, "offset %d is out of range [%d, %d]", &o, &s, &e); n == 3 {
 					oe.LogStart, oe.LogEnd = s, e
+					return nil, oe
 				}
-				return nil, oe
+				// Another reason (offsets lost at the source, inside
+				// the log): the service's words, not a range of -1s.
+				return nil, &outOfRangeAnswer{msg: apiErr.Message, oe: oe}
 			}
 		case http.StatusTooManyRequests:
 			wait := parseRetryAfter(resp.Header.Get("Retry-After"))
@@ -175,6 +178,18 @@ func (c *Client) do(ctx context.Context, target, accept, topic string, partition
 		return nil, apiErr
 	}
 }
+
+// outOfRangeAnswer is a 416 OFFSET_OUT_OF_RANGE answer whose message names
+// no log range (a read of offsets the manifest records as lost): its text
+// is the service's, and errors.As still finds the
+// *fetchcache.OffsetOutOfRangeError (LogStart and LogEnd -1: unknown).
+type outOfRangeAnswer struct {
+	msg string
+	oe  *fetchcache.OffsetOutOfRangeError
+}
+
+func (e *outOfRangeAnswer) Error() string { return e.msg }
+func (e *outOfRangeAnswer) Unwrap() error { return e.oe }
 
 // parseRetryAfter reads Retry-After as seconds or an HTTP date; missing or
 // malformed means gate.DefaultRetryAfter.
