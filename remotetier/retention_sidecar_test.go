@@ -2,6 +2,8 @@ package remotetier
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -137,4 +139,60 @@ func remoteSegs(infos []localtier.SegmentInfo) []retention.Segment {
 		out[i].Uploaded, out[i].Active = true, false
 	}
 	return out
+}
+
+// failOpenSource fails to open one segment, every time.
+type failOpenSource struct {
+	Source
+	base int64
+}
+
+func (f failOpenSource) Open(ctx context.Context, p Partition, seg SegmentMeta) (SegmentReader, error) {
+	if seg.BaseOffset == f.base {
+		return nil, fmt.Errorf("injected: segment %d unreadable", seg.BaseOffset)
+	}
+	return f.Source.Open(ctx, p, seg)
+}
+
+// TestSidecarRetentionDespiteUploadError: a partition whose upload fails in
+// every pass (its newest rolled segment cannot be read) still gets remote
+// retention over what it did commit, as Kafka's retention runs apart from
+// its copies; the pass still reports the upload's error.
+func TestSidecarRetentionDespiteUploadError(t *testing.T) {
+	ctx := context.Background()
+	_, _, l, view := upBrokerLog(t, 6)
+	local := l.Segments()
+	rolled := local[:len(local)-1]
+	cfg := topicconfig.Defaults()
+	cfg.RetentionBytes = rolled[0].Size // the remote segments alone: keep about one
+	mem := objstore.NewMemory()
+	src := failOpenSource{Source: NewBrokerSource(view, nil), base: rolled[len(rolled)-1].BaseOffset}
+	u := upUploader(t, mem, src, Options{RemoteRetention: func(p Partition) (RetentionRule, bool) {
+		return RetentionRule{Config: cfg}, true
+	}})
+	for range 2 {
+		rep, err := u.RunOnce(ctx)
+		if err == nil || !strings.Contains(err.Error(), "injected") {
+			t.Fatalf("pass error %v: want the upload's", err)
+		}
+		if rep.Errors != 1 {
+			t.Fatalf("%d errors reported, want 1", rep.Errors)
+		}
+	}
+	m := upLoad(t, mem, "orders", 0)
+	if m.Generation == 0 || m.NextOffset() != rolled[len(rolled)-1].BaseOffset {
+		t.Fatalf("manifest ends at %d, want the segments before the unreadable one (%d)", m.NextOffset(), rolled[len(rolled)-1].BaseOffset)
+	}
+	segs := upAllSegments(t, mem, m)
+	var kept int64
+	for _, s := range segs {
+		kept += s.Log.Size
+	}
+	if m.LogStartOffset == 0 || kept > cfg.RetentionBytes {
+		t.Fatalf("remote log start %d, %d bytes in %d segments kept: retention.bytes %d not applied while the upload failed",
+			m.LogStartOffset, kept, len(segs), cfg.RetentionBytes)
+	}
+	for _, s := range segs {
+		upCheckObjects(t, mem, s)
+	}
 }

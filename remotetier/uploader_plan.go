@@ -2,6 +2,7 @@ package remotetier
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -91,9 +92,14 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 		lag := PartitionLag(sourceLagSegments(p), next, sourceRetention(p), u.opts.Now())
 		pr.HeadroomMs, pr.HeadroomBytes = lag.HeadroomMs, lag.HeadroomBytes
 	}
-	if u.opts.RemoteRetention != nil && err == nil && st.m != nil {
+	// Remote retention runs even when the upload failed, as Kafka's runs
+	// apart from its copies: a partition whose upload keeps failing (a
+	// segment the source cannot read, a refused PUT) must not grow the
+	// bucket for ever. It plans on the manifest held and commits
+	// conditionally, so a stale one only costs a re-read.
+	if u.opts.RemoteRetention != nil && st.m != nil && ctx.Err() == nil {
 		if rule, ok := u.opts.RemoteRetention(p); ok {
-			err = u.retainPartition(ctx, p, st, rule, &pr)
+			err = errors.Join(err, u.retainPartition(ctx, p, st, rule, &pr))
 		}
 	}
 	u.partitionGauges(p, pr)
