@@ -279,7 +279,21 @@ func (l *Log) removeTempFiles(rep *RecoveryReport) ([]int64, error) {
 	for _, name := range swaps {
 		base, suf, ok := ParseSegmentName(name)
 		if ok && suf == TxnIndexSuffix+SwapSuffix && base < minCleaned && !slices.Contains(bases, base) {
-			// A transaction index swap file without its log: nothing to complete.
+			// A transaction index swap file without its log swap file. The
+			// swap's last step renames the .log first: if it is there, the
+			// crash came before the .txnindex rename, and as Kafka's loader
+			// (which renames every remaining .swap file) it is completed.
+			// The aborted transactions cannot be re-derived from the log.
+			if _, err := l.fs.Stat(SegmentPath(l.dir, base, LogSuffix)); err == nil {
+				if err := l.fs.Rename(l.path(name), SegmentPath(l.dir, base, TxnIndexSuffix)); err != nil {
+					return nil, err
+				}
+				rep.SwapsCompleted++
+				continue
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+			// Without its log: nothing to complete.
 			if err := l.fs.Remove(l.path(name)); err != nil {
 				return nil, err
 			}
