@@ -78,6 +78,9 @@ type Segment struct {
 	created             time.Time
 	bytesSinceIndex     int64
 	jitter              int64 // segment.jitter.ms drawn for this segment, -1 until drawn
+	// txnIdxCreated: the .txnindex was created since the directory was
+	// last synced; flush syncs it so the file's entry is durable too.
+	txnIdxCreated bool
 }
 
 // rollJitterMs draws this segment's roll jitter once, uniformly in
@@ -402,7 +405,18 @@ func (s *Segment) flush() error {
 		return err
 	}
 	if s.txnIdx != nil {
-		return s.txnIdx.Flush()
+		if err := s.txnIdx.Flush(); err != nil {
+			return err
+		}
+	}
+	if s.txnIdxCreated {
+		// The .txnindex is created by the first abort, long after the
+		// segment's other files: without this its entries could be
+		// fsynced but the file itself lost.
+		if err := s.fs.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("flush %s: %w", s.path(TxnIndexSuffix), err)
+		}
+		s.txnIdxCreated = false
 	}
 	return nil
 }
@@ -415,6 +429,7 @@ func (s *Segment) appendAbortedTxn(a index.AbortedTxn) error {
 		if s.txnIdx, err = index.OpenTxnIndex(s.fs, s.path(TxnIndexSuffix), s.base); err != nil {
 			return err
 		}
+		s.txnIdxCreated = true
 	}
 	return s.txnIdx.Append(a)
 }
