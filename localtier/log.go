@@ -439,7 +439,7 @@ func (l *Log) appendLocked(data []byte, info AppendInfo) error {
 		if !ok {
 			break
 		}
-		if err := l.trackTxn(b, seg); err != nil {
+		if err := l.trackTxn(b, seg, false); err != nil {
 			return err
 		}
 	}

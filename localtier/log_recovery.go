@@ -122,6 +122,7 @@ func (l *Log) load(opts LogOptions, rep *RecoveryReport) error {
 	// the one holding the recovery point on were not flushed: they are
 	// recovered in order, and the first that had to be truncated ends the
 	// log, every later segment being deleted (recoverLog).
+	recovered := map[int64]bool{}
 	for i := 0; i < len(l.segments); i++ {
 		s := l.segments[i]
 		// nextOffset comes from the tail scan openSegment did (when the
@@ -140,6 +141,7 @@ func (l *Log) load(opts LogOptions, rep *RecoveryReport) error {
 			return err
 		}
 		rep.SegmentsRecovered++
+		recovered[s.base] = unflushed
 		if truncated == 0 {
 			continue
 		}
@@ -219,7 +221,7 @@ func (l *Log) load(opts LogOptions, rep *RecoveryReport) error {
 	// never fsynced, so the recovery point stays where the checkpoint put it
 	// (a clean Close checkpoints the log end, so nothing is lost there).
 	l.recoveryPoint = min(max(recoveryPoint, 0), l.logEndLocked())
-	return l.loadProducerState()
+	return l.loadProducerState(recovered)
 }
 
 // removeTempFiles deletes .deleted and .cleaned files and returns the base

@@ -32,10 +32,11 @@ import (
 //     the newest one above every segment (the clean-close snapshot,
 //     removeStraySnapshots), and so are snapshots past the log end (a
 //     truncated tail) or below the log start offset; the newest remaining
-//     snapshot is loaded (a corrupt one is removed with a warning and the
-//     next older one tried; with none the state starts empty at the log
-//     start offset), then every batch from the snapshot offset to the log
-//     end is replayed;
+//     snapshot (no later than the first segment recovery scanned) is loaded
+//     (a corrupt one is removed with a warning and the next older one tried;
+//     with none the state starts empty at the log start offset), then every
+//     batch from the snapshot offset to the log end is replayed, restoring
+//     the .txnindex entries a recovered segment lost;
 //   - retention removes the snapshots below the new log start offset.
 //
 // So at most one snapshot per segment plus one above the active segment's
@@ -250,8 +251,9 @@ func (l *Log) producerEntriesLocked() []ProducerEntry {
 // transactional data batch opens its producer's transaction if none is
 // open; a commit or abort marker closes it, and an abort adds an entry to
 // seg's .txnindex (seg nil: only rebuild the state, the index already has
-// it).
-func (l *Log) trackTxn(b record.Batch, seg *Segment) error {
+// it; restore: seg is a recovered segment whose .txnindex may have lost its
+// last entries, and only those are added).
+func (l *Log) trackTxn(b record.Batch, seg *Segment, restore bool) error {
 	pid := b.ProducerID()
 	if pid < 0 {
 		return nil
@@ -302,7 +304,11 @@ func (l *Log) trackTxn(b record.Batch, seg *Segment) error {
 	for _, f := range l.ongoingTxns {
 		lso = min(lso, f)
 	}
-	return seg.appendAbortedTxn(index.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: b.LastOffset(), LastStableOffset: lso})
+	a := index.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: b.LastOffset(), LastStableOffset: lso}
+	if restore {
+		return seg.restoreAbortedTxn(a)
+	}
+	return seg.appendAbortedTxn(a)
 }
 
 // takeSnapshotLocked writes the producer state to <end>.snapshot, end being
@@ -342,7 +348,13 @@ func (l *Log) removeSnapshotsBelowLocked(offset int64) error {
 // usable snapshot and the batches after it (Kafka's removeStraySnapshots,
 // truncateAndReload and rebuildProducerState). The segments are recovered
 // and the log start and end offsets final when it runs.
-func (l *Log) loadProducerState() error {
+//
+// recovered holds the base offsets of the segments recovery scanned: their
+// .txnindex entries were written with no fsync ordering against the log, so
+// like Kafka's LogSegment.recover (which rebuilds the index from the abort
+// markers it replays) the replay starts at a snapshot no later than the first
+// of them and adds the entries their .txnindex lost.
+func (l *Log) loadProducerState(recovered map[int64]bool) error {
 	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return err
@@ -394,9 +406,20 @@ func (l *Log) loadProducerState() error {
 		keep = append(keep, off)
 	}
 	snaps = keep
+	limit := end
+	for _, s := range l.segments {
+		if recovered[s.base] && s.size > 0 {
+			limit = s.base
+			break
+		}
+	}
+	usable := snaps
+	for len(usable) > 0 && usable[len(usable)-1] > limit {
+		usable = usable[:len(usable)-1]
+	}
 	from := l.logStart
-	for len(snaps) > 0 {
-		off := snaps[len(snaps)-1]
+	for len(usable) > 0 {
+		off := usable[len(usable)-1]
 		path := SnapshotPath(l.dir, off)
 		loaded, err := ReadProducerSnapshot(l.fs, path)
 		var ce *CorruptSnapshotError
@@ -405,7 +428,8 @@ func (l *Log) loadProducerState() error {
 			if err := remove(FilenamePrefix(off) + SnapshotSuffix); err != nil {
 				return err
 			}
-			snaps = snaps[:len(snaps)-1]
+			usable = usable[:len(usable)-1]
+			snaps = slices.DeleteFunc(snaps, func(o int64) bool { return o == off })
 			continue
 		}
 		if err != nil {
@@ -430,6 +454,9 @@ func (l *Log) loadProducerState() error {
 	}
 	l.snapshots = snaps
 	l.lastSnapOffset = from
+	if len(snaps) > 0 {
+		l.lastSnapOffset = max(from, snaps[len(snaps)-1])
+	}
 	for _, s := range l.segments {
 		if s.nextOffset <= from || s.size == 0 {
 			continue
@@ -442,7 +469,10 @@ func (l *Log) loadProducerState() error {
 			if b.LastOffset() < from {
 				return nil
 			}
-			return l.trackTxn(b, nil)
+			if recovered[s.base] {
+				return l.trackTxn(b, s, true)
+			}
+			return l.trackTxn(b, nil, false)
 		})
 		if err != nil {
 			return fmt.Errorf("rebuild producer state: %w", err)

@@ -434,6 +434,19 @@ func (s *Segment) appendAbortedTxn(a index.AbortedTxn) error {
 	return s.txnIdx.Append(a)
 }
 
+// restoreAbortedTxn is appendAbortedTxn for the replay of a recovered
+// segment: an entry the .txnindex already holds (its last offset is not
+// past the last entry's) is skipped. What survived of the file is a prefix
+// of its entries, so the replay adds exactly the ones lost.
+func (s *Segment) restoreAbortedTxn(a index.AbortedTxn) error {
+	if s.txnIdx != nil {
+		if last, ok := s.txnIdx.Last(); ok && last.LastOffset >= a.LastOffset {
+			return nil
+		}
+	}
+	return s.appendAbortedTxn(a)
+}
+
 // findBatch returns the position and size of the first batch whose last
 // offset is >= offset, looking no further than maxPos. ok is false if there
 // is none. The batches it passes over on the way are checked with chain

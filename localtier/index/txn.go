@@ -115,6 +115,16 @@ func (x *TxnIndex) All() []AbortedTxn {
 	return out
 }
 
+// Last returns the last aborted transaction; ok is false when there is none.
+func (x *TxnIndex) Last() (a AbortedTxn, ok bool) {
+	x.t.mu.RLock()
+	defer x.t.mu.RUnlock()
+	if n := x.t.n(); n > 0 {
+		return parseTxn(x.t.entry(n - 1)), true
+	}
+	return AbortedTxn{}, false
+}
+
 // Append adds an aborted transaction. Its LastOffset must be larger than the
 // last one appended (*InvalidAppendError otherwise).
 func (x *TxnIndex) Append(a AbortedTxn) error {
