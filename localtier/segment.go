@@ -175,9 +175,9 @@ func openSegment(fsys vfs.FS, dir string, base int64, opts segmentOptions) (s *S
 		}
 	}
 	if err := s.openIndexes(); err != nil {
-		// An index we cannot even load is rebuilt from the log.
+		// An offset or time index we cannot even load is rebuilt from the log.
 		var ce *index.CorruptIndexError
-		if !errors.As(err, &ce) {
+		if !errors.As(err, &ce) || ce.File == s.path(TxnIndexSuffix) {
 			_ = f.Close()
 			return nil, false, err
 		}
@@ -563,8 +563,11 @@ func (s *Segment) files() []string {
 	return out
 }
 
+// removeIndexes removes the offset and time indexes, which recovery rebuilds
+// from the log. The .txnindex stays: it cannot be rebuilt from the segment
+// alone (a damaged one fails the open, naming the file).
 func (s *Segment) removeIndexes() {
-	for _, suf := range []string{IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
+	for _, suf := range []string{IndexSuffix, TimeIndexSuffix} {
 		_ = s.fs.Remove(s.path(suf))
 	}
 }
