@@ -19,13 +19,7 @@ func TestReviewOpenTxnSurvivesRollAndRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, nil)
 	l, _ := openTestLog(t, vfs.Default, dir, cfg, clock, 0)
-	spec := record.NewBatchSpec(0, codec.None)
-	spec.Transactional, spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = true, 7, 0, 0
-	var e record.Encoder
-	tx, err := e.AppendBatch(nil, spec, []record.Record{{Offset: 0, Timestamp: 1000, Key: []byte("k"), Value: []byte("v")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := txnBatch(t, 7)
 	mustAppend(t, l, tx) // offset 0, txn of producer 7 open
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
@@ -48,4 +42,18 @@ func TestReviewOpenTxnSurvivesRollAndRestart(t *testing.T) {
 	if got := l2.AbortedTxns(0, 100); len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 2 {
 		t.Errorf("aborted txns after the abort = %+v, want one entry [0, 2] for producer 7", got)
 	}
+}
+
+// txnBatch is a transactional batch of one record of producer pid (epoch 0,
+// sequence 0) at offset 0, to be appended at the log end.
+func txnBatch(t *testing.T, pid int64) []byte {
+	t.Helper()
+	spec := record.NewBatchSpec(0, codec.None)
+	spec.Transactional, spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = true, pid, 0, 0
+	var e record.Encoder
+	tx, err := e.AppendBatch(nil, spec, []record.Record{{Offset: 0, Timestamp: 1000, Key: []byte("k"), Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }

@@ -5,23 +5,17 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/localtier/codec"
-	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/vfs"
 )
 
-// appendAbortedTxn appends a transactional batch of producer 7 at the log
+// appendAbortedTxnOf7 appends a transactional batch of producer 7 at the log
 // end, a plain batch, and producer 7's abort marker.
-func review3AppendAbortedTxn(t *testing.T, l *Log) (first, marker int64) {
+func appendAbortedTxnOf7(t *testing.T, l *Log) (first, marker int64) {
 	t.Helper()
-	spec := record.NewBatchSpec(0, codec.None)
-	spec.Transactional, spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = true, 7, 0, 0
-	var e record.Encoder
-	tx, err := e.AppendBatch(nil, spec, []record.Record{{Offset: 0, Timestamp: 1000, Key: []byte("k"), Value: []byte("v")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := txnBatch(t, 7)
 	first = mustAppend(t, l, tx).FirstOffset
 	mustAppend(t, l, batchOf(t, 1, 10, 1000, codec.None))
+	var err error
 	marker, err = l.AppendEndTxnMarker(7, 0, false, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +33,7 @@ func TestReviewTxnIndexCreatedThenFlushedSurvivesPowerLoss(t *testing.T) {
 	clock := &fakeClock{t: time.UnixMilli(1000)}
 	cfg := testConfig(t, nil)
 	l, _ := openTestLog(t, mem, "/d/t-0", cfg, clock, 0)
-	first, marker := review3AppendAbortedTxn(t, l)
+	first, marker := appendAbortedTxnOf7(t, l)
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ func TestReviewOversizedTimeIndexKeepsTxnIndex(t *testing.T) {
 	clock := &fakeClock{t: time.UnixMilli(1000)}
 	cfg := testConfig(t, nil)
 	l, _ := openTestLog(t, vfs.Default, dir, cfg, clock, 0)
-	first, marker := review3AppendAbortedTxn(t, l)
+	first, marker := appendAbortedTxnOf7(t, l)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

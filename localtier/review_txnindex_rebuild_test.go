@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tiered/tiered/localtier/codec"
-	"github.com/tiered/tiered/localtier/record"
 
 	"github.com/tiered/tiered/localtier/vfs"
 )
@@ -21,7 +20,7 @@ func TestReviewRecoveryRebuildsTxnIndexFromAbortMarkers(t *testing.T) {
 	clock := &fakeClock{t: time.UnixMilli(1000)}
 	cfg := testConfig(t, nil)
 	l, _ := openTestLog(t, mem, "/d/t-0", cfg, clock, 0)
-	first, marker := review3AppendAbortedTxn(t, l)
+	first, marker := appendAbortedTxnOf7(t, l)
 	// Writeback of the .log alone.
 	if err := l.active().log.Sync(); err != nil {
 		t.Fatal(err)
@@ -49,13 +48,7 @@ func TestReviewRecoveryRebuildsTxnIndexAcrossRoll(t *testing.T) {
 	clock := &fakeClock{t: time.UnixMilli(1000)}
 	cfg := testConfig(t, nil)
 	l, _ := openTestLog(t, mem, "/d/t-0", cfg, clock, 0)
-	spec := record.NewBatchSpec(0, codec.None)
-	spec.Transactional, spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = true, 7, 0, 0
-	var e record.Encoder
-	tx, err := e.AppendBatch(nil, spec, []record.Record{{Offset: 0, Timestamp: 1000, Key: []byte("k"), Value: []byte("v")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := txnBatch(t, 7)
 	mustAppend(t, l, tx) // offset 0
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
