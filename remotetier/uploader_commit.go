@@ -206,7 +206,13 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		}
 	}
 	for _, d := range replaces {
-		c, err := manifest.Replace(ctx, u.store.subs, cur, u.opts.Policy, d.from, d.to, []manifest.Segment{d.seg})
+		// An earlier step may have sealed the replaced range into a
+		// sub-manifest that is stored only with the whole commit.
+		var r manifest.Resolver = u.store.subs
+		if pending := pendingSubs(steps); len(pending) > 0 {
+			r = pendingResolver{pending: pending, r: u.store.subs}
+		}
+		c, err := manifest.Replace(ctx, r, cur, u.opts.Policy, d.from, d.to, []manifest.Segment{d.seg})
 		var ce *manifest.ConflictError
 		if errors.As(err, &ce) {
 			u.logger.Debug("cleaned segment cannot replace its committed range", "topic", p.Topic, "partition", p.Partition, "err", err)
@@ -224,6 +230,32 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		return nil, nil, nil
 	}
 	return chainCommit(m, steps), kept, nil
+}
+
+// pendingSubs are the sub-manifests steps created, by key: not stored until
+// the chained commit is written.
+func pendingSubs(steps []*manifest.Commit) map[string][]byte {
+	out := map[string][]byte{}
+	for _, c := range steps {
+		for _, ns := range c.Subs {
+			out[ns.Ref.Key] = ns.Data
+		}
+	}
+	return out
+}
+
+// pendingResolver loads the sub-manifests of an unwritten commit from
+// memory and every other one through r.
+type pendingResolver struct {
+	pending map[string][]byte
+	r       manifest.Resolver
+}
+
+func (p pendingResolver) Load(ctx context.Context, key string, size int64) ([]byte, error) {
+	if data, ok := p.pending[key]; ok {
+		return data, nil
+	}
+	return p.r.Load(ctx, key, size)
 }
 
 // lostBefore reports the gap that appending first after cur leaves, when
