@@ -294,7 +294,7 @@ func decode(key string, data []byte, kind string, v any) (int64, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&head); err != nil {
-		return 0, corrupt("not a JSON object: %v", err)
+		return 0, corrupt("not a JSON object: %v%s", err, jsonAt(err))
 	}
 	if head.Version == nil {
 		return 0, corrupt("no \"version\" field")
@@ -319,12 +319,26 @@ func decode(key string, data []byte, kind string, v any) (int64, error) {
 	dec = json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return 0, corrupt("%v", err)
+		return 0, corrupt("%v%s", err, jsonAt(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return 0, corrupt("data after the JSON object")
 	}
 	return ver, nil
+}
+
+// jsonAt names the byte position of a JSON syntax or type error, so the
+// damage can be found in a large manifest; "" for other errors.
+func jsonAt(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf(" (at byte %d)", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf(" (at byte %d)", te.Offset)
+	}
+	return ""
 }
 
 // ReadLimited reads a whole manifest object from r, refusing more than
