@@ -375,8 +375,9 @@ func (p *remotePartition) mapErr(err error) error {
 }
 
 // Offsets reports the manifest's offsets, re-reading it when older than
-// ManifestTTL. The remote tier holds only committed segments, so the last
-// stable offset is the log end. The log end is reported only once the
+// ManifestTTL. The last stable offset is the first offset of the earliest
+// transaction open at the end of the committed log (its marker not yet
+// uploaded), or the log end. The log end is reported only once the
 // final segment's bytes were found to end there (remotelog's CheckEnd,
 // once per final segment): a manifest claiming more is corrupt data.
 func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
@@ -395,8 +396,7 @@ func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 	if err != nil {
 		return Offsets{}, p.mapErr(fmt.Errorf("check the end of %s-%d: %w", p.log.Topic(), p.log.Partition(), err))
 	}
-	end := m.NextOffset()
-	return Offsets{LogStart: m.LogStartOffset, LogEnd: end, LastStable: end}, nil
+	return Offsets{LogStart: m.LogStartOffset, LogEnd: m.NextOffset(), LastStable: m.LastStableOffset()}, nil
 }
 
 // End checks of a topic's partitions run side by side (checkEnds): at most

@@ -21,16 +21,17 @@ const MaxEncodedBytes = 64 << 20
 // the encoding; DecodeRoot and DecodeSub read their segments as
 // wireSegment.
 type wireRoot[S any] struct {
-	Version        int64    `json:"version"`
-	Kind           string   `json:"kind"`
-	Topic          string   `json:"topic"`
-	Partition      int32    `json:"partition"`
-	TopicID        string   `json:"topic_id"`
-	Generation     int64    `json:"generation"`
-	LogStartOffset int64    `json:"log_start_offset"`
-	Sealed         []SubRef `json:"sealed"`
-	Segments       []S      `json:"segments"`
-	Gaps           []Gap    `json:"gaps,omitempty"`
+	Version        int64     `json:"version"`
+	Kind           string    `json:"kind"`
+	Topic          string    `json:"topic"`
+	Partition      int32     `json:"partition"`
+	TopicID        string    `json:"topic_id"`
+	Generation     int64     `json:"generation"`
+	LogStartOffset int64     `json:"log_start_offset"`
+	Sealed         []SubRef  `json:"sealed"`
+	Segments       []S       `json:"segments"`
+	Gaps           []Gap     `json:"gaps,omitempty"`
+	OpenTxns       []OpenTxn `json:"open_txns,omitempty"`
 }
 
 type wireSub[S any] struct {
@@ -134,6 +135,14 @@ func EncodeRoot(m *Manifest) ([]byte, error) {
 		}
 		b.WriteString("]")
 	}
+	if len(m.OpenTxns) > 0 {
+		// Only when there is one, as gaps.
+		b.WriteString(",\n\"open_txns\":[")
+		if err := writeLines(&b, m.OpenTxns); err != nil {
+			return nil, err
+		}
+		b.WriteString("]")
+	}
 	b.WriteString("}\n")
 	if b.Len() > MaxEncodedBytes {
 		return nil, fmt.Errorf("encode manifest: %d bytes exceeds the %d-byte limit", b.Len(), MaxEncodedBytes)
@@ -228,7 +237,7 @@ func DecodeRoot(key string, data []byte) (*Manifest, error) {
 			"holds topic %q partition %d topic id %q, which is not the partition its key names", w.Topic, w.Partition, w.TopicID)}
 	}
 	m := &Manifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, TopicID: w.TopicID, Generation: w.Generation,
-		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: segs, Gaps: w.Gaps}
+		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: segs, Gaps: w.Gaps, OpenTxns: w.OpenTxns}
 	if err := m.Validate(); err != nil {
 		return nil, withKey(key, err)
 	}

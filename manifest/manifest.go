@@ -275,8 +275,63 @@ type Manifest struct {
 	// Gaps are the offset ranges lost before upload (see Gap), in offset
 	// order; encoded as "gaps" only when there is one.
 	Gaps []Gap
+	// OpenTxns are the transactions open at the end of the committed log
+	// (NextOffset): transactional batches committed without their commit or
+	// abort marker, which lies in a segment not committed yet. Until it is,
+	// nobody can tell their records committed from aborted, so a
+	// READ_COMMITTED reader stops before the first of them
+	// (LastStableOffset). In FirstOffset order; encoded as "open_txns" only
+	// when there is one.
+	OpenTxns []OpenTxn
 
 	idx *lookupIndex // built by DecodeRoot and the commit functions
+}
+
+// OpenTxn is a producer's transaction open at the end of the committed
+// log: its first transactional batch not followed by a marker starts at
+// FirstOffset.
+type OpenTxn struct {
+	ProducerID  int64 `json:"producer_id"`
+	FirstOffset int64 `json:"first_offset"`
+}
+
+// maxOpenTxns bounds Manifest.OpenTxns (one per producer).
+const maxOpenTxns = 1 << 16
+
+// LastStableOffset is the first offset a READ_COMMITTED reader may not read:
+// the first offset of the earliest open transaction, at least the log start,
+// or the log end when none is open.
+func (m *Manifest) LastStableOffset() int64 {
+	end := m.NextOffset()
+	lso := end
+	for _, t := range m.OpenTxns {
+		lso = min(lso, t.FirstOffset)
+	}
+	return min(max(lso, m.LogStartOffset), end)
+}
+
+// validateOpenTxns checks the open transactions are few enough, in order,
+// one per producer and below the end of the log.
+func (m *Manifest) validateOpenTxns() error {
+	if len(m.OpenTxns) > maxOpenTxns {
+		return invalidf("%d open transactions, more than %d", len(m.OpenTxns), maxOpenTxns)
+	}
+	end := m.NextOffset()
+	seen := make(map[int64]bool, len(m.OpenTxns))
+	for i, t := range m.OpenTxns {
+		switch {
+		case t.ProducerID < 0:
+			return invalidf("open_txns[%d]: negative producer id %d", i, t.ProducerID)
+		case seen[t.ProducerID]:
+			return invalidf("open_txns[%d]: producer %d listed twice", i, t.ProducerID)
+		case t.FirstOffset < 0 || t.FirstOffset >= end:
+			return invalidf("open_txns[%d]: first offset %d outside the log [0, %d)", i, t.FirstOffset, end)
+		case i > 0 && t.FirstOffset < m.OpenTxns[i-1].FirstOffset:
+			return invalidf("open_txns[%d]: first offset %d below the one before (%d)", i, t.FirstOffset, m.OpenTxns[i-1].FirstOffset)
+		}
+		seen[t.ProducerID] = true
+	}
+	return nil
 }
 
 // SubManifest is a sealed, immutable run of segments.
@@ -350,7 +405,10 @@ func (m *Manifest) Validate() error {
 	if first, ok := m.firstLast(); ok && m.LogStartOffset > first {
 		return invalidf("log start offset %d is above the first segment's last offset %d", m.LogStartOffset, first)
 	}
-	return m.validateGaps()
+	if err := m.validateGaps(); err != nil {
+		return err
+	}
+	return m.validateOpenTxns()
 }
 
 // firstLast is the last offset of the first segment (or of the first sealed

@@ -364,7 +364,7 @@ func makeSub(m *Manifest, segs []Segment) (NewSub, error) {
 // finish builds and validates the next root.
 func finish(m *Manifest, logStart int64, sealed []SubRef, inline []Segment, subs []NewSub, unref []string) (*Commit, error) {
 	root := &Manifest{Prefix: m.Prefix, Topic: m.Topic, Partition: m.Partition, TopicID: m.TopicID, Generation: m.Generation + 1,
-		LogStartOffset: logStart, Sealed: sealed, Segments: inline, Gaps: gapsFrom(m.Gaps, logStart)}
+		LogStartOffset: logStart, Sealed: sealed, Segments: inline, Gaps: gapsFrom(m.Gaps, logStart), OpenTxns: slices.Clone(m.OpenTxns)}
 	if err := root.Validate(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}

@@ -1,12 +1,14 @@
 package remotetier
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/tiered/tiered/localtier/index"
 	"github.com/tiered/tiered/localtier/record"
@@ -68,6 +70,70 @@ type streamStats struct {
 	MaxTimestamp int64
 	Epochs       []manifest.EpochEntry // from the batches' partition leader epochs
 	Bytes        int64
+	// Txns is what the batches did to each producer's transaction
+	// (applyTxns composes it onto the transactions open before them).
+	Txns map[int64]txnEffect
+}
+
+// txnEffect is what a run of batches did to one producer's transaction:
+// Closed, a commit or abort marker ended the one open before (if any);
+// Open, the first offset of a transaction still open after the run (its
+// first transactional batch after the last marker), -1 when none.
+type txnEffect struct {
+	Closed bool
+	Open   int64
+}
+
+// trackTxn records the effect of batch h on its producer's transaction.
+func (st *streamStats) trackTxn(h record.Batch) {
+	if !h.IsTransactional() {
+		return
+	}
+	pid := h.ProducerID()
+	if st.Txns == nil {
+		st.Txns = map[int64]txnEffect{}
+	}
+	e, ok := st.Txns[pid]
+	if !ok {
+		e.Open = -1
+	}
+	switch {
+	case h.IsControl():
+		e.Closed, e.Open = true, -1
+	case e.Open < 0:
+		e.Open = h.BaseOffset()
+	}
+	st.Txns[pid] = e
+}
+
+// applyTxns is the transactions open after a run of batches with effects
+// fx, those in open being open before it: a marker closes a producer's
+// transaction, and a transactional batch after it (or with none open)
+// opens one. In first offset order.
+func applyTxns(open []manifest.OpenTxn, fx map[int64]txnEffect) []manifest.OpenTxn {
+	if len(fx) == 0 {
+		return open
+	}
+	first := make(map[int64]int64, len(open)+len(fx))
+	for _, t := range open {
+		first[t.ProducerID] = t.FirstOffset
+	}
+	for pid, e := range fx {
+		if e.Closed {
+			delete(first, pid)
+		}
+		if _, ok := first[pid]; !ok && e.Open >= 0 {
+			first[pid] = e.Open
+		}
+	}
+	out := make([]manifest.OpenTxn, 0, len(first))
+	for pid, off := range first {
+		out = append(out, manifest.OpenTxn{ProducerID: pid, FirstOffset: off})
+	}
+	slices.SortFunc(out, func(a, b manifest.OpenTxn) int {
+		return cmp.Or(cmp.Compare(a.FirstOffset, b.FirstOffset), cmp.Compare(a.ProducerID, b.ProducerID))
+	})
+	return out
 }
 
 // newLogStream reads src, a whole segment with base offset segBase. cut is
@@ -293,6 +359,7 @@ func (s *logStream) record(h record.Batch, pos, size int64) {
 	st.Batches++
 	st.LastOffset = last
 	st.Bytes += size
+	st.trackTxn(h)
 	if h.IsLegacy() {
 		st.Records = manifest.UnknownCount
 	} else if st.Records != manifest.UnknownCount {

@@ -158,6 +158,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 	// Appends first: a replaced range then lies below the committed end,
 	// which a replace may not move back.
 	var segs []manifest.Segment
+	var fx []map[int64]txnEffect // segs' transaction effects
 	for _, d := range appends {
 		r := manifest.Range{Base: d.seg.BaseOffset, Last: d.seg.LastOffset}
 		if len(segs) == 0 {
@@ -170,6 +171,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			continue
 		}
 		segs = append(segs, d.seg)
+		fx = append(fx, d.txns)
 		kept = append(kept, d)
 	}
 	if len(segs) > 0 {
@@ -192,13 +194,22 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			}
 			var c *manifest.Commit
 			var err error
+			open := cur.OpenTxns
 			if gap, ok := u.lostBefore(p, cur, segs[start]); ok {
 				c, err = manifest.AppendLost(cur, u.opts.Policy, gap, segs[start:end]...)
+				open = nil // what the lost offsets opened and closed is gone with them
 			} else {
 				c, err = manifest.Append(cur, u.opts.Policy, segs[start:end]...)
 			}
 			if err != nil {
 				return nil, nil, err
+			}
+			for _, e := range fx[start:end] {
+				open = applyTxns(open, e)
+			}
+			c.Root.OpenTxns = open
+			if err := c.Root.Validate(); err != nil {
+				return nil, nil, fmt.Errorf("commit: %w", err)
 			}
 			steps = append(steps, c)
 			cur = c.Root

@@ -27,6 +27,8 @@ type uploaded struct {
 	seg     manifest.Segment
 	bytes   int64
 	started time.Time // when the attempt began storing objects
+	// txns is what the segment's batches did to transactions (applyTxns).
+	txns map[int64]txnEffect
 }
 
 func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionReport, error) {

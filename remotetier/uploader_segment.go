@@ -144,6 +144,7 @@ type checkedSegment struct {
 	n                       int64
 	seg                     manifest.Segment // all but the objects
 	offIdx, timeIdx, txnIdx []byte           // txnIdx empty: no .txnindex
+	txns                    map[int64]txnEffect
 }
 
 // check opens one attempt of one segment and reads its .log once,
@@ -255,7 +256,7 @@ func (u *Uploader) check(ctx context.Context, p Partition, t task) (_ *checkedSe
 		seg.LeaderEpochs = stats.Epochs
 	}
 	return &checkedSegment{t: t, rd: rd, keys: keys, started: started, sums: sums, n: n, seg: seg,
-		offIdx: offIdx, timeIdx: timeIdx, txnIdx: txnIdx}, nil
+		offIdx: offIdx, timeIdx: timeIdx, txnIdx: txnIdx, txns: stats.Txns}, nil
 }
 
 // storeChecked stores a checked segment: the very bytes checked, from the same
@@ -346,7 +347,7 @@ func (u *Uploader) storeChecked(ctx context.Context, c *checkedSegment) (up uplo
 	if err := seg.Validate(); err != nil {
 		return up, fmt.Errorf("segment %d: %w", c.t.seg.BaseOffset, err)
 	}
-	return uploaded{task: c.t, seg: seg, bytes: total, started: c.started}, nil
+	return uploaded{task: c.t, seg: seg, bytes: total, started: c.started, txns: c.txns}, nil
 }
 
 // sourceReader marks the source's read errors.

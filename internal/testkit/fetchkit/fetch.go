@@ -22,12 +22,19 @@ func ByNameClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 // short wait) and returns the partition's answer.
 func FetchOne(t testing.TB, cl *kgo.Client, topic string, partition int32, offset int64) kmsg.FetchResponseTopicPartition {
 	t.Helper()
+	return FetchWith(t, cl, topic, partition, offset, 0, 1<<20, 1<<20)
+}
+
+// FetchWith is FetchOne with an isolation level (1: READ_COMMITTED) and the
+// request's and the partition's max bytes.
+func FetchWith(t testing.TB, cl *kgo.Client, topic string, partition int32, offset int64, isolation int8, maxBytes, partMax int32) kmsg.FetchResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis, req.MaxBytes, req.ReplicaID, req.SessionEpoch = 10, 1<<20, -1, -1
+	req.MaxWaitMillis, req.MaxBytes, req.ReplicaID, req.SessionEpoch, req.IsolationLevel = 10, maxBytes, -1, -1, isolation
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = partition, offset, 1<<20, -1
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = partition, offset, partMax, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(context.Background(), cl)
