@@ -221,43 +221,101 @@ func Local(segs []Segment, cfg topicconfig.Config, logStart int64, now time.Time
 // logStart, if higher); the caller deletes the remote segments (manifest
 // first) and then the local copies below it.
 func Remote(segs []Segment, cfg topicconfig.Config, logStart int64, now time.Time) Decision {
-	d := Decision{NewLogStartOffset: logStart}
-	msLimit, bytesLimit := cfg.RetentionMs, cfg.RetentionBytes
-	if !cfg.CleanupPolicy.Delete {
-		msLimit, bytesLimit = -1, -1
-	}
 	var total int64
 	for _, s := range segs {
 		total += s.Size
 	}
-	var excess int64
-	if bytesLimit >= 0 && total > bytesLimit {
-		excess = total - bytesLimit
-	}
-	cleanupUntil := now.UnixMilli() - msLimit
+	p := NewRemotePlan(cfg, logStart, now, total)
 	for _, s := range segs {
-		if s.Active || !s.Uploaded {
+		if !p.Offer(s) {
 			break
 		}
-		var del Deletion
-		switch {
-		case s.LastOffset < logStart:
-			del = Deletion{Segment: s, Reason: ReasonLogStartOffset}
-		case msLimit >= 0 && s.MaxTimestamp >= 0 && s.MaxTimestamp <= cleanupUntil:
-			del = Deletion{Segment: s, Reason: ReasonRetentionMs}
-			excess = max(0, excess-s.Size)
-		case excess > 0 && excess-s.Size >= 0:
-			del = Deletion{Segment: s, Reason: ReasonRetentionBytes, SizeBeatTime: msLimit >= 0}
-			excess -= s.Size
-		}
-		if del.Reason == "" {
-			break
-		}
-		d.Delete = append(d.Delete, del)
-		d.SizeBeatTime = d.SizeBeatTime || del.SizeBeatTime
 	}
-	if len(d.Delete) > 0 {
-		d.NewLogStartOffset = max(logStart, d.Delete[len(d.Delete)-1].Segment.NextOffset())
-	}
-	return d
+	return p.Decision()
 }
+
+// RemotePlan is Remote one segment at a time, for a caller that holds the
+// log in groups it would rather not read (a manifest's sealed
+// sub-manifests, summarized in the root): it offers the segments in offset
+// order, and before reading a group asks Kept whether what it knows of the
+// group's first segment already ends the set. Offer and Decision give
+// exactly Remote's decision over the segments offered, given the whole
+// log's size.
+type RemotePlan struct {
+	d            Decision
+	logStart     int64
+	msLimit      int64
+	cleanupUntil int64
+	excess       int64
+	done         bool
+}
+
+// NewRemotePlan starts Remote's decision for a log of totalBytes (every
+// segment's size, remote and local: retention.bytes is measured against it).
+func NewRemotePlan(cfg topicconfig.Config, logStart int64, now time.Time, totalBytes int64) *RemotePlan {
+	msLimit, bytesLimit := cfg.RetentionMs, cfg.RetentionBytes
+	if !cfg.CleanupPolicy.Delete {
+		msLimit, bytesLimit = -1, -1
+	}
+	p := &RemotePlan{d: Decision{NewLogStartOffset: logStart}, logStart: logStart, msLimit: msLimit,
+		cleanupUntil: now.UnixMilli() - msLimit}
+	if bytesLimit >= 0 && totalBytes > bytesLimit {
+		p.excess = totalBytes - bytesLimit
+	}
+	return p
+}
+
+// Offer decides the next segment in offset order: true when it is
+// deletable (Decision lists it), false when it ends the set (it and every
+// later segment are kept; later offers are ignored).
+func (p *RemotePlan) Offer(s Segment) bool {
+	if p.done || s.Active || !s.Uploaded {
+		p.done = true
+		return false
+	}
+	var del Deletion
+	switch {
+	case s.LastOffset < p.logStart:
+		del = Deletion{Segment: s, Reason: ReasonLogStartOffset}
+	case p.expired(s.MaxTimestamp):
+		del = Deletion{Segment: s, Reason: ReasonRetentionMs}
+		p.excess = max(0, p.excess-s.Size)
+	case p.excess > 0 && p.excess-s.Size >= 0:
+		del = Deletion{Segment: s, Reason: ReasonRetentionBytes, SizeBeatTime: p.msLimit >= 0}
+		p.excess -= s.Size
+	default:
+		p.done = true
+		return false
+	}
+	p.d.Delete = append(p.d.Delete, del)
+	p.d.SizeBeatTime = p.d.SizeBeatTime || del.SizeBeatTime
+	p.d.NewLogStartOffset = max(p.logStart, s.NextOffset())
+	return true
+}
+
+// expired is the retention.ms rule for a largest timestamp.
+func (p *RemotePlan) expired(maxTimestamp int64) bool {
+	return p.msLimit >= 0 && maxTimestamp >= 0 && maxTimestamp <= p.cleanupUntil
+}
+
+// Kept reports whether the next segment is surely kept, knowing of it only
+// bounds: its last offset is at least lastAtLeast, its largest timestamp
+// (MaxTimestamp) at least tsAtLeast, its size at least sizeAtLeast. True
+// means no rule can take it (or the set has ended already), so the set ends
+// before it whatever it holds; false means it must be offered to know.
+func (p *RemotePlan) Kept(lastAtLeast, tsAtLeast, sizeAtLeast int64) bool {
+	switch {
+	case p.done:
+		return true
+	case lastAtLeast < p.logStart:
+		return false
+	case p.msLimit >= 0 && p.cleanupUntil >= 0 && tsAtLeast <= p.cleanupUntil:
+		return false // it may be old enough (a negative timestamp never is)
+	case p.excess > 0 && p.excess >= sizeAtLeast:
+		return false
+	}
+	return true
+}
+
+// Decision is the decision over the segments offered so far.
+func (p *RemotePlan) Decision() Decision { return p.d }
