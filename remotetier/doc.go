@@ -38,8 +38,10 @@
 // deleted ID being served; RemoveExpiredLineages removes superseded
 // lineages after the deleted-topic retention, manifest first, data after.
 //
-// Remote retention commits manifest.RemoveBelow first and deletes objects
-// after; RemoteLookup tells retention.RunOnce how far the remote tier holds
+// Remote retention decides from the sub-manifest references' summaries
+// (remoteDecision: retention.RemotePlan, reading only the sub-manifests
+// holding deleted segments and the one the deletion stops in), commits
+// manifest.RemoveBelow first and deletes objects after; RemoteLookup tells retention.RunOnce how far the remote tier holds
 // a partition, so local segments are deleted only once uploaded. The
 // sidecar runs it inside its upload passes (Options.RemoteRetention,
 // retentionStep shared with RemoteRetention), on the uploader's cached

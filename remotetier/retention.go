@@ -229,6 +229,63 @@ func largestTimestamp(s manifest.Segment) int64 {
 	return s.MaxTimestamp
 }
 
+// remoteSegment is a committed segment as retention.Remote sees it.
+func remoteSegment(s manifest.Segment) retention.Segment {
+	return retention.Segment{BaseOffset: s.BaseOffset, LastOffset: s.LastOffset, Size: s.Log.Size,
+		MaxTimestamp: largestTimestamp(s), Uploaded: true}
+}
+
+// remoteDecision is retention.Remote over the whole log: the committed
+// segments of m, then the segments of local past m's end (the source's
+// segments the remote tier does not hold yet: they count toward
+// retention.bytes and, not uploaded, end the deletable set). It reads only
+// the sealed sub-manifests that hold deleted segments and the one the
+// deletable set ends in: the log's size is the references' log bytes plus
+// the inline and local sizes, and a sub-manifest whose first segment the
+// rules surely keep (RemotePlan.Kept, from its reference) ends the set
+// unread. What a reference bounds of its first segment: it ends at or after
+// the reference's base offset and, for the first reference, the log start
+// (LoadSub refuses anything else); its largestTimestamp is at least the
+// reference's min timestamp (a segment's max timestamp is at least its min,
+// and one without timestamps, judged by its upload time, has min -1); its
+// .log has at least one byte.
+func remoteDecision(ctx context.Context, r manifest.Resolver, m *manifest.Manifest, local []retention.Segment,
+	cfg topicconfig.Config, now time.Time) (retention.Decision, error) {
+	total := m.LogBytes()
+	for _, s := range local {
+		if s.NextOffset() > m.NextOffset() {
+			total += s.Size
+		}
+	}
+	plan := retention.NewRemotePlan(cfg, m.LogStartOffset, now, total)
+	for i, ref := range m.Sealed {
+		lastAtLeast := ref.BaseOffset
+		if i == 0 {
+			lastAtLeast = max(lastAtLeast, m.LogStartOffset)
+		}
+		if plan.Kept(lastAtLeast, ref.MinTimestamp, 1) {
+			return plan.Decision(), nil
+		}
+		sub, err := m.LoadSub(ctx, r, i)
+		if err != nil {
+			return retention.Decision{}, err
+		}
+		for _, s := range sub.Segments {
+			if !plan.Offer(remoteSegment(s)) {
+				return plan.Decision(), nil
+			}
+		}
+	}
+	for _, s := range m.Segments {
+		if !plan.Offer(remoteSegment(s)) {
+			break
+		}
+	}
+	// The local segments past m's end come next: not uploaded, they end
+	// the set.
+	return plan.Decision(), nil
+}
+
 // retained is one retentionStep's outcome: commit is nil when nothing was
 // deletable (or on a dry run); etag is the new manifest's.
 type retained struct {
@@ -240,7 +297,8 @@ type retained struct {
 
 // retentionStep applies retention.Remote to m (read with etag) and the
 // source's segments past its end (local: the segments the remote tier does
-// not hold, counted toward retention.bytes), and commits the removal:
+// not hold, counted toward retention.bytes), reading no more sub-manifests
+// than the decision needs (remoteDecision), and commits the removal:
 // manifest.RemoveBelow written conditionally on etag first, then the
 // objects it no longer references deleted (only by the writer whose commit
 // unreferenced them, so never twice). A lost race is returned as the
@@ -255,22 +313,10 @@ func retentionStep(ctx context.Context, store *manifestStore, m *manifest.Manife
 	if m.Generation == 0 {
 		return out, nil // nothing remote yet
 	}
-	var segs []retention.Segment
-	err := m.Walk(ctx, store.subs, func(s manifest.Segment) error {
-		segs = append(segs, retention.Segment{BaseOffset: s.BaseOffset, LastOffset: s.LastOffset, Size: s.Log.Size,
-			MaxTimestamp: largestTimestamp(s), Uploaded: true})
-		return nil
-	})
+	d, err := remoteDecision(ctx, store.subs, m, local, cfg, opts.Now())
 	if err != nil {
 		return out, err
 	}
-	for _, s := range local {
-		if s.NextOffset() > m.NextOffset() {
-			s.Uploaded = false
-			segs = append(segs, s)
-		}
-	}
-	d := retention.Remote(segs, cfg, m.LogStartOffset, opts.Now())
 	if len(d.Delete) == 0 || d.NewLogStartOffset <= m.LogStartOffset {
 		return out, nil
 	}

@@ -3,10 +3,14 @@ package remotetier
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tiered/tiered/compactor"
+	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -61,4 +65,60 @@ func TestReviewReplaceInsideSubSealedBySameCommit(t *testing.T) {
 	segs := l.Segments()
 	upCheckConsistent(t, mem, "c", 0)
 	upCheckRemote(t, mem, l, "c", 0, segs[len(segs)-1].BaseOffset)
+}
+
+// subGetCounter counts the Gets of sub-manifests.
+type subGetCounter struct {
+	objstore.Bucket
+	mu   sync.Mutex
+	gets int
+}
+
+func (b *subGetCounter) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.Contains(key, "/sub/") {
+		b.mu.Lock()
+		b.gets++
+		b.mu.Unlock()
+	}
+	return b.Bucket.Get(ctx, key)
+}
+
+// TestReviewRetentionNothingDueReadsNoSubManifests: a sidecar pass whose
+// remote retention has nothing to delete (every segment is young) must not
+// read the partition's sealed sub-manifests: their references carry the
+// timestamps and log bytes retention needs (docs/format/manifest.md,
+// "log_bytes ... so size-based retention needs no sub-manifest"). With
+// 100,000 segments a pass otherwise fetches and decodes ~390 sub-manifests
+// (~80 MB) per partition every Interval: the 64-entry cache is scanned
+// in order, so every one of them misses.
+func TestReviewRetentionNothingDueReadsNoSubManifests(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "r", 1)
+	l := upPartition(t, d, "r", 0)
+	upSegments(t, l, 80, 1, 2, 10)
+	cnt := &subGetCounter{Bucket: objstore.NewMemory()}
+	cfg := topicconfig.Defaults()
+	cfg.RetentionMs = 365 * 24 * 3600 * 1000 // nothing is due
+	u := upUploader(t, cnt, NewLocalSource(d, nil), Options{Policy: manifest.Policy{InlineMax: 1, SubSegments: 1},
+		MaxCommitSegments: 100,
+		RemoteRetention: func(p Partition) (RetentionRule, bool) {
+			return RetentionRule{Config: cfg}, true
+		}})
+	if rep, err := u.RunOnce(ctx); err != nil || rep.UploadedSegments != 80 {
+		t.Fatalf("first pass: %+v, %v", rep, err)
+	}
+	if m := upLoad(t, cnt, "r", 0); len(m.Sealed) < 70 {
+		t.Fatalf("%d sealed sub-manifests, want at least 70", len(m.Sealed))
+	}
+	cnt.mu.Lock()
+	cnt.gets = 0
+	cnt.mu.Unlock()
+	rep, err := u.RunOnce(ctx)
+	if err != nil || rep.UploadedSegments != 0 || rep.RetainedSegments != 0 {
+		t.Fatalf("second pass: %+v, %v", rep, err)
+	}
+	if cnt.gets > 1 {
+		t.Fatalf("a pass with nothing to retain read %d sub-manifests", cnt.gets)
+	}
 }
