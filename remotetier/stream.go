@@ -28,6 +28,11 @@ type logStream struct {
 
 	segBase int64 // base offset of the source segment
 	cut     int64 // first offset to emit; batches below it are dropped (segBase: emit all)
+	// cleaned allows the first batch emitted to start past cut, as long as
+	// no batch spans it: a compacted partition's cleaner removes whole
+	// batches (it keeps a batch's offsets when it keeps any of its records),
+	// so the batch a cut would start at may be gone.
+	cleaned bool
 	// interval is index.interval.bytes for built indexes; < 0 builds none.
 	interval int64
 
@@ -320,9 +325,13 @@ func (s *logStream) startBatch() error {
 		return s.corrupt(base, "batch offsets [%d, %d] go backwards (previous batch ended at %d)", base, last, s.stats.LastOffset)
 	}
 	if !s.emitting && last >= s.cut {
-		if base != s.cut {
+		switch {
+		case base < s.cut:
 			return &CutError{Segment: s.name, Offset: s.cut,
 				Reason: fmt.Sprintf("batch [%d, %d] spans it; no batch starts there", base, last)}
+		case base > s.cut && !s.cleaned:
+			return &CutError{Segment: s.name, Offset: s.cut,
+				Reason: fmt.Sprintf("no batch starts there; the next is [%d, %d]", base, last)}
 		}
 		s.emitting = true
 	}

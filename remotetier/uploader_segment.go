@@ -200,6 +200,10 @@ func (u *Uploader) check(ctx context.Context, p Partition, t task) (_ *checkedSe
 	}
 	name := fmt.Sprintf("%s-%d/%020d.log", p.Topic, p.Partition, t.seg.BaseOffset)
 	ls := newLogStream(&sourceReader{r: rd}, name, t.seg.BaseOffset, t.cut, interval)
+	// The offsets between the cut and the next batch of a compacted
+	// partition are the cleaner's (after a leader change, its segments need
+	// not start where the committed ones end).
+	ls.cleaned = p.Compacted
 	sums := &crcBlocks{}
 	n, err := io.Copy(sums, ls)
 	if err != nil {
