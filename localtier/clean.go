@@ -378,10 +378,8 @@ func (s *Segment) renameSuffix(suffix string) error {
 // completeSwaps) resolves to exactly the old or exactly the new segments.
 // The loader finds the old segments a swap replaces by the range
 // [swap base offset, offset after its last batch); when the cleaner dropped
-// the last records of the last old segment, an empty batch holding that
-// segment's last offset is appended to c so the range still covers it and
-// the cleaned segment ends where the old ones did (the loader drops an empty
-// segment past the recovery point whose base lies past the data before it).
+// every record of the last old segment, an empty batch holding that
+// segment's last offset is appended to c so the range still covers it.
 // On error before step 2 the cleaned files are removed; after it the error
 // is returned with the log switched in memory, and leftovers are completed by
 // the next open.
@@ -402,12 +400,8 @@ func (l *Log) ReplaceSegments(c *CleanedSegment, old []CleanerSegment) (err erro
 		return err
 	}
 	last := old[len(old)-1]
-	if c.next < last.NextOffset {
-		// Sentinel: keep the swap's offset range reaching the last old
-		// segment, and the cleaned segment ending where the old ones did:
-		// the loader drops an empty segment past the recovery point whose
-		// base lies past the data before it, which must not happen to the
-		// segment after a cleaned one (its base offset was handed out).
+	if len(old) > 1 && c.next <= last.BaseOffset {
+		// Sentinel: keep the swap's offset range reaching the last old segment.
 		off := max(last.NextOffset-1, last.BaseOffset)
 		spec := record.NewBatchSpec(off, codec.None)
 		spec.LastOffsetDelta = 0
