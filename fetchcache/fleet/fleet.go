@@ -6,13 +6,25 @@
 // service does. Empty means alone: the replica coordinates every group and writes no lease.
 //
 // Liveness comes from short leases in the bucket, one object per replica,
-// groups/.fleet/lease-<address>.json (docs/format/groups.md). Each replica rewrites its own
+// groups/.fleet/lease-<address>.json (docs/format/fleet.md). Each replica rewrites its own
 // every Lease/5 and reads its peers' leases as often. A peer is live while its lease object
-// changed within the last Lease, measured on the reader's monotonic clock (so clocks need
-// not agree); a lease seen for the first time counts as changed then, unless the time it
-// names is more than two lease lengths old (a replica killed long ago). A replica stopped
-// with SIGTERM deletes its lease, so the others take its groups at their next poll.
-// A replica whose own renewals fail for a Lease stops counting itself.
+// changed (a new ETag, whether or not its JSON parses) within the last Lease, measured on
+// the reader's monotonic clock, so clocks need not agree: the times a lease names are
+// never compared with the reader's clock. A lease seen for the first time counts as
+// changed at the moment it is first seen, so the lease of a replica killed long ago and
+// still listed in a static fetch.peers keeps its groups without a coordinator for one Lease
+// after a replica starts, then expires: a brief unavailability rather than two
+// coordinators. A replica stopped with SIGTERM deletes its lease, so the others take its
+// groups at their next poll.
+//
+// A replica counts itself only while its own renewals succeeded within the last Lease and
+// a poll that started within the last Lease read every peer's lease (a DNS peer name that
+// does not resolve reads none): one that cannot read them (S3 SlowDown, a policy without
+// GetObject) would otherwise judge its peers dead and coordinate their groups while they,
+// seeing its lease renewed, coordinate them too. It keeps renewing meanwhile. One failed
+// read changes nothing: a peer whose lease cannot be read keeps the state its last read
+// found while this replica counts itself, and is judged by its last change once it does
+// not.
 //
 // Each group's coordinator is chosen by rendezvous hashing over the live replicas: every
 // replica scores hash(replica, group) and the highest wins, so replicas that see the same
@@ -162,6 +174,7 @@ type Fleet struct {
 	resolved bool                  // Resolve found self among the DNS answers
 	seen     map[string]*peerState // by member address
 	selfOK   time.Time             // last successful renewal of our own lease (monotonic)
+	readOK   time.Time             // start of the last poll that read every peer's lease (monotonic)
 	seq      uint64
 	started  time.Time
 	live     []string // sorted
@@ -173,6 +186,7 @@ type Fleet struct {
 type peerState struct {
 	etag    string
 	changed time.Time // monotonic reading of the last change seen
+	readAt  time.Time // monotonic reading of the last poll that read the lease
 	http    string    // the HTTP URL its lease names
 }
 
@@ -288,6 +302,8 @@ func (f *Fleet) Lease() time.Duration { return f.o.Lease }
 // Start resolves the peers, writes this replica's first lease and reads the peers' once,
 // so the first answers already see the fleet. An error writing the lease (a read-only
 // bucket) is returned: the caller decides whether to run without group coordination.
+// Call Run right after: the lease written here is renewed only by Run, and a replica whose
+// lease goes a Lease unrenewed stops counting itself while its peers take its groups.
 func (f *Fleet) Start(ctx context.Context) error {
 	if f.alone {
 		return nil
@@ -433,13 +449,35 @@ func (f *Fleet) renew(ctx context.Context) error {
 	}
 	f.metrics.renewals.WithLabelValues("ok").Inc()
 	f.mu.Lock()
+	// A renewal a Lease or more after the last one (the replica was paused, or its polls
+	// hung): the peers have meanwhile declared it dead and coordinated its groups, perhaps
+	// with new generations and commits. Whatever the next view gives back to it must be
+	// re-read from the bucket, not served from the state held before.
+	gap := !f.selfOK.IsZero() && start.Sub(f.selfOK) >= f.o.Lease
 	f.selfOK = start
 	f.mu.Unlock()
+	if gap {
+		f.dropHeld()
+	}
 	return nil
+}
+
+// dropHeld calls OnLose for every group Held lists.
+func (f *Fleet) dropHeld() {
+	if f.o.Held == nil || f.o.OnLose == nil {
+		return
+	}
+	held := slices.Clone(f.o.Held())
+	slices.Sort(held)
+	f.log.Info("own lease lapsed: dropping the state of every held group", "groups", len(held))
+	for _, g := range held {
+		f.o.OnLose(g)
+	}
 }
 
 // poll reads every peer's lease and recomputes the live set.
 func (f *Fleet) poll(ctx context.Context) {
+	start := time.Now()
 	members, err := f.members(ctx)
 	if err != nil {
 		f.log.Warn("fleet peers not resolved; keeping the last view", "err", err)
@@ -459,7 +497,12 @@ func (f *Fleet) poll(ctx context.Context) {
 	}
 	wg.Wait()
 	now := time.Now()
+	// A replica missing from the DNS answers is in no peer's view (they read only the
+	// answers' leases): it does not count itself either, or it and a peer would both
+	// coordinate the groups rendezvous hashing gives it.
+	listed := slices.Contains(members, f.self)
 	obs := map[string]observation{}
+	complete := true
 	for i, m := range members {
 		if m == f.self {
 			continue
@@ -469,29 +512,37 @@ func (f *Fleet) poll(ctx context.Context) {
 		case errors.Is(r.err, objstore.ErrNotFound):
 			obs[m] = observation{}
 		case r.err != nil:
-			f.log.Warn("peer lease unreadable; judged by its last change", "peer", m, "err", r.err)
+			f.log.Warn("peer lease unreadable; keeping its last known state", "peer", m, "key", LeaseKey(m), "err", r.err)
 			obs[m] = observation{unknown: true}
+			complete = false
+		case r.badJSON != nil:
+			f.log.Warn("peer lease is not valid JSON; judged by whether its ETag changes", "peer", m, "key", LeaseKey(m), "etag", r.etag, "err", r.badJSON)
+			obs[m] = observation{present: true, etag: r.etag}
 		default:
-			obs[m] = observation{present: true, etag: r.etag, renewedAt: r.l.RenewedAt, http: r.l.HTTP}
+			obs[m] = observation{present: true, etag: r.etag, http: r.l.HTTP}
 		}
 	}
-	f.observe(now, obs)
+	var readAt time.Time
+	if complete {
+		readAt = start
+	}
+	f.observe(now, obs, listed, readAt)
 }
 
 // observation is what one poll saw of a peer's lease.
 type observation struct {
-	present   bool
-	unknown   bool // read failed: keep the previous state
-	etag      string
-	renewedAt string
-	http      string
+	present bool
+	unknown bool // read failed: keep the previous state
+	etag    string
+	http    string
 }
 
 // leaseRead is one read of a peer's lease object.
 type leaseRead struct {
-	etag string
-	l    lease
-	err  error
+	etag    string
+	l       lease
+	err     error // the object could not be read
+	badJSON error // it was read (etag is set) but does not parse
 }
 
 func (f *Fleet) readLease(ctx context.Context, addr string) (r leaseRead) {
@@ -508,18 +559,21 @@ func (f *Fleet) readLease(ctx context.Context, addr string) (r leaseRead) {
 		r.err = fmt.Errorf("read lease %s: %w", LeaseKey(addr), err)
 		return r
 	}
-	if err := json.Unmarshal(data, &r.l); err != nil {
-		r.err = fmt.Errorf("lease %s is not valid JSON: %w", LeaseKey(addr), err)
-		return r
-	}
 	r.etag = attrs.ETag
+	if err := json.Unmarshal(data, &r.l); err != nil {
+		r.l, r.badJSON = lease{}, err
+	}
 	return r
 }
 
 // observe applies one poll's observations (taken at the monotonic time now) and
-// recomputes the live set.
-func (f *Fleet) observe(now time.Time, obs map[string]observation) {
+// recomputes the live set; listed is whether this replica is among the members polled,
+// readAt the start of the poll if it read every peer's lease (zero if a read failed).
+func (f *Fleet) observe(now time.Time, obs map[string]observation, listed bool, readAt time.Time) {
 	f.mu.Lock()
+	if !readAt.IsZero() {
+		f.readOK = readAt
+	}
 	for m, o := range obs {
 		st := f.seen[m]
 		switch {
@@ -527,17 +581,15 @@ func (f *Fleet) observe(now time.Time, obs map[string]observation) {
 		case !o.present:
 			delete(f.seen, m)
 		case st == nil:
+			// First sight counts as a change, whatever time the lease names: clocks need
+			// not agree. A lease left behind long ago (kill -9) is dead a Lease later.
 			st = &peerState{etag: o.etag, changed: now}
-			if t, err := time.Parse(time.RFC3339Nano, o.renewedAt); err == nil && f.o.Now().Sub(t) > 2*f.o.Lease {
-				// A lease left behind long ago (kill -9): dead until it changes.
-				st.changed = now.Add(-f.o.Lease)
-			}
 			f.seen[m] = st
 		case st.etag != o.etag:
 			st.etag, st.changed = o.etag, now
 		}
 		if st != nil && o.present {
-			st.http = o.http
+			st.http, st.readAt = o.http, now
 		}
 	}
 	for m := range f.seen {
@@ -545,17 +597,28 @@ func (f *Fleet) observe(now time.Time, obs map[string]observation) {
 			delete(f.seen, m) // no longer among the peers
 		}
 	}
+	self := !f.released && listed && f.selfLive(now)
 	var live []string
 	for m, st := range f.seen {
-		if now.Sub(st.changed) < f.o.Lease {
+		if f.peerLive(st, now, self) {
 			live = append(live, m)
 		}
 	}
-	if !f.released && !f.selfOK.IsZero() && now.Sub(f.selfOK) < f.o.Lease {
+	if self {
 		live = append(live, f.self)
 	}
 	f.mu.Unlock()
 	f.recompute(live)
+}
+
+// peerLive reports whether a peer counts as live at now (f.mu held); self is whether this
+// replica counts itself. A peer is live while its lease changed within the last Lease. One
+// whose lease was live when last read and has not been read since keeps that state while
+// this replica counts itself: its renewals may have gone on unseen, and taking its groups
+// on no evidence would give them two coordinators. This replica stops counting itself a
+// Lease after its last complete read; from then on the peer is judged by its last change.
+func (f *Fleet) peerLive(st *peerState, now time.Time, self bool) bool {
+	return now.Sub(st.changed) < f.o.Lease || self && st.readAt.Sub(st.changed) < f.o.Lease
 }
 
 // recompute installs live (nil after a release: nothing) as the live set.
@@ -596,13 +659,40 @@ func (f *Fleet) recompute(live []string) {
 	}
 }
 
+// selfFresh reports whether this replica's own lease was renewed within the last Lease
+// (f.mu held).
+func (f *Fleet) selfFresh(now time.Time) bool {
+	return !f.selfOK.IsZero() && now.Sub(f.selfOK) < f.o.Lease
+}
+
+// selfLive reports whether this replica counts itself at now (f.mu held): its own lease
+// was renewed within the last Lease, and a poll that started within the last Lease read
+// every peer's lease. A replica that cannot read its peers' leases (S3 SlowDown, a policy
+// without GetObject) would otherwise judge them dead a Lease later and coordinate their
+// groups, while they, seeing its lease renewed, go on coordinating them too.
+func (f *Fleet) selfLive(now time.Time) bool {
+	return f.selfFresh(now) && !f.readOK.IsZero() && now.Sub(f.readOK) < f.o.Lease
+}
+
+// current is the live set as of now (f.mu held): the last poll's view, without this
+// replica once it no longer counts itself (selfLive). The view is only recomputed at
+// polls; a replica paused past its lease (SIGSTOP, a stalled VM) or whose polls hang must
+// not go on coordinating the groups its peers have taken over in the meantime.
+func (f *Fleet) current(now time.Time) []string {
+	if f.alone || f.selfLive(now) || !slices.Contains(f.live, f.self) {
+		return f.live
+	}
+	return slices.DeleteFunc(slices.Clone(f.live), func(a string) bool { return a == f.self })
+}
+
 // Live returns the live replicas, sorted by address, and the view's epoch (incremented on
 // every change of the live set).
 func (f *Fleet) Live() ([]Member, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]Member, len(f.live))
-	for i, a := range f.live {
+	live := f.current(time.Now())
+	out := make([]Member, len(live))
+	for i, a := range live {
 		out[i] = Member{Addr: a, NodeID: NodeID(a), Self: a == f.self}
 	}
 	return out, f.epoch
@@ -616,12 +706,12 @@ func (f *Fleet) Changed() <-chan struct{} {
 }
 
 // Owner returns the member that coordinates group: the live replica with the highest
-// rendezvous score. ok is false when no replica is live (this one's lease could not be
-// written and no peer's is fresh): the group has no coordinator.
+// rendezvous score. ok is false when no replica is live (this one does not count itself,
+// and no peer's lease is fresh): the group has no coordinator.
 func (f *Fleet) Owner(group string) (m Member, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a, ok := Rendezvous(f.live, group)
+	a, ok := Rendezvous(f.current(time.Now()), group)
 	if !ok {
 		return Member{}, false
 	}
@@ -635,9 +725,9 @@ func (f *Fleet) Owns(group string) bool {
 }
 
 // ErrNoCoordinator: no replica of the fleet is live in this replica's view (its own lease
-// could not be written for a lease length and no peer's is fresh). Clients are answered
-// COORDINATOR_NOT_AVAILABLE and retry.
-var ErrNoCoordinator = errors.New("no live fetch replica to coordinate the group (this replica's lease is not renewed and no peer's is fresh)")
+// could not be written, or its peers' leases could not be read, for a lease length, and no
+// peer's is fresh). Clients are answered COORDINATOR_NOT_AVAILABLE and retry.
+var ErrNoCoordinator = errors.New("no live fetch replica to coordinate the group (this replica's lease is not renewed or its peers' leases are not read, and no peer's is fresh)")
 
 // Coordinator implements groups.Ring: the node that coordinates group and whether it is
 // this replica.

@@ -97,7 +97,10 @@ func NewFetch(ctx context.Context, o FetchOptions) (_ *Fetch, err error) {
 		groupsHTTP: groupsHTTP(f.groups, cat, f.fleet)}); err != nil {
 		return nil, err
 	}
-	f.startFleet(ctx, f.fleet, f.HTTPAddr())
+	// The fleet's first lease is written in Run, right before the loop that renews it:
+	// written here, it would go unrenewed while the process pretouches its memory (seconds),
+	// and a lease shorter than that would lapse before the replica served anything (its
+	// peers taking its groups, then handing them back at its first renewal).
 	return f, nil
 }
 
@@ -142,6 +145,9 @@ func (f *Fetch) KafkaAddr() string {
 func (f *Fetch) Run(ctx context.Context) error {
 	f.log.Info("fetch service started", "bucket", ShownURL(f.cfg.Bucket), "http", f.HTTPAddr(), "kafka", f.KafkaAddr())
 	stopGroups := runGroups(f.groups)
+	// Writes the first lease and reads the peers' before anything is served, so the first
+	// answers see the fleet; fleet.Run renews it from here on.
+	f.startFleet(ctx, f.fleet, f.HTTPAddr())
 	fleetCtx, stopFleet := context.WithCancel(ctx)
 	fleetDone := make(chan error, 1)
 	go func() { fleetDone <- f.fleet.Run(fleetCtx) }() // renews the lease; releases it when stopped
