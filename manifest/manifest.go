@@ -310,6 +310,19 @@ func (m *Manifest) LastStableOffset() int64 {
 	return min(max(lso, m.LogStartOffset), end)
 }
 
+// SetOpenTxns sets the transactions open at the end of an uncommitted root
+// (a Commit's, before it is written), checked as Validate checks them; on
+// error the root is left as it was.
+func (m *Manifest) SetOpenTxns(open []OpenTxn) error {
+	prev := m.OpenTxns
+	m.OpenTxns = open
+	if err := m.validateOpenTxns(); err != nil {
+		m.OpenTxns = prev
+		return err
+	}
+	return nil
+}
+
 // validateOpenTxns checks the open transactions are few enough, in order,
 // one per producer and below the end of the log.
 func (m *Manifest) validateOpenTxns() error {

@@ -25,7 +25,9 @@ func TestOpenTxns(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := []OpenTxn{{ProducerID: 8, FirstOffset: 150}, {ProducerID: 7, FirstOffset: 250}}
-	c.Root.OpenTxns = open
+	if err := c.Root.SetOpenTxns(open); err != nil {
+		t.Fatal(err)
+	}
 	data := st.apply(t, c)
 	if !bytes.Contains(data, []byte(`"open_txns":[`)) {
 		t.Fatalf("encoded root has no open_txns:\n%s", data)
@@ -55,7 +57,9 @@ func TestOpenTxns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c4.Root.OpenTxns = nil
+	if err := c4.Root.SetOpenTxns(nil); err != nil {
+		t.Fatal(err)
+	}
 	if data := st.apply(t, c4); bytes.Contains(data, []byte("open_txns")) {
 		t.Fatalf("a root without open transactions spells the field:\n%s", data)
 	}
@@ -72,7 +76,9 @@ func TestOpenTxnsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := `{"producer_id":7,"first_offset":150}`
-	c.Root.OpenTxns = []OpenTxn{{ProducerID: 7, FirstOffset: 150}}
+	if err := c.Root.SetOpenTxns([]OpenTxn{{ProducerID: 7, FirstOffset: 150}}); err != nil {
+		t.Fatal(err)
+	}
 	data := st.apply(t, c)
 	for name, bad := range map[string]string{
 		"negative producer": `{"producer_id":-1,"first_offset":150}`,
@@ -87,6 +93,9 @@ func TestOpenTxnsRefused(t *testing.T) {
 				t.Fatalf("DecodeRoot = %v, want a corrupt manifest naming the entry", err)
 			}
 			root := *c.Root
+			if err := root.SetOpenTxns([]OpenTxn{{ProducerID: -1, FirstOffset: 150}}); err == nil || len(root.OpenTxns) != 1 || root.OpenTxns[0].ProducerID != 7 {
+				t.Fatalf("SetOpenTxns took a negative producer id (%v), or changed the root on error: %v", err, root.OpenTxns)
+			}
 			root.OpenTxns = []OpenTxn{{ProducerID: -1, FirstOffset: 150}}
 			if _, err := EncodeRoot(&root); err == nil {
 				t.Fatal("EncodeRoot took a negative producer id")

@@ -207,8 +207,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			for _, e := range fx[start:end] {
 				open = applyTxns(open, e)
 			}
-			c.Root.OpenTxns = open
-			if err := c.Root.Validate(); err != nil {
+			if err := c.Root.SetOpenTxns(open); err != nil {
 				return nil, nil, fmt.Errorf("commit: %w", err)
 			}
 			steps = append(steps, c)
