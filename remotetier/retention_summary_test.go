@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -213,7 +214,7 @@ func TestRetentionSummaryDecision(t *testing.T) {
 		sh := sumRandomShape(t, rnd, ref)
 		want := sumFullDecision(t, ref, sh)
 
-		cnt := &subGetCounter{Bucket: mem}
+		cnt := &remotekit.RecordingBucket{Bucket: mem}
 		store, err := newManifestStore(cnt, "")
 		if err != nil {
 			t.Fatal(err)
@@ -235,10 +236,10 @@ func TestRetentionSummaryDecision(t *testing.T) {
 			}
 			deleting++
 		}
-		if cnt.gets > holding+1 {
-			t.Fatalf("seed %d (%s): read %d sub-manifests, %d hold deleted segments", seed, sh.desc, cnt.gets, holding)
+		if cnt.SubGets > holding+1 {
+			t.Fatalf("seed %d (%s): read %d sub-manifests, %d hold deleted segments", seed, sh.desc, cnt.SubGets, holding)
 		}
-		if cnt.gets < len(sh.m.Sealed) {
+		if cnt.SubGets < len(sh.m.Sealed) {
 			skipping++
 		}
 

@@ -3,13 +3,11 @@ package remotetier
 import (
 	"context"
 	"fmt"
-	"io"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tiered/tiered/compactor"
+	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -67,22 +65,6 @@ func TestReviewReplaceInsideSubSealedBySameCommit(t *testing.T) {
 	upCheckRemote(t, mem, l, "c", 0, segs[len(segs)-1].BaseOffset)
 }
 
-// subGetCounter counts the Gets of sub-manifests.
-type subGetCounter struct {
-	objstore.Bucket
-	mu   sync.Mutex
-	gets int
-}
-
-func (b *subGetCounter) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	if strings.Contains(key, "/sub/") {
-		b.mu.Lock()
-		b.gets++
-		b.mu.Unlock()
-	}
-	return b.Bucket.Get(ctx, key)
-}
-
 // TestReviewRetentionNothingDueReadsNoSubManifests: a sidecar pass whose
 // remote retention has nothing to delete (every segment is young) must not
 // read the partition's sealed sub-manifests: their references carry the
@@ -97,7 +79,7 @@ func TestReviewRetentionNothingDueReadsNoSubManifests(t *testing.T) {
 	upTopic(t, d, "r", 1)
 	l := upPartition(t, d, "r", 0)
 	upSegments(t, l, 80, 1, 2, 10)
-	cnt := &subGetCounter{Bucket: objstore.NewMemory()}
+	cnt := &remotekit.RecordingBucket{Bucket: objstore.NewMemory()}
 	cfg := topicconfig.Defaults()
 	cfg.RetentionMs = 365 * 24 * 3600 * 1000 // nothing is due
 	u := upUploader(t, cnt, NewLocalSource(d, nil), Options{Policy: manifest.Policy{InlineMax: 1, SubSegments: 1},
@@ -111,14 +93,12 @@ func TestReviewRetentionNothingDueReadsNoSubManifests(t *testing.T) {
 	if m := upLoad(t, cnt, "r", 0); len(m.Sealed) < 70 {
 		t.Fatalf("%d sealed sub-manifests, want at least 70", len(m.Sealed))
 	}
-	cnt.mu.Lock()
-	cnt.gets = 0
-	cnt.mu.Unlock()
+	before := cnt.SubGetsNow()
 	rep, err := u.RunOnce(ctx)
 	if err != nil || rep.UploadedSegments != 0 || rep.RetainedSegments != 0 {
 		t.Fatalf("second pass: %+v, %v", rep, err)
 	}
-	if cnt.gets > 1 {
-		t.Fatalf("a pass with nothing to retain read %d sub-manifests", cnt.gets)
+	if got := cnt.SubGetsNow() - before; got > 1 {
+		t.Fatalf("a pass with nothing to retain read %d sub-manifests", got)
 	}
 }

@@ -390,23 +390,38 @@ func BuildSegment(t testing.TB, base int64, batches []record.Batch, interval int
 	return log, idx, tidx
 }
 
-// RecordingBucket records the reads of .log objects.
+// RecordingBucket records reads: Gets of .log objects and of
+// sub-manifests, range GETs, lists.
 type RecordingBucket struct {
 	objstore.Bucket
 	mu        sync.Mutex
 	LogGets   int
+	SubGets   int
 	MaxRange  int64
 	RangeGets int
 	Lists     int
 }
 
 func (b *RecordingBucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	if filepath.Ext(key) == ".log" {
+	k, err := manifest.ParseKey(key)
+	sub := err == nil && k.Type == manifest.KeySub
+	if sub || filepath.Ext(key) == ".log" {
 		b.mu.Lock()
-		b.LogGets++
+		if sub {
+			b.SubGets++
+		} else {
+			b.LogGets++
+		}
 		b.mu.Unlock()
 	}
 	return b.Bucket.Get(ctx, key)
+}
+
+// SubGetsNow is SubGets, read under the bucket's lock.
+func (b *RecordingBucket) SubGetsNow() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.SubGets
 }
 
 func (b *RecordingBucket) GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
