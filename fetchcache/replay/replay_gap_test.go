@@ -45,17 +45,33 @@ func (p *gapPartition) AbortedTxns(context.Context, int64, int64) ([]fetchcache.
 	return nil, nil
 }
 
-type gapCatalog struct{ p *gapPartition }
+// oneCatalog serves one partition, t-0.
+type oneCatalog struct{ p fetchcache.Partition }
 
-func (c gapCatalog) Topics(context.Context) ([]fetchcache.TopicInfo, error) {
+func (c oneCatalog) Topics(context.Context) ([]fetchcache.TopicInfo, error) {
 	return []fetchcache.TopicInfo{{Name: "t", Partitions: []int32{0}}}, nil
 }
 
-func (c gapCatalog) Partition(_ context.Context, topic string, partition int32) (fetchcache.Partition, error) {
+func (c oneCatalog) Partition(_ context.Context, topic string, partition int32) (fetchcache.Partition, error) {
 	if topic != "t" || partition != 0 {
 		return nil, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
 	return c.p, nil
+}
+
+// bothSources are the replay sources over cat: the catalog itself (as
+// --bucket reads) and an HTTP client of a fetch service serving it
+// (--fetch).
+func bothSources(t *testing.T, cat fetchcache.Catalog) map[string]ReplaySource {
+	t.Helper()
+	srv := httptest.NewServer(httpapi.NewHTTPHandler(httpapi.HTTPOptions{Catalog: cat}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.Client().CloseIdleConnections)
+	client, err := httpapi.NewClient(srv.URL, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]ReplaySource{"bucket": NewCatalogReplaySource(cat), "fetch": client}
 }
 
 // TestReplayLostOffsetsErrorSaysSo: a replay reaching offsets the manifest
@@ -75,15 +91,7 @@ func TestReplayLostOffsetsErrorSaysSo(t *testing.T) {
 		}
 		return b
 	}
-	cat := gapCatalog{p: &gapPartition{a: batch(0), b: batch(10)}}
-	srv := httptest.NewServer(httpapi.NewHTTPHandler(httpapi.HTTPOptions{Catalog: cat}))
-	defer srv.Close()
-	defer srv.Client().CloseIdleConnections()
-	client, err := httpapi.NewClient(srv.URL, srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, src := range map[string]ReplaySource{"bucket": NewCatalogReplaySource(cat), "fetch": client} {
+	for name, src := range bothSources(t, oneCatalog{p: &gapPartition{a: batch(0), b: batch(10)}}) {
 		_, err := Replay(context.Background(), ReplayOptions{Source: src, Topic: "t", Partition: 0, From: 0, To: 1000, Stdout: &bytes.Buffer{}})
 		if err == nil || !strings.Contains(err.Error(), "deleted at the source") {
 			t.Errorf("%s: %v; want an error saying offsets 5-9 were deleted at the source", name, err)

@@ -3,11 +3,9 @@ package replay
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/tiered/tiered/fetchcache"
-	"github.com/tiered/tiered/fetchcache/httpapi"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 )
@@ -63,19 +61,6 @@ func (p *midBatchPartition) AbortedTxns(context.Context, int64, int64) ([]fetchc
 	return nil, nil
 }
 
-type midBatchCatalog struct{ p *midBatchPartition }
-
-func (c midBatchCatalog) Topics(context.Context) ([]fetchcache.TopicInfo, error) {
-	return []fetchcache.TopicInfo{{Name: "t", Partitions: []int32{0}}}, nil
-}
-
-func (c midBatchCatalog) Partition(_ context.Context, topic string, partition int32) (fetchcache.Partition, error) {
-	if topic != "t" || partition != 0 {
-		return nil, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
-	}
-	return c.p, nil
-}
-
 // TestReplayFromWithLogStartInsideBatch: with the log start inside a batch
 // and timestamps out of order, --from resolves to the first offset at or
 // after the log start with a timestamp >= from (Kafka's ListOffsets, and
@@ -83,15 +68,7 @@ func (c midBatchCatalog) Partition(_ context.Context, topic string, partition in
 // --bucket: a record before the log start with a later timestamp does not
 // pull the range back to the log start, taking in records older than --from.
 func TestReplayFromWithLogStartInsideBatch(t *testing.T) {
-	cat := midBatchCatalog{p: newMidBatchPartition(t)}
-	srv := httptest.NewServer(httpapi.NewHTTPHandler(httpapi.HTTPOptions{Catalog: cat}))
-	defer srv.Close()
-	defer srv.Client().CloseIdleConnections()
-	client, err := httpapi.NewClient(srv.URL, srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, src := range map[string]ReplaySource{"bucket": NewCatalogReplaySource(cat), "fetch": client} {
+	for name, src := range bothSources(t, oneCatalog{p: newMidBatchPartition(t)}) {
 		var buf bytes.Buffer
 		cp, err := Replay(context.Background(), ReplayOptions{Source: src, Topic: "t", Partition: 0, From: 300, To: 1000, Stdout: &buf})
 		if err != nil {
