@@ -659,11 +659,8 @@ func (f *Fleet) recompute(live []string) {
 	}
 }
 
-// selfFresh reports whether this replica's own lease was renewed within the last Lease
-// (f.mu held).
-func (f *Fleet) selfFresh(now time.Time) bool {
-	return !f.selfOK.IsZero() && now.Sub(f.selfOK) < f.o.Lease
-}
+// within reports whether t, a monotonic reading, is set and less than a Lease before now.
+func (f *Fleet) within(t, now time.Time) bool { return !t.IsZero() && now.Sub(t) < f.o.Lease }
 
 // selfLive reports whether this replica counts itself at now (f.mu held): its own lease
 // was renewed within the last Lease, and a poll that started within the last Lease read
@@ -671,7 +668,7 @@ func (f *Fleet) selfFresh(now time.Time) bool {
 // without GetObject) would otherwise judge them dead a Lease later and coordinate their
 // groups, while they, seeing its lease renewed, go on coordinating them too.
 func (f *Fleet) selfLive(now time.Time) bool {
-	return f.selfFresh(now) && !f.readOK.IsZero() && now.Sub(f.readOK) < f.o.Lease
+	return f.within(f.selfOK, now) && f.within(f.readOK, now)
 }
 
 // current is the live set as of now (f.mu held): the last poll's view, without this
