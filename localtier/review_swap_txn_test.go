@@ -14,8 +14,8 @@ import (
 // A cleaner swap interrupted after the .log.swap was renamed to .log but
 // before the .txnindex.swap was: Kafka's LogLoader renames every remaining
 // .swap file into place (third pass of load), so the cleaned segment keeps
-// its aborted transactions. Dropping the .txnindex.swap loses them:
-// READ_COMMITTED consumers (and the cleaner) then see aborted records as
+// its aborted transactions. Dropping the .txnindex.swap would lose them:
+// READ_COMMITTED consumers (and the cleaner) would see aborted records as
 // committed.
 func TestReviewSwapCrashBeforeTxnIndexRenameKeepsAbortedTxns(t *testing.T) {
 	for _, power := range []bool{false, true} {

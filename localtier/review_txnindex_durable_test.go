@@ -25,9 +25,10 @@ func appendAbortedTxnOf7(t *testing.T, l *Log) (first, marker int64) {
 
 // Flush returned, so the abort is durable: after a power loss the aborted
 // transaction must still be in the .txnindex. The .txnindex is created on
-// the first abort, but no directory sync makes its entry durable (every
-// other file creation in the engine is followed by one), so the power loss
-// drops the file and READ_COMMITTED consumers see the aborted records.
+// the first abort, long after the directory was last synced: without a
+// directory sync at Flush (as after every other file creation in the
+// engine) the power loss drops the file and READ_COMMITTED consumers see
+// the aborted records.
 func TestReviewTxnIndexCreatedThenFlushedSurvivesPowerLoss(t *testing.T) {
 	mem := vfs.NewMem()
 	clock := &fakeClock{t: time.UnixMilli(1000)}

@@ -13,8 +13,8 @@ import (
 // does on its own) but not the .txnindex. The segment is past the recovery
 // point, so it is recovered; Kafka's LogSegment.recover rebuilds the
 // .txnindex from the abort markers it replays (updateProducerState,
-// txnIndex.reset), so the aborted transaction is indexed again. Here the
-// .txnindex is only trimmed, never rebuilt.
+// txnIndex.reset), so the aborted transaction is indexed again; recovery
+// that only trimmed the .txnindex would leave it unindexed for good.
 func TestReviewRecoveryRebuildsTxnIndexFromAbortMarkers(t *testing.T) {
 	mem := vfs.NewMem()
 	clock := &fakeClock{t: time.UnixMilli(1000)}

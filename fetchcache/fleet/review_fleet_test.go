@@ -96,9 +96,9 @@ func (b *blindBucket) Get(ctx context.Context, key string) (io.ReadCloser, error
 
 // TestReviewUnreadablePeerLeasesDoNotSplitBrain: a replica that cannot read its peers'
 // leases (but still renews its own) knows nothing about them. Judging each by "its last
-// change" declares them all dead after a lease, so it coordinates every group, while the
-// peers, which see its lease renewed, keep coordinating theirs: every group of theirs has
-// two coordinators for as long as the reads fail.
+// change" alone would declare them all dead after a lease and coordinate every group,
+// while the peers, which see its lease renewed, keep coordinating theirs: every group of
+// theirs would have two coordinators for as long as the reads fail.
 func TestReviewUnreadablePeerLeasesDoNotSplitBrain(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	mem := objstore.NewMemory()
@@ -231,9 +231,9 @@ func TestReviewInvalidLeaseJudgedByETag(t *testing.T) {
 
 // TestReviewSkewedClockDoesNotHidePeers: the package promises liveness "measured on the
 // reader's monotonic clock (so clocks need not agree)". A replica whose wall clock runs a
-// minute ahead of its peer's takes the peer's fresh lease, at first sight, for one left
-// behind long ago, and starts with a view of itself alone: it coordinates every group,
-// the peer's included, until the peer's next renewal.
+// minute ahead of its peer's must not take the peer's fresh lease, at first sight, for one
+// left behind long ago: it would start with a view of itself alone and coordinate every
+// group, the peer's included, until the peer's next renewal.
 func TestReviewSkewedClockDoesNotHidePeers(t *testing.T) {
 	const lease = 2 * time.Second // Interval 400ms: far longer than the check below
 	b := objstore.NewMemory()
@@ -253,8 +253,8 @@ func TestReviewSkewedClockDoesNotHidePeers(t *testing.T) {
 // its lease, its peers coordinated all its groups (new generations, new commits). When it
 // resumes, renews and polls, it sees the fleet again and rendezvous hands some of those
 // groups back to it; OnLose exists so that "a takeover's commits are never hidden by an old
-// cache", yet it is called only for the groups that move away in the new view. The groups
-// that come back keep the state and cached object from before the pause.
+// cache", and must be called for those groups too, not only for the groups that move away
+// in the new view, or they keep the state and cached object from before the pause.
 func TestReviewResumedReplicaDropsStateOfGroupsTakenOver(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	b := objstore.NewMemory()
