@@ -128,8 +128,15 @@ func groupSegments(segs []localtier.CleanerSegment, maxSize, maxIndexSize, first
 			if len(segs) > 1 {
 				lastOffset = segs[1].BaseOffset - 1
 			}
+			if s.Size == 0 {
+				// An empty segment adds no offsets (Kafka skips the range
+				// check for it), but if it ends the group, the swap writes
+				// an empty batch at its base offset (ReplaceSegments), which
+				// must be within range of the group's base too.
+				lastOffset = s.BaseOffset
+			}
 			if size+s.Size > maxSize || idx+s.OffsetIndexBytes > maxIndexSize || tidx+s.TimeIndexBytes > maxIndexSize ||
-				(s.Size > 0 && lastOffset-g[0].BaseOffset > 1<<31-1) {
+				lastOffset-g[0].BaseOffset > 1<<31-1 {
 				break
 			}
 			g = append(g, s)
