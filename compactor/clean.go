@@ -10,21 +10,6 @@ import (
 	"github.com/tiered/tiered/localtier/record"
 )
 
-// SegmentTooLargeError is returned when the first dirty segment of a log may
-// hold more keys than an empty offset map accepts: that log cannot be
-// cleaned until log.cleaner.dedupe.buffer.size grows (or segments shrink).
-type SegmentTooLargeError struct {
-	Dir        string
-	BaseOffset int64
-	Offsets    int64 // offsets the segment spans from the first dirty offset
-	MaxEntries int   // keys the offset map holds
-}
-
-func (e *SegmentTooLargeError) Error() string {
-	return fmt.Sprintf("%s: dirty segment %d spans %d offsets, more than the %d keys an empty offset map holds; raise log.cleaner.dedupe.buffer.size or lower segment.bytes",
-		e.Dir, e.BaseOffset, e.Offsets, e.MaxEntries)
-}
-
 // runStats counts one cleaning run of one log.
 type runStats struct {
 	mapBytesRead      int64
@@ -167,7 +152,9 @@ func (w *worker) producerState(ctx context.Context, l *localtier.Log, v localtie
 }
 
 // buildOffsetMap puts the keys of the dirty region [firstDirty,
-// firstUncleanable) in the map, whole segments at a time while they fit.
+// firstUncleanable) in the map, whole segments at a time while their offsets
+// fit, except the first dirty segment, which is mapped as far as the map
+// takes its keys (as Kafka maps a segment until its map is full).
 func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats) error {
 	l, v := p.log, p.view
 	txn := newTxnState()
@@ -178,12 +165,16 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 			break
 		}
 		from := max(seg.BaseOffset, p.firstDirty)
+		// partial: the first dirty segment may hold more keys than the map
+		// takes; as Kafka, map it until the map is full.
+		partial := false
 		if span := seg.NextOffset - from; span > int64(w.m.MaxEntries()-w.m.Size()) {
-			if k == 0 {
-				return &SegmentTooLargeError{Dir: v.Dir, BaseOffset: seg.BaseOffset, Offsets: span, MaxEntries: w.m.MaxEntries()}
+			if k > 0 {
+				return nil // full: clean what the map covers, the rest next run
 			}
-			return nil // full: clean what the map covers, the rest next run
+			partial = true
 		}
+		full := false
 		err := l.ScanSegment(seg, from, false, func(_ int64, b record.Batch) error {
 			st.mapBytesRead += int64(len(b))
 			if err := w.account(ctx, len(b)); err != nil {
@@ -215,6 +206,15 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 				for _, r := range recs {
 					if r.Key != nil && r.Offset >= p.firstDirty {
 						if err := w.m.Put(r.Key, r.Offset); err != nil {
+							if partial && errors.Is(err, ErrMapFull) {
+								// The map covers every record up to
+								// LatestOffset (Put raised it to the last
+								// one it took), as Kafka's does when it
+								// fills mid-batch; the records after are
+								// kept as past what the map covers.
+								full = true
+								return errMapFull
+							}
 							return fmt.Errorf("build offset map at offset %d: %w", r.Offset, err)
 						}
 					}
@@ -223,12 +223,19 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 			w.m.SetLatestOffset(b.LastOffset())
 			return nil
 		})
+		if full {
+			// The empty map took at least the first key: the run makes progress.
+			return nil // clean what the map covers, the rest next run
+		}
 		if err != nil {
 			return fmt.Errorf("build offset map: %w", err)
 		}
 	}
 	return nil
 }
+
+// errMapFull stops the scan of a partially mapped segment.
+var errMapFull = errors.New("offset map full")
 
 // cleanGroup rewrites one group of segments into one cleaned segment and
 // swaps it in.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"strings"
 	"testing"
 
 	"github.com/tiered/tiered/localtier/codec"
@@ -72,5 +73,72 @@ func TestReviewEmptySegmentPastOffsetRangeEndsGroup(t *testing.T) {
 	}
 	if got, want := show(e.read()), fmt.Sprintf("%d:a=2 %d:b=2 %d:c=1 %d:d=1", far+100, far+101, far+200, far+201); got != want {
 		t.Fatalf("after cleaning: %s, want %s", got, want)
+	}
+}
+
+// A dirty segment holding more offsets than the offset map has room for
+// keys is cleaned as Kafka cleans it: its keys go in the map until the map
+// is full (here they all fit: two keys over 30 offsets), and what the map
+// covers is cleaned. Refusing the segment for its offset count alone left
+// a topic with small records and the default segment.bytes and
+// log.cleaner.dedupe.buffer.size uncleanable for good.
+func TestReviewSegmentWithMoreOffsetsThanMapIsCleaned(t *testing.T) {
+	e := newEnv(t, nil)
+	e.cfg.DedupeBufferSize = 24 * 12 // 10 entries
+	for i := range 30 {
+		e.produce(kv(fmt.Sprintf("k%d", i%2), fmt.Sprint(i)))
+	}
+	e.roll()
+	e.produce(kv("tail", "x"))
+	rep, err := RunOnce(context.Background(), e.dir, PassOptions{Config: e.cfg})
+	if err != nil {
+		t.Fatalf("pass: %v\n%s", err, rep)
+	}
+	if got, want := show(e.read()), "28:k0=28 29:k1=29 30:tail=x"; got != want {
+		t.Fatalf("after cleaning: %s, want %s", got, want)
+	}
+}
+
+// When the map fills in the middle of the first dirty segment, the pass
+// cleans up to the last batch the map covers and the next passes go on
+// from there; no key loses its latest value on the way.
+func TestReviewMapFullMidSegment(t *testing.T) {
+	e := newEnv(t, nil)
+	e.cfg.DedupeBufferSize = 24 * 12 // 10 entries
+	for i := range 30 {
+		e.produce(kv(fmt.Sprintf("k%d", i%15), fmt.Sprint(i)))
+	}
+	e.roll()
+	e.produce(kv("tail", "x"))
+	var cleanedTo []int64
+	for range 6 {
+		rep, err := RunOnce(context.Background(), e.dir, PassOptions{Config: e.cfg})
+		if err != nil {
+			t.Fatalf("pass: %v\n%s", err, rep)
+		}
+		if rep.LogsCleaned == 0 {
+			break
+		}
+		cleanedTo = append(cleanedTo, rep.Logs[0].CleanedToOffset)
+		recs := e.read()
+		latest := map[string]string{}
+		for _, r := range recs {
+			latest[r.Key] = r.Value
+		}
+		for k := range 15 {
+			if v := latest[fmt.Sprintf("k%d", k)]; v != fmt.Sprint(15+k) {
+				t.Fatalf("key k%d reads %q, want %d: %s", k, v, 15+k, show(recs))
+			}
+		}
+	}
+	if len(cleanedTo) < 2 || cleanedTo[len(cleanedTo)-1] != 30 {
+		t.Fatalf("cleaned-to offsets of successive passes: %v", cleanedTo)
+	}
+	var want []string
+	for i := 15; i < 30; i++ {
+		want = append(want, fmt.Sprintf("%d:k%d=%d", i, i%15, i))
+	}
+	if got := show(e.read()); got != strings.Join(append(want, "30:tail=x"), " ") {
+		t.Fatalf("converged to %s", got)
 	}
 }
