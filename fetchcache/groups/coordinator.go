@@ -892,10 +892,13 @@ func (c *Coordinator) syncLocked(g *group, q *kmsg.SyncGroupRequest) (<-chan *km
 				}
 			}
 			c.setState(g, StateStable)
+			now := c.o.Now()
 			for _, o := range g.members {
 				if o.sync != nil {
+					// Its session restarts with the assignment (Kafka's
+					// propagateAssignment): it did not run while it waited.
 					o.sync <- c.syncResponse(g, o, o.syncVersion)
-					o.sync = nil
+					o.sync, o.lastHeard = nil, now
 				}
 			}
 		}
