@@ -617,8 +617,10 @@ func (c *Coordinator) prepareRebalance(g *group, why string) {
 		for _, m := range g.members {
 			m.assignment = nil
 			if m.sync != nil {
+				// Its session restarts with the answer, as with an
+				// assignment (Kafka's resetAndPropagateAssignmentError).
 				m.sync <- syncError(m.syncVersion, kerr.RebalanceInProgress.Code)
-				m.sync = nil
+				m.sync, m.lastHeard = nil, now
 			}
 		}
 	}

@@ -2,6 +2,9 @@ package groups
 
 import (
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestReviewFollowerSessionRestartsAtAssignment: a follower that sent its
@@ -36,4 +39,42 @@ func TestReviewFollowerSessionRestartsAtAssignment(t *testing.T) {
 	}
 	h.c.Tick()
 	wantCode(t, "b heartbeat right after its assignment", h.heartbeat(g, b, gen, nil), 0)
+}
+
+// TestReviewFollowerSessionRestartsAtSyncError: a follower waiting on its
+// SyncGroup whose rebalance starts over (the leader left) is answered
+// REBALANCE_IN_PROGRESS and keeps its membership to rejoin with: its session
+// restarts with that answer (Kafka's resetAndPropagateAssignmentError
+// reschedules its heartbeat). Without that, a Tick before its JoinGroup
+// arrives expires it for the time it spent waiting.
+func TestReviewFollowerSessionRestartsAtSyncError(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	const g = "g"
+	a, ja := h.newMember(g)
+	recv(t, ja)
+	h.sync(g, a, 1, map[string]string{a: "A"})
+	b, jb := h.newMember(g)
+	ra := recv(t, h.joinAsync(joinReq(g, a, nil)))
+	rb := recv(t, jb)
+	gen := ra.Generation
+	if rb.Generation != gen || ra.LeaderID != a {
+		t.Fatalf("generation: a %+v b %+v", ra, rb)
+	}
+	sb := h.syncAsync(g, b, gen, nil)
+	blocked(t, sb, "b's sync before the leader's")
+	h.clk.Add(session/2 + session/4)
+	wantCode(t, "a heartbeat", h.heartbeat(g, a, gen, nil), 0)
+	h.clk.Add(session / 2)
+	lq := kmsg.NewPtrLeaveGroupRequest()
+	lq.Version = 5
+	lq.Group = g
+	lq.Members = []kmsg.LeaveGroupRequestMember{{MemberID: a}}
+	wantCode(t, "a leaves", h.c.Leave(lq).Members[0].ErrorCode, 0)
+	wantCode(t, "b's sync", recv(t, sb).ErrorCode, kerr.RebalanceInProgress.Code)
+	h.c.Tick()
+	rb = recv(t, h.joinAsync(joinReq(g, b, nil)))
+	wantCode(t, "b rejoins", rb.ErrorCode, 0)
+	if rb.LeaderID != b {
+		t.Fatalf("b's rejoin: %+v", rb)
+	}
 }
