@@ -1,10 +1,15 @@
 package groups
 
 import (
+	"context"
+	"io"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // TestReviewFollowerSessionRestartsAtAssignment: a follower that sent its
@@ -76,5 +81,58 @@ func TestReviewFollowerSessionRestartsAtSyncError(t *testing.T) {
 	wantCode(t, "b rejoins", rb.ErrorCode, 0)
 	if rb.LeaderID != b {
 		t.Fatalf("b's rejoin: %+v", rb)
+	}
+}
+
+// pausingGets holds a Get, once armed, after it has read the object and
+// before it returns, until released: a read overtaken by a write.
+type pausingGets struct {
+	objstore.Bucket
+	armed    atomic.Bool
+	read     chan struct{}
+	released chan struct{}
+}
+
+func (b *pausingGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := b.Bucket.Get(ctx, key)
+	if b.armed.CompareAndSwap(true, false) {
+		close(b.read)
+		<-b.released
+	}
+	return rc, err
+}
+
+// TestReviewReloadOvertakenByCommitKeepsCommit: a re-read of a group's
+// object (the fetch service's /v1/groups describe of an active group, an
+// OffsetDelete, an OffsetFetch as the first member joins) that a commit's
+// PUT overtakes does not put the older version back in the store's cache:
+// OffsetFetch answers an active group from that cache, so a consumer given
+// the partition at the next rebalance would start from the older offset
+// and read again what was committed.
+func TestReviewReloadOvertakenByCommitKeepsCommit(t *testing.T) {
+	b := &pausingGets{Bucket: objstore.NewMemory(), read: make(chan struct{}), released: make(chan struct{})}
+	h := newHarness(t, b, nil)
+	const g = "g"
+	a, ja := h.newMember(g)
+	ra := recv(t, ja)
+	wantCode(t, "a sync", h.sync(g, a, ra.Generation, map[string]string{a: "A"}).ErrorCode, 0)
+	wantCode(t, "commit 5", h.commit(g, a, ra.Generation, nil, 5), 0)
+
+	b.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.store.Reload(context.Background(), g)
+		done <- err
+	}()
+	recv(t, b.read) // the re-read has the object with offset 5
+	wantCode(t, "commit 9", h.commit(g, a, ra.Generation, nil, 9), 0)
+	close(b.released)
+	if err := recv(t, done); err != nil {
+		t.Fatal(err)
+	}
+	o, code := h.c.Committed(context.Background(), g)
+	wantCode(t, "offset fetch", code, 0)
+	if off, ok := o.Lookup("t", 0); !ok || off.Offset != 9 {
+		t.Fatalf("committed %+v, want offset 9 (the last commit)", o.Offsets)
 	}
 }

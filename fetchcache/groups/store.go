@@ -202,6 +202,9 @@ func live(o *Object) *Object {
 
 func (s *Store) read(ctx context.Context, group string) (*cached, error) {
 	key := Key(group)
+	s.mu.Lock()
+	before := s.cache[group]
+	s.mu.Unlock()
 	rc, attrs, err := objstore.GetWithAttrs(ctx, s.b, key)
 	var c cached
 	switch {
@@ -220,7 +223,12 @@ func (s *Store) read(ctx context.Context, group string) (*cached, error) {
 		c.etag = attrs.ETag
 	}
 	s.mu.Lock()
-	s.cache[group] = &c
+	// A write (Update) or another read that changed the cache while this
+	// read was under way may hold a newer version than the one read: it
+	// stays (the caller still gets what it read).
+	if s.cache[group] == before {
+		s.cache[group] = &c
+	}
 	s.mu.Unlock()
 	return &c, nil
 }
