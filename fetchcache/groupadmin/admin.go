@@ -353,6 +353,11 @@ func (a *Admin) Reset(ctx context.Context, group string, spec ResetSpec) (*Plan,
 		if a.Live == nil && obj.State != groups.StateEmpty && obj.State != groups.StateDead && len(obj.Offsets) > 0 {
 			return fmt.Errorf("%w: %q is %s in the bucket", ErrNotEmpty, group, obj.State)
 		}
+		if a.Live != nil {
+			if l, ok := a.Live.LiveGroup(ctx, group); ok && len(l.Members) > 0 {
+				return fmt.Errorf("%w: %q has %d members (%s); stop its consumers first", ErrNotEmpty, group, len(l.Members), l.State)
+			}
+		}
 		for _, po := range plan.Offsets {
 			obj.Offsets = setOffset(obj.Offsets, groups.Offset{Topic: po.Topic, Partition: po.Partition, Offset: *po.New, LeaderEpoch: -1, CommitMS: now})
 		}
