@@ -14,7 +14,7 @@ import (
 // member id and generation must come from a member of the current
 // generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // REBALANCE_IN_PROGRESS while the generation is being formed); one with
-// generation -1 and no member id (a consumer with assign()) is accepted
+// generation -1 (a consumer with assign()) is accepted
 // only while the group has no members, as Kafka does.
 func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	start := time.Now()
@@ -144,11 +144,14 @@ func (c *Coordinator) checkCommit(g *group, memberID string, instance *string, g
 	if g.state == StateDead {
 		return kerr.CoordinatorNotAvailable.Code
 	}
+	if generation < 0 && len(g.members) == 0 {
+		// Offsets only, whatever member or instance id the commit names
+		// (librdkafka sends its group.instance.id with an assign()
+		// consumer's commits), as Kafka accepts it.
+		return 0
+	}
 	if generation < 0 && memberID == "" && instance == nil {
-		if len(g.members) == 0 {
-			return 0 // offsets only: no membership
-		}
-		return kerr.UnknownMemberID.Code
+		return kerr.UnknownMemberID.Code // no membership while the group has members
 	}
 	m, code := checkMember(g, memberID, instance, generation)
 	if code != 0 {

@@ -136,3 +136,16 @@ func TestReviewReloadOvertakenByCommitKeepsCommit(t *testing.T) {
 		t.Fatalf("committed %+v, want offset 9 (the last commit)", o.Offsets)
 	}
 }
+
+// TestReviewSimpleCommitWithInstanceID: a commit with generation -1 to a
+// group with no members is accepted whatever member or instance id it
+// carries, as Kafka's validateOffsetCommit accepts it first thing:
+// librdkafka sends its configured group.instance.id with every commit, so
+// a consumer with a group.instance.id that uses assign() commits with
+// generation -1, no member id and its instance id.
+func TestReviewSimpleCommitWithInstanceID(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	inst := "pod-0"
+	wantCode(t, "generation -1 commit with an instance id", h.commit("g", "", -1, &inst, 5), 0)
+	wantCode(t, "generation -1 commit with a member id", h.commit("g", "m", -1, nil, 6), 0)
+}
