@@ -149,3 +149,60 @@ func TestReviewSimpleCommitWithInstanceID(t *testing.T) {
 	wantCode(t, "generation -1 commit with an instance id", h.commit("g", "", -1, &inst, 5), 0)
 	wantCode(t, "generation -1 commit with a member id", h.commit("g", "m", -1, nil, 6), 0)
 }
+
+// pausingPuts holds a Put, once armed, after the object is written and
+// before the writer hears so, until released.
+type pausingPuts struct {
+	objstore.Bucket
+	armed    atomic.Bool
+	written  chan struct{}
+	released chan struct{}
+}
+
+func (b *pausingPuts) Put(ctx context.Context, key string, r io.Reader, size int64, cond objstore.Condition) (objstore.Attrs, error) {
+	attrs, err := b.Bucket.Put(ctx, key, r, size, cond)
+	if b.armed.CompareAndSwap(true, false) {
+		close(b.written)
+		<-b.released
+	}
+	return attrs, err
+}
+
+// TestReviewReleaseDuringCommitForgetsIt: a commit whose PUT is under way
+// when the group is released (the fleet moved it to another replica) does
+// not leave its version in the store's cache: when the group comes back
+// after the other replica's commits, the coordinator answers OffsetFetch of
+// the active group from that cache, so the members would restart from the
+// older offset and read again what they had committed elsewhere.
+func TestReviewReleaseDuringCommitForgetsIt(t *testing.T) {
+	ctx := context.Background()
+	b := &pausingPuts{Bucket: objstore.NewMemory(), written: make(chan struct{}), released: make(chan struct{})}
+	h := newHarness(t, b, nil)
+	const g = "g"
+	a, ja := h.newMember(g)
+	ra := recv(t, ja)
+	h.sync(g, a, ra.Generation, map[string]string{a: "A"})
+	wantCode(t, "commit 5", h.commit(g, a, ra.Generation, nil, 5), 0)
+
+	b.armed.Store(true)
+	done := make(chan int16, 1)
+	go func() { done <- h.commit(g, a, ra.Generation, nil, 9) }()
+	recv(t, b.written)
+	h.c.Release(g)
+	close(b.released)
+	wantCode(t, "commit 9 under way at the release", recv(t, done), 0)
+
+	// The other replica coordinates the group and its members commit.
+	if _, err := NewStore(b.Bucket, StoreOptions{}).Update(ctx, g, commitOne("t", 0, 20)); err != nil {
+		t.Fatal(err)
+	}
+	// The group comes back here.
+	x, jx := h.newMember(g)
+	rx := recv(t, jx)
+	h.sync(g, x, rx.Generation, map[string]string{x: "X"})
+	o, code := h.c.Committed(ctx, g)
+	wantCode(t, "offset fetch", code, 0)
+	if off, _ := o.Lookup("t", 0); off.Offset != 20 {
+		t.Fatalf("offset %d after the group came back, want the other replica's 20", off.Offset)
+	}
+}

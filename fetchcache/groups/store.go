@@ -69,6 +69,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	cache   map[string]*cached
+	forgets uint64                 // Forgets so far (of any group)
 	locks   map[string]*sync.Mutex // one Update at a time per group
 	refused time.Time              // last refused PUT (zero: none)
 }
@@ -184,10 +185,12 @@ func (s *Store) Cached() []string {
 	return out
 }
 
-// Forget drops group from the cache: the next Load reads the bucket.
+// Forget drops group from the cache: the next Load reads the bucket. A
+// read or write under way keeps what it got out of the cache too.
 func (s *Store) Forget(group string) {
 	s.mu.Lock()
 	delete(s.cache, group)
+	s.forgets++
 	s.mu.Unlock()
 }
 
@@ -203,7 +206,7 @@ func live(o *Object) *Object {
 func (s *Store) read(ctx context.Context, group string) (*cached, error) {
 	key := Key(group)
 	s.mu.Lock()
-	before := s.cache[group]
+	before, forgets := s.cache[group], s.forgets
 	s.mu.Unlock()
 	rc, attrs, err := objstore.GetWithAttrs(ctx, s.b, key)
 	var c cached
@@ -225,8 +228,9 @@ func (s *Store) read(ctx context.Context, group string) (*cached, error) {
 	s.mu.Lock()
 	// A write (Update) or another read that changed the cache while this
 	// read was under way may hold a newer version than the one read: it
-	// stays (the caller still gets what it read).
-	if s.cache[group] == before {
+	// stays (the caller still gets what it read). After a Forget meanwhile
+	// (the group may have moved to another coordinator) nothing is kept.
+	if s.cache[group] == before && s.forgets == forgets {
 		s.cache[group] = &c
 	}
 	s.mu.Unlock()
@@ -246,6 +250,9 @@ func (s *Store) Update(ctx context.Context, group string, fn func(*Object) error
 	lock := s.lockOf(group)
 	lock.Lock()
 	defer lock.Unlock()
+	s.mu.Lock()
+	forgets := s.forgets
+	s.mu.Unlock()
 	for attempt := 0; attempt < MaxUpdateAttempts; attempt++ {
 		s.mu.Lock()
 		c, ok := s.cache[group]
@@ -283,7 +290,13 @@ func (s *Store) Update(ctx context.Context, group string, fn func(*Object) error
 		switch {
 		case err == nil:
 			s.mu.Lock()
-			s.cache[group] = &cached{obj: next, etag: attrs.ETag}
+			if s.forgets == forgets {
+				s.cache[group] = &cached{obj: next, etag: attrs.ETag}
+			} else {
+				// Forgotten while under way (the group may have moved to
+				// another coordinator): the next Load reads the bucket.
+				delete(s.cache, group)
+			}
 			s.refused = time.Time{}
 			s.mu.Unlock()
 			return next.clone(), nil
