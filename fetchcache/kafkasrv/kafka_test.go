@@ -88,7 +88,27 @@ func TestKafkaProtocolErrors(t *testing.T) {
 			t.Fatalf("incremental fetch of an unknown session: %+v", resp)
 		}
 	})
-	t.Run("produce_acks0_no_response", func(t *testing.T) {
+	t.Run("produce_acks0_refused_closes", func(t *testing.T) {
+		// Kafka answers no acks=0 Produce, and closes the connection when
+		// any partition failed, the only way such a producer learns of it
+		// (KafkaApis.handleProduceRequest). Every partition is refused
+		// here: a connection left open lets an acks=0 producer send into
+		// the void for ever without an error.
+		rc := fetchkit.DialRaw(t, addr)
+		p := kmsg.NewPtrProduceRequest()
+		p.Version, p.Acks = 7, 0
+		pt := kmsg.NewProduceRequestTopic()
+		pt.Topic = "t"
+		pt.Partitions = append(pt.Partitions, kmsg.NewProduceRequestTopicPartition())
+		p.Topics = append(p.Topics, pt)
+		rc.Send(produceKey, 7, 12, false, p.AppendTo(nil))
+		_ = rc.C.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, err := rc.Recv(12)
+		if err == nil || isTimeout(err) {
+			t.Fatalf("acks=0 produce refused: connection still open (read: %v)", err)
+		}
+	})
+	t.Run("produce_acks0_empty_no_response", func(t *testing.T) {
 		rc := fetchkit.DialRaw(t, addr)
 		p := kmsg.NewPtrProduceRequest()
 		p.Version, p.Acks = 7, 0
