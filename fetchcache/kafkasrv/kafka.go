@@ -80,7 +80,9 @@ const (
 	// (chunkcache.DefaultMaxConcurrentGets), so one Fetch can keep them all
 	// busy.
 	DefaultKafkaFetchFillConcurrency = 16
-	// DefaultKafkaWriteTimeout bounds writing one response.
+	// DefaultKafkaWriteTimeout bounds each write of a response (the
+	// deadline moves with the writes, writeStep bytes at a time): a client
+	// that stops reading is disconnected.
 	DefaultKafkaWriteTimeout = 30 * time.Second
 	// DefaultKafkaShutdownTimeout bounds the wait for in-flight requests
 	// when Serve's context ends; connections still busy then are closed.
@@ -599,8 +601,7 @@ func (kc *kafkaConn) serve() {
 			n += len(b)
 		}
 		if resp != nil {
-			_ = kc.c.SetWriteDeadline(time.Now().Add(kc.s.o.WriteTimeout))
-			_, err := resp.WriteTo(kc.c)
+			err := kc.writeResponse(resp)
 			kc.written()
 			if err != nil {
 				kc.s.m.Observe(fetchcache.InterfaceKafka, code, 0, time.Since(start).Seconds())
@@ -612,6 +613,36 @@ func (kc *kafkaConn) serve() {
 			return
 		}
 	}
+}
+
+// writeStep is the most of a response one write deadline covers: the
+// deadline moves with the writes, so WriteTimeout bounds a client that
+// stops reading, not how long a long response takes to a client that reads
+// (Kafka's idle expiry is reset by any progress too).
+const writeStep = 1 << 20
+
+// writeResponse writes resp, each writeStep bytes of it within
+// WriteTimeout.
+func (kc *kafkaConn) writeResponse(resp net.Buffers) error {
+	for len(resp) > 0 {
+		var step net.Buffers
+		for n := 0; len(resp) > 0 && n < writeStep; {
+			b := resp[0]
+			if k := writeStep - n; len(b) > k {
+				step = append(step, b[:k])
+				resp[0] = b[k:]
+				break
+			}
+			step = append(step, b)
+			resp = resp[1:]
+			n += len(b)
+		}
+		_ = kc.c.SetWriteDeadline(time.Now().Add(kc.s.o.WriteTimeout))
+		if _, err := step.WriteTo(kc.c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // written runs afterWrite, once.
