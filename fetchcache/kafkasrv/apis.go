@@ -125,8 +125,9 @@ func (s *KafkaServer) supported(key, version int16) bool {
 // handle answers one request frame with the response's bytes, as buffers
 // to write in order (a Fetch response's record batches are the cache's own
 // memory, spliced in uncopied). resp is nil when no response is due
-// (Produce with acks=0); code is the metrics result code. An error means
-// the request could not be parsed and the connection must be closed.
+// (Produce with acks=0; a Metadata for all topics the catalog could not
+// list, its connection closed); code is the metrics result code. An error
+// means the request could not be parsed and the connection must be closed.
 func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, code string, err error) {
 	h, req, err := decodeRequest(frame)
 	if err != nil {

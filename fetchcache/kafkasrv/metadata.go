@@ -91,6 +91,16 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 		r.Topics = append(r.Topics, rt)
 	}
 	if q.Topics == nil || (q.Version == 0 && len(q.Topics) == 0) {
+		if err != nil {
+			// No answer rather than an empty list, which clients take for
+			// the cluster's topics (a pattern subscription would drop all
+			// its partitions): the connection is closed and the client
+			// retries with the metadata it has, as for a broker gone.
+			if kc != nil {
+				kc.closeAfter = true
+			}
+			return nil, code, 0
+		}
 		for _, t := range topics {
 			if s.o.Auth.May(p, permOf(ctx), t.Name) { // all topics: the denied ones are left out
 				addTopic(t)
