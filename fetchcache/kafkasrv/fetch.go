@@ -125,9 +125,12 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 	deadline := time.Now().Add(wait)
 	b := &respBudget{g: s.respBudget, deadline: deadline}
 	for {
-		total, code, throttle, missed := s.fetchOnce(ctx, kc.pool(), parts, maxTotal, committed, b)
-		code = worse(denied, code)
-		if total > 0 || code != fetchcache.CodeOK || throttle > 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) ||
+		total, readCode, throttle, missed := s.fetchOnce(ctx, kc.pool(), parts, maxTotal, committed, b)
+		code := worse(denied, readCode)
+		// As Kafka, the partitions answered before any read (denied, an
+		// unknown topic ID) do not end the wait for the others; with no
+		// others, there is nothing to wait for.
+		if total > 0 || readCode != fetchcache.CodeOK || throttle > 0 || len(parts) == 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) ||
 			!s.waitForData(ctx, kc, parts, committed, deadline) {
 			if total > 0 && throttle == 0 {
 				s.reload(ctx, kc.pool(), missed, maxTotal)
