@@ -13,6 +13,7 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/fetchcache/gate"
+	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/internal/x/workers"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -37,6 +38,7 @@ type fetchPart struct {
 	// time (prepare, then read) and read by fetchOnce after it waited.
 	limit      int64  // the high watermark, or the last stable offset
 	outOfRange bool   // answered with OFFSET_OUT_OF_RANGE
+	unknown    bool   // no such partition: answered apart from the reads, ending no wait
 	err        error  // the failed step's error, answered by fetchOnce
 	errOp      string // the step that failed
 	budget     int    // the planned bytes of its read
@@ -125,11 +127,11 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 	deadline := time.Now().Add(wait)
 	b := &respBudget{g: s.respBudget, deadline: deadline}
 	for {
-		total, readCode, throttle, missed := s.fetchOnce(ctx, kc.pool(), parts, maxTotal, committed, b)
-		code := worse(denied, readCode)
+		total, readCode, aside, throttle, missed := s.fetchOnce(ctx, kc.pool(), parts, maxTotal, committed, b)
+		code := worse(worse(denied, aside), readCode)
 		// As Kafka, the partitions answered before any read (denied, an
-		// unknown topic ID) do not end the wait for the others; with no
-		// others, there is nothing to wait for.
+		// unknown topic ID or partition) do not end the wait for the
+		// others; with no others, there is nothing to wait for.
 		if total > 0 || readCode != fetchcache.CodeOK || throttle > 0 || len(parts) == 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) ||
 			!s.waitForData(ctx, kc, parts, committed, deadline) {
 			if total > 0 && throttle == 0 {
@@ -278,11 +280,20 @@ const responseBudgetRetry = 100 * time.Millisecond
 // FetchFillConcurrency at a time, so that the remote ones named in one
 // Fetch keep the store busy together: first every partition's offsets
 // (opening it and its manifest), then its data in waves (fillWaves).
-func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (int, string, time.Duration, []*fetchPart) {
-	st := &fillState{code: fetchcache.CodeOK, pool: pool}
+//
+// code is the reads' result, aside that of the partitions the catalog does
+// not have (fetchPart.unknown), which end no wait.
+func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts []*fetchPart, maxTotal int, committed bool, b *respBudget) (total int, code, aside string, throttle time.Duration, missed []*fetchPart) {
+	st := &fillState{code: fetchcache.CodeOK, aside: fetchcache.CodeOK, pool: pool}
 	s.fanOut(st.pool, len(parts), func(i int) { s.prepare(ctx, parts[i], committed) })
 	var queue []*fetchPart
 	for _, fp := range parts {
+		if fp.err != nil && fp.unknown {
+			fp.resp.ErrorCode, _ = s.partitionError(fp.errOp, fp.topic, fp.q.Partition, fp.err)
+			fp.failed = true
+			st.aside = fetchcache.CodeUnknownTopicOrPartition
+			continue
+		}
 		if fp.err != nil {
 			st.fail(s, fp, fp.errOp, fp.err)
 			continue
@@ -295,7 +306,7 @@ func (s *KafkaServer) fetchOnce(ctx context.Context, pool *workers.Pool, parts [
 		}
 	}
 	s.fillWaves(ctx, queue, maxTotal, committed, b, st)
-	return st.total, st.code, st.throttle, st.missed
+	return st.total, st.code, st.aside, st.throttle, st.missed
 }
 
 // reload asks again, in the background, for the loads of the partitions a
@@ -346,6 +357,7 @@ const reloadResponses = 2
 type fillState struct {
 	total    int
 	code     string
+	aside    string // of the partitions the catalog does not have
 	throttle time.Duration
 	full     bool          // the response budget had no room: read no more
 	missed   []*fetchPart  // answered empty: not cached (cached-only read)
@@ -402,12 +414,13 @@ func (s *KafkaServer) prepare(ctx context.Context, fp *fetchPart, committed bool
 	// Never null: librdkafka refuses a null record set ("invalid
 	// MessageSetSize -1").
 	rp.RecordBatches = []byte{}
-	fp.failed, fp.outOfRange, fp.data, fp.err, fp.errOp, fp.limit = false, false, fetchcache.View{}, nil, "", 0
+	fp.failed, fp.outOfRange, fp.data, fp.err, fp.errOp, fp.limit, fp.unknown = false, false, fetchcache.View{}, nil, "", 0, false
 	fail := func(op string, err error) { fp.errOp, fp.err = op, err }
 	if fp.part == nil {
 		p, err := s.o.Catalog.Partition(ctx, fp.topic, fp.q.Partition)
 		if err != nil {
 			fail("fetch", err)
+			fp.unknown = errors.Is(err, kafkaerr.ErrUnknownTopicOrPartition)
 			return
 		}
 		fp.part = p

@@ -50,3 +50,38 @@ func TestReviewFetchWaitsDespiteUnauthorizedPartition(t *testing.T) {
 		t.Fatalf("answered after %v, want about the max wait %v", took, maxWait)
 	}
 }
+
+// TestReviewFetchWaitsDespiteUnknownPartition: likewise for a partition
+// that does not exist (a deleted topic a consumer still has assigned):
+// Kafka answers it UNKNOWN_TOPIC_OR_PARTITION from its metadata, apart
+// from the reads, and waits for the others.
+func TestReviewFetchWaitsDespiteUnknownPartition(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("orders", 1, nil)
+	e.Produce(e.Log("orders", 0), fetchkit.ProduceOpts{}, fetchkit.GenRecs(20, ts0, "o"))
+	const maxWait = 400 * time.Millisecond
+	addr := startKafka(t, e.Cat, KafkaOptions{MaxFetchWait: maxWait})
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr))
+	req := fetchOf(int32(maxWait/time.Millisecond), 1<<20, "orders", int32(0), "gone", int32(0), "orders", int32(7))
+	req.Topics[0].Partitions[0].FetchOffset = 20
+	req.MinBytes = 1
+	start := time.Now()
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	var codes []int16
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			codes = append(codes, rp.ErrorCode)
+		}
+	}
+	u := kerr.UnknownTopicOrPartition.Code
+	if len(codes) != 3 || codes[0] != 0 || codes[1] != u || codes[2] != u {
+		t.Fatalf("codes %v", codes)
+	}
+	if took < maxWait*3/4 {
+		t.Fatalf("answered after %v, want about the max wait %v", took, maxWait)
+	}
+}
