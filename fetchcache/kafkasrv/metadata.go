@@ -110,8 +110,18 @@ func (s *KafkaServer) metadata(ctx context.Context, kc *kafkaConn, q *kmsg.Metad
 	}
 	for _, qt := range q.Topics {
 		if qt.Topic == nil && qt.TopicID != ([16]byte{}) {
-			if t, ok := byID[qt.TopicID]; ok && s.allowed(ctx, kc, t.Name) {
-				addTopic(t)
+			if t, ok := byID[qt.TopicID]; ok {
+				if s.allowed(ctx, kc, t.Name) {
+					addTopic(t)
+					continue
+				}
+				// As Kafka: an ID is no secret, so the denial is said
+				// (without the name).
+				rt := kmsg.NewMetadataResponseTopic()
+				rt.TopicID = qt.TopicID
+				rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				r.Topics = append(r.Topics, rt)
+				code = worse(code, fetchcache.CodeTopicAuthorizationFailed)
 				continue
 			}
 		}

@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/auth"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 )
 
@@ -62,5 +65,43 @@ func TestReviewMetadataAllTopicsListingFails(t *testing.T) {
 	}
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code {
 		t.Fatalf("topic by name while the listing fails: %+v", resp.Topics)
+	}
+}
+
+// TestReviewMetadataTopicIDNotAuthorized holds that Metadata v12 asking by
+// ID for a topic the principal may not describe answers
+// TOPIC_AUTHORIZATION_FAILED, as Kafka does ("topic IDs are not considered
+// sensitive information"; the name is left out), not UNKNOWN_TOPIC_ID: an
+// admin client describing topics by ID was told the topic does not exist
+// when it lacked the permission.
+func TestReviewMetadataTopicIDNotAuthorized(t *testing.T) {
+	e := fetchkit.NewAuthEnv(t)
+	z, err := auth.NewAuthorizer(fetchkit.AuthConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := idCatalog{e.Cat, map[string]string{"orders": testTopicID, "secret": otherTopicID}}
+	addr := startKafka(t, cat, KafkaOptions{Auth: z})
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), kgo.SASL(plain.Auth{User: "alice", Pass: fetchkit.PassAlice}.AsMechanism()))
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	for _, id := range []string{testTopicID, otherTopicID} {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.TopicID = topicIDBytes(id)
+		req.Topics = append(req.Topics, mt)
+	}
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 2 {
+		t.Fatalf("topics %+v", resp.Topics)
+	}
+	if r := resp.Topics[0]; r.ErrorCode != 0 || r.Topic == nil || *r.Topic != "orders" {
+		t.Fatalf("orders by id: %+v", r)
+	}
+	if r := resp.Topics[1]; r.ErrorCode != kerr.TopicAuthorizationFailed.Code || r.Topic != nil || r.TopicID != topicIDBytes(otherTopicID) || len(r.Partitions) != 0 {
+		t.Fatalf("secret by id: code %d, topic %v, id %v, %d partitions; want TOPIC_AUTHORIZATION_FAILED, no name, its id",
+			r.ErrorCode, r.Topic, r.TopicID, len(r.Partitions))
 	}
 }
