@@ -81,9 +81,10 @@ type Coordinator struct {
 	log   *slog.Logger
 	m     *Metrics
 
-	mu     sync.Mutex
-	groups map[string]*group
-	bg     sync.WaitGroup // background writes (a group's Empty state)
+	mu       sync.Mutex
+	groups   map[string]*group
+	releases uint64         // Release calls so far (of any group)
+	bg       sync.WaitGroup // background writes (a group's Empty state)
 }
 
 type group struct {
@@ -243,6 +244,7 @@ func (c *Coordinator) Owner(group string) int16 {
 // A fleet calls it when its Ring moves the group to another replica.
 func (c *Coordinator) Release(group string) {
 	c.mu.Lock()
+	c.releases++
 	if g := c.groups[group]; g != nil {
 		for _, id := range slices.Clone(g.order) {
 			c.dropMember(g, g.members[id], kerr.NotCoordinator.Code)
@@ -286,20 +288,36 @@ func newMemberID(clientID string) string {
 // loadGroup is the in-memory group id, created from the store's object
 // (generation floor, protocol type) when not yet in memory. It must be
 // called without c.mu held; it returns with c.mu held on success.
+//
+// A group that moved to another replica while its object was read (the
+// fleet changes its Ring, then Releases the groups that moved) is not kept:
+// errGroupMoved, which the caller answers COORDINATOR_NOT_AVAILABLE, and
+// the client looks for the coordinator again.
 func (c *Coordinator) loadGroup(ctx context.Context, id string) (*group, error) {
 	c.mu.Lock()
 	if g, ok := c.groups[id]; ok {
 		return g, nil
 	}
+	releases := c.releases
 	c.mu.Unlock()
 	obj, err := c.store.Load(ctx, id)
 	if err != nil {
 		c.log.Error("group object unreadable", "group", id, "err", err)
 		return nil, err
 	}
+	// The Ring is asked without c.mu held (a fleet may hold its own lock
+	// while it Releases); a move after this check Releases after it, so
+	// either the count below has changed or the Release finds the group.
+	if code := c.Owner(id); code != 0 {
+		return nil, errGroupMoved
+	}
 	c.mu.Lock()
 	if g, ok := c.groups[id]; ok {
 		return g, nil
+	}
+	if c.releases != releases {
+		c.mu.Unlock()
+		return nil, errGroupMoved
 	}
 	g := &group{id: id, state: StateEmpty, stateSince: c.o.Now(), members: map[string]*member{}, static: map[string]string{}, pending: map[string]time.Time{}}
 	if obj != nil {
@@ -309,6 +327,10 @@ func (c *Coordinator) loadGroup(ctx context.Context, id string) (*group, error) 
 	c.updateGauges()
 	return g, nil
 }
+
+// errGroupMoved: the group moved to another replica, or may have, while
+// loadGroup read its object.
+var errGroupMoved = errors.New("group moved to another coordinator while it was loaded")
 
 // lookup is the in-memory group (nil when none); c.mu must be held.
 func (c *Coordinator) lookup(id string) *group { return c.groups[id] }

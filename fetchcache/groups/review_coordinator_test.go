@@ -206,3 +206,49 @@ func TestReviewReleaseDuringCommitForgetsIt(t *testing.T) {
 		t.Fatalf("offset %d after the group came back, want the other replica's 20", off.Offset)
 	}
 }
+
+// atomicRing names this replica the coordinator while self is true.
+type atomicRing struct{ self *atomic.Bool }
+
+func (r atomicRing) Coordinator(string) (Node, bool, error) {
+	return Node{ID: 7, Host: "10.0.0.7", Port: 9092}, r.self.Load(), nil
+}
+
+// TestReviewGroupMovedDuringLoadNotKept: a JoinGroup whose group moves to
+// another replica while its object is read (the fleet changes the Ring,
+// then Releases the group, which is not in memory yet) does not leave the
+// group's membership here: the replica would hold members of a group it no
+// longer coordinates, and write the group's Empty state over the new
+// coordinator's when they expire.
+func TestReviewGroupMovedDuringLoadNotKept(t *testing.T) {
+	for _, releaseFirst := range []bool{false, true} {
+		b := &pausingGets{Bucket: objstore.NewMemory(), read: make(chan struct{}), released: make(chan struct{})}
+		var self atomic.Bool
+		self.Store(true)
+		h := newHarness(t, b, func(o *Options) { o.Ring = atomicRing{&self} })
+		const g = "g"
+		b.armed.Store(true)
+		done := make(chan *kmsg.JoinGroupResponse, 1)
+		go func() { done <- h.c.Join(context.Background(), Client{ID: "cl"}, joinReq(g, "", nil)) }()
+		recv(t, b.read)
+		self.Store(false)
+		if releaseFirst {
+			h.c.Release(g)
+			close(b.released)
+		} else {
+			close(b.released)
+			// The Release comes after the load, as a fleet's may.
+			defer h.c.Release(g)
+		}
+		r := recv(t, done)
+		if r.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+			t.Fatalf("release first %v: join code %d, want COORDINATOR_NOT_AVAILABLE (the group moved)", releaseFirst, r.ErrorCode)
+		}
+		h.c.mu.Lock()
+		_, held := h.c.groups[g]
+		h.c.mu.Unlock()
+		if held {
+			t.Fatalf("release first %v: the moved group's membership is held here", releaseFirst)
+		}
+	}
+}
