@@ -345,7 +345,7 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 	if c := n.Current; c != nil {
 		old := *c
 		old.SupersededMs, old.Reason = max(o.NowMs, 1), ReasonRecreated
-		n.Superseded = append(n.Superseded, old)
+		n.addSuperseded(old)
 	}
 	n.Current = &TopicLineage{TopicID: o.TopicID, Partitions: o.Partitions}
 	n.DeletedMs = 0
@@ -366,20 +366,34 @@ func (s *TopicState) MarkDeleted(nowMs int64) (next *TopicState, write bool) {
 	n := s.clone()
 	old := *n.Current
 	old.SupersededMs, old.Reason = max(nowMs, 1), ReasonDeleted
-	n.Superseded = append(n.Superseded, old)
+	n.addSuperseded(old)
 	n.Current, n.DeletedMs, n.UpdatedMs = nil, max(nowMs, 1), nowMs
 	return n, true
 }
 
+// addSuperseded appends l to the superseded lineages of s (a clone),
+// dropping the oldest removed ones (MarkRemoved) to stay within the limit.
+func (s *TopicState) addSuperseded(l TopicLineage) {
+	for len(s.Superseded) >= maxLineages {
+		i := slices.IndexFunc(s.Superseded, func(r TopicLineage) bool { return r.Partitions == 0 })
+		if i < 0 {
+			break
+		}
+		s.Superseded = slices.Delete(s.Superseded, i, i+1)
+	}
+	s.Superseded = append(s.Superseded, l)
+}
+
 // Expired lists the superseded lineages whose retention has passed at
-// nowMs: retentionMs 0 is at once, negative keeps them for ever.
+// nowMs: retentionMs 0 is at once, negative keeps them for ever. Removed
+// lineages (no partitions left) are not listed.
 func (s *TopicState) Expired(retentionMs, nowMs int64) []TopicLineage {
 	if retentionMs < 0 {
 		return nil
 	}
 	var out []TopicLineage
 	for _, l := range s.Superseded {
-		if nowMs-l.SupersededMs >= retentionMs {
+		if l.Partitions > 0 && nowMs-l.SupersededMs >= retentionMs {
 			out = append(out, l)
 		}
 	}
@@ -395,6 +409,24 @@ func (s *TopicState) WithoutLineage(keyID string, nowMs int64) (*TopicState, boo
 	}
 	n := s.clone()
 	n.Superseded = slices.Delete(n.Superseded, i, i+1)
+	n.UpdatedMs = nowMs
+	return n, true
+}
+
+// MarkRemoved returns s with the superseded lineage whose KeyID is keyID
+// (after its objects were removed) kept as removed: no partitions left, so
+// nothing more to remove, but its topic ID stays superseded. A removed ID
+// dropped from the object would look new to a sidecar that still sees a
+// stale log dir of it (ObserveTopic), and would become current again over
+// the live lineage. It reports whether s had such a lineage not yet
+// removed.
+func (s *TopicState) MarkRemoved(keyID string, nowMs int64) (*TopicState, bool) {
+	i := slices.IndexFunc(s.Superseded, func(l TopicLineage) bool { return l.KeyID() == keyID && l.Partitions > 0 })
+	if i < 0 {
+		return s, false
+	}
+	n := s.clone()
+	n.Superseded[i].Partitions = 0
 	n.UpdatedMs = nowMs
 	return n, true
 }

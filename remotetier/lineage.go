@@ -183,7 +183,9 @@ func RemoveExpiredLineages(ctx context.Context, b objstore.Bucket, prefix string
 				if s == nil {
 					return nil, false, nil
 				}
-				next, ok := s.WithoutLineage(l.KeyID(), now.UnixMilli())
+				// Kept as removed, never dropped: a stale log dir of its
+				// topic ID must still be refused (ObserveTopic).
+				next, ok := s.MarkRemoved(l.KeyID(), now.UnixMilli())
 				removed = ok
 				return next, ok, nil
 			})

@@ -133,8 +133,9 @@ func TestLineageRecreation(t *testing.T) {
 		t.Fatalf("lineage A left: %v", left)
 	}
 	upCheckRemote(t, mem, newLog, "orders", 0, 100)
-	if st, _, _ := LoadTopicState(ctx, mem, "", "orders"); len(st.Superseded) != 0 {
-		t.Fatalf("the removed lineage is still listed: %+v", st.Superseded)
+	// Kept as removed (no partitions left): its ID stays refused.
+	if st, _, _ := LoadTopicState(ctx, mem, "", "orders"); len(st.Superseded) != 1 || st.Superseded[0].TopicID != lineA || st.Superseded[0].Partitions != 0 {
+		t.Fatalf("the removed lineage is not kept as removed: %+v", st.Superseded)
 	}
 	// Idempotent: a second sidecar running the same removal finds nothing.
 	if lr, err := RemoveExpiredLineages(ctx, mem, "", time.Hour, superseded.Add(2*time.Hour), nil); err != nil || lr.Lineages != 0 {

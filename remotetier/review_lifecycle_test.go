@@ -1,0 +1,71 @@
+package remotetier
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// A lineage removed after the deleted-topic retention must stay refused: a
+// sidecar whose broker still has the old incarnation's directory (a broker
+// that was down while the topic was re-created, a sidecar lagging its
+// broker) must not make the removed topic ID current again. Without the
+// removed IDs remembered, the stale partition's ID looks new: it supersedes
+// the live lineage B (whose uploads are then refused for ever and whose data
+// is removed after the retention) and the old incarnation is served again.
+func TestRemovedLineageStaysRefused(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+
+	oldDir := upOpenDir(t, t.TempDir())
+	upTopic(t, oldDir, "orders", 1)
+	oldLog := upPartition(t, oldDir, "orders", 0)
+	upSegments(t, oldLog, 4, 5, 10, 50)
+	uOld := upUploader(t, mem, idSource{NewLocalSource(oldDir, nil), lineA}, Options{})
+	if _, err := uOld.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	newDir := upOpenDir(t, t.TempDir())
+	upTopic(t, newDir, "orders", 1)
+	newLog := upPartition(t, newDir, "orders", 0)
+	upSegments(t, newLog, 2, 5, 10, 70)
+	uNew := upUploader(t, mem, idSource{NewLocalSource(newDir, nil), lineB}, Options{})
+	if rep, err := uNew.RunOnce(ctx); err != nil || rep.UploadedSegments != 2 {
+		t.Fatalf("upload of the new lineage: %+v, %v", rep, err)
+	}
+	// The deleted-topic retention passes: lineage A is removed.
+	if lr, err := RemoveExpiredLineages(ctx, mem, "", 0, time.Now().Add(time.Hour), nil); err != nil || lr.Lineages != 1 {
+		t.Fatalf("removal: %+v, %v", lr, err)
+	}
+
+	// The stale log dir of A is seen again.
+	rep, err := uOld.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := LoadTopicState(ctx, mem, "", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Current == nil || st.Current.TopicID != lineB {
+		t.Fatalf("after a stale partition of the removed lineage was seen, the current lineage is %+v (superseded %+v), want %s", st.Current, st.Superseded, lineB)
+	}
+	if rep.RefusedPartitions != 1 || rep.UploadedSegments != 0 {
+		t.Fatalf("stale partition of a removed lineage: %+v", rep)
+	}
+	if keys := lineageKeys(t, mem, "orders", lineA); len(keys) != 0 {
+		t.Fatalf("the removed lineage was written again: %v", keys)
+	}
+	// The live lineage still uploads.
+	upAppend(t, newLog, 5, 10, upKey, 70)
+	if err := newLog.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := uNew.RunOnce(ctx); err != nil || rep.RefusedPartitions != 0 || rep.UploadedSegments != 1 {
+		t.Fatalf("the live lineage after the stale one was seen: %+v, %v", rep, err)
+	}
+	upCheckRemote(t, mem, newLog, "orders", 0, 160)
+}
