@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -68,4 +69,73 @@ func TestRemovedLineageStaysRefused(t *testing.T) {
 		t.Fatalf("the live lineage after the stale one was seen: %+v, %v", rep, err)
 	}
 	upCheckRemote(t, mem, newLog, "orders", 0, 160)
+}
+
+// epochSource gives every partition of its source the leader epochs es (as
+// a broker's leader-epoch-checkpoint does).
+type epochSource struct {
+	Source
+	es []manifest.EpochEntry
+}
+
+func (s epochSource) Partitions(ctx context.Context) ([]Partition, error) {
+	ps, err := s.Source.Partitions(ctx)
+	for i := range ps {
+		ps[i].LeaderEpochs = s.es
+	}
+	return ps, err
+}
+
+// An unclean leader election: the old leader uploaded offsets [0, 100) in
+// epoch 5; the new leader had only [0, 40) and wrote other records from 40
+// on in epoch 6. Its log is not the history the bucket holds from 40 on:
+// appending its batches from 100 on would serve [40, 100) of one history
+// and [100, ...) of another as one log. The uploader must not append past
+// the committed end while the local epochs disagree with the committed
+// ones at that end.
+func TestUploadRefusesDivergedLeaderHistory(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+
+	oldDir := upOpenDir(t, t.TempDir())
+	upTopic(t, oldDir, "orders", 1)
+	oldLog := upPartition(t, oldDir, "orders", 0)
+	upSegments(t, oldLog, 2, 5, 10, 50) // rolled [0, 100)
+	oldEpochs := []manifest.EpochEntry{{Epoch: 4, StartOffset: 0}, {Epoch: 5, StartOffset: 30}}
+	if rep, err := upUploader(t, mem, epochSource{NewLocalSource(oldDir, nil), oldEpochs}, Options{}).RunOnce(ctx); err != nil || rep.UploadedSegments != 2 {
+		t.Fatalf("old leader: %+v, %v", rep, err)
+	}
+
+	newDir := upOpenDir(t, t.TempDir())
+	upTopic(t, newDir, "orders", 1)
+	newLog := upPartition(t, newDir, "orders", 0)
+	upAppend(t, newLog, 4, 10, upKey, 50) // [0, 40): the common history
+	if err := newLog.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	upAppend(t, newLog, 10, 10, upKey, 90) // [40, 140): the new leader's own
+	if err := newLog.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	upAppend(t, newLog, 1, 10, upKey, 90)
+	newEpochs := []manifest.EpochEntry{{Epoch: 4, StartOffset: 0}, {Epoch: 5, StartOffset: 30}, {Epoch: 6, StartOffset: 40}}
+	rep, err := upUploader(t, mem, epochSource{NewLocalSource(newDir, nil), newEpochs}, Options{}).RunOnce(ctx)
+	if m := upLoad(t, mem, "orders", 0); m.NextOffset() != 100 {
+		t.Fatalf("the new leader's diverged history was appended to the old one: remote end %d, want 100 (report %+v)", m.NextOffset(), rep)
+	}
+	if err == nil {
+		t.Fatalf("a diverged history was not reported: %+v", rep)
+	}
+
+	// A clean leader change (the new epoch starts past the committed end)
+	// appends as before.
+	cleanEpochs := []manifest.EpochEntry{{Epoch: 4, StartOffset: 0}, {Epoch: 5, StartOffset: 30}, {Epoch: 6, StartOffset: 110}}
+	upAppend(t, oldLog, 5, 10, upKey, 50)
+	if err := oldLog.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := upUploader(t, mem, epochSource{NewLocalSource(oldDir, nil), cleanEpochs}, Options{}).RunOnce(ctx); err != nil || rep.UploadedSegments != 1 {
+		t.Fatalf("clean leader change: %+v, %v", rep, err)
+	}
+	upCheckRemote(t, mem, oldLog, "orders", 0, 160)
 }

@@ -3,6 +3,7 @@ package remotetier
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -176,6 +177,11 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 			continue
 		}
 		d := manifest.Reconcile(m, manifest.Range{Base: s.BaseOffset, Last: s.LastOffset()})
+		if d.Action != manifest.ActionSkip {
+			if err := u.checkHistory(ctx, p, m); err != nil {
+				return nil, err
+			}
+		}
 		switch d.Action {
 		case manifest.ActionAppend:
 			appending = true
@@ -276,4 +282,50 @@ func (u *Uploader) spanningReplaceTask(ctx context.Context, m *manifest.Manifest
 	}
 	t.replace, t.from, t.to = true, from, t.seg.LastOffset()
 	return t, true, nil
+}
+
+// ErrDivergedHistory is a source log whose leader epochs disagree with the
+// committed segments' at the committed end: an unclean leader election gave
+// the partition another history from some offset below it. Nothing from
+// that log is appended: it would serve two histories as one log.
+var ErrDivergedHistory = errors.New("the source log's history diverged from the committed one (unclean leader election?)")
+
+// checkHistory compares the epoch of the last committed offset in the
+// committed segments with its epoch in the source's leader epochs. Every
+// replica's committed batches carry the same epochs, so a difference means
+// the source truncated below the committed end and wrote other records
+// there. Unknown on either side (no epochs, offsets the source no longer
+// has) is no evidence.
+func (u *Uploader) checkHistory(ctx context.Context, p Partition, m *manifest.Manifest) error {
+	if len(p.LeaderEpochs) == 0 || m.SegmentCount() == 0 {
+		return nil
+	}
+	last := m.NextOffset() - 1
+	var remote []manifest.EpochEntry
+	if err := u.store.segmentsIn(ctx, m, last, last, func(s manifest.Segment) { remote = s.LeaderEpochs }); err != nil {
+		return err
+	}
+	re, ok := epochAt(remote, last)
+	if !ok {
+		return nil
+	}
+	le, ok := epochAt(p.LeaderEpochs, last)
+	if !ok || le == re {
+		return nil
+	}
+	return fmt.Errorf("offset %d is in leader epoch %d in the bucket and %d in the source log: %w", last, re, le, ErrDivergedHistory)
+}
+
+// epochAt is the epoch of offset in es (sorted by start offset), false
+// when es has none starting at or below it.
+func epochAt(es []manifest.EpochEntry, offset int64) (int32, bool) {
+	var e int32
+	ok := false
+	for _, x := range es {
+		if x.StartOffset > offset {
+			break
+		}
+		e, ok = x.Epoch, true
+	}
+	return e, ok
 }
