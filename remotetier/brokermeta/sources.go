@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,13 @@ type KRaftSource struct {
 
 	once   sync.Once
 	reader *kraft.Reader
+	// dels remembers the topics earlier snapshots had: a metadata snapshot
+	// written past a RemoveTopicRecord the reader had not read yet holds
+	// state, not history, so the replay from it loses the removal; the
+	// topic gone from the image is the deletion then.
+	dels deletions
+	// Now dates the deletions only seen that way (nil: time.Now).
+	Now func() time.Time
 }
 
 // Snapshot implements Source.
@@ -51,7 +59,19 @@ func (s *KRaftSource) Snapshot(context.Context) (*Snapshot, error) {
 		snap, err = FromImage(im, s.NodeID)
 		return err
 	})
-	return snap, err
+	if err != nil {
+		return nil, err
+	}
+	logged := snap.Deleted
+	s.dels.observe(snap, clock(s.Now), nil, true)
+	seen := snap.Deleted
+	snap.Deleted = logged
+	for _, d := range seen {
+		if !slices.ContainsFunc(logged, func(l DeletedTopic) bool { return l.ID == d.ID }) {
+			snap.Deleted = append(snap.Deleted, d)
+		}
+	}
+	return snap, nil
 }
 
 // Close implements Source.
