@@ -139,3 +139,56 @@ func TestUploadRefusesDivergedLeaderHistory(t *testing.T) {
 	}
 	upCheckRemote(t, mem, oldLog, "orders", 0, 160)
 }
+
+// dropSource lists only the partitions of its source whose topic keep
+// returns true for (a broker whose topics are deleted).
+type dropSource struct {
+	Source
+	keep func(topic string) bool
+}
+
+func (s dropSource) Partitions(ctx context.Context) ([]Partition, error) {
+	ps, err := s.Source.Partitions(ctx)
+	out := ps[:0]
+	for _, p := range ps {
+		if s.keep(p.Topic) {
+			out = append(out, p)
+		}
+	}
+	return out, err
+}
+
+// A sidecar beside a broker whose topics are created and deleted all the
+// time (test runs, stream apps resetting their internal topics) must not
+// keep every partition it ever uploaded in memory: the per-partition state
+// (with its cached manifest) of a partition no pass lists any more goes.
+func TestUploaderForgetsDeletedPartitions(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	d := upOpenDir(t, t.TempDir())
+	for _, topic := range []string{"run-1", "run-2", "keep"} {
+		upTopic(t, d, topic, 2)
+		for p := int32(0); p < 2; p++ {
+			upSegments(t, upPartition(t, d, topic, p), 1, 2, 10, 20)
+		}
+	}
+	deleted := map[string]bool{}
+	u := upUploader(t, mem, dropSource{NewLocalSource(d, nil), func(topic string) bool { return !deleted[topic] }}, Options{})
+	if rep, err := u.RunOnce(ctx); err != nil || rep.UploadedSegments != 6 {
+		t.Fatalf("first pass: %+v, %v", rep, err)
+	}
+	deleted["run-1"], deleted["run-2"] = true, true
+	if _, err := u.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k := range u.state {
+		if deleted[k.topic] {
+			t.Errorf("state of %s-%d kept after its topic was deleted", k.topic, k.partition)
+		}
+	}
+	if len(u.state) != 2 {
+		t.Errorf("%d partition states, want the 2 of the live topic", len(u.state))
+	}
+}

@@ -456,4 +456,19 @@ func (u *Uploader) forgetGone(parts []Partition, unlisted ListErrors) {
 		}
 	}
 	u.listed = now
+	// The state (cached manifest) of a partition or lineage no longer
+	// listed goes too: with topics created and deleted all the time it
+	// would grow for ever. One coming back re-reads its manifest.
+	keep := make(map[partKey]bool, len(parts)+len(unlisted))
+	for _, p := range parts {
+		keep[partKey{p.Topic, p.Partition, p.keyID}] = true
+	}
+	for _, e := range unlisted {
+		keep[partKey{topic: e.Topic, partition: e.Partition}] = true // its lineage is unknown
+	}
+	for k := range u.state {
+		if !keep[k] && !keep[partKey{topic: k.topic, partition: k.partition}] {
+			delete(u.state, k)
+		}
+	}
 }
