@@ -156,7 +156,28 @@ func (v *BrokerView) Partitions() ([]BrokerPartition, error) {
 		}
 		return out[i].Partition < out[j].Partition
 	})
+	v.pruneDirs(out)
 	return out, nil
+}
+
+// pruneDirs forgets the cached segments of partition directories that are
+// no longer live (deleted, moved away): with topics created and deleted
+// all the time the cache would grow for ever.
+func (v *BrokerView) pruneDirs(live []BrokerPartition) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.tails) == 0 {
+		return
+	}
+	dirs := make(map[string]bool, len(live))
+	for _, p := range live {
+		dirs[p.Dir] = true
+	}
+	for dir := range v.tails {
+		if !dirs[dir] {
+			delete(v.tails, dir)
+		}
+	}
 }
 
 // HighWatermarks reads the broker's replication-offset-checkpoint: each
