@@ -2,9 +2,12 @@ package brokermeta
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/tiered/tiered/internal/testkit/kraftlog"
+	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/kraft"
 	"github.com/tiered/tiered/localtier/vfs"
 )
@@ -71,5 +74,51 @@ func TestKRaftSourceDeletionCoveredBySnapshot(t *testing.T) {
 	// Still reported on the next pass (the uploader dedups).
 	if snap, err = src.Snapshot(ctx); err != nil || len(snap.Deleted) == 0 {
 		t.Fatalf("next snapshot: deleted %+v, %v", snap.Deleted, err)
+	}
+}
+
+// The fallback source's topic ID must not flip with the set of partitions
+// the log dir holds: a directory of an old incarnation left under the live
+// name (Kafka before 3.7 leaves such stray logs of a topic deleted while the
+// broker was down) beside a partition of the live topic. When the live
+// partition moves away, the topic's ID must not read as changed to the old
+// one: that would report the live topic deleted, and the sidecar would stop
+// serving it, refuse its uploads and remove its remote data.
+func TestFallbackSourceMixedIDs(t *testing.T) {
+	ctx := context.Background()
+	logDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(logDir, "meta.properties"), []byte("version=1\nnode.id=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	live, stale := localtier.TopicID{1}, localtier.TopicID{2}
+	for p, id := range map[string]localtier.TopicID{"orders-0": live, "orders-1": stale, "orders-2": live} {
+		d := filepath.Join(logDir, p)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := localtier.WritePartitionMetadata(vfs.Default, d, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	view, err := localtier.OpenBrokerView(vfs.Default, logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := NewFallbackSource(view)
+	if _, err := src.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// orders-0 is reassigned to another broker.
+	if err := os.RemoveAll(filepath.Join(logDir, "orders-0")); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := src.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range snap.Deleted {
+		if d.ID == live {
+			t.Fatalf("the live topic reported deleted after one of its partitions moved away: %+v", snap.Deleted)
+		}
 	}
 }

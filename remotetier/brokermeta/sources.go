@@ -201,6 +201,7 @@ func (s *FallbackSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	snap := &Snapshot{Origin: OriginFallback, Topics: map[string]*Topic{}, MetadataOffset: -1}
+	mixed := map[string]bool{}
 	for _, bp := range parts {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -218,8 +219,17 @@ func (s *FallbackSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 			t = &Topic{Name: bp.Topic, Overrides: map[string]string{}, Config: topicconfig.Defaults()}
 			snap.Topics[bp.Topic] = t
 		}
-		if t.ID.IsZero() {
+		switch {
+		case id.IsZero() || mixed[bp.Topic]:
+		case t.ID.IsZero():
 			t.ID = id
+		case t.ID != id:
+			// Partitions that disagree: one is a stale directory of another
+			// incarnation. Which is live cannot be told here, and taking
+			// whichever sorts first would report the live ID deleted when
+			// the set of partitions changes: the ID is unknown.
+			t.ID = TopicID{}
+			mixed[bp.Topic] = true
 		}
 		t.Partitions = append(t.Partitions, Partition{Partition: bp.Partition, Leader: -1, LeaderEpoch: -1})
 	}
