@@ -193,6 +193,11 @@ func (a *httpAPI) resetGroup(g *Groups, w *countingWriter, r *http.Request) {
 	var spec groupadmin.ResetSpec
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBodyBytes+1))
 	switch {
+	case err != nil && isTimeout(err):
+		// As every body slower than BodyReadTimeout: 408, connection closed.
+		w.code = fetchcache.CodeRequestTimedOut
+		a.failWrite(w, r, &bodyTimeoutError{err: err})
+		return
 	case err != nil:
 		w.fail(http.StatusBadRequest, fetchcache.CodeInvalidRequest, "read body: "+err.Error())
 		return
