@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -615,7 +616,13 @@ func negotiate(accept string) (string, bool) {
 }
 
 func (a *httpAPI) records(w *countingWriter, r *http.Request) {
-	q := r.URL.Query()
+	// Not r.URL.Query(): it drops the pairs it cannot decode, and a broken
+	// offset would then read from the log start.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		w.fail(http.StatusBadRequest, fetchcache.CodeInvalidRequest, fmt.Sprintf("malformed query string: %v", err))
+		return
+	}
 	for k := range q {
 		switch k {
 		case "offset", "timestamp", "max_bytes":
