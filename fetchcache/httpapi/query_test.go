@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/tiered/tiered/fetchcache"
@@ -27,6 +28,21 @@ func TestRecordsMalformedQuery(t *testing.T) {
 		var body ErrorBody
 		if w.Code != http.StatusBadRequest || json.Unmarshal(w.Body.Bytes(), &body) != nil || body.Code != fetchcache.CodeInvalidRequest {
 			t.Errorf("?%s: %d %.200s, want 400 INVALID_REQUEST", q, w.Code, w.Body.String())
+		}
+	}
+}
+
+// TestProduceMalformedQuery: a produce query string that does not parse is
+// 400 and nothing is produced, not read as if auto_create had not been
+// given (which auto-creates the topic the client asked not to create).
+func TestProduceMalformedQuery(t *testing.T) {
+	for _, q := range []string{"auto_create=false;", "auto_create=false%", "auto_create=false;x=1"} {
+		w := &fakeWriter{}
+		h := NewHTTPHandler(HTTPOptions{Catalog: emptyCatalog{}, Writer: w})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/topics/t/records?"+q, strings.NewReader(`{"value":"v"}`)))
+		if rec.Code != http.StatusBadRequest || len(w.calls) != 0 {
+			t.Errorf("?%s: %d %s, writer calls %v; want 400 and no call", q, rec.Code, rec.Body, w.calls)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -123,7 +124,14 @@ func (a *httpAPI) writeRoutes(w Writer) []route {
 			partition = int32(p)
 		}
 		autoCreate := true
-		for k, vs := range r.URL.Query() {
+		// Not r.URL.Query(): it drops the pairs it cannot decode, and a
+		// broken auto_create=false would then auto-create.
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			Fail(rw, http.StatusBadRequest, fetchcache.CodeInvalidRequest, fmt.Sprintf("malformed query string: %v", err))
+			return
+		}
+		for k, vs := range q {
 			if k == "auto_create" && len(vs) == 1 && (vs[0] == "true" || vs[0] == "false") {
 				autoCreate = vs[0] == "true"
 				continue
