@@ -207,7 +207,7 @@ func (a *httpAPI) resetGroup(g *Groups, w *countingWriter, r *http.Request) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
+	if err := decodeOne(dec, &spec); err != nil {
 		w.fail(http.StatusBadRequest, fetchcache.CodeInvalidRequest, "reset-offsets body: "+err.Error())
 		return
 	}

@@ -210,7 +210,7 @@ func (a *httpAPI) decodeBody(rw http.ResponseWriter, r *http.Request, v any) boo
 	done := a.bodyDeadline(rw)
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBodyBytes))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeOne(dec, v); err != nil {
 		if isTimeout(err) {
 			a.failWrite(rw, r, &bodyTimeoutError{err: err})
 			return false
@@ -223,6 +223,22 @@ func (a *httpAPI) decodeBody(rw http.ResponseWriter, r *http.Request, v any) boo
 		done() // read whole; bytes after the JSON keep the deadline for their discard
 	}
 	return true
+}
+
+// decodeOne decodes the one JSON value of dec's input into v: an error
+// also when anything but white space follows it (a second value, stray
+// text), which would otherwise be dropped unread.
+func decodeOne(dec *json.Decoder, v any) error {
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	switch _, err := dec.Token(); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return err
+	}
+	return errors.New("more data after the JSON value")
 }
 
 // answer writes a Writer's result: status and v as JSON, or the error.
