@@ -306,20 +306,37 @@ type countingWriter struct {
 	armed time.Time     // when the write deadline was last moved
 }
 
+// deadlineStep is the most one write to the connection carries under one
+// write deadline: a large write (a raw response's part can be max_bytes)
+// is split so that the deadline moves with a client that reads, however
+// slowly, and cuts off only one that stopped.
+const deadlineStep = 256 << 10
+
 func (w *countingWriter) Write(p []byte) (int, error) {
-	if w.wt > 0 {
-		// Moved at most once a second: a deadline per write would cost a
-		// timer update for every 64 KiB.
-		if now := time.Now(); now.Sub(w.armed) >= time.Second {
-			if w.rc.SetWriteDeadline(now.Add(w.wt)) != nil {
-				w.wt = 0 // not a connection's writer (a test's recorder)
+	total := 0
+	for {
+		q := p
+		if w.wt > 0 {
+			q = p[:min(len(p), deadlineStep)]
+			// Moved at most once a second (a quarter of a shorter write
+			// timeout, so it moves before it passes): a deadline per write
+			// would cost a timer update for every 64 KiB.
+			if now := time.Now(); now.Sub(w.armed) >= min(time.Second, w.wt/4) {
+				if w.rc.SetWriteDeadline(now.Add(w.wt)) != nil {
+					w.wt = 0 // not a connection's writer (a test's recorder)
+					q = p
+				}
+				w.armed = now
 			}
-			w.armed = now
+		}
+		n, err := w.ResponseWriter.Write(q)
+		w.bytes += n
+		total += n
+		p = p[n:]
+		if err != nil || len(p) == 0 {
+			return total, err
 		}
 	}
-	n, err := w.ResponseWriter.Write(p)
-	w.bytes += n
-	return n, err
 }
 
 // disarm writes out what is buffered while the write deadline still holds,
