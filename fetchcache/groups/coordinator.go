@@ -681,7 +681,9 @@ func (c *Coordinator) tryCompleteJoin(g *group) {
 // completeJoin ends PreparingRebalance: dynamic members that did not
 // rejoin are removed (static ones stay until their session times out),
 // the next generation starts with the protocol the members vote for, and
-// every waiting member gets its answer.
+// every waiting member gets its answer. Member ids handed out by
+// MEMBER_ID_REQUIRED stay pending until they come back or their session
+// passes (Kafka's pendingMembers outlive a generation).
 func (c *Coordinator) completeJoin(g *group) {
 	for _, id := range slices.Clone(g.order) {
 		if m := g.members[id]; m.join == nil && !m.static {
@@ -689,7 +691,6 @@ func (c *Coordinator) completeJoin(g *group) {
 			c.dropMember(g, m, kerr.UnknownMemberID.Code)
 		}
 	}
-	clear(g.pending)
 	g.delayUntil = time.Time{}
 	g.generation++
 	if len(g.members) == 0 {
@@ -788,15 +789,8 @@ func (c *Coordinator) removeMember(g *group, m *member, why string) {
 	switch g.state {
 	case StateStable, StateCompletingRebalance:
 		c.prepareRebalance(g, why)
-		if len(g.members) == 0 {
-			c.completeJoin(g)
-		}
 	case StatePreparingRebalance:
-		if len(g.members) == 0 {
-			c.completeJoin(g)
-		} else {
-			c.tryCompleteJoin(g)
-		}
+		c.tryCompleteJoin(g)
 	}
 }
 
@@ -1086,9 +1080,6 @@ func (c *Coordinator) Tick() {
 			}
 			if len(late) > 0 {
 				c.prepareRebalance(g, "members missed SyncGroup")
-				if len(g.members) == 0 {
-					c.completeJoin(g)
-				}
 			}
 		}
 	}

@@ -1,0 +1,82 @@
+package groups
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func leaveOne(h *harness, group, member string, instance *string) int16 {
+	q := kmsg.NewPtrLeaveGroupRequest()
+	q.Version = 5
+	q.Group = group
+	q.Members = []kmsg.LeaveGroupRequestMember{{MemberID: member, InstanceID: instance}}
+	return h.c.Leave(q).Members[0].ErrorCode
+}
+
+// TestReviewLastLeaveKeepsPendingMember: when the last member of a Stable
+// group leaves while a member told MEMBER_ID_REQUIRED (KIP-394) has not yet
+// come back with its id, the group becomes Empty with one generation bump,
+// and the pending member's JoinGroup with its id is let in (Kafka keeps
+// pending members until their session times out; they are not cleared when
+// a generation completes). The group's generation advances once per
+// completed rebalance.
+func TestReviewLastLeaveKeepsPendingMember(t *testing.T) {
+	t.Run("pending", testLastLeavePending)
+	t.Run("generation", testLastLeaveGeneration)
+	t.Run("sync-expiry", testSyncExpiryGeneration)
+}
+
+func testLastLeavePending(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	const g = "g"
+	a, ja := h.newMember(g)
+	ra := recv(t, ja)
+	wantCode(t, "a sync", h.sync(g, a, ra.Generation, map[string]string{a: "A"}).ErrorCode, 0)
+	// x is told its member id, then a leaves before x comes back with it.
+	rx := h.c.Join(context.Background(), Client{ID: "cl"}, joinReq(g, "", nil))
+	wantCode(t, "x's first join", rx.ErrorCode, kerr.MemberIDRequired.Code)
+	wantCode(t, "a leaves", leaveOne(h, g, a, nil), 0)
+	h.c.Tick()
+	rx2 := recv(t, h.joinAsync(joinReq(g, rx.MemberID, nil)))
+	wantCode(t, "x's join with its member id", rx2.ErrorCode, 0)
+	if rx2.Generation != ra.Generation+2 {
+		t.Fatalf("x joined generation %d; a's was %d, want %d (one bump as the group emptied, one for x's)", rx2.Generation, ra.Generation, ra.Generation+2)
+	}
+}
+
+// testLastLeaveGeneration: without a pending member, the last member
+// leaving bumps the generation once, as Kafka's initNextGeneration to
+// Empty does.
+func testLastLeaveGeneration(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	const g2 = "g2"
+	b, jb := h.newMember(g2)
+	rb := recv(t, jb)
+	wantCode(t, "b sync", h.sync(g2, b, rb.Generation, map[string]string{b: "B"}).ErrorCode, 0)
+	wantCode(t, "b leaves", leaveOne(h, g2, b, nil), 0)
+	_, jc := h.newMember(g2)
+	rc := recv(t, jc)
+	if rc.Generation != rb.Generation+2 {
+		t.Fatalf("c joined generation %d; b's was %d, want %d", rc.Generation, rb.Generation, rb.Generation+2)
+	}
+}
+
+// testSyncExpiryGeneration: the last member removed for sending no
+// SyncGroup within the rebalance timeout empties the group with one
+// generation bump.
+func testSyncExpiryGeneration(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	const g = "g"
+	_, ja := h.newMember(g)
+	ra := recv(t, ja) // and never syncs
+	h.clk.Add(rebalance)
+	h.c.Tick()
+	_, jc := h.newMember(g)
+	rc := recv(t, jc)
+	if rc.Generation != ra.Generation+2 {
+		t.Fatalf("c joined generation %d; a's was %d, want %d", rc.Generation, ra.Generation, ra.Generation+2)
+	}
+}
