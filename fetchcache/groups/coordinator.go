@@ -692,6 +692,19 @@ func (c *Coordinator) completeJoin(g *group) {
 		}
 	}
 	g.delayUntil = time.Time{}
+	if len(g.members) > 0 && !slices.ContainsFunc(g.order, func(id string) bool { return g.members[id].join != nil }) {
+		// No member rejoined (the static ones left are offline): no
+		// generation with a leader nobody answers; wait another rebalance
+		// timeout, until they rejoin or their sessions pass (Kafka's
+		// onCompleteJoin when maybeElectNewJoinedLeader finds none).
+		var timeout time.Duration
+		for _, m := range g.members {
+			timeout = max(timeout, m.rebalanceTimeout)
+		}
+		g.rebalanceDeadline = c.o.Now().Add(timeout)
+		c.log.Info("no member rejoined; the rebalance waits another rebalance timeout", "group", g.id, "members", len(g.members))
+		return
+	}
 	g.generation++
 	if len(g.members) == 0 {
 		g.protocol, g.leader = "", ""

@@ -3,6 +3,7 @@ package groups
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -78,5 +79,66 @@ func testSyncExpiryGeneration(t *testing.T) {
 	rc := recv(t, jc)
 	if rc.Generation != ra.Generation+2 {
 		t.Fatalf("c joined generation %d; a's was %d, want %d", rc.Generation, ra.Generation, ra.Generation+2)
+	}
+}
+
+// TestReviewNoRejoinKeepsStaticMembers: a rebalance in which no member
+// rejoins (the group's remaining members are static and offline) does not
+// form a generation with a leader that never rejoined; as Kafka's
+// onCompleteJoin, it waits another rebalance timeout, and the static
+// members stay until their session timeout (or a LeaveGroup with their
+// instance id) removes them, so a static member back within its session
+// rejoins with its member id.
+func TestReviewNoRejoinKeepsStaticMembers(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	const g = "g"
+	ia := "inst-a"
+	long := 60 * time.Second // a static member's session outlives restarts
+	joinA := func(member string) *kmsg.JoinGroupRequest {
+		q := joinReq(g, member, &ia)
+		q.SessionTimeoutMillis = int32(long / time.Millisecond)
+		return q
+	}
+	ra := recv(t, h.joinAsync(joinA("")))
+	wantCode(t, "a join", ra.ErrorCode, 0)
+	a := ra.MemberID
+	wantCode(t, "a sync", h.sync(g, a, ra.Generation, map[string]string{a: "A"}).ErrorCode, 0)
+	b, jb := h.newMember(g)
+	h.clk.Add(time.Second)
+	wantCode(t, "a heartbeat", h.heartbeat(g, a, ra.Generation, &ia), kerr.RebalanceInProgress.Code)
+	rb := recv(t, h.joinAsync(joinA(a)))
+	rbb := recv(t, jb)
+	wantCode(t, "a rejoin", rb.ErrorCode, 0)
+	wantCode(t, "b join", rbb.ErrorCode, 0)
+	gen := rb.Generation
+	wantCode(t, "a sync 2", h.sync(g, a, gen, map[string]string{a: "A", b: "B"}).ErrorCode, 0)
+	wantCode(t, "b sync 2", h.sync(g, b, gen, nil).ErrorCode, 0)
+	// a goes offline (a restart); b leaves: the rebalance waits for a.
+	wantCode(t, "b leaves", leaveOne(h, g, b, nil), 0)
+	for range 5 { // 50 s: past two rebalance timeouts, within a's session
+		h.clk.Add(rebalance / 2)
+		h.c.Tick()
+	}
+	r := recv(t, h.joinAsync(joinA(a)))
+	wantCode(t, "a rejoins with its member id within its session", r.ErrorCode, 0)
+	if r.LeaderID != a {
+		t.Fatalf("a's rejoin: leader %q, want a %q", r.LeaderID, a)
+	}
+	wantCode(t, "a sync 3", h.sync(g, a, r.Generation, map[string]string{a: "A"}).ErrorCode, 0)
+
+	// a goes offline for good; a member comes and goes: the wait ends
+	// when a's session passes, and the group empties.
+	c, jc := h.newMember(g)
+	wantCode(t, "c leaves", leaveOne(h, g, c, nil), 0)
+	wantCode(t, "c's join", recv(t, jc).ErrorCode, kerr.UnknownMemberID.Code)
+	for range 7 {
+		h.clk.Add(rebalance / 2)
+		h.c.Tick()
+	}
+	h.c.mu.Lock()
+	state, n := h.c.groups[g].state, len(h.c.groups[g].members)
+	h.c.mu.Unlock()
+	if state != StateEmpty || n != 0 {
+		t.Fatalf("after a's session passed: state %s with %d members, want Empty", state, n)
 	}
 }
