@@ -34,7 +34,8 @@ const (
 	// DefaultRetentionCheckInterval is offsets.retention.check.interval.ms
 	// (10 min).
 	DefaultRetentionCheckInterval = 10 * time.Minute
-	// DefaultMaxMetadataBytes is offset.metadata.max.bytes (4 KiB).
+	// DefaultMaxMetadataBytes is offset.metadata.max.bytes (4096), which
+	// Kafka counts in UTF-16 code units (Java's String.length()).
 	DefaultMaxMetadataBytes = 4096
 	// DefaultMaxGroupSize bounds the members of one group, counting those a
 	// JoinGroup v4+ asked to come back with their new member id (KIP-394):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"time"
+	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,7 +71,7 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *
 	for i, t := range q.Topics {
 		for j, p := range t.Partitions {
 			switch {
-			case p.Metadata != nil && len(*p.Metadata) > c.o.MaxMetadataBytes:
+			case p.Metadata != nil && utf16Len(*p.Metadata) > c.o.MaxMetadataBytes:
 				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
 			case p.Offset < -1:
 				// Not an offset a group object holds (Decode refuses it).
@@ -135,6 +136,18 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *
 		fill(kerr.CoordinatorNotAvailable.Code)
 	}
 	return r
+}
+
+// utf16Len is s's length as Kafka's String.length() measures commit
+// metadata against offset.metadata.max.bytes: UTF-16 code units (a
+// character outside the BMP counts 2; an invalid byte, decoded as U+FFFD,
+// 1).
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
 
 // checkCommit validates a commit's member and generation against g, with

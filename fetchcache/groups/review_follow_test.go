@@ -2,8 +2,11 @@ package groups
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -140,5 +143,34 @@ func TestReviewNoRejoinKeepsStaticMembers(t *testing.T) {
 	h.c.mu.Unlock()
 	if state != StateEmpty || n != 0 {
 		t.Fatalf("after a's session passed: state %s with %d members, want Empty", state, n)
+	}
+}
+
+// TestReviewMetadataLimitCountsUTF16Units: offset.metadata.max.bytes
+// (4096) bounds the commit metadata's length as Kafka measures it,
+// String.length(), in UTF-16 code units (GroupMetadataManager's
+// validateOffsetMetadataLength, OffsetMetadataManager's isMetadataInvalid),
+// not in UTF-8 bytes: 3,000 "é" (6,000 bytes) are within it, 4,097 ASCII
+// characters or 2,049 characters outside the BMP (4,098 units) are not.
+func TestReviewMetadataLimitCountsUTF16Units(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	for _, tc := range []struct {
+		md   string
+		want int16
+	}{
+		{strings.Repeat("é", 3000), 0},
+		{strings.Repeat("x", 4096), 0},
+		{strings.Repeat("€", 4096), 0},
+		{strings.Repeat("x", 4097), kerr.OffsetMetadataTooLarge.Code},
+		{strings.Repeat("😀", 2048), 0},
+		{strings.Repeat("😀", 2049), kerr.OffsetMetadataTooLarge.Code},
+	} {
+		q := kmsg.NewPtrOffsetCommitRequest()
+		q.Version = 9
+		q.Group, q.Generation = "s", -1
+		md := tc.md
+		q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1, Metadata: &md}}}}
+		got := h.c.Commit(context.Background(), q).Topics[0].Partitions[0].ErrorCode
+		wantCode(t, fmt.Sprintf("metadata of %d bytes, %d runes", len(md), utf8.RuneCountInString(md)), got, tc.want)
 	}
 }
