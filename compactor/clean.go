@@ -230,6 +230,12 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 		if err != nil {
 			return fmt.Errorf("build offset map: %w", err)
 		}
+		// The whole segment is mapped: the map covers it up to the next
+		// segment's base even where its last offsets were cleaned away, as
+		// Kafka's buildOffsetMapForSegment fast-forwards to
+		// nextSegmentStartOffset - 1. Else the checkpoint lands in that
+		// gap and the next plan counts the segment both clean and dirty.
+		w.m.SetLatestOffset(min(segEnd(v, i), p.firstUncleanable) - 1)
 	}
 	return nil
 }
