@@ -259,16 +259,17 @@ func (c *CachingBucket) acquire(ctx context.Context, object, version string, siz
 					return nil, ctx.Err()
 				}
 			}
-			if !errors.Is(f.err, errReadAheadSkipped) {
+			if !takeOver(f.err, deadline) {
 				break
 			}
-			// Joined a read-ahead that gave up: load its chunk as a
-			// client, together with the chunks after it whose read-ahead
-			// gave up too (a skipped run ends all its flights at once),
-			// so they load as runs again rather than one GET per chunk,
-			// each waiting for the one before.
+			// Joined a read-ahead that gave up (or another client's load
+			// the gates refused at that client's deadline, before this
+			// one's): load its chunk as a client, together with the
+			// chunks after it whose load gave up too (a skipped run ends
+			// all its flights at once), so they load as runs again rather
+			// than one GET per chunk, each waiting for the one before.
 			end := i
-			for end+1 < len(waits) && skipped(waits[end+1]) {
+			for end+1 < len(waits) && skipped(waits[end+1], deadline) {
 				end++
 			}
 			rs, ws, cs := c.claim(object, version, k.index, first+int64(end), true, false)
@@ -318,17 +319,28 @@ func (c *CachingBucket) observeWait(start time.Time) {
 	c.m.cacheWait.Observe(time.Since(start).Seconds())
 }
 
-// skipped reports whether f is a read-ahead flight that gave up.
-func skipped(f *flight) bool {
+// skipped reports whether f is a flight that gave up and that a client
+// with the given deadline takes over (takeOver).
+func skipped(f *flight, deadline time.Time) bool {
 	if f == nil {
 		return false
 	}
 	select {
 	case <-f.done:
-		return errors.Is(f.err, errReadAheadSkipped)
+		return takeOver(f.err, deadline)
 	default:
 		return false
 	}
+}
+
+// takeOver reports whether a client whose gate waits end at deadline loads
+// a chunk itself after the load it joined ended with err: a read-ahead
+// that gave up, or a load the gates refused at the deadline of the client
+// that claimed it while this client's own wait lasts (every client waits
+// until its own deadline, not another's).
+func takeOver(err error, deadline time.Time) bool {
+	return errors.Is(err, errReadAheadSkipped) ||
+		(errors.Is(err, gate.ErrOverloaded) && time.Now().Before(deadline))
 }
 
 // loadRuns loads a client request's runs, FetchParallelism at a time.

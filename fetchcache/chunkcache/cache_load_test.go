@@ -1327,3 +1327,56 @@ func TestGetSlotFreeWhenAnswered(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinerKeepsItsOwnWait: a client that joins another client's load
+// waits for the gates until its own deadline (MaxWait after its own call
+// began), not the deadline of the client that claimed the load: the
+// claimer's overload is not the joiner's answer while its own wait lasts.
+func TestJoinerKeepsItsOwnWait(t *testing.T) {
+	store := objstore.NewMemory()
+	want := putObject(t, store, "k", 500)
+	const wait = 300 * time.Millisecond
+	c := mustCache(t, store, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: -1,
+		MaxInFlightBytes: 100, MaxWait: wait})
+	if _, err := c.objectAttrs(context.Background(), "k", time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The whole bytes budget is taken: the first client's load waits.
+	if err := c.bytes.Start(context.Background(), 100); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := c.GetRange(context.Background(), "k", 0, 50)
+		first <- err
+	}()
+	for c.loading() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	time.Sleep(wait * 2 / 3)
+	second := make(chan error, 1)
+	var got []byte
+	var took time.Duration
+	go func() {
+		began := time.Now()
+		rc, err := c.GetRange(context.Background(), "k", 10, 20)
+		took = time.Since(began)
+		if err == nil {
+			got, err = io.ReadAll(rc)
+		}
+		second <- err
+	}()
+	if err := <-first; !errors.Is(err, gate.ErrOverloaded) {
+		t.Fatalf("first caller: %v, want overloaded", err)
+	}
+	// The budget frees up within the second caller's own wait.
+	time.Sleep(time.Until(start.Add(wait * 7 / 6)))
+	c.bytesDone(100)
+	if err := <-second; err != nil {
+		t.Fatalf("second caller failed after %v of its %v wait: %v", took, wait, err)
+	}
+	if !bytes.Equal(got, want[10:30]) {
+		t.Fatal("second caller got wrong bytes")
+	}
+}
