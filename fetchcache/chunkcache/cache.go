@@ -396,6 +396,22 @@ func (c *CachingBucket) objectAttrs(ctx context.Context, key string, deadline ti
 	if a, ok := c.attrs.Get(key); ok {
 		return a, nil
 	}
+	v, err := c.sharedAttrs(ctx, key, deadline)
+	for err != nil && takeOver(err, deadline) {
+		// Joined a call the gate refused at its caller's deadline,
+		// before this caller's: wait on, until this caller's own.
+		v, err = c.sharedAttrs(ctx, key, deadline)
+	}
+	if err != nil {
+		return objstore.Attrs{}, fmt.Errorf("get range %q: %w", key, err)
+	}
+	return v, nil
+}
+
+// sharedAttrs learns an object's attributes with one Attributes call
+// shared by the concurrent callers (its gate wait ends at the deadline of
+// the caller that makes it).
+func (c *CachingBucket) sharedAttrs(ctx context.Context, key string, deadline time.Time) (objstore.Attrs, error) {
 	v, err := c.shared(ctx, "a\x00"+key, func() (any, error) {
 		if a, ok := c.attrs.Get(key); ok {
 			return a, nil // learnt by a flight that ended meanwhile
@@ -412,7 +428,7 @@ func (c *CachingBucket) objectAttrs(ctx context.Context, key string, deadline ti
 		return a, nil
 	})
 	if err != nil {
-		return objstore.Attrs{}, fmt.Errorf("get range %q: %w", key, err)
+		return objstore.Attrs{}, err
 	}
 	return v.(objstore.Attrs), nil
 }

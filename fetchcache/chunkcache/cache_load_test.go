@@ -1380,3 +1380,50 @@ func TestJoinerKeepsItsOwnWait(t *testing.T) {
 		t.Fatal("second caller got wrong bytes")
 	}
 }
+
+// TestAttrsJoinerKeepsItsOwnWait: a client that joins another client's
+// Attributes call for an object's size waits for the gets gate until its
+// own deadline, not the deadline of the client that made the call.
+func TestAttrsJoinerKeepsItsOwnWait(t *testing.T) {
+	store := objstore.NewMemory()
+	want := putObject(t, store, "k", 500)
+	inner := newCounting(store)
+	const wait = 300 * time.Millisecond
+	c := mustCache(t, inner, CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: -1,
+		MaxConcurrentGets: 1, MaxWait: wait})
+	// The only GET slot is taken: the first client's Attributes call waits.
+	if err := c.gets.Start(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := c.GetRange(context.Background(), "k", 0, 50)
+		first <- err
+	}()
+	time.Sleep(wait * 2 / 3)
+	second := make(chan error, 1)
+	var got []byte
+	var took time.Duration
+	go func() {
+		began := time.Now()
+		rc, err := c.GetRange(context.Background(), "k", 10, 20)
+		took = time.Since(began)
+		if err == nil {
+			got, err = io.ReadAll(rc)
+		}
+		second <- err
+	}()
+	if err := <-first; !errors.Is(err, gate.ErrOverloaded) {
+		t.Fatalf("first caller: %v, want overloaded", err)
+	}
+	// The slot frees up within the second caller's own wait.
+	time.Sleep(time.Until(start.Add(wait * 7 / 6)))
+	c.getDone()
+	if err := <-second; err != nil {
+		t.Fatalf("second caller failed after %v of its %v wait: %v", took, wait, err)
+	}
+	if !bytes.Equal(got, want[10:30]) {
+		t.Fatal("second caller got wrong bytes")
+	}
+}
