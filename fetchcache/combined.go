@@ -100,8 +100,12 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 		}
 	}
 	// The remote log must reach the local start, or there is a gap a
-	// consumer could not cross.
-	if ro.LogStart >= localStart || ro.LogEnd < localStart {
+	// consumer could not cross. In a compacted topic it need not: local
+	// retention deletes a segment once the bucket holds its last batch, and
+	// the cleaner may have removed the records after that batch (a
+	// tombstone past its delete horizon), so the offsets between the remote
+	// end and the next local segment are nobody's.
+	if ro.LogStart >= localStart || ro.LogEnd < localStart && (ro.LogEnd <= ro.LogStart || !p.log.Config().CleanupPolicy.Compact) {
 		return rp, ro, false, nil
 	}
 	return rp, ro, true, nil
@@ -150,6 +154,10 @@ func (p *CombinedPartition) read(ctx context.Context, offset int64, maxBytes int
 	}
 	if !ok || offset < ro.LogStart {
 		return View{}, outOfRange(offset, lo, ro, ok)
+	}
+	if offset >= ro.LogEnd {
+		// In a compacted gap between the remote end and the local start.
+		return from(p.local, lo.LogStart)
 	}
 	v, err := from(rp, offset)
 	if err != nil {

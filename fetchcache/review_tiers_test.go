@@ -1,0 +1,83 @@
+package fetchcache_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tiered/tiered/compactor"
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/testkit/fetchkit"
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// TestReviewCombinedCompactedGapAtBoundary: a compacted topic whose last
+// uploaded segment lost its trailing tombstones to the cleaner (delete
+// horizon passed) ends in the bucket below the next local segment's base;
+// once local retention deleted that segment the local log starts at the
+// next base. The offsets between are nobody's (compacted away), so the
+// bucket's offsets below are still the partition's: the log start is the
+// remote start and a read from it goes on locally, as a Kafka broker with
+// tiered storage answers.
+func TestReviewCombinedCompactedGapAtBoundary(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("cg", 1, map[string]string{"remote.storage.enable": "true", "cleanup.policy": "compact,delete",
+		"delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0", "internal.segment.bytes": "1048576"})
+	l := e.Log("cg", 0)
+	now := time.Now()
+	var recs []fetchkit.Rec
+	for i := range 10 {
+		recs = append(recs, fetchkit.Rec{Timestamp: now.UnixMilli() + int64(i), Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	for i := range 5 {
+		recs = append(recs, fetchkit.Rec{Timestamp: now.UnixMilli() + 10 + int64(i), Key: []byte(fmt.Sprintf("t%d", i))}) // tombstones
+	}
+	kept := e.Produce(l, fetchkit.ProduceOpts{Codec: codec.None, Per: 5}, recs)[:10]
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	var more []fetchkit.Rec
+	for i := range 5 {
+		more = append(more, fetchkit.Rec{Timestamp: now.UnixMilli() + 100 + int64(i), Key: []byte(fmt.Sprintf("b%d", i)), Value: []byte("b")})
+	}
+	tail := e.Produce(l, fetchkit.ProduceOpts{Per: 5}, more)
+	for _, at := range []time.Time{now, now.Add(time.Hour), now.Add(2 * time.Hour)} {
+		if _, err := compactor.RunOnce(context.Background(), e.Dir, compactor.PassOptions{Force: true, Config: compactor.Config{DedupeBufferSize: 1 << 20, Now: func() time.Time { return at }}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := l.Segments()
+	if len(segs) != 2 || segs[0].NextOffset != 10 || segs[1].BaseOffset != 15 {
+		t.Fatalf("setup: segments %+v, want [0,10) cleaned and 15 active", segs)
+	}
+	mem := objstore.NewMemory()
+	fetchkit.UploadAll(t, e, mem)
+	// Local retention: the remote tier holds every offset of segment 0.
+	if _, err := l.DeleteSegments(segs[0].NextOffset); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() != 15 {
+		t.Fatalf("setup: local start %d", l.LogStartOffset())
+	}
+	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := fetchcache.NewCombinedCatalog(e.Dir, remote).Partition(ctx, "cg", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := p.Offsets(ctx)
+	if err != nil || o.LogStart != 0 || o.LogEnd != 20 {
+		t.Fatalf("offsets %+v, %v; want the remote start 0 and the local end 20", o, err)
+	}
+	fetchkit.SameRecs(t, readPartition(t, p, 0), append(append([]fetchkit.Rec{}, kept...), tail...))
+	// A position inside the gap goes on with the next record present.
+	fetchkit.SameRecs(t, readPartition(t, p, 12), tail)
+	if off, _, found, err := p.OffsetForTimestamp(ctx, now.UnixMilli()+3); err != nil || !found || off != 3 {
+		t.Fatalf("offset for an uploaded timestamp: %d %v %v, want 3", off, found, err)
+	}
+}
