@@ -84,7 +84,7 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 	}
 	ro, err := rp.Offsets(ctx)
 	if err != nil {
-		return nil, Offsets{}, false, err
+		return rp, Offsets{}, false, err
 	}
 	if ro.LogEnd < localStart {
 		// Local retention deletes only uploaded segments, so a remote log
@@ -92,34 +92,48 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 		// the upload that allowed the deletion: re-read it once.
 		if r, ok := rp.(interface{ forceRefresh(context.Context) error }); ok {
 			if err := r.forceRefresh(ctx); err != nil {
-				return nil, Offsets{}, false, err
+				return rp, Offsets{}, false, err
 			}
 			if ro, err = rp.Offsets(ctx); err != nil {
-				return nil, Offsets{}, false, err
+				return rp, Offsets{}, false, err
 			}
 		}
 	}
-	// The remote log must reach the local start, or there is a gap a
-	// consumer could not cross. In a compacted topic it need not: local
-	// retention deletes a segment once the bucket holds its last batch, and
-	// the cleaner may have removed the records after that batch (a
-	// tombstone past its delete horizon), so the offsets between the remote
-	// end and the next local segment are nobody's.
-	if ro.LogStart >= localStart || ro.LogEnd < localStart && (ro.LogEnd <= ro.LogStart || !p.log.Config().CleanupPolicy.Compact) {
-		return rp, ro, false, nil
-	}
-	return rp, ro, true, nil
+	return rp, ro, p.reaches(ro, localStart), nil
+}
+
+// reaches reports whether the remote offsets ro hold offsets below the
+// local start and reach it. The remote log must reach the local start, or
+// there is a gap a consumer could not cross. In a compacted topic it need
+// not: local retention deletes a segment once the bucket holds its last
+// batch, and the cleaner may have removed the records after that batch (a
+// tombstone past its delete horizon), so the offsets between the remote
+// end and the next local segment are nobody's.
+func (p *CombinedPartition) reaches(ro Offsets, localStart int64) bool {
+	return ro.LogStart < localStart && (ro.LogEnd >= localStart || ro.LogEnd > ro.LogStart && p.log.Config().CleanupPolicy.Compact)
 }
 
 // Offsets are the local offsets, with the log start moved down to the
 // remote log start when the remote tier holds the offsets below the local
-// ones. A remote failure leaves the local offsets.
+// ones. A remote failure leaves the local offsets, with the remote log
+// start last known when there is one: a store that fails to re-read the
+// manifest for a while does not make ListOffsets(earliest) skip the bucket.
 func (p *CombinedPartition) Offsets(ctx context.Context) (Offsets, error) {
 	o, err := p.local.Offsets(ctx)
 	if err != nil {
 		return o, err
 	}
-	if _, ro, ok, err := p.remoteOffsets(ctx, o.LogStart); err == nil && ok {
+	rp, ro, ok, err := p.remoteOffsets(ctx, o.LogStart)
+	if err != nil {
+		k, isK := rp.(interface{ knownOffsets() (Offsets, bool) })
+		if !isK {
+			return o, nil
+		}
+		if ro, ok = k.knownOffsets(); ok {
+			ok = p.reaches(ro, o.LogStart)
+		}
+	}
+	if ok {
 		o.LogStart = ro.LogStart
 	}
 	return o, nil

@@ -399,6 +399,17 @@ func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 	return Offsets{LogStart: m.LogStartOffset, LogEnd: m.NextOffset(), LastStable: m.LastStableOffset()}, nil
 }
 
+// knownOffsets are the offsets of the manifest last read, without
+// re-reading it (a stale log start is never above the real one); false
+// once the partition was found gone.
+func (p *remotePartition) knownOffsets() (Offsets, bool) {
+	m := p.log.Manifest()
+	if p.checkGone() != nil || m == nil {
+		return Offsets{}, false
+	}
+	return Offsets{LogStart: m.LogStartOffset, LogEnd: m.NextOffset(), LastStable: m.LastStableOffset()}, true
+}
+
 // End checks of a topic's partitions run side by side (checkEnds): at most
 // endCheckParallel at a time, for at most endCheckPartitions partitions.
 const (

@@ -2,7 +2,9 @@ package fetchcache_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,5 +81,45 @@ func TestReviewCombinedCompactedGapAtBoundary(t *testing.T) {
 	fetchkit.SameRecs(t, readPartition(t, p, 12), tail)
 	if off, _, found, err := p.OffsetForTimestamp(ctx, now.UnixMilli()+3); err != nil || !found || off != 3 {
 		t.Fatalf("offset for an uploaded timestamp: %d %v %v, want 3", off, found, err)
+	}
+}
+
+// TestReviewCombinedLogStartSurvivesManifestRefreshFailure: once the
+// remote tier's offsets are known, a manifest re-read that fails (a store
+// hiccup, an overloaded gate) does not move the reported log start up to
+// the local start: ListOffsets(earliest) answers from it, and a consumer
+// resetting to the earliest offset then would skip every uploaded offset
+// for good. A Kafka broker answers its log start from memory.
+func TestReviewCombinedLogStartSurvivesManifestRefreshFailure(t *testing.T) {
+	e := fetchkit.NewEnv(t)
+	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
+	l := e.Log("cold", 0)
+	e.Produce(l, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(60, ts0, "a"))
+	mem := fetchkit.Offload(t, e, l)
+	e.Produce(l, fetchkit.ProduceOpts{Per: 3}, fetchkit.GenRecs(9, ts0+5000, "b"))
+	localStart := l.LogStartOffset()
+	var failing atomic.Bool
+	b := objstore.WithFaults(mem, objstore.FailMatching(func(objstore.Call) bool { return failing.Load() }, errors.New("store timeout")))
+	now := time.Now()
+	var clock atomic.Int64
+	remote, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{
+		Now: func() time.Time { return now.Add(time.Duration(clock.Load())) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cat := fetchcache.NewCombinedCatalog(e.Dir, remote)
+	p, err := cat.Partition(ctx, "cold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := p.Offsets(ctx); err != nil || o.LogStart != 0 || localStart == 0 {
+		t.Fatalf("setup: offsets %+v, %v (local start %d)", o, err, localStart)
+	}
+	failing.Store(true)
+	clock.Store(int64(time.Minute)) // the manifest is due for a re-read
+	o, err := p.Offsets(ctx)
+	if err == nil && o.LogStart != 0 {
+		t.Fatalf("offsets with the manifest re-read failing: %+v; the log start moved from 0 to %d, hiding the uploaded offsets", o, o.LogStart)
 	}
 }
