@@ -397,9 +397,12 @@ func TestTopicRecreation(t *testing.T) {
 	})
 
 	// The old lineage goes after the retention; the new one stays whole.
+	// The topic object keeps the removed lineage, with no partitions left,
+	// so that a stale directory of its ID is still refused.
 	waitFor(t, 60*time.Second, func() bool {
 		s := topicObject(t, mc, bucket)
-		return len(lineageObjects(t, mc, bucket, idA.String())) == 0 && s != nil && len(s.Superseded) == 0
+		return len(lineageObjects(t, mc, bucket, idA.String())) == 0 && s != nil &&
+			len(s.Superseded) == 1 && s.Superseded[0].TopicID == idA.String() && s.Superseded[0].Partitions == 0
 	})
 	if gone := time.Since(supersededAt); gone < recreateRetention {
 		t.Fatalf("old lineage removed %s after it was superseded, before the %s retention", gone, recreateRetention)
