@@ -166,6 +166,16 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 			}
 			for _, o := range victims {
 				age := now.Sub(o.LastModified)
+				if k, _ := manifest.ParseKey(o.Key); k.Type == manifest.KeySub {
+					keep, err := reusableSub(ctx, store.subs, o, func(key string) bool { return live[key] })
+					if err != nil {
+						errs = append(errs, fmt.Errorf("gc %s-%d: %w", id.topic, id.partition, err))
+						continue
+					}
+					if keep {
+						continue
+					}
+				}
 				if !opts.DryRun {
 					if err := b.Delete(ctx, o.Key); err != nil {
 						errs = append(errs, fmt.Errorf("gc: %w", err))
@@ -198,6 +208,41 @@ func resealable(m *manifest.Manifest, k manifest.Key) bool {
 		}
 	}
 	return false
+}
+
+// reusableSub reports whether the sub-manifest object o holds only segments
+// that the root references (live). A commit may then produce the same
+// content again — retention rewriting the sub-manifest that straddles its
+// new log start, a replace re-sealing the segments after its range — and,
+// finding the object there (its key names its content), reference it
+// however old it is. So it is not garbage while they stay committed: a GC
+// that read the root before that commit would delete it from under the
+// new root. An object already gone, or not a valid sub-manifest (no commit
+// names it: its key would not match its content), is not kept.
+func reusableSub(ctx context.Context, r manifest.Resolver, o objstore.ObjectInfo, live func(string) bool) (bool, error) {
+	data, err := r.Load(ctx, o.Key, o.Size)
+	if objstore.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read unreferenced sub-manifest: %w", err)
+	}
+	sub, err := manifest.DecodeSub(o.Key, data)
+	var cme *manifest.CorruptManifestError
+	if errors.As(err, &cme) {
+		return false, nil
+	}
+	if err != nil {
+		return true, nil // a newer version: what it holds is unknown
+	}
+	for _, s := range sub.Segments {
+		for _, k := range s.Keys() {
+			if !live(k) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 func underPrefix(p, prefix string) bool {

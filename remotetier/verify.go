@@ -294,6 +294,7 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 	refs := map[string]objectRef{}
 	checked := map[string]bool{}
 	var root *manifest.Manifest // the root read, if any (resealable)
+	var rootBase string         // what turns root's keys into keys of v.b
 	if hasRoot {
 		m, base, err := v.loadRoot(ctx, id, rootKey)
 		switch {
@@ -306,7 +307,7 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 			}
 			pr.Incomplete = true
 		default:
-			root = m
+			root, rootBase = m, base
 			pr.Generation = m.Generation
 			pr.SubCount = len(m.Sealed)
 			inner := remotelog.BucketResolver(v.b)
@@ -381,6 +382,17 @@ func (v *verifier) partition(ctx context.Context, id partitionID, hasRoot bool) 
 			// A sub-manifest the next commit may seal again is kept by GC
 			// (resealable): listed, never past its grace.
 			past := age >= v.opts.Grace && (root == nil || !resealable(root, k))
+			if past && root != nil && k.Type == manifest.KeySub {
+				// Nor one holding only committed segments (reusableSub).
+				keep, err := reusableSub(ctx, remotelog.BucketResolver(v.b), o, func(key string) bool {
+					_, ok := refs[rootBase+key]
+					return ok
+				})
+				if err != nil {
+					return err
+				}
+				past = !keep
+			}
 			v.rep.Orphans = append(v.rep.Orphans, Orphan{Key: o.Key, Topic: id.topic, Partition: id.partition, Size: o.Size,
 				LastModified: o.LastModified, Age: age, AgeSeconds: age.Seconds(), PastGrace: past})
 			return nil
