@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,6 +106,45 @@ func TestGCKeepsSubRewrittenByRetention(t *testing.T) {
 	for _, k := range keys {
 		if _, err := mem.Attributes(ctx, k); err != nil {
 			t.Errorf("referenced object %s: %v", k, err)
+		}
+	}
+}
+
+// TestCommitLandedButReportedLost: a conditional root write that landed
+// but was reported as a lost precondition — the S3 client retried a PUT
+// whose response was lost (a response header timeout, a reset connection)
+// and the retry found the root already changed, by this very write. The
+// uploader re-reads the root, finds its segments committed and drops them
+// from the next commit; it must not delete their objects, which the
+// committed root references.
+func TestCommitLandedButReportedLost(t *testing.T) {
+	ctx := context.Background()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "lp", 1)
+	l := upPartition(t, d, "lp", 0)
+	upSegments(t, l, 2, 2, 3, 10)
+	mem := objstore.NewMemory()
+	if _, err := upUploader(t, mem, NewLocalSource(d, nil), Options{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	upSegments(t, l, 2, 2, 3, 10)
+	root, _ := manifest.ManifestKey("", "lp", 0)
+	var once sync.Once
+	landedLost := objstore.WithFaults(mem, objstore.InjectorFunc(func(c objstore.Call) *objstore.Fault {
+		var f *objstore.Fault
+		if c.Op == objstore.OpPut && c.Key == root {
+			once.Do(func() { f = &objstore.Fault{After: true, Err: objstore.ErrPreconditionFailed} })
+		}
+		return f
+	}))
+	_, _ = upUploader(t, landedLost, NewLocalSource(d, nil), Options{}).RunOnce(ctx)
+	m := upLoad(t, mem, "lp", 0)
+	if m.SegmentCount() != 4 {
+		t.Fatalf("%d segments committed, want 4", m.SegmentCount())
+	}
+	for k := range upReferenced(t, mem, manifest.Key{Topic: "lp", Partition: 0}) {
+		if _, err := mem.Attributes(ctx, k); err != nil {
+			t.Errorf("object %s of the committed manifest: %v", k, err)
 		}
 	}
 }

@@ -27,9 +27,7 @@ func (u *Uploader) commit(ctx context.Context, p Partition, st *partState, done 
 		var dropped []uploaded
 		c, kept, err := u.buildCommit(ctx, p, st.m, done, &dropped)
 		if !ambiguous {
-			for _, d := range dropped {
-				u.deleteKeys(ctx, d.seg.Keys())
-			}
+			u.deleteDropped(ctx, st.m, dropped)
 		}
 		if err != nil {
 			u.metrics.errors.WithLabelValues(ErrKindManifest).Inc()
@@ -84,6 +82,24 @@ func (u *Uploader) commit(ctx context.Context, p Partition, st *partState, done 
 			u.deleteKeys(ctx, c.Unreferenced)
 			return kept, nil
 		}
+	}
+}
+
+// deleteDropped deletes the objects of the attempts dropped from a commit
+// against m, except those m references: a root write reported as a lost
+// race may have landed after all (the store's client retried a write whose
+// response was lost, and the retry found the root this very write made),
+// and then the root re-read commits them.
+func (u *Uploader) deleteDropped(ctx context.Context, m *manifest.Manifest, dropped []uploaded) {
+	for _, d := range dropped {
+		referenced := false
+		err := u.store.segmentsIn(ctx, m, d.seg.BaseOffset, d.seg.LastOffset, func(s manifest.Segment) {
+			referenced = referenced || s.Log.Key == d.seg.Log.Key
+		})
+		if err != nil || referenced {
+			continue // unknown, or committed: garbage collection decides
+		}
+		u.deleteKeys(ctx, d.seg.Keys())
 	}
 }
 
