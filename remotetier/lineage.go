@@ -222,10 +222,21 @@ func RemoveLineage(ctx context.Context, b objstore.Bucket, prefix, topic string,
 		}
 		return nil
 	}
-	for p := int32(0); p < parts; p++ {
+	for p := int32(0); ; p++ {
 		root, err := manifest.ManifestKeyID(prefix, topic, l.KeyID(), p)
 		if err != nil {
 			return deleted, err
+		}
+		if p >= parts {
+			// Past the partitions the lineage records: a foreign
+			// name-only lineage is superseded with the count of the
+			// topic that replaced it, which may have fewer partitions.
+			// Its directories are its own: go on while roots exist.
+			if _, err := b.Attributes(ctx, root); objstore.IsNotFound(err) {
+				break
+			} else if err != nil {
+				return deleted, fmt.Errorf("remove lineage %s of %s: %w", l.TopicID, topic, err)
+			}
 		}
 		if err := del(root); err != nil {
 			return deleted, err
