@@ -238,6 +238,11 @@ func runTopicAlter(r *Runner, ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, k := range dels {
+		if _, both := set[k]; both {
+			return usagef("--config %s and --delete-config %s cannot be used together", k, k)
+		}
+	}
 	known := topicconfig.Names()
 	for _, k := range dels {
 		if !slices.Contains(known, k) {

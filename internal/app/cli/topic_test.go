@@ -93,3 +93,20 @@ func TestTopicErrors(t *testing.T) {
 		t.Fatalf("describe of a missing data dir: exit %d stderr %q", res.code, res.stderr)
 	}
 }
+
+// TestTopicAlterSetAndDeleteSameKey: --config k=v with --delete-config k is
+// contradictory (Kafka refuses duplicate keys in one IncrementalAlterConfigs);
+// it must be a usage error that changes nothing, not "set k=v, deleted k"
+// with the set silently dropped.
+func TestTopicAlterSetAndDeleteSameKey(t *testing.T) {
+	dir := t.TempDir()
+	mustRun(t, "", "topic", "create", "--data-dir", dir, "--topic", "t", "--config", "retention.ms=1000")
+	res := run(t, "", "topic", "alter", "--data-dir", dir, "--topic", "t", "--config", "retention.ms=777", "--delete-config", "retention.ms")
+	if res.code != ExitUsage || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, "retention.ms") {
+		t.Fatalf("exit %d stdout %q stderr %q, want 2 naming retention.ms", res.code, res.stdout, res.stderr)
+	}
+	text := mustRun(t, "", "topic", "describe", "--data-dir", dir, "--topic", "t").stdout
+	if !strings.Contains(text, "retention.ms=1000 (override)") {
+		t.Fatalf("the refused alter changed the topic:\n%s", text)
+	}
+}
