@@ -259,7 +259,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, errHelp
 			}
-			return nil, &usageError{msg: flagErrText(err)}
+			return nil, &usageError{msg: flagErrText(fs, err)}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -273,8 +273,9 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// flagErrText rewrites the flag package's messages with --names.
-func flagErrText(err error) string {
+// flagErrText rewrites the flag package's messages with --names, saying
+// what a malformed value of fs's flag should look like.
+func flagErrText(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
 		return "unknown flag " + dashes(name)
@@ -282,24 +283,45 @@ func flagErrText(err error) string {
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
 		return "flag " + dashes(name) + " needs a value"
 	}
-	if strings.HasPrefix(msg, "invalid value ") || strings.HasPrefix(msg, "invalid boolean value ") {
-		// invalid value "x" for flag -n: parse error
-		if i := strings.Index(msg, " for flag "); i >= 0 {
-			j := i + len(" for flag ")
-			k := strings.Index(msg[j:], ":")
-			if k >= 0 {
-				reason := strings.TrimSpace(msg[j+k+1:])
-				switch {
-				case strings.Contains(reason, "parse error"), strings.Contains(reason, "invalid syntax"):
-					reason = "not a valid number"
-				case strings.Contains(reason, "out of range"):
-					reason = "out of range"
-				}
-				return msg[:i] + " for " + dashes(msg[j:j+k]) + ": " + reason
-			}
+	// invalid value "x" for flag -n: parse error
+	// invalid boolean value "x" for -n: parse error
+	rest, ok := strings.CutPrefix(msg, "invalid value ")
+	if !ok {
+		rest, ok = strings.CutPrefix(msg, "invalid boolean value ")
+	}
+	if !ok {
+		return msg
+	}
+	i := strings.Index(rest, " for ")
+	if i < 0 {
+		return msg
+	}
+	value, tail := rest[:i], strings.TrimPrefix(rest[i+len(" for "):], "flag ")
+	k := strings.Index(tail, ":")
+	if k < 0 {
+		return msg
+	}
+	name, reason := strings.TrimLeft(tail[:k], "-"), strings.TrimSpace(tail[k+1:])
+	var kind any
+	if f := fs.Lookup(name); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			kind = g.Get()
 		}
 	}
-	return msg
+	switch kind.(type) {
+	case time.Duration:
+		reason = "not a duration (want e.g. 30m, 1h, 90s)"
+	case bool:
+		reason = "not true or false"
+	default:
+		switch {
+		case strings.Contains(reason, "parse error"), strings.Contains(reason, "invalid syntax"):
+			reason = "not a valid number"
+		case strings.Contains(reason, "out of range"):
+			reason = "out of range"
+		}
+	}
+	return "invalid value " + value + " for " + dashes(name) + ": " + reason
 }
 
 func dashes(name string) string {

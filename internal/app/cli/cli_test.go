@@ -128,3 +128,28 @@ func TestErrorHints(t *testing.T) {
 		t.Errorf("inspect segment on a corrupt file is told to run itself: %q", got)
 	}
 }
+
+// TestFlagValueErrorsSayWhatIsExpected: a malformed duration or boolean
+// flag value is refused naming the flag, the value and what it wants, never
+// "not a valid number" (a duration needs a unit: 3600 is refused too) nor
+// the flag package's raw "-follow: parse error".
+func TestFlagValueErrorsSayWhatIsExpected(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"duration", []string{"retention", "--data-dir", dir, "--gc-grace", "10mins"}, `invalid value "10mins" for --gc-grace: not a duration (want e.g. 30m, 1h, 90s)`},
+		{"duration_no_unit", []string{"retention", "--data-dir", dir, "--gc-grace", "3600"}, `invalid value "3600" for --gc-grace: not a duration`},
+		{"bool", []string{"consume", "--data-dir", dir, "--topic", "t", "--partition", "0", "--follow=yes"}, `invalid value "yes" for --follow: not true or false`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run(t, "", tt.args...)
+			if res.code != ExitUsage || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, tt.want) {
+				t.Fatalf("exit %d stderr %q: want 2 and one line containing %q", res.code, res.stderr, tt.want)
+			}
+		})
+	}
+}
