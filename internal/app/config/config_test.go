@@ -984,3 +984,23 @@ uploader:
 		t.Errorf("serve's defaults changed: %+v %+v", d.HTTP, d.Kafka)
 	}
 }
+
+// TestFetchBucketNotCheckedAgainstDataDir: tiered fetch has no data dir (no
+// --data-dir flag; it never opens one), so the default ./data must not make
+// it refuse a file:// bucket that holds the working directory or lies under
+// ./data, as it must for serve.
+func TestFetchBucketNotCheckedAgainstDataDir(t *testing.T) {
+	bucket := t.TempDir()
+	t.Chdir(bucket)
+	if err := os.MkdirAll(filepath.Join(bucket, "data", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{bucket, filepath.Join(bucket, "data", "b")} {
+		if _, err := Load(LoadOptions{Process: ProcessFetch, Flags: map[string]string{"bucket": "file://" + b}}); err != nil {
+			t.Errorf("fetch --bucket file://%s from %s: %v", b, bucket, err)
+		}
+		if _, err := Load(LoadOptions{Process: ProcessServe, Flags: map[string]string{"bucket": "file://" + b}}); err == nil {
+			t.Errorf("serve --bucket file://%s with data_dir ./data: accepted", b)
+		}
+	}
+}

@@ -162,7 +162,8 @@ func (v *validator) bucket() {
 		return
 	}
 	bdir := filepath.Clean(filepath.FromSlash(loc.Dir))
-	if c.DataDir != "" && v.p != ProcessSidecar {
+	// Only serve has a data dir (the sidecar and fetch never open one).
+	if c.DataDir != "" && v.p != ProcessSidecar && v.p != ProcessFetch {
 		if data, err := filepath.Abs(c.DataDir); err == nil {
 			switch {
 			case within(bdir, data) && bdir != filepath.Join(data, "bucket"):
