@@ -1004,3 +1004,24 @@ func TestFetchBucketNotCheckedAgainstDataDir(t *testing.T) {
 		}
 	}
 }
+
+// TestFileWithSeveralDocumentsRefused: a file holding more than one YAML
+// document ("---" between them) is refused naming the line of the second,
+// never read for its first document alone with the rest silently ignored.
+func TestFileWithSeveralDocumentsRefused(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, "data_dir: "+dir+"\nlog: {level: debug}\n---\nlog: {level: warn}\n")
+	_, err := Load(LoadOptions{File: file})
+	ps := problems(t, err)
+	if len(ps) != 1 || ps[0].Source != SourceFile || ps[0].Line != 4 || !strings.Contains(ps[0].Error(), "more than one YAML document") {
+		t.Fatalf("problems %v, want one at line 4 (the second document's first key)", err)
+	}
+	// A "---" start marker, a "..." end marker or an empty document after
+	// the first changes nothing.
+	for _, body := range []string{"---\nlog: {level: debug}\n", "log: {level: debug}\n...\n", "log: {level: debug}\n---\n"} {
+		c, err := Load(LoadOptions{File: writeFile(t, body), Flags: map[string]string{"data-dir": dir}})
+		if err != nil || c.Log.Level != "debug" {
+			t.Errorf("%q: level %q, %v", body, c.Log.Level, err)
+		}
+	}
+}

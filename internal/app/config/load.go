@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -332,6 +333,15 @@ func (l *loader) loadYAML(data []byte, file string) {
 	}
 	l.nodes = 0
 	l.decode(doc.Content[0], reflect.ValueOf(l.c).Elem(), "")
+	// yaml.Unmarshal reads the first document only: a second one ("---") would be
+	// ignored without a word.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, next yaml.Node
+	if dec.Decode(&first) == nil && dec.Decode(&next) == nil && len(next.Content) > 0 {
+		if n := next.Content[0]; n.Kind != yaml.ScalarNode || n.Tag != "!!null" {
+			l.fail("", n.Line, "the file holds more than one YAML document (its second, after ---, begins here): put every key in one document")
+		}
+	}
 }
 
 // yamlErrText drops the "yaml: " prefix.
