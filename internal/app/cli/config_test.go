@@ -118,3 +118,26 @@ func TestConfigCommandUsage(t *testing.T) {
 		t.Errorf("help: %s", res.stdout)
 	}
 }
+
+// TestConfigRefusedForAnEnvValueExitsOne: a configuration refused because of
+// a TIERED_* value exits 1 (README's exit codes: a refused configuration from
+// the file or the environment) and names the variable, also when the check
+// that fails is on another key the variable's value conflicts with (a
+// default the operator never set).
+func TestConfigRefusedForAnEnvValueExitsOne(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ env, value, want string }{
+		{"TIERED_KAFKA_ADDR", "0.0.0.0:9092", "env TIERED_KAFKA_ADDR: kafka.advertised_addr: required"},
+		{"TIERED_GROUPS_MIN_SESSION_TIMEOUT", "1h", "env TIERED_GROUPS_MIN_SESSION_TIMEOUT: groups.max_session_timeout: must be at least"},
+		{"TIERED_FETCH_CHUNK_BYTES", "1GiB", "env TIERED_FETCH_CHUNK_BYTES: fetch.cache_bytes: must hold at least one chunk"},
+		{"TIERED_HTTP_ADDR", "127.0.0.1:9092", "env TIERED_HTTP_ADDR: kafka.addr: same address as http.addr"},
+	} {
+		t.Run(tt.env, func(t *testing.T) {
+			t.Setenv(tt.env, tt.value)
+			res := run(t, "", "config", "print", "--data-dir", dir)
+			if res.code != ExitError || !strings.Contains(res.stderr, tt.want) {
+				t.Fatalf("exit %d stderr %q, want 1 and %q", res.code, res.stderr, tt.want)
+			}
+		})
+	}
+}

@@ -325,7 +325,7 @@ func TestValidationErrors(t *testing.T) {
 		{name: "uploader_manifest_version_zero", yaml: "uploader:\n  manifest_version: 0\n", path: "uploader.manifest_version", line: 3, msg: "must be from 1 to 2 (got 0)"},
 		{name: "chunk_too_small", yaml: "fetch:\n  chunk_bytes: 100\n", path: "fetch.chunk_bytes", line: 3, msg: "must be from 4096"},
 		{name: "cache_below_chunk", yaml: "fetch:\n  cache_bytes: 1MiB\n", path: "fetch.cache_bytes", line: 3, msg: "must hold at least one chunk"},
-		{name: "cache_dir_without_bytes", yaml: "fetch:\n  cache_dir: /tmp/c\n", path: "fetch.disk_cache_bytes", line: 2, msg: "required with fetch.cache_dir"},
+		{name: "cache_dir_without_bytes", yaml: "fetch:\n  cache_dir: /tmp/c\n", path: "fetch.disk_cache_bytes", line: 3, msg: "required with fetch.cache_dir"},
 		{name: "disk_bytes_without_dir", yaml: "fetch:\n  disk_cache_bytes: 1GiB\n", path: "fetch.cache_dir", msg: "required with fetch.disk_cache_bytes"},
 		{name: "inflight_below_chunk", yaml: "fetch:\n  max_inflight_bytes: 1KiB\n", path: "fetch.max_inflight_bytes", line: 3, msg: "must be at least one chunk"},
 		{name: "max_gets", yaml: "fetch:\n  max_concurrent_gets: 0\n", path: "fetch.max_concurrent_gets", line: 3, msg: "must be at least 1"},

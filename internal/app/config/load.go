@@ -259,6 +259,20 @@ func (c *Config) problem(path, msg string) *FieldError {
 	return e
 }
 
+// problemFrom is problem for a check of path against the value at other: when no layer set
+// path itself, the problem is located where other was set (the value that conflicts with
+// path's default).
+func (c *Config) problemFrom(path, other, msg string) *FieldError {
+	if c.meta != nil {
+		if _, own := findOrigin(c.meta.origins, path); !own {
+			if o, ok := findOrigin(c.meta.origins, other); ok {
+				return &FieldError{Path: path, Source: o.src, File: o.file, Line: o.line, Name: o.name, Msg: msg}
+			}
+		}
+	}
+	return c.problem(path, msg)
+}
+
 // findOrigin looks path up in m, then its ancestors ("a.b[1].c", "a.b[1]", "a.b", "a").
 func findOrigin(m map[string]origin, path string) (origin, bool) {
 	for p := path; ; {

@@ -143,7 +143,7 @@ func (v *validator) groups() {
 	v.positiveDuration("groups.offsets_retention", int64(g.OffsetsRetention))
 	v.positive("groups.max_size", int64(g.MaxSize))
 	if g.MaxSessionTimeout < g.MinSessionTimeout {
-		v.add("groups.max_session_timeout", "must be at least groups.min_session_timeout (%v), got %v", g.MinSessionTimeout, g.MaxSessionTimeout)
+		v.addFrom("groups.max_session_timeout", "groups.min_session_timeout", "must be at least groups.min_session_timeout (%v), got %v", g.MinSessionTimeout, g.MaxSessionTimeout)
 	}
 }
 
@@ -224,7 +224,7 @@ func (v *validator) listeners() {
 		v.add("kafka.fetch_max_bytes", "must be between 1KiB and 1GiB (got %d)", n)
 	}
 	if c.Kafka.Addr == c.HTTP.Addr && !strings.HasSuffix(c.Kafka.Addr, ":0") {
-		v.add("kafka.addr", "same address as http.addr (%s)", c.HTTP.Addr)
+		v.addFrom("kafka.addr", "http.addr", "same address as http.addr (%s)", c.HTTP.Addr)
 	}
 	if a := c.Kafka.AdvertisedAddr; a != "" {
 		if err := checkHostPort(a, false, false); err != nil {
@@ -235,7 +235,7 @@ func (v *validator) listeners() {
 		return
 	}
 	if host, _, _ := net.SplitHostPort(c.Kafka.Addr); unspecified(host) {
-		v.add("kafka.advertised_addr", "required when kafka.addr (%s) listens on all interfaces: clients need a routable host:port", c.Kafka.Addr)
+		v.addFrom("kafka.advertised_addr", "kafka.addr", "required when kafka.addr (%s) listens on all interfaces: clients need a routable host:port", c.Kafka.Addr)
 	}
 }
 
@@ -303,6 +303,14 @@ func (v *validator) readable(path, file string) bool {
 	}
 	f.Close()
 	return true
+}
+
+// addFrom is add for a check of path against the value at other (problemFrom).
+func (v *validator) addFrom(path, other, format string, args ...any) {
+	if v.c.meta != nil && v.c.meta.bad[path] {
+		return
+	}
+	v.problems = append(v.problems, v.c.problemFrom(path, other, fmt.Sprintf(format, args...)))
 }
 
 func (v *validator) nonNegative(path string, n int64) bool {
@@ -383,16 +391,16 @@ func (v *validator) fetch() {
 		}
 	}
 	if v.nonNegative("fetch.cache_bytes", int64(f.CacheBytes)) && chunkOK && int64(f.CacheBytes) < chunk {
-		v.add("fetch.cache_bytes", "must hold at least one chunk (%d bytes, fetch.chunk_bytes)", chunk)
+		v.addFrom("fetch.cache_bytes", "fetch.chunk_bytes", "must hold at least one chunk (%d bytes, fetch.chunk_bytes)", chunk)
 	}
 	if v.nonNegative("fetch.disk_cache_bytes", int64(f.DiskCacheBytes)) {
 		switch {
 		case f.CacheDir != "" && f.DiskCacheBytes == 0:
-			v.add("fetch.disk_cache_bytes", "required with fetch.cache_dir")
+			v.addFrom("fetch.disk_cache_bytes", "fetch.cache_dir", "required with fetch.cache_dir")
 		case f.CacheDir == "" && f.DiskCacheBytes != 0:
-			v.add("fetch.cache_dir", "required with fetch.disk_cache_bytes")
+			v.addFrom("fetch.cache_dir", "fetch.disk_cache_bytes", "required with fetch.disk_cache_bytes")
 		case f.CacheDir != "" && chunkOK && int64(f.DiskCacheBytes) < chunk:
-			v.add("fetch.disk_cache_bytes", "must hold at least one chunk (%d bytes, fetch.chunk_bytes)", chunk)
+			v.addFrom("fetch.disk_cache_bytes", "fetch.chunk_bytes", "must hold at least one chunk (%d bytes, fetch.chunk_bytes)", chunk)
 		}
 	}
 	if f.MaxConcurrentGets < 1 {
@@ -402,7 +410,7 @@ func (v *validator) fetch() {
 		v.add("fetch.parked_gets", "must be -1 (none), 0 (the default) or a bound (got %d)", f.ParkedGets)
 	}
 	if v.nonNegative("fetch.max_inflight_bytes", int64(f.MaxInFlightBytes)) && chunkOK && int64(f.MaxInFlightBytes) < chunk {
-		v.add("fetch.max_inflight_bytes", "must be at least one chunk (%d bytes, fetch.chunk_bytes)", chunk)
+		v.addFrom("fetch.max_inflight_bytes", "fetch.chunk_bytes", "must be at least one chunk (%d bytes, fetch.chunk_bytes)", chunk)
 	}
 	v.positiveDuration("fetch.max_wait", int64(f.MaxWait))
 	if f.PeerLease < fleet.MinLease {
