@@ -359,8 +359,69 @@ func (b *S3) GetRange(ctx context.Context, key string, off, length int64) (io.Re
 		}
 		return nil, err
 	}
-	return out.Body, nil
+	n, err := checkContentRange(off, length, aws.ToString(out.ContentRange), out.ContentLength)
+	if err != nil {
+		out.Body.Close()
+		return nil, &opError{op: "get range", key: key, err: fmt.Errorf("asked %s: %w", rng, err)}
+	}
+	return &exactReader{rc: out.Body, left: n}, nil
 }
+
+// checkContentRange checks that the answer to a GetRange of length bytes
+// at off (length < 0: to the end) is that range: its Content-Range must
+// start at off and end where the range ends (cut at the object's end), and
+// its Content-Length, when given, must agree. An answer without a
+// Content-Range (a store or proxy that ignored the Range header and sent
+// the whole object) is the range only when the range is the whole object.
+// It returns how many bytes the body must have.
+func checkContentRange(off, length int64, contentRange string, contentLength *int64) (int64, error) {
+	if contentRange == "" {
+		if off == 0 && contentLength != nil && *contentLength >= 0 && (length < 0 || length >= *contentLength) {
+			return *contentLength, nil
+		}
+		return 0, errors.New("the store answered without a Content-Range (it ignored the Range header)")
+	}
+	var first, last, total int64
+	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &first, &last, &total); err != nil {
+		return 0, fmt.Errorf("unusable Content-Range %q", contentRange)
+	}
+	end := total // exclusive end of the range asked, cut at the object's end
+	if length >= 0 && off+length < total {
+		end = off + length
+	}
+	n := last - first + 1
+	if first != off || last != end-1 || n <= 0 {
+		return 0, fmt.Errorf("the store answered Content-Range %q", contentRange)
+	}
+	if contentLength != nil && *contentLength >= 0 && *contentLength != n {
+		return 0, fmt.Errorf("the store answered Content-Range %q with Content-Length %d", contentRange, *contentLength)
+	}
+	return n, nil
+}
+
+// exactReader yields exactly left bytes of rc: a body that ends sooner is
+// io.ErrUnexpectedEOF, never a short success.
+type exactReader struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (r *exactReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	n, err := r.rc.Read(p)
+	r.left -= int64(n)
+	if err == io.EOF && r.left > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (r *exactReader) Close() error { return r.rc.Close() }
 
 // Attributes implements BucketReader.
 func (b *S3) Attributes(ctx context.Context, key string) (Attrs, error) {
