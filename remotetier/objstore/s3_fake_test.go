@@ -3,15 +3,20 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/tiered/tiered/internal/testkit/testminio"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -147,5 +152,164 @@ func TestS3GetRangeShortBody(t *testing.T) {
 				t.Logf("read error %v", err)
 			}
 		})
+	}
+}
+
+// fakeObject is one object of a statefulS3.
+type fakeObject struct {
+	data, etag, crc string
+}
+
+// statefulS3 is a tiny S3 of PutObject (with If-None-Match / If-Match),
+// HeadObject and GetObject whose first PutObject of each key is stored but
+// answered 500, as when the store commits a write and the answer is lost.
+func statefulS3(objects map[string]*fakeObject, failFirstPut bool) func(w http.ResponseWriter, r *http.Request, key string) {
+	puts := map[string]int{}
+	version := 0
+	return func(w http.ResponseWriter, r *http.Request, key string) {
+		body, _ := io.ReadAll(r.Body)
+		cur := objects[key]
+		switch r.Method {
+		case http.MethodHead:
+			if cur == nil {
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(len(cur.data)))
+			w.Header().Set("ETag", cur.etag)
+			if r.Header.Get("X-Amz-Checksum-Mode") == "ENABLED" && cur.crc != "" {
+				w.Header().Set("X-Amz-Checksum-Crc32c", cur.crc)
+			}
+			w.WriteHeader(http.StatusOK)
+		case http.MethodPut:
+			if r.Header.Get("If-None-Match") == "*" && cur != nil {
+				s3Error(w, http.StatusPreconditionFailed, "PreconditionFailed")
+				return
+			}
+			if m := r.Header.Get("If-Match"); m != "" {
+				if cur == nil {
+					s3Error(w, http.StatusNotFound, "NoSuchKey")
+					return
+				}
+				if m != cur.etag {
+					s3Error(w, http.StatusPreconditionFailed, "PreconditionFailed")
+					return
+				}
+			}
+			version++
+			o := &fakeObject{data: string(body), etag: fmt.Sprintf(`"v%d"`, version), crc: r.Header.Get("X-Amz-Checksum-Crc32c")}
+			objects[key] = o
+			puts[key]++
+			if failFirstPut && puts[key] == 1 {
+				s3Error(w, http.StatusInternalServerError, "InternalError")
+				return
+			}
+			w.Header().Set("ETag", o.etag)
+			w.WriteHeader(http.StatusOK)
+		default:
+			s3Error(w, http.StatusBadRequest, "InvalidArgument")
+		}
+	}
+}
+
+// TestS3RetriedConditionalPutSeesItsOwnWrite: when the store commits a
+// conditional PutObject but its answer is lost (500) and the SDK retries,
+// the retry fails its precondition against the object the first attempt
+// wrote. That Put succeeded and must be reported so: as
+// ErrPreconditionFailed the caller believes another writer won. An object
+// that is not this Put's content still fails the precondition.
+func TestS3RetriedConditionalPutSeesItsOwnWrite(t *testing.T) {
+	ctx := context.Background()
+	objects := map[string]*fakeObject{"manifest": {data: "old", etag: `"v0"`}}
+	b := newScriptedS3(t, statefulS3(objects, true))
+
+	a, err := b.Put(ctx, "data", strings.NewReader("new data"), 8, objstore.IfAbsent())
+	if err != nil {
+		t.Errorf("IfAbsent put whose first attempt landed = %v, want success", err)
+	} else if a.ETag != objects["data"].etag {
+		t.Errorf("IfAbsent put returned etag %s, stored %s", a.ETag, objects["data"].etag)
+	}
+
+	a, err = b.Put(ctx, "manifest", strings.NewReader("new"), 3, objstore.IfMatch(`"v0"`))
+	if err != nil {
+		t.Errorf("IfMatch put whose first attempt landed = %v, want success", err)
+	} else if a.ETag != objects["manifest"].etag {
+		t.Errorf("IfMatch put returned etag %s, stored %s", a.ETag, objects["manifest"].etag)
+	}
+
+	// Another writer's object: the precondition is lost.
+	objects2 := map[string]*fakeObject{"k": {data: "theirs", etag: `"x"`, crc: "AAAAAA=="}}
+	b2 := newScriptedS3(t, statefulS3(objects2, false))
+	if _, err := b2.Put(ctx, "k", strings.NewReader("mine!!"), 6, objstore.IfAbsent()); !objstore.IsPreconditionFailed(err) {
+		t.Errorf("IfAbsent over another writer's object = %v, want ErrPreconditionFailed", err)
+	}
+	if _, err := b2.Put(ctx, "k", strings.NewReader("mine!!"), 6, objstore.IfMatch(`"y"`)); !objstore.IsPreconditionFailed(err) {
+		t.Errorf("IfMatch with a stale etag = %v, want ErrPreconditionFailed", err)
+	}
+}
+
+// TestS3RetriedConditionalPutOnMinIO: the same against MinIO, through a
+// proxy that lets the first conditional PutObject of each key reach MinIO
+// and then answers 500 in its place.
+func TestS3RetriedConditionalPutOnMinIO(t *testing.T) {
+	ctx := context.Background()
+	srv := testminio.Shared(t)
+	bucket := srv.NewBucket(t)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	lost := map[string]bool{}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conditional := r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Match") != ""
+		mu.Lock()
+		drop := r.Method == http.MethodPut && conditional && !lost[r.URL.Path]
+		lost[r.URL.Path] = lost[r.URL.Path] || drop
+		mu.Unlock()
+		if !drop {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK {
+			t.Errorf("first attempt through the proxy: HTTP %d", rec.Code)
+		}
+		s3Error(w, http.StatusInternalServerError, "InternalError")
+	}))
+	defer front.Close()
+	defer front.CloseClientConnections()
+	b, err := objstore.NewS3(ctx, objstore.S3Config{Bucket: bucket, Endpoint: front.URL, Region: testminio.Region, PathStyle: true,
+		Credentials: staticCreds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a1, err := b.Put(ctx, "k", strings.NewReader("v1"), 2, objstore.IfAbsent())
+	if err != nil {
+		t.Fatalf("IfAbsent put whose first attempt landed = %v, want success", err)
+	}
+	a2, err := b.Put(ctx, "m", strings.NewReader("v0"), 2, objstore.Condition{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	lost["/"+bucket+"/m"] = false // the next conditional PUT of m is answered 500
+	mu.Unlock()
+	a3, err := b.Put(ctx, "m", strings.NewReader("v2"), 2, objstore.IfMatch(a2.ETag))
+	if err != nil {
+		t.Fatalf("IfMatch put whose first attempt landed = %v, want success", err)
+	}
+	for key, a := range map[string]objstore.Attrs{"k": a1, "m": a3} {
+		got, err := b.Attributes(ctx, key)
+		if err != nil || got.ETag != a.ETag {
+			t.Errorf("%s: stored etag %s (%v), Put returned %s", key, got.ETag, err, a.ETag)
+		}
+	}
+	// Another writer's object still fails the precondition after a retry.
+	if _, err := b.Put(ctx, "m", strings.NewReader("v3"), 2, objstore.IfAbsent()); !objstore.IsPreconditionFailed(err) {
+		t.Errorf("IfAbsent over an existing object = %v, want ErrPreconditionFailed", err)
 	}
 }

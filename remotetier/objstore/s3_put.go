@@ -17,12 +17,14 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // CRC32CRanger is implemented by Put readers (io.ReaderAt + io.Seeker) that
@@ -267,9 +269,19 @@ func (b *S3) Put(ctx context.Context, key string, r io.Reader, size int64, cond 
 		in := &s3.PutObjectInput{Bucket: &b.bucket, Key: &key, Body: body, ContentLength: aws.Int64(n),
 			ChecksumCRC32C: crcHeader(sum)}
 		applyCond(cond, &in.IfNoneMatch, &in.IfMatch)
-		out, err := b.client.PutObject(withFileBody(ctx, body), in, unsignedPayload)
+		var attempts atomic.Int32
+		out, err := b.client.PutObject(withFileBody(ctx, body), in, unsignedPayload, countAttempts(&attempts))
 		if err != nil {
-			return Attrs{}, mapPutErr(key, cond, err)
+			err = mapPutErr(key, cond, err)
+			if IsPreconditionFailed(err) && attempts.Load() > 1 {
+				// The SDK retried: the precondition may have failed
+				// against this Put's own first attempt, which the store
+				// committed before its answer was lost.
+				if a, ok := b.ownWrite(ctx, key, n, in.ChecksumCRC32C); ok {
+					return a, nil
+				}
+			}
+			return Attrs{}, err
 		}
 		return Attrs{Size: n, ETag: aws.ToString(out.ETag), LastModified: b.now()}, nil
 	}
@@ -408,6 +420,29 @@ func (b *S3) putMultipart(ctx context.Context, key string, src *source, first io
 		return Attrs{}, mapPutErr(key, cond, err)
 	}
 	return Attrs{Size: total, ETag: aws.ToString(out.ETag), LastModified: b.now()}, nil
+}
+
+// countAttempts counts the attempts the SDK's retry loop makes of a call.
+func countAttempts(n *atomic.Int32) func(*s3.Options) {
+	return func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("tieredCountAttempts",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					n.Add(1)
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		})
+	}
+}
+
+// ownWrite reports whether the object at key is the size bytes of
+// CRC-32C crc that a Put sent, and its attributes.
+func (b *S3) ownWrite(ctx context.Context, key string, size int64, crc *string) (Attrs, bool) {
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: &key, ChecksumMode: s3types.ChecksumModeEnabled})
+	if err != nil || aws.ToInt64(out.ContentLength) != size || out.ChecksumCRC32C == nil || aws.ToString(out.ChecksumCRC32C) != aws.ToString(crc) {
+		return Attrs{}, false
+	}
+	return Attrs{Size: size, ETag: aws.ToString(out.ETag), LastModified: aws.ToTime(out.LastModified)}, true
 }
 
 func sortParts(parts []s3types.CompletedPart) {
