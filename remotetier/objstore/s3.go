@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -441,7 +443,9 @@ func (b *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error)
 	if err := validatePrefix(prefix); err != nil {
 		return err
 	}
-	in := &s3.ListObjectsV2Input{Bucket: &b.bucket}
+	// Keys come URL-encoded: XML 1.0 cannot carry most control
+	// characters, and a listing with one would fail to decode.
+	in := &s3.ListObjectsV2Input{Bucket: &b.bucket, EncodingType: s3types.EncodingTypeUrl}
 	if prefix != "" {
 		in.Prefix = &prefix
 	}
@@ -452,7 +456,13 @@ func (b *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error)
 			return mapErr("list", prefix, err)
 		}
 		for _, o := range page.Contents {
-			if err := fn(ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified)}); err != nil {
+			key := aws.ToString(o.Key)
+			if page.EncodingType == s3types.EncodingTypeUrl {
+				if key, err = url.QueryUnescape(key); err != nil {
+					return &opError{op: "list", key: prefix, err: fmt.Errorf("undecodable key %q in the listing: %w", aws.ToString(o.Key), err)}
+				}
+			}
+			if err := fn(ObjectInfo{Key: key, Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified)}); err != nil {
 				return err
 			}
 		}
