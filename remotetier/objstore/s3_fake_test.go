@@ -1,6 +1,7 @@
 package objstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -334,5 +335,68 @@ func TestS3ListOddKeys(t *testing.T) {
 		if !slices.Equal(got, keys) {
 			t.Errorf("%T lists %q, want %q", b, got, keys)
 		}
+	}
+}
+
+// TestS3RetriedCompleteMultipartSeesItsOwnWrite: when MinIO completes a
+// multipart upload but the answer is lost (500) and the SDK retries
+// CompleteMultipartUpload, the retry finds the upload gone (NoSuchUpload)
+// or, with IfAbsent, the object it just made (412). The Put succeeded and
+// must say so; over another writer's object it still loses.
+func TestS3RetriedCompleteMultipartSeesItsOwnWrite(t *testing.T) {
+	ctx := context.Background()
+	srv := testminio.Shared(t)
+	bucket := srv.NewBucket(t)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	lost := map[string]bool{}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		drop := r.Method == http.MethodPost && r.URL.Query().Has("uploadId") && !lost[r.URL.Path]
+		lost[r.URL.Path] = lost[r.URL.Path] || drop
+		mu.Unlock()
+		if !drop {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK {
+			t.Errorf("first CompleteMultipartUpload through the proxy: HTTP %d", rec.Code)
+		}
+		s3Error(w, http.StatusInternalServerError, "InternalError")
+	}))
+	defer front.Close()
+	defer front.CloseClientConnections()
+	b, err := objstore.NewS3(ctx, objstore.S3Config{Bucket: bucket, Endpoint: front.URL, Region: testminio.Region, PathStyle: true,
+		PartSize: objstore.MinPartSize, Credentials: staticCreds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	data := objtesting.Pattern(51, 2*objstore.MinPartSize+10) // three parts
+	for _, c := range []struct {
+		key  string
+		cond objstore.Condition
+	}{{"plain", objstore.Condition{}}, {"ifabsent", objstore.IfAbsent()}} {
+		a, err := b.Put(ctx, c.key, bytes.NewReader(data), int64(len(data)), c.cond)
+		if err != nil {
+			t.Errorf("%s: put whose CompleteMultipartUpload landed = %v, want success", c.key, err)
+			continue
+		}
+		if got, err := b.Attributes(ctx, c.key); err != nil || got.ETag != a.ETag || got.Size != int64(len(data)) {
+			t.Errorf("%s: stored %+v (%v), Put returned %+v", c.key, got, err, a)
+		}
+	}
+	other := objtesting.Pattern(52, len(data))
+	if _, err := b.Put(ctx, "plain", bytes.NewReader(other), int64(len(other)), objstore.IfAbsent()); !objstore.IsPreconditionFailed(err) {
+		t.Errorf("IfAbsent over another object = %v, want ErrPreconditionFailed", err)
+	}
+	if got := objtesting.MustGet(t, b, "plain"); !bytes.Equal(got, data) {
+		t.Errorf("plain: %d bytes that differ from the first put", len(got))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -415,8 +417,18 @@ func (b *S3) putMultipart(ctx context.Context, key string, src *source, first io
 	in := &s3.CompleteMultipartUploadInput{Bucket: &b.bucket, Key: &key, UploadId: uploadID,
 		MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts}}
 	applyCond(cond, &in.IfNoneMatch, &in.IfMatch)
-	out, err := b.client.CompleteMultipartUpload(ctx, in)
+	var attempts atomic.Int32
+	out, err := b.client.CompleteMultipartUpload(ctx, in, countAttempts(&attempts))
 	if err != nil {
+		var ae smithy.APIError
+		if attempts.Load() > 1 && (IsPreconditionFailed(mapPutErr(key, cond, err)) || errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload") {
+			// The SDK retried: the first attempt may have completed the
+			// upload before its answer was lost, and the retry found the
+			// upload gone or the precondition lost to this very object.
+			if a, ok := b.ownWrite(ctx, key, total, compositeCRC(parts)); ok {
+				return a, nil
+			}
+		}
 		return Attrs{}, mapPutErr(key, cond, err)
 	}
 	return Attrs{Size: total, ETag: aws.ToString(out.ETag), LastModified: b.now()}, nil
@@ -435,9 +447,27 @@ func countAttempts(n *atomic.Int32) func(*s3.Options) {
 	}
 }
 
+// compositeCRC is the CRC-32C S3 gives a multipart object created with
+// ChecksumAlgorithm CRC32C: the checksum of its parts' checksums, then
+// "-" and the part count.
+func compositeCRC(parts []s3types.CompletedPart) *string {
+	var raw []byte
+	for _, p := range parts {
+		sum, err := base64.StdEncoding.DecodeString(aws.ToString(p.ChecksumCRC32C))
+		if err != nil {
+			return nil
+		}
+		raw = append(raw, sum...)
+	}
+	return aws.String(aws.ToString(crcHeader(crc32.Checksum(raw, castagnoli))) + "-" + strconv.Itoa(len(parts)))
+}
+
 // ownWrite reports whether the object at key is the size bytes of
 // CRC-32C crc that a Put sent, and its attributes.
 func (b *S3) ownWrite(ctx context.Context, key string, size int64, crc *string) (Attrs, bool) {
+	if crc == nil {
+		return Attrs{}, false
+	}
 	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: &key, ChecksumMode: s3types.ChecksumModeEnabled})
 	if err != nil || aws.ToInt64(out.ContentLength) != size || out.ChecksumCRC32C == nil || aws.ToString(out.ChecksumCRC32C) != aws.ToString(crc) {
 		return Attrs{}, false
