@@ -63,7 +63,9 @@ type S3Config struct {
 	// ResponseHeaderTimeout bounds the wait for a response's headers once
 	// a request is sent (default DefaultResponseHeaderTimeout), so a store
 	// that stops answering fails the attempt (and the SDK retries it)
-	// instead of hanging the caller until its context ends.
+	// instead of hanging the caller until its context ends. It also bounds
+	// how long a connection may go without moving a byte while a request
+	// body is sent or a response body read (a store that stalls half-way).
 	ResponseHeaderTimeout time.Duration
 	// Credentials overrides the standard AWS credential chain
 	// (environment AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, shared files,
@@ -164,6 +166,20 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 	tr.ResponseHeaderTimeout = c.ResponseHeaderTimeout
 	if tr.ResponseHeaderTimeout <= 0 {
 		tr.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	// The same bound applies to a store that stops reading a request body
+	// or stops sending a response body half-way, which the header timeout
+	// does not cover: every connection fails once it has moved no byte
+	// for that long while a read or write waits.
+	if dial := tr.DialContext; dial != nil {
+		stall := tr.ResponseHeaderTimeout
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &stallConn{Conn: conn, stall: stall}, nil
+		}
 	}
 	cfg.HTTPClient = &http.Client{
 		Transport: fileBodyTransport{tr},
@@ -493,6 +509,62 @@ func (b *S3) BucketName() string { return b.bucket }
 func (b *S3) Close() error {
 	b.transport.CloseIdleConnections()
 	return nil
+}
+
+// stallConn is a connection whose reads and writes fail once no byte has
+// moved for stall: each read or write pushes the deadline of both
+// directions stall ahead (a request written extends the wait for its
+// answer on a read already pending, as net/http's on an idle connection).
+type stallConn struct {
+	net.Conn
+	stall time.Duration
+}
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	c.Conn.SetDeadline(time.Now().Add(c.stall))
+	return c.Conn.Read(p)
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	c.Conn.SetDeadline(time.Now().Add(c.stall))
+	return c.Conn.Write(p)
+}
+
+// stallChunk is how much ReadFrom sends under one deadline.
+const stallChunk = 1 << 20
+
+// ReadFrom keeps the connection's own ReadFrom (sendfile of a request body
+// from a file, see fileBodyTransport), in chunks of stallChunk bytes that
+// each get a fresh deadline.
+func (c *stallConn) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.Conn.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{c}, r)
+	}
+	// net/http hands a body limited to its length; sendfile looks
+	// through one *io.LimitedReader only, so the chunks limit its R.
+	src, left := r, int64(-1)
+	if lr, ok := r.(*io.LimitedReader); ok {
+		src, left = lr.R, lr.N
+		defer func() { lr.N = left }()
+	}
+	var total int64
+	for left != 0 {
+		n := int64(stallChunk)
+		if left > 0 && left < n {
+			n = left
+		}
+		c.Conn.SetDeadline(time.Now().Add(c.stall))
+		k, err := rf.ReadFrom(&io.LimitedReader{R: src, N: n})
+		total += k
+		if left > 0 {
+			left -= k
+		}
+		if err != nil || k < n {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 type s3Reader struct {

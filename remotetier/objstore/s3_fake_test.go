@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
@@ -398,5 +399,60 @@ func TestS3RetriedCompleteMultipartSeesItsOwnWrite(t *testing.T) {
 	}
 	if got := objtesting.MustGet(t, b, "plain"); !bytes.Equal(got, data) {
 		t.Errorf("plain: %d bytes that differ from the first put", len(got))
+	}
+}
+
+// TestS3StalledStoreFailsTheCall: a store that stops sending a response
+// body half-way, or stops reading a request body, fails the call after
+// ResponseHeaderTimeout without progress (the SDK may retry it), instead
+// of hanging a caller whose context has no deadline forever.
+func TestS3StalledStoreFailsTheCall(t *testing.T) {
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bkt" || r.URL.Path == "/bkt/" {
+			return
+		}
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Length", "10")
+			io.WriteString(w, "01234")
+			w.(http.Flusher).Flush()
+		}
+		<-stop // and never read a PUT's body
+	}))
+	defer srv.Close()
+	defer srv.CloseClientConnections()
+	defer close(stop)
+	b, err := objstore.NewS3(context.Background(), objstore.S3Config{Bucket: "bkt", Endpoint: srv.URL, Region: "us-east-1", PathStyle: true,
+		ResponseHeaderTimeout: 500 * time.Millisecond, Credentials: credentials.NewStaticCredentialsProvider("id", "secret", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	data := objtesting.Pattern(61, objstore.MinPartSize) // more than the socket buffers hold
+	for name, call := range map[string]func() error{
+		"get_body": func() error {
+			rc, err := b.Get(context.Background(), "k")
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			_, err = io.ReadAll(rc)
+			return err
+		},
+		"put_body": func() error {
+			_, err := b.Put(context.Background(), "p", io.MultiReader(bytes.NewReader(data)), int64(len(data)), objstore.Condition{})
+			return err
+		},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: succeeded against a stalled store", name)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("%s: still waiting for a stalled store after 15s", name)
+		}
 	}
 }
