@@ -29,8 +29,10 @@ var s3Params = []string{"endpoint", "region", "path_style", "part_size", "part_c
 // is reported, on one line.
 func ParseURL(raw string) (Location, error) {
 	shown := raw
-	if strings.Contains(raw, "@") {
-		shown = "(redacted)" // may hold credentials; never echo it
+	if strings.Contains(raw, "@") || strings.Contains(strings.ToLower(raw), "%40") {
+		// May hold credentials (the endpoint parameter's '@' comes
+		// query-encoded as %40); never echo it.
+		shown = "(redacted)"
 	}
 	fail := func(problems ...string) (Location, error) {
 		return Location{}, fmt.Errorf("bucket URL %s: %s", shown, strings.Join(problems, "; "))

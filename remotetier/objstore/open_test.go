@@ -94,6 +94,7 @@ func TestParseURLNeverEchoesCredentials(t *testing.T) {
 		"s3://AKIAEXAMPLE:SuperSecret@bkt/x",
 		"s3://bkt?endpoint=http://AKIAEXAMPLE:SuperSecret@host:9000",
 		"s3://AKIAEXAMPLE:SuperSecret@%zz",
+		"s3://bkt?endpoint=http%3A%2F%2FAKIAEXAMPLE%3ASuperSecret%40host%3A9000", // the '@' query-encoded
 	} {
 		_, err := objstore.ParseURL(u)
 		if err == nil {
