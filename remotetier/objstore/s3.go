@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -364,6 +365,9 @@ func (b *S3) GetRange(ctx context.Context, key string, off, length int64) (io.Re
 	}
 	if length == 0 {
 		return emptyOrInvalid()
+	}
+	if length > math.MaxInt64-off {
+		length = -1 // the range reaches past any object's end: to the end
 	}
 	rng := "bytes=" + strconv.FormatInt(off, 10) + "-"
 	if length > 0 {
