@@ -302,6 +302,9 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 		if b.IsControl() {
 			return nil, info, &InvalidRecordError{Code: "INVALID_RECORD", Reason: "control batches are written by the log itself, not appended by clients"}
 		}
+		if b.ProducerID() >= 0 && b.BaseSequence() < 0 {
+			return nil, info, &InvalidRecordError{Code: "INVALID_RECORD", Reason: fmt.Sprintf("Invalid sequence number %d in record batch with producerId %d", b.BaseSequence(), b.ProducerID())}
+		}
 		recs, err := l.dec.Records(b)
 		if err != nil {
 			return nil, info, &InvalidRecordError{Code: "CORRUPT_MESSAGE", Reason: fmt.Sprintf("batch at byte %d", pos), Err: err}
