@@ -315,7 +315,9 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 		if b.LastOffsetDelta() != int32(len(recs)-1) {
 			return nil, info, &InvalidRecordError{Code: "INVALID_RECORD", Reason: fmt.Sprintf("batch at byte %d: last offset delta %d does not match its %d records", pos, b.LastOffsetDelta(), len(recs))}
 		}
+		maxTS := int64(record.NoTimestamp)
 		for i, r := range recs {
+			maxTS = max(maxTS, r.Timestamp)
 			if r.Offset-b.BaseOffset() != int64(i) {
 				return nil, info, &InvalidRecordError{Code: "INVALID_RECORD", Reason: fmt.Sprintf("batch at byte %d: record %d has offset delta %d; inner offsets must be consecutive from 0", pos, i, r.Offset-b.BaseOffset())}
 			}
@@ -325,6 +327,12 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 			if err := validateTimestamp(cfg, b, r, now); err != nil {
 				return nil, info, err
 			}
+		}
+		if !logAppend && (b.MaxTimestamp() != maxTS || b.LogAppendTime()) {
+			// As Kafka's LogValidator (batch.setMaxTimestamp): the
+			// stored maxTimestamp is the records' largest, CreateTime,
+			// not whatever the producer's header claimed.
+			b.SetMaxTimestampCreateTime(maxTS)
 		}
 		info.Batches++
 		info.Records += len(recs)

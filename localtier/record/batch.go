@@ -244,6 +244,14 @@ func (b Batch) SetMaxTimestampLogAppend(ts int64) {
 	b.UpdateCRC()
 }
 
+// SetMaxTimestampCreateTime clears the LogAppendTime attribute, sets the max
+// timestamp and recomputes the CRC, as a broker does for a CreateTime topic.
+func (b Batch) SetMaxTimestampCreateTime(ts int64) {
+	binary.BigEndian.PutUint16(b[offAttributes:], uint16(b.Attributes()&^AttrLogAppendTime))
+	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
+	b.UpdateCRC()
+}
+
 // UpdateCRC recomputes and stores the checksum.
 func (b Batch) UpdateCRC() {
 	if b.IsLegacy() {
