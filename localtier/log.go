@@ -343,8 +343,14 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 			spec := record.NewBatchSpec(b.BaseOffset(), codec.Codec(targetCodec))
 			spec.Transactional = b.IsTransactional()
 			spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = b.ProducerID(), b.ProducerEpoch(), b.BaseSequence()
+			start := len(out)
 			if out, err = l.enc.AppendBatch(out, spec, recs); err != nil {
 				return nil, info, err
+			}
+			// Kafka re-checks the size after recompression
+			// (UnifiedLog.append, RecordTooLargeException).
+			if size := len(out) - start; int64(size) > cfg.MaxMessageBytes {
+				return nil, info, &InvalidRecordError{Code: "MESSAGE_TOO_LARGE", Reason: fmt.Sprintf("the record batch at byte %d is %d bytes once recompressed with %s, which exceeds max.message.bytes (%d)", pos, size, codec.Codec(targetCodec), cfg.MaxMessageBytes)}
 			}
 		} else if out != nil {
 			out = append(out, b...)
