@@ -189,7 +189,7 @@ func (l *Log) ScanBatchHeaders(seg CleanerSegment, fn func(pos int64, size int, 
 		switch {
 		case magic < 0 || magic > record.CurrentMagic:
 			bad = fmt.Sprintf("unknown magic %d", magic)
-		case length <= 0 || magic == record.CurrentMagic && length < record.HeaderSize-record.LogOverhead:
+		case length < int64(record.MinLength(magic)):
 			bad = fmt.Sprintf("bad batch length %d", length)
 		case pos+size > end:
 			bad = fmt.Sprintf("batch of %d bytes runs past the segment size %d", size, end)

@@ -63,8 +63,8 @@ func IsCorrupt(err error) bool {
 	return errors.As(err, &ce)
 }
 
-// minLength returns the smallest legal length field for a magic.
-func minLength(magic int8) int32 {
+// MinLength returns the smallest legal length field for a magic (0 to 2).
+func MinLength(magic int8) int32 {
 	switch magic {
 	case 0:
 		return legacyMinSize0
@@ -113,8 +113,8 @@ func (it *Iter) Next() (Batch, bool) {
 		it.fail(b, fmt.Sprintf("unknown magic %d", magic))
 		return nil, false
 	}
-	if length < minLength(magic) {
-		it.fail(b, fmt.Sprintf("batch length %d below the minimum %d for magic %d", length, minLength(magic), magic))
+	if length < MinLength(magic) {
+		it.fail(b, fmt.Sprintf("batch length %d below the minimum %d for magic %d", length, MinLength(magic), magic))
 		return nil, false
 	}
 	size := int64(length) + LogOverhead
