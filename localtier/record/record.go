@@ -34,6 +34,12 @@ const DefaultMaxUncompressed = 64 << 20
 // timestamp delta, offset delta, key length, value length, header count.
 const minRecordSize = 7
 
+// maxRecordsPrealloc caps the records Records allocates room for before
+// decoding any: a Record is 96 bytes, so sizing the slice by what a 64 MiB
+// payload could hold would allocate 900 MB for a batch whose first record
+// is garbage. Past it the slice grows as records decode.
+const maxRecordsPrealloc = 4096
+
 // Decoder decodes the records of batches, reusing its buffers: the records
 // it returns are valid until its next call.
 type Decoder struct {
@@ -77,10 +83,10 @@ func (d *Decoder) Records(b Batch) ([]Record, error) {
 		d.scratch = out
 		payload = out
 	}
-	capHint := int(count)
-	if lim := len(payload) / minRecordSize; capHint > lim {
-		capHint = lim
-	}
+	// The count and the payload size only bound how many records there
+	// can be: preallocate no more than maxRecordsPrealloc, so a batch
+	// that fails early (or lies) costs no more than what it decodes.
+	capHint := min(int(count), len(payload)/minRecordSize, maxRecordsPrealloc)
 	recs := d.recs[:0]
 	if cap(recs) < capHint {
 		recs = make([]Record, 0, capHint)

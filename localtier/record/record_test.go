@@ -524,6 +524,7 @@ func FuzzDecodeBatches(f *testing.F) {
 	for _, p := range []string{"rskafka/gzip.batch.bin", "rskafka/lz4.batch.bin", "rskafka/zstd.batch.bin", "rskafka/snappy_java.batch.bin", "rskafka/null_key.batch.bin", "kafka-go/v1c-v1-v1c.records.bin", "kafka-go/v2bc-v1-v1c.records.bin"} {
 		f.Add(readFixture(f, p))
 	}
+	f.Add(hostileCountBatch(f, 1<<20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		it := NewIter(data)
 		d := Decoder{MaxUncompressed: 1 << 20}
