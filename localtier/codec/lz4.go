@@ -73,6 +73,12 @@ func decompressLZ4(dst, src []byte, maxOut int) ([]byte, error) {
 	return out, nil
 }
 
+// IsKafka3160LZ4 reports whether src is an lz4 frame whose header checksum
+// is the broken one of KAFKA-3160 (computed over the magic number too).
+// Decompress reads such frames, as Kafka does in magic 0 messages; Kafka
+// refuses them in magic 1 messages and v2 batches, and so must the caller.
+func IsKafka3160LZ4(src []byte) bool { return kafka3160HeaderLen(src) > 0 }
+
 // kafka3160HeaderLen returns the length of the frame header of src (magic,
 // descriptor, checksum byte) if its header checksum is wrong in the way
 // Kafka's Java client wrote it for magic 0 messages (KAFKA-3160): computed

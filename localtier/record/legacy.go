@@ -94,6 +94,9 @@ func (d *Decoder) legacyRecords(b Batch) ([]Record, error) {
 	if m.value == nil {
 		return nil, corrupt(b, "compressed legacy wrapper with a null value", nil)
 	}
+	if c == codec.LZ4 && m.magic > 0 && codec.IsKafka3160LZ4(m.value) {
+		return nil, corrupt(b, "lz4 frame header checksum covers the magic number (KAFKA-3160), which Kafka reads only in magic 0 messages", nil)
+	}
 	inner, err := codec.Decompress(c, d.legacy.buf[:0], m.value, d.max())
 	if err != nil {
 		return nil, corrupt(b, "decompress "+c.String()+" legacy wrapper", err)

@@ -76,6 +76,9 @@ func (d *Decoder) Records(b Batch) ([]Record, error) {
 	}
 	payload := b.Payload()
 	if c := b.Codec(); c != codec.None {
+		if c == codec.LZ4 && codec.IsKafka3160LZ4(payload) {
+			return nil, corrupt(b, "lz4 frame header checksum covers the magic number (KAFKA-3160), which Kafka reads only in magic 0 messages", nil)
+		}
 		out, err := codec.Decompress(c, d.scratch[:0], payload, d.max())
 		if err != nil {
 			return nil, corrupt(b, "decompress "+c.String()+" payload", err)
