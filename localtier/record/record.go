@@ -129,9 +129,10 @@ func corrupt(b Batch, reason string, err error) error {
 // decodeRecord decodes one record from p into r (Offset and Timestamp hold
 // the deltas) and returns the bytes consumed.
 func (d *Decoder) decodeRecord(p []byte, r *Record) (int, error) {
-	length, n := binary.Varint(p)
-	if n <= 0 {
-		return 0, errors.New("bad record length varint")
+	n := 0
+	length, err := varint32(p, &n)
+	if err != nil {
+		return 0, fmt.Errorf("record length: %w", err)
 	}
 	if length < minRecordSize-1 || length > int64(len(p)-n) {
 		return 0, fmt.Errorf("record length %d does not fit in the %d bytes left", length, len(p)-n)
@@ -148,7 +149,7 @@ func (d *Decoder) decodeRecord(p []byte, r *Record) (int, error) {
 		return 0, fmt.Errorf("timestamp delta: %w", err)
 	}
 	r.Timestamp = v
-	v, err = varint(body, &pos)
+	v, err = varint32(body, &pos)
 	if err != nil {
 		return 0, fmt.Errorf("offset delta: %w", err)
 	}
@@ -159,7 +160,7 @@ func (d *Decoder) decodeRecord(p []byte, r *Record) (int, error) {
 	if r.Value, err = nullableBytes(body, &pos); err != nil {
 		return 0, fmt.Errorf("value: %w", err)
 	}
-	hc, err := varint(body, &pos)
+	hc, err := varint32(body, &pos)
 	if err != nil {
 		return 0, fmt.Errorf("header count: %w", err)
 	}
@@ -206,8 +207,27 @@ func varint(p []byte, pos *int) (int64, error) {
 	return v, nil
 }
 
+// varint32 reads a zig-zag varint of at most 5 bytes, the int32 fields
+// of a record, as Kafka's ByteUtils.readVarint does: a longer one is
+// refused ("Varint is too long"), bits past the 32nd are dropped.
+func varint32(p []byte, pos *int) (int64, error) {
+	var u uint32
+	for i := 0; i < 5; i++ {
+		if *pos+i >= len(p) {
+			return 0, errors.New("bad varint")
+		}
+		c := p[*pos+i]
+		u |= uint32(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			*pos += i + 1
+			return int64(int32(u>>1) ^ -int32(u&1)), nil
+		}
+	}
+	return 0, errors.New("varint is longer than 5 bytes")
+}
+
 func nullableBytes(p []byte, pos *int) ([]byte, error) {
-	l, err := varint(p, pos)
+	l, err := varint32(p, pos)
 	if err != nil {
 		return nil, err
 	}
