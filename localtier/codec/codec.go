@@ -14,7 +14,9 @@
 //	        checksum. Frames whose header checksum was computed over the magic
 //	        number too (KAFKA-3160, magic 0 messages) are accepted as well.
 //	        Blocks up to 4 MiB (other producers' defaults) are read; the
-//	        legacy LZ4 frame, which Kafka never wrote, is refused.
+//	        legacy LZ4 frame, which Kafka never wrote, is refused, and so
+//	        are skippable frames and bytes after the frame (Kafka reads
+//	        one frame and nothing after its end mark).
 //	zstd    one or more zstd frames, windows up to 128 MiB.
 //
 // Decompression is bounded: Decompress never produces, and never allocates

@@ -16,6 +16,9 @@ const (
 	lz4LegacyMagic = 0x184C2102
 	lz4FlagSize    = 1 << 3 // FLG: content size present
 	lz4FlagDictID  = 1 << 0 // FLG: dictionary ID present
+	// FLG: a checksum follows each block / the end mark.
+	lz4FlagBlockChecksum   = 1 << 4
+	lz4FlagContentChecksum = 1 << 2
 )
 
 // lz4Decoder bundles a reusable frame reader with its source. When a frame
@@ -50,6 +53,16 @@ func decompressLZ4(dst, src []byte, maxOut int) ([]byte, error) {
 		// The legacy frame (8 MiB blocks) is not one Kafka writes.
 		return dst, corrupt(LZ4, nil, "legacy lz4 frame")
 	}
+	// Kafka's KafkaLZ4BlockInputStream reads one lz4 frame: the payload
+	// must start with one (not a skippable frame), and its stream ends at
+	// the frame's end mark. Bytes after it (another frame, which the lz4
+	// reader would go on to decode) are refused.
+	if len(src) < 4 || binary.LittleEndian.Uint32(src) != lz4FrameMagic {
+		return dst, corrupt(LZ4, nil, "payload does not start with an lz4 frame")
+	}
+	if n := lz4FrameLen(src); n > 0 && n < len(src) {
+		return dst, corrupt(LZ4, nil, "%d bytes after the lz4 frame", len(src)-n)
+	}
 	d := lz4Decoders.Get().(*lz4Decoder)
 	defer lz4Decoders.Put(d)
 	if n := kafka3160HeaderLen(src); n > 0 {
@@ -78,6 +91,47 @@ func decompressLZ4(dst, src []byte, maxOut int) ([]byte, error) {
 // Decompress reads such frames, as Kafka does in magic 0 messages; Kafka
 // refuses them in magic 1 messages and v2 batches, and so must the caller.
 func IsKafka3160LZ4(src []byte) bool { return kafka3160HeaderLen(src) > 0 }
+
+// lz4FrameLen returns the length of the lz4 frame src starts with (header,
+// blocks with their checksums, end mark, content checksum), or 0 when src
+// ends inside it.
+func lz4FrameLen(src []byte) int {
+	if len(src) < 7 {
+		return 0
+	}
+	flg := src[4]
+	n := 7 // magic, FLG, BD, HC
+	if flg&lz4FlagSize != 0 {
+		n += 8
+	}
+	if flg&lz4FlagDictID != 0 {
+		n += 4
+	}
+	for {
+		if n < 0 || len(src)-n < 4 {
+			return 0
+		}
+		size := binary.LittleEndian.Uint32(src[n:]) &^ (1 << 31) // high bit: stored uncompressed
+		n += 4
+		if size == 0 { // end mark
+			break
+		}
+		if uint64(size) > uint64(len(src)-n) {
+			return 0
+		}
+		n += int(size)
+		if flg&lz4FlagBlockChecksum != 0 {
+			n += 4
+		}
+	}
+	if flg&lz4FlagContentChecksum != 0 {
+		n += 4
+	}
+	if n > len(src) {
+		return 0
+	}
+	return n
+}
 
 // kafka3160HeaderLen returns the length of the frame header of src (magic,
 // descriptor, checksum byte) if its header checksum is wrong in the way
