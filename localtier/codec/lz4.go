@@ -19,6 +19,7 @@ const (
 	// FLG: a checksum follows each block / the end mark.
 	lz4FlagBlockChecksum   = 1 << 4
 	lz4FlagContentChecksum = 1 << 2
+	lz4FlagIndependent     = 1 << 5 // FLG: blocks are independent
 )
 
 // lz4Decoder bundles a reusable frame reader with its source. When a frame
@@ -59,6 +60,10 @@ func decompressLZ4(dst, src []byte, maxOut int) ([]byte, error) {
 	// reader would go on to decode) are refused.
 	if len(src) < 4 || binary.LittleEndian.Uint32(src) != lz4FrameMagic {
 		return dst, corrupt(LZ4, nil, "payload does not start with an lz4 frame")
+	}
+	if len(src) > 4 && src[4]&lz4FlagIndependent == 0 {
+		// FLG.validate: "Dependent block stream is unsupported".
+		return dst, corrupt(LZ4, nil, "lz4 frame with dependent blocks")
 	}
 	if n := lz4FrameLen(src); n > 0 && n < len(src) {
 		return dst, corrupt(LZ4, nil, "%d bytes after the lz4 frame", len(src)-n)
