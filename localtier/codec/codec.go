@@ -12,7 +12,8 @@
 //	        or one raw snappy block with no header, written by librdkafka.
 //	lz4     an LZ4 frame: 64 KiB blocks, independent, no block or content
 //	        checksum. Frames whose header checksum was computed over the magic
-//	        number too (KAFKA-3160, magic 0 messages) are accepted as well.
+//	        number too (KAFKA-3160, magic 0 messages) are accepted as well;
+//	        IsKafka3160LZ4 lets callers refuse them outside magic 0.
 //	        Blocks up to 4 MiB (other producers' defaults) are read; the
 //	        legacy LZ4 frame, which Kafka never wrote, is refused, and so
 //	        are skippable frames and bytes after the frame (Kafka reads
