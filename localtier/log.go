@@ -38,7 +38,7 @@ func (e *OffsetOutOfRangeError) Is(target error) bool { return target == kafkaer
 // InvalidRecordError is Kafka's INVALID_RECORD / CORRUPT_MESSAGE /
 // MESSAGE_TOO_LARGE family: an append refused whole.
 type InvalidRecordError struct {
-	Code   string // Kafka error name: CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION
+	Code   string // Kafka error name: CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, UNSUPPORTED_VERSION
 	Reason string
 	Err    error
 }
@@ -367,6 +367,12 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 	}
 	if out != nil {
 		data = out
+	}
+	// Kafka refuses an append no segment can hold (UnifiedLog.append,
+	// RecordBatchTooLargeException). segment.bytes, not the test-only
+	// internal.segment.bytes, which exists to make tiny segments.
+	if int64(len(data)) > cfg.SegmentBytes {
+		return nil, info, &InvalidRecordError{Code: "RECORD_LIST_TOO_LARGE", Reason: fmt.Sprintf("Message batch size is %d bytes in append, which exceeds the maximum configured segment size of %d.", len(data), cfg.SegmentBytes)}
 	}
 	// Assign offsets and stamp the leader epoch (neither is under the CRC).
 	it = record.NewIter(data)
