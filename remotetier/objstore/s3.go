@@ -302,10 +302,6 @@ func mapErr(op, key string, err error) error {
 		kind = ErrNotFound
 	case code == "PreconditionFailed" || status == http.StatusPreconditionFailed:
 		kind = ErrPreconditionFailed
-	case code == "ConditionalRequestConflict":
-		// AWS: a concurrent conditional write to the same key; another
-		// writer is winning. The caller re-reads as after any lost race.
-		kind = ErrPreconditionFailed
 	case code == "InvalidRange" || status == http.StatusRequestedRangeNotSatisfiable:
 		kind = ErrInvalidRange
 	case code == "AccessDenied" || status == http.StatusForbidden:
@@ -317,9 +313,18 @@ func mapErr(op, key string, err error) error {
 // mapPutErr is mapErr for PutObject and CompleteMultipartUpload: S3 (and
 // MinIO) answer an If-Match on a missing key with 404 NoSuchKey, which for
 // the caller is a lost precondition like any other.
+//
+// AWS answers 409 ConditionalRequestConflict when conditional writes to one
+// key race, before either has finished. For If-Match the caller re-reads
+// the ETag and retries, as after a lost race (what AWS advises). For
+// If-None-Match it says nothing about whether the key exists, so it is no
+// ErrPreconditionFailed (which would tell the caller the key exists, when
+// the racing write may yet fail): a plain error, retried as any other.
 func mapPutErr(key string, cond Condition, err error) error {
+	var ae smithy.APIError
+	conflict := errors.As(err, &ae) && ae.ErrorCode() == "ConditionalRequestConflict"
 	err = mapErr("put", key, err)
-	if _, ok := cond.MatchETag(); ok && errors.Is(err, ErrNotFound) {
+	if _, ok := cond.MatchETag(); ok && (conflict || errors.Is(err, ErrNotFound)) {
 		var oe *opError
 		if errors.As(err, &oe) {
 			return &opError{op: oe.op, key: oe.key, kind: ErrPreconditionFailed, err: oe.err}

@@ -309,7 +309,8 @@ func TestS3ErrorMapping(t *testing.T) {
 		{"head_404_without_body", headErr, objstore.ErrNotFound},
 		{"get_no_such_bucket", get("no-bucket"), objstore.ErrBucketNotFound},
 		{"put_412", put("exists", objstore.IfAbsent()), objstore.ErrPreconditionFailed},
-		{"put_409_conflict", put("conflict", objstore.IfAbsent()), objstore.ErrPreconditionFailed},
+		{"put_409_conflict", put("conflict", objstore.IfAbsent()), nil}, // says nothing of whether the key exists
+		{"put_if_match_409_conflict", put("conflict", objstore.IfMatch(`"e"`)), objstore.ErrPreconditionFailed},
 		{"put_if_match_missing_key", put("missing", objstore.IfMatch(`"e"`)), objstore.ErrPreconditionFailed},
 		{"put_unconditional_404", put("missing", objstore.Condition{}), objstore.ErrNotFound},
 		{"get_range_beyond_end", rangeErr(11), objstore.ErrInvalidRange},
