@@ -25,10 +25,12 @@ func decompressGzip(dst, src []byte, maxOut int) ([]byte, error) {
 	if err := d.zr.Reset(&d.src); err != nil {
 		return dst, corrupt(Gzip, err, "read gzip header")
 	}
-	// The trailer's ISIZE is the last member's length mod 2^32: a hint only.
+	// The trailer's ISIZE is the last member's length mod 2^32, and any
+	// payload can claim any: it may only shrink the first guess, never
+	// make room for output nothing has produced yet.
 	hint := initialGuess(len(src), maxOut)
 	if len(src) >= 18 {
-		if isize := int64(binary.LittleEndian.Uint32(src[len(src)-4:])); isize > 0 && isize <= int64(maxOut) {
+		if isize := int64(binary.LittleEndian.Uint32(src[len(src)-4:])); isize > 0 && isize < int64(hint) {
 			hint = int(isize)
 		}
 	}

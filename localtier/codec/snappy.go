@@ -32,11 +32,24 @@ func decompressSnappy(dst, src []byte, maxOut int) ([]byte, error) {
 	if n > maxOut {
 		return dst, tooLarge(Snappy, maxOut)
 	}
+	if n > snappyMaxDecodedLen(len(src)) {
+		return dst, corrupt(Snappy, nil, "raw snappy block of %d bytes declares %d bytes", len(src), n)
+	}
 	out, err := decodeSnappyBlock(dst, src, n)
 	if err != nil {
 		return dst, corrupt(Snappy, err, "decode raw snappy block")
 	}
 	return out, nil
+}
+
+// snappyMaxDecodedLen is the most a raw snappy block of n bytes can decode
+// to: no element of the snappy format yields more than 64 bytes per 3 of
+// its own (a 3-byte copy of 64). The decoder needs room for the length a
+// block declares before it decodes it, so a larger declaration is refused
+// unallocated. (s2's repeat-offset copies, which the decoder also takes but
+// no Kafka client writes, can exceed it.)
+func snappyMaxDecodedLen(n int) int {
+	return n / 3 * 64
 }
 
 // decodeSnappyBlock appends the n-byte decoding of one raw snappy block.
@@ -57,7 +70,7 @@ func decodeSnappyBlock(dst, block []byte, n int) ([]byte, error) {
 
 // decompressXerial decodes snappy-java framing. A first pass walks the chunk
 // headers and sums the decoded lengths the blocks declare, so the limit is
-// enforced before anything is allocated and dst grows once.
+// enforced before anything is allocated.
 func decompressXerial(dst, src []byte, maxOut int) ([]byte, error) {
 	total := 0
 	for rest, off := src, 0; len(rest) > 0; {
@@ -84,10 +97,15 @@ func decompressXerial(dst, src []byte, maxOut int) ([]byte, error) {
 		if n > maxOut-total {
 			return dst, tooLarge(Snappy, maxOut)
 		}
+		if n > snappyMaxDecodedLen(int(size)) {
+			return dst, corrupt(Snappy, nil, "xerial chunk at byte %d of %d bytes declares %d bytes", off-4, size, n)
+		}
 		total += n
 		rest, off = rest[size:], off+int(size)
 	}
-	out := grow(dst, total)
+	// Room for what a payload this size usually decodes to; blocks beyond
+	// it grow dst as they are decoded.
+	out := grow(dst, min(total, initialGuess(len(src), maxOut)))
 	for rest, off := src, 0; len(rest) > 0; {
 		if bytes.HasPrefix(rest, xerialMagic) {
 			rest, off = rest[xerialHeaderLen:], off+xerialHeaderLen

@@ -51,6 +51,13 @@ func decompressZstd(dst, src []byte, maxOut int) ([]byte, error) {
 		if h.FrameContentSize > uint64(maxOut) {
 			return dst, tooLarge(Zstd, maxOut)
 		}
+		// DecodeAll decodes a frame that declares its size only into room
+		// for all of it. A frame cannot produce more than one block
+		// (128 KiB) per 4 of its bytes, so a declaration beyond that is a
+		// lie, refused before it costs an allocation.
+		if h.FrameContentSize > uint64(len(src)/4)*(128<<10) {
+			return dst, corrupt(Zstd, nil, "frame declares %d bytes, more than its %d bytes can decode to", h.FrameContentSize, len(src))
+		}
 		room = int(h.FrameContentSize)
 	}
 	d := zstdDecoders.Get().(*zstd.Decoder)
