@@ -235,6 +235,9 @@ func (l *Log) Append(data []byte) (AppendInfo, error) {
 		return AppendInfo{}, fmt.Errorf("append to %s: the log is open read-only", l.dir)
 	}
 	data, info, err := l.validateAndAssign(data)
+	// The decoder lives as long as the log: a batch that decompressed to
+	// many MiB must not stay pinned by it.
+	l.dec.Release(keepDecodeBuffers)
 	if err != nil {
 		return info, err
 	}
@@ -275,6 +278,11 @@ func (l *Log) FlushIfDue() error {
 	}
 	return l.maybeFlushLocked()
 }
+
+// keepDecodeBuffers is the most the log's decoder keeps between appends
+// (bytes per buffer): batches up to about a MiB decompressed, the default
+// max.message.bytes, reuse its buffers.
+const keepDecodeBuffers = 1 << 20
 
 func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 	cfg := l.cfg

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/tiered/tiered/localtier/codec"
 )
@@ -53,6 +54,18 @@ type Decoder struct {
 }
 
 var errShort = errors.New("record extends past the end of the batch")
+
+// Release lets go of the buffers the decoder reuses between calls when one
+// holds more than keep bytes, so a long-lived decoder does not pin the
+// largest batch it ever decoded. Records returned before must no longer be
+// used.
+func (d *Decoder) Release(keep int) {
+	if cap(d.scratch) <= keep && cap(d.legacy.buf) <= keep &&
+		cap(d.recs)*int(unsafe.Sizeof(Record{})) <= keep && cap(d.hdrs)*int(unsafe.Sizeof(Header{})) <= keep {
+		return
+	}
+	*d = Decoder{MaxUncompressed: d.MaxUncompressed}
+}
 
 func (d *Decoder) max() int {
 	if d.MaxUncompressed > 0 {
