@@ -139,6 +139,57 @@ func (e *Encoder) AppendBatch(dst []byte, spec BatchSpec, recs []Record) ([]byte
 	return dst, nil
 }
 
+// AppendEncodedBatch appends one v2 batch whose
+// records were already encoded with AppendRecord in order (offset deltas
+// 0 to n-1 from spec.BaseOffset, timestamp deltas from baseTS): a producer
+// that encodes records as they come and closes the batch later. recs is
+// the records' bytes, n their count, maxTS their largest timestamp. The
+// batch is the one AppendBatch would encode from the same records with
+// spec (spec.DeleteHorizon, MaxTimestamp and LastOffsetDelta unset).
+func (e *Encoder) AppendEncodedBatch(dst []byte, spec BatchSpec, recs []byte, n int32, baseTS, maxTS int64) ([]byte, error) {
+	if spec.DeleteHorizon >= 0 || spec.MaxTimestamp != NoTimestamp || spec.LastOffsetDelta >= 0 || spec.LogAppendTime {
+		return dst, errors.New("encode batch: pre-encoded records take a plain batch spec")
+	}
+	attrs := int16(spec.Codec) & AttrCodecMask
+	if spec.Transactional {
+		attrs |= AttrTransactional
+	}
+	if spec.Control {
+		attrs |= AttrControl
+	}
+	if n == 0 {
+		baseTS, maxTS = NoTimestamp, NoTimestamp
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, HeaderSize)...)
+	var err error
+	if spec.Codec == codec.None {
+		dst = append(dst, recs...)
+	} else if dst, err = codec.Compress(spec.Codec, dst, recs); err != nil {
+		return dst[:start], fmt.Errorf("encode batch: %w", err)
+	}
+	size := len(dst) - start
+	if size-LogOverhead > math.MaxInt32 {
+		return dst[:start], errors.New("encode batch: batch exceeds 2 GiB")
+	}
+	h := dst[start:]
+	be := binary.BigEndian
+	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
+	be.PutUint32(h[offLength:], uint32(size-LogOverhead))
+	be.PutUint32(h[offLeaderEpoch:], uint32(spec.PartitionLeaderEpoch))
+	h[offMagic] = CurrentMagic
+	be.PutUint16(h[offAttributes:], uint16(attrs))
+	be.PutUint32(h[offLastOffsetDelta:], uint32(max(n-1, 0)))
+	be.PutUint64(h[offBaseTimestamp:], uint64(baseTS))
+	be.PutUint64(h[offMaxTimestamp:], uint64(maxTS))
+	be.PutUint64(h[offProducerID:], uint64(spec.ProducerID))
+	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
+	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
+	be.PutUint32(h[offRecordCount:], uint32(n))
+	Batch(h).UpdateCRC()
+	return dst, nil
+}
+
 func appendRecords(dst []byte, baseOffset, baseTS int64, recs []Record) ([]byte, error) {
 	for i := range recs {
 		r := &recs[i]

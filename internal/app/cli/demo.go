@@ -332,7 +332,7 @@ func demoProduce(ctx context.Context, s *daemon.Serve, r *Runner, n *demoCounter
 			users = append(users, producer.Input{Line: i + 1, Record: rec})
 		}
 		for topic, in := range map[string][]producer.Input{demoEvents: events, demoUsers: users} {
-			res, err := s.Produce(ctx, topic, in, producer.Options{Partition: -1})
+			res, err := s.Produce(ctx, topic, producer.Inputs(in), producer.Options{Partition: -1})
 			if err != nil {
 				return err
 			}

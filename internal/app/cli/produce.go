@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tiered/tiered/internal/app/producer"
 	"github.com/tiered/tiered/localtier/topicconfig"
@@ -96,11 +100,14 @@ func runProduce(r *Runner, ctx context.Context, args []string) error {
 	if *server != "" {
 		return r.produceHTTP(ctx, *server, *topic, *partition, *noAuto)
 	}
-	recs, err := producer.ReadLines(r.Stdin, r.now().UnixMilli(), "stdin")
-	if err != nil {
-		return err
-	}
-	if len(recs) == 0 {
+	now := r.now().UnixMilli()
+	// Produce parses stdin as it encodes it; only whether it holds a
+	// record at all is known first, so that an empty stdin leaves the data
+	// dir unopened.
+	in := bufio.NewReaderSize(r.Stdin, 64<<10)
+	if empty, err := blankInput(in); err != nil {
+		return fmt.Errorf("read stdin: %w", err)
+	} else if empty {
 		fmt.Fprintf(r.Stderr, "produced 0 records to %s (stdin had no records)\n", *topic)
 		return nil
 	}
@@ -109,9 +116,13 @@ func runProduce(r *Runner, ctx context.Context, args []string) error {
 		return err
 	}
 	defer d.Close()
-	res, err := producer.Produce(d, *topic, recs, producer.Options{Partition: *partition, AutoCreate: !*noAuto, Now: r.now})
+	res, err := producer.Produce(d, *topic, producer.Lines(in, now, "stdin"), producer.Options{Partition: *partition, AutoCreate: !*noAuto, Now: r.now})
 	if err != nil {
 		return err
+	}
+	if res.Records == 0 { // only white space the check above does not know (U+00A0)
+		fmt.Fprintf(r.Stderr, "produced 0 records to %s (stdin had no records)\n", *topic)
+		return d.Close()
 	}
 	if err := d.Flush(); err != nil {
 		return fmt.Errorf("flush data dir: %w", err)
@@ -147,4 +158,21 @@ func (r *Runner) produceHTTP(ctx context.Context, server, topic string, partitio
 	}
 	fmt.Fprintln(r.Stderr, res.Summary("produced "))
 	return nil
+}
+
+// blankInput reports whether in holds nothing but white space (what the
+// JSON-lines reader skips), consuming only that white space.
+func blankInput(in *bufio.Reader) (bool, error) {
+	for {
+		c, err := in.ReadByte()
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if c >= utf8.RuneSelf || !unicode.IsSpace(rune(c)) {
+			return false, in.UnreadByte()
+		}
+	}
 }

@@ -113,10 +113,7 @@ func (w serveWriter) AlterTopic(ctx context.Context, topic string, req httpapi.A
 }
 
 func (w serveWriter) Produce(ctx context.Context, topic string, partition int32, autoCreate bool, body io.Reader) (any, error) {
-	in, err := producer.ReadLines(body, w.s.o.Now().UnixMilli(), "request body")
-	if err != nil {
-		return nil, writeError(err)
-	}
+	in := producer.Lines(body, w.s.o.Now().UnixMilli(), "request body")
 	res, err := w.s.Produce(ctx, topic, in, producer.Options{Partition: int(partition), AutoCreate: autoCreate})
 	if err != nil {
 		return nil, writeError(err)

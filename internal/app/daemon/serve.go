@@ -619,7 +619,7 @@ func (e *notReadyError) RetryAfter() time.Duration { return time.Second }
 // a crash of the process, not of the machine); when the topic sets either
 // one, the operator asked for fsync, and an append the policy did not
 // flush yet is flushed before the answer.
-func (s *Serve) Produce(ctx context.Context, topic string, in []producer.Input, o producer.Options) (producer.Result, error) {
+func (s *Serve) Produce(ctx context.Context, topic string, in producer.Source, o producer.Options) (producer.Result, error) {
 	if err := s.waitReady(ctx); err != nil {
 		return producer.Result{}, err
 	}

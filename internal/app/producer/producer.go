@@ -44,31 +44,67 @@ type Input struct {
 	Record record.Record
 }
 
-// ReadLines parses every non-blank JSON line of in (recordjson's shape).
-// now stamps records without a timestamp. what names the input in read
-// errors ("stdin", "request body").
-func ReadLines(in io.Reader, now int64, what string) ([]Input, error) {
-	br := bufio.NewReaderSize(in, 64<<10)
-	var out []Input
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("read %s: %w", what, err)
-		}
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			l, derr := recordjson.Decode(t)
-			if derr != nil {
-				return nil, &InputError{Line: n, Err: derr}
+// Source yields the records to produce, in input order: it calls add
+// for each with its 1-based input line and stops at add's first error,
+// which it returns. add does not keep the record or its slices past the
+// call. Produce takes every record from its Source before it
+// writes any, encoding each into its partition's pending batch as it
+// comes, so what Produce holds is the encoded records (about their JSON
+// size), never the parsed input.
+type Source func(add func(line int, r *record.Record) error) error
+
+// Lines is the non-blank JSON lines of in (recordjson's shape), parsed as
+// Produce takes them. now stamps records without a timestamp. what names
+// the input in read errors ("stdin", "request body").
+func Lines(in io.Reader, now int64, what string) Source {
+	return func(add func(int, *record.Record) error) error {
+		br := bufio.NewReaderSize(in, 64<<10)
+		var r record.Record
+		for n := 1; ; n++ {
+			line, err := br.ReadSlice('\n')
+			if errors.Is(err, bufio.ErrBufferFull) {
+				// A line longer than the buffer: gather it whole.
+				long := append([]byte(nil), line...)
+				for errors.Is(err, bufio.ErrBufferFull) {
+					line, err = br.ReadSlice('\n')
+					long = append(long, line...)
+				}
+				line = long
 			}
-			ts := now
-			if l.HasTimestamp {
-				ts = l.Timestamp
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read %s: %w", what, err)
 			}
-			out = append(out, Input{Line: n, Record: record.Record{Timestamp: ts, Key: l.Key, Value: l.Value, Headers: l.Headers}})
+			if t := bytes.TrimSpace(line); len(t) > 0 {
+				l, derr := recordjson.Decode(t)
+				if derr != nil {
+					return &InputError{Line: n, Err: derr}
+				}
+				ts := now
+				if l.HasTimestamp {
+					ts = l.Timestamp
+				}
+				r = record.Record{Timestamp: ts, Key: l.Key, Value: l.Value, Headers: l.Headers}
+				if aerr := add(n, &r); aerr != nil {
+					return aerr
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 		}
-		if errors.Is(err, io.EOF) {
-			return out, nil
+	}
+}
+
+// Inputs is records already parsed, as a Source.
+func Inputs(in []Input) Source {
+	return func(add func(int, *record.Record) error) error {
+		for i := range in {
+			r := in[i].Record
+			if err := add(in[i].Line, &r); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
 }
 
@@ -151,12 +187,15 @@ func (e *AppendError) Is(target error) bool { return target == kafkaerr.ErrStora
 
 func (e *AppendError) Unwrap() error { return e.Err }
 
-// Produce validates every record against the topic (creating it first when
-// missing and o.AutoCreate), batches and encodes them, and appends them.
+// Produce validates every record of src against the topic, encoding each
+// into its partition's pending batch as it comes (so what it holds until
+// it appends is the encoded batches, about the input's size, not its
+// parsed form), then creates the topic when missing and o.AutoCreate, and
+// appends the batches.
 // A bad record fails with an *InputError before anything is written; an
 // unknown topic or partition is a *localtier.UnknownTopicOrPartitionError.
 // It does not flush; callers flush as their durability promise needs.
-func Produce(d *localtier.LogDir, topic string, in []Input, o Options) (Result, error) {
+func Produce(d *localtier.LogDir, topic string, src Source, o Options) (Result, error) {
 	res := Result{Topic: topic, Partitions: []PartitionResult{}}
 	if err := topicconfig.ValidateTopicName(topic); err != nil {
 		return res, err
@@ -186,26 +225,11 @@ func Produce(d *localtier.LogDir, topic string, in []Input, o Options) (Result, 
 	if o.Partition >= nparts {
 		return res, &localtier.UnknownTopicOrPartitionError{Topic: topic, Partition: int32(o.Partition)}
 	}
-	if len(in) == 0 {
-		return res, nil
-	}
-	if cfg.CleanupPolicy.Compact {
-		for _, r := range in {
-			if r.Record.Key == nil {
-				return res, &InputError{Line: r.Line, Err: fmt.Errorf("topic %s is compacted (cleanup.policy=%s) and cannot accept a record without a key", topic, cfg.CleanupPolicy)}
-			}
-		}
-	}
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
 	}
 	nowMs := now().UnixMilli()
-	for _, r := range in {
-		if err := localtier.CheckTimestamp(cfg, r.Record.Timestamp, nowMs); err != nil {
-			return res, &InputError{Line: r.Line, Err: err}
-		}
-	}
 	sticky := 0
 	if exists {
 		for p, l := range t.Partitions {
@@ -214,22 +238,36 @@ func Produce(d *localtier.LogDir, topic string, in []Input, o Options) (Result, 
 			}
 		}
 	}
-	bt := newBatcher(nparts, sticky)
-	for _, r := range in {
-		p := -1
-		switch {
-		case o.Partition >= 0:
-			p = o.Partition
-		case r.Record.Key != nil:
-			p = int(KeyPartition(r.Record.Key, nparts))
-		}
-		bt.add(p, r.Line, r.Record)
-	}
 	c, keep, _ := cfg.CompressionCodec()
 	if keep {
 		c = int8(codec.None)
 	}
-	built, err := encodeBatches(bt.finish(), codec.Codec(c), cfg.MaxMessageBytes)
+	bt := newBatcher(nparts, sticky, codec.Codec(c), cfg.MaxMessageBytes)
+	records := 0
+	err := src(func(line int, r *record.Record) error {
+		if cfg.CleanupPolicy.Compact && r.Key == nil {
+			return &InputError{Line: line, Err: fmt.Errorf("topic %s is compacted (cleanup.policy=%s) and cannot accept a record without a key", topic, cfg.CleanupPolicy)}
+		}
+		if err := localtier.CheckTimestamp(cfg, r.Timestamp, nowMs); err != nil {
+			return &InputError{Line: line, Err: err}
+		}
+		p := -1
+		switch {
+		case o.Partition >= 0:
+			p = o.Partition
+		case r.Key != nil:
+			p = int(KeyPartition(r.Key, nparts))
+		}
+		records++
+		return bt.add(p, line, r)
+	})
+	if err != nil {
+		return res, err
+	}
+	if records == 0 {
+		return res, nil
+	}
+	built, err := bt.finish()
 	if err != nil {
 		return res, err
 	}
@@ -260,8 +298,9 @@ func Produce(d *localtier.LogDir, topic string, in []Input, o Options) (Result, 
 				n++
 			}
 			buf := make([]byte, 0, size)
-			for _, b := range bs[:n] {
-				buf = append(buf, b.data...)
+			for i := range bs[:n] {
+				buf = append(buf, bs[i].data...)
+				bs[i].data = nil // appended below; the rest is all Produce holds
 			}
 			info, err := t.Partitions[p].Append(buf)
 			if err != nil {
@@ -286,11 +325,14 @@ func Produce(d *localtier.LogDir, topic string, in []Input, o Options) (Result, 
 	return res, nil
 }
 
-// pendingBatch is a batch being filled.
+// pendingBatch is a batch being filled: its records encoded as they come.
 type pendingBatch struct {
-	recs      []record.Record
+	recs      []byte // encoded records (record.AppendRecord)
+	n         int32  // records
 	firstLine int
-	size      int // uncompressed: header plus records
+	size      int   // uncompressed: header plus records
+	baseTS    int64 // the first record's timestamp
+	maxTS     int64
 }
 
 // builtBatch is an encoded batch ready to append.
@@ -299,87 +341,108 @@ type builtBatch struct {
 	firstLine int
 }
 
-// batcher splits records into per-partition batches like the Java producer.
+// batcher splits records into per-partition batches like the Java
+// producer, encoding each record into its partition's open batch and each
+// batch, once closed, with the topic's codec: what it holds is the encoded
+// batches, so it follows the input's size.
 type batcher struct {
-	parts  int
-	sticky int // partition of keyless records
-	open   []*pendingBatch
-	closed [][]*pendingBatch
+	parts    int
+	sticky   int // partition of keyless records
+	codec    codec.Codec
+	maxBytes int64 // max.message.bytes
+	enc      record.Encoder
+	scratch  []byte // a compressed batch before it is copied to its size
+	open     []pendingBatch
+	closed   [][]builtBatch
 }
 
-func newBatcher(parts, sticky int) *batcher {
-	return &batcher{parts: parts, sticky: sticky, open: make([]*pendingBatch, parts), closed: make([][]*pendingBatch, parts)}
+func newBatcher(parts, sticky int, c codec.Codec, maxBytes int64) *batcher {
+	return &batcher{parts: parts, sticky: sticky, codec: c, maxBytes: maxBytes, open: make([]pendingBatch, parts), closed: make([][]builtBatch, parts)}
 }
 
 // recordSize is r's encoded size as the next record of b.
 func recordSize(b *pendingBatch, r *record.Record) int {
-	if b == nil || len(b.recs) == 0 {
+	if b.n == 0 {
 		return record.EncodedRecordSize(0, 0, r.Key, r.Value, r.Headers)
 	}
-	return record.EncodedRecordSize(r.Timestamp-b.recs[0].Timestamp, int32(len(b.recs)), r.Key, r.Value, r.Headers)
+	return record.EncodedRecordSize(r.Timestamp-b.baseTS, b.n, r.Key, r.Value, r.Headers)
 }
 
 func (bt *batcher) full(p int, r *record.Record) bool {
-	b := bt.open[p]
-	return b != nil && len(b.recs) > 0 && b.size+recordSize(b, r) > BatchSize
+	b := &bt.open[p]
+	return b.n > 0 && b.size+recordSize(b, r) > BatchSize
 }
 
-func (bt *batcher) closeBatch(p int) {
-	if b := bt.open[p]; b != nil && len(b.recs) > 0 {
-		bt.closed[p] = append(bt.closed[p], b)
+// closeBatch encodes partition p's open batch, refusing it over
+// max.message.bytes, and empties it.
+func (bt *batcher) closeBatch(p int) error {
+	b := &bt.open[p]
+	if b.n == 0 {
+		return nil
 	}
-	bt.open[p] = nil
+	spec := record.NewBatchSpec(0, bt.codec)
+	var data []byte
+	var err error
+	if bt.codec == codec.None {
+		data, err = bt.enc.AppendEncodedBatch(make([]byte, 0, record.HeaderSize+len(b.recs)), spec, b.recs, b.n, b.baseTS, b.maxTS)
+	} else {
+		bt.scratch, err = bt.enc.AppendEncodedBatch(bt.scratch[:0], spec, b.recs, b.n, b.baseTS, b.maxTS)
+		data = bytes.Clone(bt.scratch)
+		if cap(bt.scratch) > 4*BatchSize {
+			bt.scratch = nil // after a large record: not kept for the next batches
+		}
+	}
+	if err != nil {
+		return &InputError{Line: b.firstLine, Err: err}
+	}
+	if int64(len(data)) > bt.maxBytes {
+		return &InputError{Line: b.firstLine, Err: fmt.Errorf("the record batch of %d bytes starting here exceeds max.message.bytes (%d)", len(data), bt.maxBytes)}
+	}
+	bt.closed[p] = append(bt.closed[p], builtBatch{data: data, firstLine: b.firstLine})
+	recs := b.recs[:0]
+	if cap(recs) > 4*BatchSize {
+		recs = nil
+	}
+	*b = pendingBatch{recs: recs}
+	return nil
 }
 
-// add puts r in partition p's open batch; p < 0 means keyless, sticky.
-func (bt *batcher) add(p int, line int, r record.Record) {
+// add encodes r into partition p's open batch; p < 0 means keyless, sticky.
+func (bt *batcher) add(p int, line int, r *record.Record) error {
 	if p < 0 {
 		p = bt.sticky
-		if bt.full(p, &r) {
-			bt.closeBatch(p)
+		if bt.full(p, r) {
+			if err := bt.closeBatch(p); err != nil {
+				return err
+			}
 			bt.sticky = (bt.sticky + 1) % bt.parts
 			p = bt.sticky
 		}
 	}
-	if bt.full(p, &r) {
-		bt.closeBatch(p)
+	if bt.full(p, r) {
+		if err := bt.closeBatch(p); err != nil {
+			return err
+		}
 	}
-	b := bt.open[p]
-	if b == nil {
-		b = &pendingBatch{firstLine: line, size: record.HeaderSize}
-		bt.open[p] = b
+	b := &bt.open[p]
+	if b.n == 0 {
+		b.firstLine, b.size, b.baseTS, b.maxTS = line, record.HeaderSize, r.Timestamp, r.Timestamp
 	}
-	b.size += recordSize(b, &r)
-	r.Offset = int64(len(b.recs))
-	b.recs = append(b.recs, r)
+	b.size += recordSize(b, r)
+	b.recs = record.AppendRecord(b.recs, r.Attributes, r.Timestamp-b.baseTS, b.n, r.Key, r.Value, r.Headers)
+	b.maxTS = max(b.maxTS, r.Timestamp)
+	b.n++
+	return nil
 }
 
 // finish closes every open batch and returns the batches per partition.
-func (bt *batcher) finish() [][]*pendingBatch {
+func (bt *batcher) finish() ([][]builtBatch, error) {
 	for p := range bt.open {
-		bt.closeBatch(p)
-	}
-	return bt.closed
-}
-
-// encodeBatches encodes every pending batch with c, refusing any over
-// maxBytes (max.message.bytes).
-func encodeBatches(parts [][]*pendingBatch, c codec.Codec, maxBytes int64) ([][]builtBatch, error) {
-	var enc record.Encoder
-	out := make([][]builtBatch, len(parts))
-	for p, bs := range parts {
-		for _, b := range bs {
-			data, err := enc.AppendBatch(nil, record.NewBatchSpec(0, c), b.recs)
-			if err != nil {
-				return nil, &InputError{Line: b.firstLine, Err: err}
-			}
-			if int64(len(data)) > maxBytes {
-				return nil, &InputError{Line: b.firstLine, Err: fmt.Errorf("the record batch of %d bytes starting here exceeds max.message.bytes (%d)", len(data), maxBytes)}
-			}
-			out[p] = append(out[p], builtBatch{data: data, firstLine: b.firstLine})
+		if err := bt.closeBatch(p); err != nil {
+			return nil, err
 		}
 	}
-	return out, nil
+	return bt.closed, nil
 }
 
 // Murmur2 is Kafka's murmur2 hash (org.apache.kafka.common.utils.Utils.murmur2,

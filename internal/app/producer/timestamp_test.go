@@ -2,12 +2,12 @@ package producer
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tiered/tiered/internal/x/kafkaerr"
 	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/vfs"
 )
 
@@ -26,13 +26,12 @@ func TestProduceTimestampCheckedBeforeWriting(t *testing.T) {
 	if _, err := d.CreateTopic("ts", 3, map[string]string{"message.timestamp.before.max.ms": "60000"}); err != nil {
 		t.Fatal(err)
 	}
-	in, err := ReadLines(strings.NewReader(
-		`{"key":"a","value":"1"}`+"\n"+`{"key":"b","value":"2"}`+"\n"+
-			`{"key":"c","value":"3","timestamp":1699999000000}`+"\n"), now.UnixMilli(), "test")
-	if err != nil {
-		t.Fatal(err)
+	in := []Input{
+		{Line: 1, Record: record.Record{Timestamp: now.UnixMilli(), Key: []byte("a"), Value: []byte("1")}},
+		{Line: 2, Record: record.Record{Timestamp: now.UnixMilli(), Key: []byte("b"), Value: []byte("2")}},
+		{Line: 3, Record: record.Record{Timestamp: 1699999000000, Key: []byte("c"), Value: []byte("3")}},
 	}
-	_, err = Produce(d, "ts", in, Options{Partition: -1, Now: clock})
+	_, err = Produce(d, "ts", Inputs(in), Options{Partition: -1, Now: clock})
 	var ie *InputError
 	if !errors.As(err, &ie) || ie.Line != 3 || !errors.Is(err, kafkaerr.ErrInvalidTimestamp) {
 		t.Fatalf("got %v, want an INVALID_TIMESTAMP InputError on line 3", err)
@@ -45,7 +44,7 @@ func TestProduceTimestampCheckedBeforeWriting(t *testing.T) {
 	}
 	// Within the bound (one minute old), everything is appended.
 	in[2].Record.Timestamp = now.UnixMilli() - 60000
-	if _, err := Produce(d, "ts", in, Options{Partition: -1, Now: clock}); err != nil {
+	if _, err := Produce(d, "ts", Inputs(in), Options{Partition: -1, Now: clock}); err != nil {
 		t.Fatal(err)
 	}
 }
