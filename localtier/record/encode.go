@@ -117,6 +117,12 @@ func (e *Encoder) AppendBatch(dst []byte, spec BatchSpec, recs []Record) ([]byte
 			return dst[:start], fmt.Errorf("encode batch: %w", err)
 		}
 	}
+	return finishBatch(dst, start, spec, attrs, lastDelta, baseTS, maxTS, int32(len(recs)))
+}
+
+// finishBatch fills in the header of the v2 batch that starts at dst[start:]
+// (its records already appended after HeaderSize bytes) and its CRC.
+func finishBatch(dst []byte, start int, spec BatchSpec, attrs int16, lastDelta int32, baseTS, maxTS int64, n int32) ([]byte, error) {
 	size := len(dst) - start
 	if size-LogOverhead > math.MaxInt32 {
 		return dst[:start], errors.New("encode batch: batch exceeds 2 GiB")
@@ -134,7 +140,7 @@ func (e *Encoder) AppendBatch(dst []byte, spec BatchSpec, recs []Record) ([]byte
 	be.PutUint64(h[offProducerID:], uint64(spec.ProducerID))
 	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
 	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
-	be.PutUint32(h[offRecordCount:], uint32(len(recs)))
+	be.PutUint32(h[offRecordCount:], uint32(n))
 	Batch(h).UpdateCRC()
 	return dst, nil
 }
@@ -168,26 +174,7 @@ func (e *Encoder) AppendEncodedBatch(dst []byte, spec BatchSpec, recs []byte, n 
 	} else if dst, err = codec.Compress(spec.Codec, dst, recs); err != nil {
 		return dst[:start], fmt.Errorf("encode batch: %w", err)
 	}
-	size := len(dst) - start
-	if size-LogOverhead > math.MaxInt32 {
-		return dst[:start], errors.New("encode batch: batch exceeds 2 GiB")
-	}
-	h := dst[start:]
-	be := binary.BigEndian
-	be.PutUint64(h[offBaseOffset:], uint64(spec.BaseOffset))
-	be.PutUint32(h[offLength:], uint32(size-LogOverhead))
-	be.PutUint32(h[offLeaderEpoch:], uint32(spec.PartitionLeaderEpoch))
-	h[offMagic] = CurrentMagic
-	be.PutUint16(h[offAttributes:], uint16(attrs))
-	be.PutUint32(h[offLastOffsetDelta:], uint32(max(n-1, 0)))
-	be.PutUint64(h[offBaseTimestamp:], uint64(baseTS))
-	be.PutUint64(h[offMaxTimestamp:], uint64(maxTS))
-	be.PutUint64(h[offProducerID:], uint64(spec.ProducerID))
-	be.PutUint16(h[offProducerEpoch:], uint16(spec.ProducerEpoch))
-	be.PutUint32(h[offBaseSequence:], uint32(spec.BaseSequence))
-	be.PutUint32(h[offRecordCount:], uint32(n))
-	Batch(h).UpdateCRC()
-	return dst, nil
+	return finishBatch(dst, start, spec, attrs, max(n-1, 0), baseTS, maxTS, n)
 }
 
 func appendRecords(dst []byte, baseOffset, baseTS int64, recs []Record) ([]byte, error) {
