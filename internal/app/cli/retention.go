@@ -60,6 +60,9 @@ func runRetention(r *Runner, ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	if setFlags(fs)["bucket"] && *bucketURL == "" {
+		return usagef("--bucket is empty: give a bucket URL, or leave --bucket out for a local pass")
+	}
 	if *grace <= 0 {
 		return usagef("--gc-grace %v must be positive", *grace)
 	}

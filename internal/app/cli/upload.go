@@ -74,6 +74,9 @@ func runUpload(r *Runner, ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	if setFlags(fs)["bucket"] && *bucketURL == "" {
+		return usagef("--bucket is empty: give a bucket URL, or leave --bucket out for file://<data-dir>/bucket")
+	}
 	if *concurrency < 1 || *concurrency > 256 {
 		return usagef("--concurrency %d must be from 1 to 256", *concurrency)
 	}

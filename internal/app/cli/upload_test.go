@@ -227,3 +227,20 @@ func countSegments(t *testing.T, dir string) int {
 	}
 	return len(segs)
 }
+
+// TestUploadEmptyBucketFlag: an explicit empty --bucket (say an unset
+// "$BUCKET") is a usage error naming the flag, not a silent upload to the
+// default file://<data-dir>/bucket; the same for retention, which would
+// otherwise skip the bucket silently.
+func TestUploadEmptyBucketFlag(t *testing.T) {
+	dir, _ := rolledWithBucket(t, 2)
+	for _, cmd := range []string{"upload", "retention"} {
+		res := run(t, "", cmd, "--data-dir", dir, "--bucket", "")
+		if res.code != ExitUsage || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, "--bucket") || res.stdout != "" {
+			t.Errorf("%s --bucket '': exit %d, stdout %q, stderr %q; want exit 2 with one line naming --bucket", cmd, res.code, res.stdout, res.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bucket")); !os.IsNotExist(err) {
+		t.Fatalf("default bucket written: %v", err)
+	}
+}
