@@ -74,6 +74,10 @@ func runRetention(r *Runner, ctx context.Context, args []string) error {
 		return err
 	}
 	defer d.Close()
+	// An unknown --topic is one error, before any pass (each would report it).
+	if _, err := d.SelectTopics(*topic); err != nil {
+		return err
+	}
 	opts := retention.PassOptions{Topic: *topic, DryRun: *dryRun, Now: r.Now}
 	var remote *remotetier.RetentionReport
 	var gc *remotetier.GCReport

@@ -65,3 +65,14 @@ func TestRetentionCommand(t *testing.T) {
 		t.Fatal(".deleted file left behind")
 	}
 }
+
+// TestRetentionUnknownTopicWithBucket: an unknown --topic with --bucket is
+// reported once, as without --bucket, not once per pass ("unknown topic
+// "nope"; unknown topic "nope""), and no pass runs.
+func TestRetentionUnknownTopicWithBucket(t *testing.T) {
+	dir, bucket := rolledWithBucket(t, 2)
+	res := run(t, "", "retention", "--data-dir", dir, "--topic", "nope", "--bucket", fileURL(bucket))
+	if res.code != 1 || strings.Count(res.stderr, `unknown topic "nope"`) != 1 || len(lines(res.stderr)) != 1 {
+		t.Fatalf("retention --topic nope --bucket: exit %d, stderr %q; want exit 1 naming the topic once", res.code, res.stderr)
+	}
+}
