@@ -136,6 +136,9 @@ type httpAPI struct {
 	produceBudget   *gate.Gate
 	bodyReadTimeout time.Duration
 	writeTimeout    time.Duration
+	// mux routes the requests (NewHTTPHandler's): the catch-all asks it
+	// which methods a path has.
+	mux *http.ServeMux
 }
 
 // NewHTTPHandler returns the fetch service's HTTP handler:
@@ -167,6 +170,7 @@ type httpAPI struct {
 func NewHTTPHandler(o HTTPOptions) http.Handler {
 	a := newAPI(o)
 	mux := http.NewServeMux()
+	a.mux = mux
 	public := map[string]bool{}
 	for _, rt := range a.routes(o) {
 		mux.Handle(rt.Pattern, a.authorize(rt.Route, rt.h))
@@ -285,13 +289,34 @@ func (a *httpAPI) routes(o HTTPOptions) []route {
 		rts = append(rts, a.groupRoutes(o.Groups)...)
 	}
 	return append(rts, route{Route{Pattern: "/"}, a.counted(func(w *countingWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			w.fail(http.StatusMethodNotAllowed, fetchcache.CodeInvalidRequest, fmt.Sprintf("method %s is not allowed: the fetch service is read-only", r.Method))
+		allow := a.allowed(r)
+		if len(allow) == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			w.fail(http.StatusNotFound, fetchcache.CodeNotFound, fmt.Sprintf("no such path %q", r.URL.Path))
 			return
 		}
-		w.fail(http.StatusNotFound, fetchcache.CodeNotFound, fmt.Sprintf("no such path %q", r.URL.Path))
+		if len(allow) == 0 {
+			allow = []string{http.MethodGet, http.MethodHead}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		w.fail(http.StatusMethodNotAllowed, fetchcache.CodeInvalidRequest, fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 	})})
+}
+
+// allowed lists, sorted, the methods a route of the handler serves r's path
+// with (none for a path no route has): the Allow header of a 405.
+func (a *httpAPI) allowed(r *http.Request) []string {
+	if a.mux == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodPatch, http.MethodPost, http.MethodPut} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // countingWriter records the result code and body bytes of one API request,
