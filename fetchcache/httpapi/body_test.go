@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/tiered/tiered/fetchcache"
 )
 
 // TestJSONBodyTrailingData: a topic or reset-offsets body with more after
@@ -34,5 +37,28 @@ func TestJSONBodyTrailingData(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/topics", strings.NewReader("{\"topic\":\"a\"}\n \n")))
 	if rec.Code != http.StatusCreated {
 		t.Fatalf("body with trailing newline: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestOversizedJSONBody: a topic create or alter body over the 1 MiB
+// bound is answered as an oversized reset-offsets body is, 413
+// INVALID_REQUEST saying so, not 400 "unexpected EOF" as if the client had
+// sent broken JSON; the Writer is not called.
+func TestOversizedJSONBody(t *testing.T) {
+	big := strings.Repeat("a", maxAdminBodyBytes)
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/topics", `{"topic":"a","configs":{"x":"` + big + `"}}`},
+		{"PATCH", "/v1/topics/t/config", `{"set":{"x":"` + big + `"}}`},
+		{"POST", "/v1/groups/g/reset-offsets", `{"topic":"` + big + `"}`},
+	} {
+		w := &fakeWriter{}
+		h := NewHTTPHandler(HTTPOptions{Catalog: emptyCatalog{}, Writer: w, Groups: &Groups{}})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+		var eb ErrorBody
+		_ = json.Unmarshal(rec.Body.Bytes(), &eb)
+		if rec.Code != http.StatusRequestEntityTooLarge || eb.Code != fetchcache.CodeInvalidRequest || !strings.Contains(eb.Message, "larger than") || len(w.calls) != 0 {
+			t.Errorf("%s %s with a %d-byte body: %d %.200s, writer calls %v; want 413 INVALID_REQUEST and no call", tc.method, tc.path, len(tc.body), rec.Code, rec.Body, w.calls)
+		}
 	}
 }

@@ -205,14 +205,20 @@ func resultOf(err error) string {
 	return code
 }
 
-// decodeBody decodes a small JSON body strictly, or answers 400.
+// decodeBody decodes a small JSON body strictly, or answers 400 (413 for
+// one over maxAdminBodyBytes, as reset-offsets does).
 func (a *httpAPI) decodeBody(rw http.ResponseWriter, r *http.Request, v any) bool {
 	done := a.bodyDeadline(rw)
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBodyBytes))
+	dec := json.NewDecoder(http.MaxBytesReader(rw, r.Body, maxAdminBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := decodeOne(dec, v); err != nil {
-		if isTimeout(err) {
+		var mbe *http.MaxBytesError
+		switch {
+		case isTimeout(err):
 			a.failWrite(rw, r, &bodyTimeoutError{err: err})
+			return false
+		case errors.As(err, &mbe):
+			Fail(rw, http.StatusRequestEntityTooLarge, fetchcache.CodeInvalidRequest, fmt.Sprintf("body larger than %d bytes", maxAdminBodyBytes))
 			return false
 		}
 		Fail(rw, http.StatusBadRequest, fetchcache.CodeInvalidRequest, fmt.Sprintf("invalid JSON body: %v", err))
