@@ -16,8 +16,15 @@ func main() {
 }
 
 func run() int {
-	// SIGINT/SIGTERM cancel the context: consume --follow stops and exits 0.
+	// SIGINT/SIGTERM cancel the context: consume --follow stops and exits 0,
+	// a daemon shuts down gracefully. Then they are no longer caught, so a
+	// second one ends the process at once (killed by the signal: status 130
+	// or 143 in a shell), not after shutdown_timeout.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	return cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
