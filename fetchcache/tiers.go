@@ -15,9 +15,11 @@ type Tiers struct {
 	HighestTiered int64
 }
 
-// TierLister is implemented by partitions that know their tiers.
+// TierLister is implemented by partitions that know their tiers. Without
+// tiered only LocalStart is asked for: it needs no bucket read where there
+// is local data, as Kafka answers -4 from its local log alone.
 type TierLister interface {
-	Tiers(ctx context.Context) (Tiers, error)
+	Tiers(ctx context.Context, tiered bool) (Tiers, error)
 }
 
 // TopicIDer is implemented by partitions that know the topic ID of the
@@ -32,7 +34,7 @@ func (p *remotePartition) TopicID() string { return p.log.TopicID() }
 
 // Tiers of a partition read only from the bucket: everything served is
 // tiered.
-func (p *remotePartition) Tiers(ctx context.Context) (Tiers, error) {
+func (p *remotePartition) Tiers(ctx context.Context, _ bool) (Tiers, error) {
 	o, err := p.Offsets(ctx)
 	if err != nil {
 		return Tiers{}, err
@@ -41,7 +43,7 @@ func (p *remotePartition) Tiers(ctx context.Context) (Tiers, error) {
 }
 
 // Tiers of a local partition: no remote tier.
-func (p *LocalPartition) Tiers(ctx context.Context) (Tiers, error) {
+func (p *LocalPartition) Tiers(ctx context.Context, _ bool) (Tiers, error) {
 	o, err := p.Offsets(ctx)
 	if err != nil {
 		return Tiers{}, err
@@ -50,13 +52,17 @@ func (p *LocalPartition) Tiers(ctx context.Context) (Tiers, error) {
 }
 
 // Tiers of a combined partition: the local log start, and the remote
-// tier's last offset when the topic uses it.
-func (p *CombinedPartition) Tiers(ctx context.Context) (Tiers, error) {
+// tier's last offset when the topic uses it (only with tiered: the local
+// log start alone does not depend on the bucket).
+func (p *CombinedPartition) Tiers(ctx context.Context, tiered bool) (Tiers, error) {
 	lo, err := p.local.Offsets(ctx)
 	if err != nil {
 		return Tiers{}, err
 	}
 	t := Tiers{LocalStart: lo.LogStart, HighestTiered: -1}
+	if !tiered {
+		return t, nil
+	}
 	rp, err := p.remotePart(ctx)
 	if err != nil || rp == nil {
 		return t, err

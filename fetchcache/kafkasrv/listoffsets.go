@@ -120,7 +120,7 @@ func (s *KafkaServer) listOffset(ctx context.Context, topic string, partition in
 		if !ok {
 			return 0, 0, fmt.Errorf("%w: %d needs the partition's tiers", errBadListTimestamp, ts)
 		}
-		t, err := tl.Tiers(ctx)
+		t, err := tl.Tiers(ctx, ts == listLatestTiered)
 		if err != nil {
 			return 0, 0, err
 		}
