@@ -17,11 +17,11 @@ type CoordinatorLive struct{ C *groups.Coordinator }
 // LiveGroup implements LiveSource. A group the coordinator does not hold (Dead, or not
 // coordinated here) is not live.
 func (l CoordinatorLive) LiveGroup(ctx context.Context, group string) (Live, bool) {
-	d := l.C.Describe(ctx, group)
+	d, gen := l.C.DescribeGeneration(ctx, group)
 	if d.ErrorCode != 0 || d.State == groups.StateDead {
 		return Live{}, false
 	}
-	live := Live{State: d.State, ProtocolType: d.ProtocolType, Protocol: d.Protocol, Members: []Member{}}
+	live := Live{State: d.State, ProtocolType: d.ProtocolType, Protocol: d.Protocol, Generation: gen, Members: []Member{}}
 	for _, m := range d.Members {
 		mem := Member{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assignment: []TopicPartitions{}}
 		if m.InstanceID != nil {

@@ -15,15 +15,23 @@ import (
 // metadata and assignment while Stable (Kafka shows them only then), the
 // state alone otherwise; a group this coordinator does not know is Dead.
 func (c *Coordinator) Describe(ctx context.Context, group string) kmsg.DescribeGroupsResponseGroup {
-	d := kmsg.NewDescribeGroupsResponseGroup()
+	d, _ := c.DescribeGeneration(ctx, group)
+	return d
+}
+
+// DescribeGeneration is Describe with the group's generation (which
+// DescribeGroups does not carry), read with the rest: the current one in
+// memory, else the last one its object records.
+func (c *Coordinator) DescribeGeneration(ctx context.Context, group string) (d kmsg.DescribeGroupsResponseGroup, generation int32) {
+	d = kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = group
 	if d.ErrorCode = c.Owner(group); d.ErrorCode != 0 {
-		return d
+		return d, 0
 	}
 	c.mu.Lock()
 	g := c.lookup(group)
 	if g != nil {
-		d.State, d.ProtocolType = g.state, g.protocolType
+		d.State, d.ProtocolType, generation = g.state, g.protocolType, g.generation
 		if g.state == StateStable {
 			d.Protocol = g.protocol
 		}
@@ -51,7 +59,7 @@ func (c *Coordinator) Describe(ctx context.Context, group string) kmsg.DescribeG
 	}
 	c.mu.Unlock()
 	if g != nil {
-		return d
+		return d, generation
 	}
 	o, err := c.store.Reload(ctx, group)
 	switch {
@@ -60,9 +68,9 @@ func (c *Coordinator) Describe(ctx context.Context, group string) kmsg.DescribeG
 	case o == nil:
 		d.State = StateDead
 	default:
-		d.State, d.ProtocolType = StateEmpty, o.ProtocolType
+		d.State, d.ProtocolType, generation = StateEmpty, o.ProtocolType, o.Generation
 	}
-	return d
+	return d, generation
 }
 
 // Listed groups: every group of this coordinator in memory or in the
