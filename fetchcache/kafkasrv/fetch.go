@@ -51,6 +51,7 @@ type fetchPart struct {
 	last       int64 // the offset after view's last batch
 	txns       []fetchcache.AbortedTxn
 	txnErr     error // of txns, answered only if view is kept
+	sent       int64 // the offset after data's last batch
 }
 
 func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchRequest) (kmsg.Response, string, time.Duration) {
@@ -126,14 +127,29 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 	wait := min(time.Duration(max(q.MaxWaitMillis, 0))*time.Millisecond, s.o.MaxFetchWait)
 	deadline := time.Now().Add(wait)
 	b := &respBudget{g: s.respBudget, deadline: deadline}
+	final := false // the read after the max wait passed, new data seen
 	for {
 		total, readCode, aside, throttle, missed := s.fetchOnce(ctx, kc.pool(), parts, maxTotal, committed, b)
 		code := worse(worse(denied, aside), readCode)
+		// As Kafka's DelayedFetch, a read with fewer bytes than min_bytes
+		// (above 1) that returned all there was is held while the Fetch
+		// waits for more, polling only offsets, and read again once they
+		// likely reach it (answered if they do); when the max wait passes
+		// it is answered, read again first only if new data came
+		// meanwhile. One that left data unread (a segment's end, the
+		// limits, not cached) is answered at once, as Kafka answers a
+		// fetch behind the log's last segment.
+		short := false
+		if total > 0 && total < int(q.MinBytes) && readCode == fetchcache.CodeOK && throttle == 0 && !final && time.Now().Before(deadline) && readAll(parts) {
+			more, changed := s.waitForBytes(ctx, kc, parts, committed, deadline, total, int(q.MinBytes))
+			short = more || changed
+			final = !more
+		}
 		// As Kafka, the partitions answered before any read (denied, an
 		// unknown topic ID or partition) do not end the wait for the
 		// others; with no others, there is nothing to wait for.
-		if total > 0 || readCode != fetchcache.CodeOK || throttle > 0 || len(parts) == 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) ||
-			!s.waitForData(ctx, kc, parts, committed, deadline) {
+		if !short && (total > 0 || readCode != fetchcache.CodeOK || throttle > 0 || len(parts) == 0 || q.MinBytes <= 0 || wait <= 0 || !time.Now().Before(deadline) ||
+			!s.waitForData(ctx, kc, parts, committed, deadline)) {
 			if total > 0 && throttle == 0 {
 				s.reload(ctx, kc.pool(), missed, maxTotal)
 			}
@@ -144,6 +160,9 @@ func (s *KafkaServer) fetch(ctx context.Context, kc *kafkaConn, q *kmsg.FetchReq
 				b.release()
 			}
 			return resp, code, throttle
+		}
+		if short {
+			b.release() // the held read's bytes: read again
 		}
 	}
 }
@@ -627,7 +646,7 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 			// Kept: if cut (the limit, the max bytes), the partition's
 			// reader goes on after the batches sent.
 			v.Served(v.Len, last)
-			fp.data = v
+			fp.data, fp.sent = v, last
 			st.total += v.Len
 		}
 		queue = append(again, queue...)
@@ -769,6 +788,80 @@ func (s *KafkaServer) waitForData(ctx context.Context, kc *kafkaConn, parts []*f
 			if limit > fp.q.FetchOffset || off.LogStart > fp.q.FetchOffset {
 				return true
 			}
+		}
+	}
+}
+
+// readAll reports whether a read returned every partition's data up to
+// its limit.
+func readAll(parts []*fetchPart) bool {
+	for _, fp := range parts {
+		if fp.part == nil || fp.failed {
+			continue
+		}
+		next := fp.q.FetchOffset
+		if fp.data.Len > 0 {
+			next = fp.sent
+		}
+		if next < fp.limit {
+			return false
+		}
+	}
+	return true
+}
+
+// waitForBytes holds a read of total bytes, fewer than minBytes, while it
+// polls the partitions' offsets (never their data) until the bytes there
+// likely reach minBytes (more: read again), or the deadline passes or the
+// server stops. Without positions to count bytes by, as Kafka does, the
+// bytes come at the read's bytes per offset. changed: new data came.
+func (s *KafkaServer) waitForBytes(ctx context.Context, kc *kafkaConn, parts []*fetchPart, committed bool, deadline time.Time, total, minBytes int) (more, changed bool) {
+	var read int64 // the offsets read
+	for _, fp := range parts {
+		if fp.data.Len > 0 {
+			read += fp.sent - fp.q.FetchOffset
+		}
+	}
+	perOffset := float64(total) / float64(max(read, 1))
+	tick := time.NewTicker(s.o.FetchPollInterval)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	var stopping <-chan struct{}
+	if kc != nil {
+		stopping = kc.stopping
+	}
+	for {
+		select {
+		case <-timer.C:
+			return false, changed
+		case <-stopping:
+			return false, false
+		case <-ctx.Done():
+			return false, false
+		case <-tick.C:
+		}
+		var added int64 // offsets past the limits read up to
+		for _, fp := range parts {
+			if fp.part == nil || fp.failed {
+				continue
+			}
+			off, err := fp.part.Offsets(ctx)
+			if err != nil {
+				return true, true // let the fetch report it
+			}
+			limit := off.LogEnd
+			if committed {
+				limit = off.LastStable
+			}
+			if off.LogStart > fp.q.FetchOffset {
+				return true, true // out of range now
+			}
+			added += max(limit-fp.limit, 0)
+		}
+		changed = added > 0
+		if float64(total)+float64(added)*perOffset >= float64(minBytes) {
+			return true, true
 		}
 	}
 }
