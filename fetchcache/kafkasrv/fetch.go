@@ -755,24 +755,7 @@ func cutAt(data []byte, limit int64) ([]byte, int64) {
 // waitForData polls the partitions' offsets until one has data past its
 // fetch offset (true) or the deadline passes or the server stops (false).
 func (s *KafkaServer) waitForData(ctx context.Context, kc *kafkaConn, parts []*fetchPart, committed bool, deadline time.Time) bool {
-	tick := time.NewTicker(s.o.FetchPollInterval)
-	defer tick.Stop()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	var stopping <-chan struct{}
-	if kc != nil {
-		stopping = kc.stopping
-	}
-	for {
-		select {
-		case <-timer.C:
-			return false
-		case <-stopping:
-			return false
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
+	done, _ := s.poll(ctx, kc, deadline, func() bool {
 		for _, fp := range parts {
 			if fp.part == nil || fp.failed {
 				continue
@@ -788,6 +771,35 @@ func (s *KafkaServer) waitForData(ctx context.Context, kc *kafkaConn, parts []*f
 			if limit > fp.q.FetchOffset || off.LogStart > fp.q.FetchOffset {
 				return true
 			}
+		}
+		return false
+	})
+	return done
+}
+
+// poll calls check every FetchPollInterval until it reports true (done),
+// the deadline passes (expired) or the server stops or ctx ends (neither).
+func (s *KafkaServer) poll(ctx context.Context, kc *kafkaConn, deadline time.Time, check func() bool) (done, expired bool) {
+	tick := time.NewTicker(s.o.FetchPollInterval)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	var stopping <-chan struct{}
+	if kc != nil {
+		stopping = kc.stopping
+	}
+	for {
+		select {
+		case <-timer.C:
+			return false, true
+		case <-stopping:
+			return false, false
+		case <-ctx.Done():
+			return false, false
+		case <-tick.C:
+		}
+		if check() {
+			return true, false
 		}
 	}
 }
@@ -823,24 +835,7 @@ func (s *KafkaServer) waitForBytes(ctx context.Context, kc *kafkaConn, parts []*
 		}
 	}
 	perOffset := float64(total) / float64(max(read, 1))
-	tick := time.NewTicker(s.o.FetchPollInterval)
-	defer tick.Stop()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	var stopping <-chan struct{}
-	if kc != nil {
-		stopping = kc.stopping
-	}
-	for {
-		select {
-		case <-timer.C:
-			return false, changed
-		case <-stopping:
-			return false, false
-		case <-ctx.Done():
-			return false, false
-		case <-tick.C:
-		}
+	done, expired := s.poll(ctx, kc, deadline, func() bool {
 		var added int64 // offsets past the limits read up to
 		for _, fp := range parts {
 			if fp.part == nil || fp.failed {
@@ -848,20 +843,31 @@ func (s *KafkaServer) waitForBytes(ctx context.Context, kc *kafkaConn, parts []*
 			}
 			off, err := fp.part.Offsets(ctx)
 			if err != nil {
-				return true, true // let the fetch report it
+				changed = true
+				return true // let the fetch report it
 			}
 			limit := off.LogEnd
 			if committed {
 				limit = off.LastStable
 			}
 			if off.LogStart > fp.q.FetchOffset {
-				return true, true // out of range now
+				changed = true
+				return true // out of range now
 			}
 			added += max(limit-fp.limit, 0)
 		}
 		changed = added > 0
 		if float64(total)+float64(added)*perOffset >= float64(minBytes) {
-			return true, true
+			changed = true
+			return true
 		}
+		return false
+	})
+	switch {
+	case done:
+		return true, true
+	case expired:
+		return false, changed
 	}
+	return false, false
 }
