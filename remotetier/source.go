@@ -329,6 +329,15 @@ func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32,
 	}
 	p.LeaderEpochs = toManifestEpochs(epochs)
 	segs := l.Segments()
+	if rolledPastRecoveryPoint(segs, p.HighWatermark, l.RecoveryPoint()) {
+		// Rolls do not fsync (nor, with the default flush settings,
+		// anything until shutdown): make the rolled segments durable before
+		// they are offered, or a power loss could leave the bucket ahead of
+		// the log, which would then hand out those offsets again.
+		if err := l.Flush(); err != nil {
+			return Partition{}, fmt.Errorf("flush %s-%d before its upload: %w", topic, partition, err)
+		}
+	}
 	for _, sg := range segs {
 		p.SourceBytes += sg.Size
 	}
@@ -346,6 +355,20 @@ func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32,
 			NextBase: segs[i+1].BaseOffset, Size: sg.Size, MaxTimestamp: sg.MaxTimestamp})
 	}
 	return p, nil
+}
+
+// rolledPastRecoveryPoint reports whether a rolled segment wholly below
+// hw (one partition would offer for upload) ends past the recovery point.
+func rolledPastRecoveryPoint(segs []localtier.SegmentInfo, hw, recoveryPoint int64) bool {
+	for i, sg := range segs {
+		if sg.Active || i+1 >= len(segs) || sg.NextOffset > hw {
+			return false
+		}
+		if sg.NextOffset > recoveryPoint {
+			return true
+		}
+	}
+	return false
 }
 
 // Open implements Source.
