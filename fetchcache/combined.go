@@ -89,9 +89,13 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 	if ro.LogEnd < localStart {
 		// Local retention deletes only uploaded segments, so a remote log
 		// ending below the local start is a cached manifest older than
-		// the upload that allowed the deletion: re-read it once.
-		if r, ok := rp.(interface{ forceRefresh(context.Context) error }); ok {
-			if err := r.forceRefresh(ctx); err != nil {
+		// the upload that allowed the deletion: re-read it once. A
+		// compacted topic can stay so for good (the cleaner removed the
+		// records after the last uploaded batch: reaches), so there the
+		// re-read is spaced by MinRefresh, not made for every Fetch and
+		// long-poll tick; a read inside that gap re-reads first (read).
+		if r, ok := rp.(refresher); ok {
+			if err := r.forceRefresh(ctx, p.log.Config().CleanupPolicy.Compact); err != nil {
 				return rp, Offsets{}, false, err
 			}
 			if ro, err = rp.Offsets(ctx); err != nil {
@@ -100,6 +104,12 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 		}
 	}
 	return rp, ro, p.reaches(ro, localStart), nil
+}
+
+// refresher re-reads a remote partition's manifest (remotePartition's
+// forceRefresh): now, or with soon unless it was read within MinRefresh.
+type refresher interface {
+	forceRefresh(ctx context.Context, soon bool) error
 }
 
 // reaches reports whether the remote offsets ro hold offsets below the
@@ -170,8 +180,20 @@ func (p *CombinedPartition) read(ctx context.Context, offset int64, maxBytes int
 		return View{}, outOfRange(offset, lo, ro, ok)
 	}
 	if offset >= ro.LogEnd {
-		// In a compacted gap between the remote end and the local start.
-		return from(p.local, lo.LogStart)
+		// In a compacted gap between the remote end and the local start,
+		// by a manifest that may be up to MinRefresh old: re-read it, so
+		// that offsets uploaded since are not skipped.
+		if r, ok := rp.(refresher); ok {
+			if err := r.forceRefresh(ctx, false); err != nil {
+				return View{}, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
+			}
+			if ro, err = rp.Offsets(ctx); err != nil {
+				return View{}, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
+			}
+		}
+		if offset >= ro.LogEnd {
+			return from(p.local, lo.LogStart)
+		}
 	}
 	v, err := from(rp, offset)
 	if err != nil {

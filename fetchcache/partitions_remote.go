@@ -351,10 +351,14 @@ func (p *remotePartition) checkGone() error {
 	return nil
 }
 
-// forceRefresh re-reads the root manifest now.
-func (p *remotePartition) forceRefresh(ctx context.Context) error {
+// forceRefresh re-reads the root manifest now, or, when soon is set,
+// unless it was read within MinRefresh.
+func (p *remotePartition) forceRefresh(ctx context.Context, soon bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if soon && p.c.o.Now().Sub(p.refreshedAt) < p.c.o.MinRefresh {
+		return nil
+	}
 	if err := p.reread(ctx); err != nil {
 		return err
 	}
