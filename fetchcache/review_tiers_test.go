@@ -64,6 +64,21 @@ func compactedGap(t *testing.T) (e *fetchkit.Env, mem *objstore.Memory, kept, ta
 	return e, mem, kept, tail, now
 }
 
+// gapPartition is partition cg-0 of compactedGap, both tiers, the remote
+// one read from b.
+func gapPartition(t *testing.T, e *fetchkit.Env, b objstore.Bucket, o fetchcache.RemoteCatalogOptions) fetchcache.Partition {
+	t.Helper()
+	remote, err := fetchcache.NewRemoteCatalog(b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fetchcache.NewCombinedCatalog(e.Dir, remote).Partition(context.Background(), "cg", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // countingGets counts the Gets of a bucket.
 type countingGets struct {
 	objstore.Bucket
@@ -83,15 +98,8 @@ func (b *countingGets) Get(ctx context.Context, key string) (io.ReadCloser, erro
 func TestCombinedCompactedGapRereadsSpaced(t *testing.T) {
 	e, mem, _, tail, _ := compactedGap(t)
 	b := &countingGets{Bucket: mem}
-	remote, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{MinRefresh: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := gapPartition(t, e, b, fetchcache.RemoteCatalogOptions{MinRefresh: time.Hour})
 	ctx := context.Background()
-	p, err := fetchcache.NewCombinedCatalog(e.Dir, remote).Partition(ctx, "cg", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if o, err := p.Offsets(ctx); err != nil || o.LogStart != 0 {
 		t.Fatalf("offsets %+v, %v; want the remote start 0", o, err)
 	}
@@ -121,15 +129,8 @@ func TestCombinedCompactedGapRereadsSpaced(t *testing.T) {
 // tiered storage answers.
 func TestReviewCombinedCompactedGapAtBoundary(t *testing.T) {
 	e, mem, kept, tail, now := compactedGap(t)
-	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := gapPartition(t, e, mem, fetchcache.RemoteCatalogOptions{})
 	ctx := context.Background()
-	p, err := fetchcache.NewCombinedCatalog(e.Dir, remote).Partition(ctx, "cg", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	o, err := p.Offsets(ctx)
 	if err != nil || o.LogStart != 0 || o.LogEnd != 20 {
 		t.Fatalf("offsets %+v, %v; want the remote start 0 and the local end 20", o, err)
