@@ -12,14 +12,11 @@ import (
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
-// TestReviewFollowerSessionRestartsAtAssignment: a follower that sent its
-// SyncGroup and waited for the leader's longer than its session timeout
-// (within the rebalance timeout) keeps its membership once the assignment
-// reaches it: its session restarts when the assignment is propagated, as
-// Kafka's propagateAssignment reschedules every member's heartbeat. Without
-// that, the next Tick expires it on the spot and the group rebalances again.
-func TestReviewFollowerSessionRestartsAtAssignment(t *testing.T) {
-	h := newHarness(t, nil, nil)
+// followerWaitingOnSync is group "g" in its second generation gen: a is
+// its leader, b a follower whose SyncGroup (sb) waits for a's assignment.
+func followerWaitingOnSync(t *testing.T) (h *harness, a, b string, gen int32, sb <-chan *kmsg.SyncGroupResponse) {
+	t.Helper()
+	h = newHarness(t, nil, nil)
 	const g = "g"
 	a, ja := h.newMember(g)
 	recv(t, ja)
@@ -27,12 +24,24 @@ func TestReviewFollowerSessionRestartsAtAssignment(t *testing.T) {
 	b, jb := h.newMember(g)
 	ra := recv(t, h.joinAsync(joinReq(g, a, nil)))
 	rb := recv(t, jb)
-	gen := ra.Generation
+	gen = ra.Generation
 	if rb.Generation != gen || ra.LeaderID != a {
 		t.Fatalf("generation: a %+v b %+v", ra, rb)
 	}
-	sb := h.syncAsync(g, b, gen, nil)
+	sb = h.syncAsync(g, b, gen, nil)
 	blocked(t, sb, "b's sync before the leader's")
+	return h, a, b, gen, sb
+}
+
+// TestReviewFollowerSessionRestartsAtAssignment: a follower that sent its
+// SyncGroup and waited for the leader's longer than its session timeout
+// (within the rebalance timeout) keeps its membership once the assignment
+// reaches it: its session restarts when the assignment is propagated, as
+// Kafka's propagateAssignment reschedules every member's heartbeat. Without
+// that, the next Tick expires it on the spot and the group rebalances again.
+func TestReviewFollowerSessionRestartsAtAssignment(t *testing.T) {
+	h, a, b, gen, sb := followerWaitingOnSync(t)
+	const g = "g"
 	// The leader takes longer than b's session (10 s) but less than the
 	// rebalance timeout (20 s) to send its assignment; it heartbeats.
 	h.clk.Add(session / 2)
@@ -53,20 +62,8 @@ func TestReviewFollowerSessionRestartsAtAssignment(t *testing.T) {
 // reschedules its heartbeat). Without that, a Tick before its JoinGroup
 // arrives expires it for the time it spent waiting.
 func TestReviewFollowerSessionRestartsAtSyncError(t *testing.T) {
-	h := newHarness(t, nil, nil)
+	h, a, b, gen, sb := followerWaitingOnSync(t)
 	const g = "g"
-	a, ja := h.newMember(g)
-	recv(t, ja)
-	h.sync(g, a, 1, map[string]string{a: "A"})
-	b, jb := h.newMember(g)
-	ra := recv(t, h.joinAsync(joinReq(g, a, nil)))
-	rb := recv(t, jb)
-	gen := ra.Generation
-	if rb.Generation != gen || ra.LeaderID != a {
-		t.Fatalf("generation: a %+v b %+v", ra, rb)
-	}
-	sb := h.syncAsync(g, b, gen, nil)
-	blocked(t, sb, "b's sync before the leader's")
 	h.clk.Add(session/2 + session/4)
 	wantCode(t, "a heartbeat", h.heartbeat(g, a, gen, nil), 0)
 	h.clk.Add(session / 2)
@@ -77,7 +74,7 @@ func TestReviewFollowerSessionRestartsAtSyncError(t *testing.T) {
 	wantCode(t, "a leaves", h.c.Leave(lq).Members[0].ErrorCode, 0)
 	wantCode(t, "b's sync", recv(t, sb).ErrorCode, kerr.RebalanceInProgress.Code)
 	h.c.Tick()
-	rb = recv(t, h.joinAsync(joinReq(g, b, nil)))
+	rb := recv(t, h.joinAsync(joinReq(g, b, nil)))
 	wantCode(t, "b rejoins", rb.ErrorCode, 0)
 	if rb.LeaderID != b {
 		t.Fatalf("b's rejoin: %+v", rb)
