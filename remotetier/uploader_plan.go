@@ -165,7 +165,7 @@ func (u *Uploader) partitionGauges(p Partition, pr PartitionReport) {
 // replace a committed range they rewrote.
 func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) ([]task, error) {
 	var tasks []task
-	appending := false
+	appending, historyChecked := false, false
 	for _, s := range p.Segments {
 		if s.NextOffset > p.HighWatermark {
 			break
@@ -177,10 +177,11 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 			continue
 		}
 		d := manifest.Reconcile(m, manifest.Range{Base: s.BaseOffset, Last: s.LastOffset()})
-		if d.Action != manifest.ActionSkip {
+		if d.Action != manifest.ActionSkip && !historyChecked {
 			if err := u.checkHistory(ctx, p, m); err != nil {
 				return nil, err
 			}
+			historyChecked = true // it depends on p and m alone
 		}
 		switch d.Action {
 		case manifest.ActionAppend:
@@ -288,7 +289,7 @@ func (u *Uploader) spanningReplaceTask(ctx context.Context, m *manifest.Manifest
 // committed segments' at the committed end: an unclean leader election gave
 // the partition another history from some offset below it. Nothing from
 // that log is appended: it would serve two histories as one log.
-var ErrDivergedHistory = errors.New("the source log's history diverged from the committed one (unclean leader election?)")
+var ErrDivergedHistory = errors.New("the source log's history diverged from the committed one (an unclean leader election?): this partition uploads nothing more; delete and re-create the topic, or remove its remote lineage, to tier it again")
 
 // checkHistory compares the epoch of the last committed offset in the
 // committed segments with its epoch in the source's leader epochs. Every
