@@ -380,7 +380,7 @@ func (l *Log) validateAndAssign(data []byte) ([]byte, AppendInfo, error) {
 	// RecordBatchTooLargeException). segment.bytes, not the test-only
 	// internal.segment.bytes, which exists to make tiny segments.
 	if int64(len(data)) > cfg.SegmentBytes {
-		return nil, info, &InvalidRecordError{Code: "RECORD_LIST_TOO_LARGE", Reason: fmt.Sprintf("Message batch size is %d bytes in append, which exceeds the maximum configured segment size of %d.", len(data), cfg.SegmentBytes)}
+		return nil, info, &InvalidRecordError{Code: "RECORD_LIST_TOO_LARGE", Reason: fmt.Sprintf("Message batch size is %d bytes in append, which exceeds the maximum configured segment size of %d: send smaller batches or raise the topic's segment.bytes.", len(data), cfg.SegmentBytes)}
 	}
 	// Assign offsets and stamp the leader epoch (neither is under the CRC).
 	it = record.NewIter(data)
