@@ -258,9 +258,12 @@ func TestObserveTopic(t *testing.T) {
 			t.Errorf("Expired(%d, %d) = %d lineages, want %d", tc.ret, tc.now, got, tc.want)
 		}
 	}
-	gone, ok := re.WithoutLineage(idA, 7000)
-	if !ok || len(gone.Superseded) != 0 || len(re.Superseded) != 1 {
-		t.Fatalf("WithoutLineage: %v %+v (original %+v)", ok, gone.Superseded, re.Superseded)
+	gone, ok := re.MarkRemoved(idA, 7000)
+	if !ok || len(gone.Superseded) != 1 || gone.Superseded[0].Partitions != 0 || re.Superseded[0].Partitions == 0 {
+		t.Fatalf("MarkRemoved: %v %+v (original %+v)", ok, gone.Superseded, re.Superseded)
+	}
+	if len(gone.Expired(0, 8000)) != 0 {
+		t.Fatalf("a removed lineage is listed expired again: %+v", gone.Superseded)
 	}
 	// Deletion: not served; a later ID re-creates it.
 	del, write := re.MarkDeleted(8000)

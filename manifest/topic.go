@@ -400,19 +400,6 @@ func (s *TopicState) Expired(retentionMs, nowMs int64) []TopicLineage {
 	return out
 }
 
-// WithoutLineage returns s without the superseded lineage whose KeyID is
-// keyID (after its objects were removed), and whether it had one.
-func (s *TopicState) WithoutLineage(keyID string, nowMs int64) (*TopicState, bool) {
-	i := slices.IndexFunc(s.Superseded, func(l TopicLineage) bool { return l.KeyID() == keyID })
-	if i < 0 {
-		return s, false
-	}
-	n := s.clone()
-	n.Superseded = slices.Delete(n.Superseded, i, i+1)
-	n.UpdatedMs = nowMs
-	return n, true
-}
-
 // MarkRemoved returns s with the superseded lineage whose KeyID is keyID
 // (after its objects were removed) kept as removed: no partitions left, so
 // nothing more to remove, but its topic ID stays superseded. A removed ID
