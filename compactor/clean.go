@@ -174,7 +174,6 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 			}
 			partial = true
 		}
-		full := false
 		err := l.ScanSegment(seg, from, false, func(_ int64, b record.Batch) error {
 			st.mapBytesRead += int64(len(b))
 			if err := w.account(ctx, len(b)); err != nil {
@@ -212,8 +211,7 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 								// one it took), as Kafka's does when it
 								// fills mid-batch; the records after are
 								// kept as past what the map covers.
-								full = true
-								return errMapFull
+								return err
 							}
 							return fmt.Errorf("build offset map at offset %d: %w", r.Offset, err)
 						}
@@ -223,7 +221,7 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 			w.m.SetLatestOffset(b.LastOffset())
 			return nil
 		})
-		if full {
+		if partial && errors.Is(err, ErrMapFull) {
 			// The empty map took at least the first key: the run makes progress.
 			return nil // clean what the map covers, the rest next run
 		}
@@ -239,9 +237,6 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 	}
 	return nil
 }
-
-// errMapFull stops the scan of a partially mapped segment.
-var errMapFull = errors.New("offset map full")
 
 // cleanGroup rewrites one group of segments into one cleaned segment and
 // swaps it in.
