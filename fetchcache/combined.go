@@ -95,11 +95,14 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 		// re-read is spaced by MinRefresh, not made for every Fetch and
 		// long-poll tick; a read inside that gap re-reads first (read).
 		if r, ok := rp.(refresher); ok {
-			if err := r.forceRefresh(ctx, p.log.Config().CleanupPolicy.Compact); err != nil {
+			reread, err := r.forceRefresh(ctx, p.log.Config().CleanupPolicy.Compact)
+			if err != nil {
 				return rp, Offsets{}, false, err
 			}
-			if ro, err = rp.Offsets(ctx); err != nil {
-				return rp, Offsets{}, false, err
+			if reread {
+				if ro, err = rp.Offsets(ctx); err != nil {
+					return rp, Offsets{}, false, err
+				}
 			}
 		}
 	}
@@ -109,7 +112,7 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 // refresher re-reads a remote partition's manifest (remotePartition's
 // forceRefresh): now, or with soon unless it was read within MinRefresh.
 type refresher interface {
-	forceRefresh(ctx context.Context, soon bool) error
+	forceRefresh(ctx context.Context, soon bool) (reread bool, err error)
 }
 
 // reaches reports whether the remote offsets ro hold offsets below the
@@ -184,7 +187,7 @@ func (p *CombinedPartition) read(ctx context.Context, offset int64, maxBytes int
 		// by a manifest that may be up to MinRefresh old: re-read it, so
 		// that offsets uploaded since are not skipped.
 		if r, ok := rp.(refresher); ok {
-			if err := r.forceRefresh(ctx, false); err != nil {
+			if _, err := r.forceRefresh(ctx, false); err != nil {
 				return View{}, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
 			}
 			if ro, err = rp.Offsets(ctx); err != nil {

@@ -352,18 +352,18 @@ func (p *remotePartition) checkGone() error {
 }
 
 // forceRefresh re-reads the root manifest now, or, when soon is set,
-// unless it was read within MinRefresh.
-func (p *remotePartition) forceRefresh(ctx context.Context, soon bool) error {
+// unless it was read within MinRefresh; reread says whether it did.
+func (p *remotePartition) forceRefresh(ctx context.Context, soon bool) (reread bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if soon && p.c.o.Now().Sub(p.refreshedAt) < p.c.o.MinRefresh {
-		return nil
+		return false, nil
 	}
 	if err := p.reread(ctx); err != nil {
-		return err
+		return false, err
 	}
 	p.refreshedAt = p.c.o.Now()
-	return nil
+	return true, nil
 }
 
 func (p *remotePartition) mapErr(err error) error {
