@@ -624,6 +624,16 @@ const writeStep = 1 << 20
 // writeResponse writes resp, each writeStep bytes of it within
 // WriteTimeout.
 func (kc *kafkaConn) writeResponse(resp net.Buffers) error {
+	total := 0
+	for _, b := range resp {
+		total += len(b)
+	}
+	if total <= writeStep {
+		// One step: written as it is, with no step buffers to build.
+		_ = kc.c.SetWriteDeadline(time.Now().Add(kc.s.o.WriteTimeout))
+		_, err := resp.WriteTo(kc.c)
+		return err
+	}
 	for len(resp) > 0 {
 		var step net.Buffers
 		for n := 0; len(resp) > 0 && n < writeStep; {
