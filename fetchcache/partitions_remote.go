@@ -400,7 +400,13 @@ func (p *remotePartition) Offsets(ctx context.Context) (Offsets, error) {
 	if err != nil {
 		return Offsets{}, p.mapErr(fmt.Errorf("check the end of %s-%d: %w", p.log.Topic(), p.log.Partition(), err))
 	}
-	return Offsets{LogStart: m.LogStartOffset, LogEnd: m.NextOffset(), LastStable: m.LastStableOffset()}, nil
+	return offsetsOf(m), nil
+}
+
+// offsetsOf are the offsets manifest m says: its log start, end and last
+// stable offset.
+func offsetsOf(m *manifest.Manifest) Offsets {
+	return Offsets{LogStart: m.LogStartOffset, LogEnd: m.NextOffset(), LastStable: m.LastStableOffset()}
 }
 
 // knownOffsets are the offsets of the manifest last read, without
@@ -411,7 +417,7 @@ func (p *remotePartition) knownOffsets() (Offsets, bool) {
 	if p.checkGone() != nil || m == nil {
 		return Offsets{}, false
 	}
-	return Offsets{LogStart: m.LogStartOffset, LogEnd: m.NextOffset(), LastStable: m.LastStableOffset()}, true
+	return offsetsOf(m), true
 }
 
 // End checks of a topic's partitions run side by side (checkEnds): at most
