@@ -406,7 +406,7 @@ func checkContentRange(off, length int64, contentRange string, contentLength *in
 		if off == 0 && contentLength != nil && *contentLength >= 0 && (length < 0 || length >= *contentLength) {
 			return *contentLength, nil
 		}
-		return 0, errors.New("the store answered without a Content-Range (it ignored the Range header)")
+		return 0, errors.New("the store answered without a Content-Range (it ignored the Range header): check that no proxy or gateway in front of the bucket drops Range headers")
 	}
 	var first, last, total int64
 	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &first, &last, &total); err != nil {
