@@ -521,6 +521,12 @@ func (l *Log) rollLocked(base int64) (*Segment, error) {
 		l.segments = l.segments[:len(l.segments)-1]
 	} else if err := old.onRoll(); err != nil {
 		return nil, fmt.Errorf("roll %s: %w", old.LogPath(), err)
+	} else if err := l.flushLocked(); err != nil {
+		// The new segment's file must never be durable before the data
+		// below its base offset: an empty segment found after a power
+		// failure then always means a roll whose data survived, and its
+		// base is the log end (as Kafka's loader takes it).
+		return nil, fmt.Errorf("roll %s: %w", old.LogPath(), err)
 	}
 	// Kafka snapshots the producer state at every roll, named by the new
 	// segment's base offset, so a restart replays at most the segments above it.

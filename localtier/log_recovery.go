@@ -174,22 +174,6 @@ func (l *Log) load(opts LogOptions, rep *RecoveryReport) error {
 		}
 		l.segments = l.segments[:i+1]
 	}
-	// An empty segment past the recovery point is what a roll leaves when
-	// power fails before the data reached the disk: its base offset points
-	// past data that no longer exists. Drop such segments so the log end
-	// is the end of the surviving data (the only segment always stays).
-	kept := l.segments[:0]
-	for i, s := range l.segments {
-		if s.size == 0 && s.base > recoveryPoint && (len(kept) > 0 || i < len(l.segments)-1) {
-			if err := s.delete(); err != nil {
-				return err
-			}
-			rep.SegmentsDeleted++
-			continue
-		}
-		kept = append(kept, s)
-	}
-	l.segments = kept
 	if len(l.segments) == 0 {
 		start := l.logStart
 		if start < 0 {

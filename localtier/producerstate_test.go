@@ -491,9 +491,10 @@ func TestProducerSnapshotCrashAtEveryStep(t *testing.T) {
 	}
 }
 
-// A roll snapshot is durable before the data below it: after a power cut
-// that loses that data, the snapshot lies past the log end and is removed
-// (durably), never taken for the state of data appended later.
+// A roll snapshot lies past the log end when the data below it is lost
+// after all (here a torn tail: the disk kept only part of what a flush
+// wrote): the snapshot is removed (durably), never taken for the state of
+// data appended later.
 func TestSnapshotPastLogEndRemoved(t *testing.T) {
 	cfg := testConfig(t, nil)
 	clock := &fakeClock{t: time.UnixMilli(9000)}
@@ -503,11 +504,26 @@ func TestSnapshotPastLogEndRemoved(t *testing.T) {
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	mustAppend(t, l, txnBatchOf(t, 7, 0, 0, true, 3, 2000)) // 2-4, never flushed
+	seg0 := SegmentPath("/d/t-0", 0, LogSuffix)
+	fi, err := mem.Stat(seg0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, txnBatchOf(t, 7, 0, 0, true, 3, 2000)) // 2-4
 	if err := l.Roll(); err != nil {                        // snapshot 5: producer 7 open at 2
 		t.Fatal(err)
 	}
 	crashed := mem.CrashClone()
+	f, err := crashed.OpenFile(seg0, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(fi.Size() + 20); err != nil { // batch 2-4 torn
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

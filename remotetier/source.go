@@ -330,10 +330,12 @@ func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32,
 	p.LeaderEpochs = toManifestEpochs(epochs)
 	segs := l.Segments()
 	if rolledPastRecoveryPoint(segs, p.HighWatermark, l.RecoveryPoint()) {
-		// Rolls do not fsync (nor, with the default flush settings,
-		// anything until shutdown): make the rolled segments durable before
-		// they are offered, or a power loss could leave the bucket ahead of
-		// the log, which would then hand out those offsets again.
+		// Rolls fsync, but a log opened after a crash starts at its
+		// checkpointed recovery point, which can be older than its rolled
+		// segments (an older tiered's rolls did not fsync): make them
+		// durable before they are offered, or a power loss could leave the
+		// bucket ahead of the log, which would then hand out those offsets
+		// again.
 		if err := l.Flush(); err != nil {
 			return Partition{}, fmt.Errorf("flush %s-%d before its upload: %w", topic, partition, err)
 		}
