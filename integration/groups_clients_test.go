@@ -468,3 +468,58 @@ func TestGroupKafkajsFleet(t *testing.T) {
 		r.stop()
 	}
 }
+
+// TestGroupConfluentCooperative: two confluent-kafka-python consumers with librdkafka's
+// cooperative-sticky strategy (incremental rebalances, the setting many applications
+// run) in one group over a cold topic: the first reads the whole topic, the second joins
+// while the first is still a member, and the incremental rebalance hands it partitions,
+// which it reads from the start (the first commits only when it leaves). Both end
+// cleanly, and between them every record is read.
+func TestGroupConfluentCooperative(t *testing.T) {
+	requireClients(t)
+	bin := tiered(t)
+	g := buildGroupTopic(t, "coop", 4, 40, codec.Snappy)
+	addrs := pickAddrs(t, 2)
+	f := startFetchAt(t, bin, g.cd.srv.URL(g.cd.bucket, ""), fleetConfig(t, addrs[0], addrs[1], nil, 0, ""), addrs[0], addrs[1])
+	defer f.stop()
+
+	type result struct {
+		recs   []groupRec
+		stderr string
+		err    error
+	}
+	run := func(name string, idle time.Duration, out chan<- result) {
+		recs, stderr, _, err := groupClient(2*time.Minute, name, confluentArgs(addrs[1], "coop-py", g.name, 1000, idle, "cooperative-sticky")...)
+		out <- result{recs, stderr, err}
+	}
+	first, second := make(chan result, 1), make(chan result, 1)
+	go run("first", 12*time.Second, first)
+	time.Sleep(4 * time.Second)
+	go run("second", 6*time.Second, second)
+	r1, r2 := <-first, <-second
+	for _, r := range []struct {
+		name string
+		result
+	}{{"first", r1}, {"second", r2}} {
+		t.Logf("%s consumer: %d records; stderr:\n%s", r.name, len(r.recs), r.stderr)
+		if r.err != nil {
+			t.Fatalf("%s consumer: %v", r.name, r.err)
+		}
+	}
+	g.check(t, "first", r1.recs, false)
+	g.check(t, "second", r2.recs, false)
+	seen := g.check(t, "both", append(append([]groupRec(nil), r1.recs...), r2.recs...), true)
+	n := 0
+	for _, offs := range seen {
+		n += len(offs)
+	}
+	if n != g.parts*g.per {
+		t.Fatalf("the two consumers read %d distinct records, want %d", n, g.parts*g.per)
+	}
+	if len(r2.recs) == 0 || !strings.Contains(r2.stderr, "assigned [") {
+		t.Fatalf("the second consumer was handed no partition by the cooperative rebalance")
+	}
+	if !strings.Contains(r1.stderr, "revoked [") {
+		t.Fatalf("the first consumer gave up no partition to the second")
+	}
+}

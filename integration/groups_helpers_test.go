@@ -77,32 +77,43 @@ func (r groupRec) value(t testing.TB) string {
 // group_confluent.py) against broker and parses its output.
 func runGroupClient(t testing.TB, timeout time.Duration, name string, argv ...string) []groupRec {
 	t.Helper()
+	out, stderr, took, err := groupClient(timeout, name, argv...)
+	if err != nil {
+		t.Fatalf("%v after %s\nstderr:\n%s", err, took.Round(time.Millisecond), stderr)
+	}
+	t.Logf("%s: %d records in %s; %s", name, len(out), took.Round(time.Millisecond), strings.TrimSpace(lastLine(stderr)))
+	return out
+}
+
+// groupClient is runGroupClient for any goroutine: it returns what the
+// client printed (parsed), its stderr and how long it ran.
+func groupClient(timeout time.Duration, name string, argv ...string) (out []groupRec, stderr string, took time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	abs, err := filepath.Abs(kafkajsModules)
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", 0, err
 	}
 	cmd.Env = append(os.Environ(), "NODE_PATH="+abs)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var stdout, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &errb
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v after %s\nstderr:\n%s", name, err, time.Since(start).Round(time.Millisecond), stderr.String())
+	err = cmd.Run()
+	took = time.Since(start)
+	if err != nil {
+		return nil, errb.String(), took, fmt.Errorf("%s: %w", name, err)
 	}
-	var out []groupRec
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var r groupRec
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s printed %q: %v", name, sc.Text(), err)
+			return nil, errb.String(), took, fmt.Errorf("%s printed %q: %w", name, sc.Text(), err)
 		}
 		out = append(out, r)
 	}
-	t.Logf("%s: %d records in %s; %s", name, len(out), time.Since(start).Round(time.Millisecond), strings.TrimSpace(lastLine(stderr.String())))
-	return out
+	return out, errb.String(), took, nil
 }
 
 func lastLine(s string) string {
@@ -117,8 +128,8 @@ func kafkajsArgs(node, broker, group, topic string, max int, idle time.Duration)
 	return []string{node, "clients/group_kafkajs.js", broker, group, topic, strconv.Itoa(max), strconv.FormatInt(idle.Milliseconds(), 10)}
 }
 
-func confluentArgs(broker, group, topic string, max int, idle time.Duration) []string {
-	return []string{debianPython, "clients/group_confluent.py", broker, group, topic, strconv.Itoa(max), strconv.FormatInt(idle.Milliseconds(), 10)}
+func confluentArgs(broker, group, topic string, max int, idle time.Duration, strategy ...string) []string {
+	return append([]string{debianPython, "clients/group_confluent.py", broker, group, topic, strconv.Itoa(max), strconv.FormatInt(idle.Milliseconds(), 10)}, strategy...)
 }
 
 // groupTopic is a cold topic of parts partitions with per records each: value

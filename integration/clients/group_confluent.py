@@ -3,10 +3,11 @@ integration suite (integration/groups_clients_test.go). It joins GROUP, subscrib
 TOPIC (auto.offset.reset=earliest), prints each record as one JSON line
 {"partition","offset","key","value"} (key and value base64) on stdout, commits
 synchronously what it printed, and exits 0 once it has printed MAX records or no record
-came for IDLE_MS after the first assignment. Run with Debian's /usr/bin/python3
-(scripts/setup installs python3-confluent-kafka).
+came for IDLE_MS after the first assignment. STRATEGY, when given, is librdkafka's
+partition.assignment.strategy (cooperative-sticky: incremental rebalances). Run with Debian's
+/usr/bin/python3 (scripts/setup installs python3-confluent-kafka).
 
-    /usr/bin/python3 group_confluent.py BROKER GROUP TOPIC MAX IDLE_MS
+    /usr/bin/python3 group_confluent.py BROKER GROUP TOPIC MAX IDLE_MS [STRATEGY]
 """
 import base64
 import json
@@ -21,16 +22,20 @@ def b64(b):
 
 
 def main():
-    if len(sys.argv) != 6:
-        print("usage: group_confluent.py BROKER GROUP TOPIC MAX IDLE_MS", file=sys.stderr)
+    if len(sys.argv) not in (6, 7):
+        print("usage: group_confluent.py BROKER GROUP TOPIC MAX IDLE_MS [STRATEGY]", file=sys.stderr)
         return 2
     broker, group, topic, max_n, idle_ms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     assigned = []
 
     def on_assign(consumer, parts):
         assigned.append(time.monotonic())
+        print("confluent-kafka: assigned %s" % sorted(p.partition for p in parts), file=sys.stderr)
 
-    c = Consumer({
+    def on_revoke(consumer, parts):
+        print("confluent-kafka: revoked %s" % sorted(p.partition for p in parts), file=sys.stderr)
+
+    conf = {
         "bootstrap.servers": broker,
         "group.id": group,
         "auto.offset.reset": "earliest",
@@ -38,8 +43,11 @@ def main():
         "session.timeout.ms": 10000,
         "heartbeat.interval.ms": 1000,
         "broker.address.family": "v4",
-    })
-    c.subscribe([topic], on_assign=on_assign)
+    }
+    if len(sys.argv) == 7:
+        conf["partition.assignment.strategy"] = sys.argv[6]
+    c = Consumer(conf)
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
     printed = 0
     last = time.monotonic()
     nxt = {}
