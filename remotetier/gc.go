@@ -153,6 +153,12 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 				if err != nil || live[o.Key] || k.Type == manifest.KeyRoot || resealable(m, k) {
 					return nil
 				}
+				if (pid{k.Prefix, k.Topic, k.Partition, k.TopicID}) != id {
+					// Another partition's key under this one's folder: a
+					// deployment whose prefix lies inside it. Its own
+					// manifest decides (as verify checks each key's owner).
+					return nil
+				}
 				if now.Sub(o.LastModified) < opts.Grace {
 					rep.Young++
 					return nil

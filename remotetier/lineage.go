@@ -210,6 +210,10 @@ func RemoveExpiredLineages(ctx context.Context, b objstore.Bucket, prefix string
 // directories, so nothing of another lineage is touched). Objects already
 // gone are not errors. It returns how many objects it deleted.
 func RemoveLineage(ctx context.Context, b objstore.Bucket, prefix, topic string, l manifest.TopicLineage) (int, error) {
+	prefix, err := manifest.NormalizePrefix(prefix)
+	if err != nil {
+		return 0, fmt.Errorf("remove lineage %s of %s: %w", l.TopicID, topic, err)
+	}
 	parts := l.Partitions
 	var deleted int
 	del := func(key string) error {
@@ -249,8 +253,8 @@ func RemoveLineage(ctx context.Context, b objstore.Bucket, prefix, topic string,
 			var keys []string
 			err := b.List(ctx, dir, func(o objstore.ObjectInfo) error {
 				// Only keys of this lineage's directory, never a deeper or
-				// foreign one.
-				if k, err := manifest.ParseKey(o.Key); err == nil && k.TopicID == l.KeyID() && k.Partition == p && k.Topic == topic {
+				// foreign one (a deployment whose prefix lies inside it).
+				if k, err := manifest.ParseKey(o.Key); err == nil && k.Prefix == prefix && k.TopicID == l.KeyID() && k.Partition == p && k.Topic == topic {
 					keys = append(keys, o.Key)
 				}
 				return nil

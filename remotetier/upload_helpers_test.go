@@ -277,12 +277,12 @@ func upKeys(t testing.TB, b objstore.BucketReader) []string {
 // roots.
 func upReferenced(t testing.TB, b objstore.Bucket, parts ...manifest.Key) map[string]bool {
 	t.Helper()
-	store, err := newManifestStore(b, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]bool{}
 	for _, k := range parts {
+		store, err := newManifestStore(b, k.Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
 		m, _, err := store.loadID(context.Background(), k.Topic, k.TopicID, k.Partition, 0)
 		if err != nil {
 			t.Fatal(err)
