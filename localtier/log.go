@@ -538,7 +538,10 @@ func (l *Log) rollLocked(base int64) (*Segment, error) {
 		return nil, err
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
+		// Out of the log: remove its files so the next append's roll can
+		// create them again (O_EXCL).
 		_ = s.close()
+		s.removeFiles()
 		return nil, fmt.Errorf("roll: %w", err)
 	}
 	l.segments = append(l.segments, s)

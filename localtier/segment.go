@@ -124,9 +124,28 @@ func createSegment(fsys vfs.FS, dir string, base int64, opts segmentOptions, now
 	s.log = f
 	if err := s.openIndexes(); err != nil {
 		_ = f.Close()
+		// Leave nothing behind: a retry creates the files again (O_EXCL).
+		s.removeFiles()
 		return nil, err
 	}
 	return s, nil
+}
+
+// removeFiles closes whatever index is open and removes the files of a
+// segment that never joined its log.
+func (s *Segment) removeFiles() {
+	if s.offIdx != nil {
+		_ = s.offIdx.Close()
+	}
+	if s.timIdx != nil {
+		_ = s.timIdx.Close()
+	}
+	if s.txnIdx != nil {
+		_ = s.txnIdx.Close()
+	}
+	for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		_ = s.fs.Remove(s.path(suf))
+	}
 }
 
 func (s *Segment) openIndexes() error {
