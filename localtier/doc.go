@@ -14,8 +14,9 @@
 // filesystem seam every file access goes through, so tests can inject
 // faults and crashes). docs/format describes every file.
 //
-// Durability follows Kafka: appends reach the page cache; Flush (and Close)
-// fsyncs and advances the recovery point, which the log dir checkpoints.
+// Durability follows Kafka: appends reach the page cache; Flush (and Close,
+// and every segment roll) fsyncs and advances the recovery point, which the
+// log dir checkpoints.
 // On open, segments past the recovery point are scanned, CRC-checked and
 // their indexes rebuilt; a torn or corrupt tail is truncated.
 //

@@ -402,8 +402,9 @@ func (s *Segment) shouldRoll(size int64, batches int, maxTS, lastOffset int64, s
 }
 
 // onRoll writes the final time index entry. The segment is not fsynced
-// here: like Kafka, the append path never waits for the disk; Log.Flush
-// makes rolled segments durable and advances the recovery point.
+// here: Log.rollLocked flushes the log right after (before it creates the
+// next segment), which makes the rolled segment durable and advances the
+// recovery point.
 func (s *Segment) onRoll() error {
 	if s.maxTimestamp >= 0 {
 		if err := s.timIdx.MaybeAppendOnRoll(s.maxTimestamp, s.offsetOfMaxTS); err != nil && !errors.Is(err, index.ErrIndexFull) {
