@@ -49,11 +49,14 @@ func (g gateInFlight) InFlight() int64 {
 	return 0
 }
 
-// holdingWriter reads a produce body whole; the first call reports it on
+// holdingWriter reads a produce body whole and, with times set, holds
+// times its size for its records through Hold (as serve's producer does
+// with their encoded batches); the first call reports the body's size on
 // read and answers only when release is closed (a produce in progress,
 // holding its body), later ones answer at once.
 type holdingWriter struct {
 	fakeWriter
+	times   int64
 	calls   atomic.Int64
 	read    chan int
 	release chan struct{}
@@ -63,6 +66,11 @@ func (h *holdingWriter) Produce(ctx context.Context, _ string, _ int32, _ bool, 
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return nil, err
+	}
+	if h.times > 0 {
+		if err := body.(Holder).Hold(h.times * int64(len(b))); err != nil {
+			return nil, err
+		}
 	}
 	if h.calls.Add(1) == 1 {
 		h.read <- len(b)

@@ -102,7 +102,8 @@ type HTTPOptions struct {
 	// produce body bytes from their read until the Writer returns: a body
 	// reserves its Content-Length up front (or each piece as it is read,
 	// when chunked), waiting at most ProduceMaxWait, else 429 THROTTLED
-	// with Retry-After.
+	// with Retry-After. What the Writer holds for the body's records
+	// beyond the body's size (Holder) is taken from it too.
 	MaxInFlightProduceBytes int64
 	ProduceMaxWait          time.Duration
 	// BodyReadTimeout bounds the arrival of a request body: a write

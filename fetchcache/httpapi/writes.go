@@ -38,7 +38,8 @@ type Writer interface {
 	AlterTopic(ctx context.Context, topic string, req AlterConfigRequest) (any, error)
 	// Produce appends the JSON-lines body to partition, or through the
 	// default partitioner when partition is -1; autoCreate creates a
-	// missing topic.
+	// missing topic. The body is a Holder: memory the Writer keeps for
+	// the body's records beyond the body's size is counted through it.
 	Produce(ctx context.Context, topic string, partition int32, autoCreate bool, body io.Reader) (any, error)
 	// Reload re-reads what the process may reload without a restart.
 	Reload(ctx context.Context) error
@@ -312,13 +313,29 @@ func (a *httpAPI) bodyDeadline(rw http.ResponseWriter) (done func()) {
 	return func() { once.Do(func() { _ = rc.SetReadDeadline(time.Time{}) }) }
 }
 
+// Holder is what a Writer's Produce gets as its body: Hold counts n more
+// bytes the Writer keeps for the body's records (their encoded batches,
+// which for small records are larger than the body) against the produce
+// budget, waiting for room up to ProduceMaxWait. Its error is the answer
+// (429 when the budget stays full): the Writer stops and writes nothing.
+type Holder interface {
+	Hold(n int64) error
+}
+
+// holdStep is how much of the produce budget Hold takes at a time past a
+// body's reserve, so that a body of small records does not go to the gate
+// for each.
+const holdStep = 1 << 20
+
 // produceBody is a produce request's body read within the produce budget.
 type produceBody struct {
+	ctx      context.Context
 	r        io.Reader
 	g        *gate.Gate
 	held     int64 // admitted by the gate
 	read     int64 // bytes read so far
-	err      error // the deadline failed: the answer
+	kept     int64 // bytes the Writer holds for the records (Hold)
+	err      error // the deadline or the budget failed: the answer
 	deadline func()
 }
 
@@ -334,7 +351,7 @@ func (a *httpAPI) budgetBody(rw http.ResponseWriter, r *http.Request) (*produceB
 	if r.ContentLength > MaxProduceBodyBytes {
 		return nil, &http.MaxBytesError{Limit: MaxProduceBodyBytes}
 	}
-	b := &produceBody{r: http.MaxBytesReader(rw, r.Body, MaxProduceBodyBytes), g: a.produceBudget}
+	b := &produceBody{ctx: r.Context(), r: http.MaxBytesReader(rw, r.Body, MaxProduceBodyBytes), g: a.produceBudget}
 	n := r.ContentLength
 	if n < 0 {
 		n = MaxProduceBodyBytes
@@ -358,15 +375,37 @@ func (b *produceBody) Read(p []byte) (int, error) {
 	switch {
 	case errors.Is(err, io.EOF):
 		b.deadline() // read whole: the Writer's work is not bounded by it
-		if unused := b.held - b.read; unused > 0 {
-			b.g.Done(unused) // a chunked body shorter than its reserve
-			b.held = b.read
+		if need := max(b.read, b.kept); b.held > need {
+			b.g.Done(b.held - need) // a chunked body shorter than its reserve
+			b.held = need
 		}
 	case isTimeout(err):
 		b.err = &bodyTimeoutError{err: err}
 		return n, b.err
 	}
 	return n, err
+}
+
+// Hold counts n more bytes the Writer keeps for the body's records. Past
+// the body's reserve it takes the difference from the produce budget, a
+// holdStep at a time and never more than the whole budget in all (as a
+// body's reserve: a body that needs more is served alone), waiting up to
+// ProduceMaxWait.
+func (b *produceBody) Hold(n int64) error {
+	if b.err != nil {
+		return b.err
+	}
+	b.kept += n
+	if b.kept <= b.held || b.held >= b.g.Capacity() {
+		return nil
+	}
+	want := min((b.kept+holdStep-1)/holdStep*holdStep, b.g.Capacity())
+	if err := b.g.Start(b.ctx, want-b.held); err != nil {
+		b.err = fmt.Errorf("produce body's records (%d bytes encoded from %d read): %w", b.kept, b.read, err)
+		return b.err
+	}
+	b.held = want
+	return nil
 }
 
 // release returns the body's budget. The read deadline stays unless the

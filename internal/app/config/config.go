@@ -144,8 +144,9 @@ type HTTPListener struct {
 	// MaxInFlightProduceBytes is the one budget, across all requests, for produce body
 	// bytes from their read until they are appended (serve; default 128MiB, two bodies of
 	// the largest size). A body that cannot get it within fetch.max_wait is answered 429
-	// THROTTLED with Retry-After. Parsing multiplies a body's bytes several times over, so
-	// the memory it bounds is a few times this.
+	// THROTTLED with Retry-After. A body counts as the larger of its bytes and its records'
+	// encoded batches, which serve holds until it appends them (for the smallest records,
+	// 2.7 times the body).
 	MaxInFlightProduceBytes ByteSize `yaml:"max_inflight_produce_bytes"`
 }
 

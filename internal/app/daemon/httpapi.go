@@ -114,7 +114,11 @@ func (w serveWriter) AlterTopic(ctx context.Context, topic string, req httpapi.A
 
 func (w serveWriter) Produce(ctx context.Context, topic string, partition int32, autoCreate bool, body io.Reader) (any, error) {
 	in := producer.Lines(body, w.s.o.Now().UnixMilli(), "request body")
-	res, err := w.s.Produce(ctx, topic, in, producer.Options{Partition: int(partition), AutoCreate: autoCreate})
+	o := producer.Options{Partition: int(partition), AutoCreate: autoCreate}
+	if h, ok := body.(httpapi.Holder); ok {
+		o.Hold = h.Hold // the encoded batches count against the produce budget
+	}
+	res, err := w.s.Produce(ctx, topic, in, o)
 	if err != nil {
 		return nil, writeError(err)
 	}

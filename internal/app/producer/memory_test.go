@@ -7,10 +7,8 @@ import (
 	"io"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/tiered/tiered/localtier"
-	"github.com/tiered/tiered/localtier/vfs"
 )
 
 // eofProbe reads a body and, when it reaches its end, measures the live
@@ -62,16 +60,8 @@ func TestProduceMemoryFollowsTheBody(t *testing.T) {
 		{"realistic records", 16, realistic},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			now := time.UnixMilli(1_700_000_000_000)
-			clock := func() time.Time { return now }
-			d, _, err := localtier.OpenLogDir(vfs.Default, t.TempDir(), localtier.LogDirOptions{Now: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
-			if _, err := d.CreateTopic("mem", tc.parts, nil); err != nil {
-				t.Fatal(err)
-			}
+			now, clock := testNow, testClock
+			d := openTopic(t, "mem", tc.parts, nil)
 			body := tc.body()
 			lines := bytes.Count(body, []byte("\n"))
 			before := liveHeap()
@@ -101,4 +91,60 @@ func TestProduceMemoryFollowsTheBody(t *testing.T) {
 // produceFrom produces the JSON lines of in the way serve and the CLI do.
 func produceFrom(d *localtier.LogDir, topic string, in io.Reader, now int64, o Options) (Result, error) {
 	return Produce(d, topic, Lines(in, now, "test"), o)
+}
+
+// TestProduceHoldCountsEncodedBatches: Options.Hold is told of the batches
+// Produce holds until it appends: in all, exactly the bytes it appends (no
+// codec: each batch is its header and its encoded records), which for
+// minimal records is 2.7 times the body, and covers what is live at the
+// body's end but for the constant of open batches and buffers. An error
+// from Hold ends Produce with it, nothing written.
+func TestProduceHoldCountsEncodedBatches(t *testing.T) {
+	now, clock := testNow, testClock
+	d := openTopic(t, "hold", 4, nil)
+	logBytes := func() int64 {
+		tp, _ := d.Topic("hold")
+		var n int64
+		for _, l := range tp.Partitions {
+			for _, s := range l.Segments() {
+				n += s.Size
+			}
+		}
+		return n
+	}
+	body := bytes.Repeat([]byte("{}\n"), 1<<20)
+	var held int64
+	probe := &eofProbe{r: bytes.NewReader(body)}
+	before := liveHeap()
+	if _, err := produceFrom(d, "hold", probe, now.UnixMilli(), Options{Partition: -1, Now: clock, Hold: func(n int64) error {
+		held += n
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := logBytes(); held != got {
+		t.Fatalf("Hold was told of %d bytes; %d bytes were appended", held, got)
+	}
+	if held < 2*int64(len(body)) {
+		t.Fatalf("Hold was told of %d bytes for a %d-byte body of minimal records: want the encoded batches, over twice the body", held, len(body))
+	}
+	if live := int64(probe.live) - int64(before); live > held+4<<20 {
+		t.Fatalf("%d bytes live at the body's end, more than the %d told to Hold + 4 MiB", live, held)
+	}
+
+	full := errors.New("budget full")
+	end := logBytes()
+	var told int64
+	_, err := produceFrom(d, "hold", bytes.NewReader(body), now.UnixMilli(), Options{Partition: -1, Now: clock, Hold: func(n int64) error {
+		if told += n; told > 1<<20 {
+			return full
+		}
+		return nil
+	}})
+	if !errors.Is(err, full) {
+		t.Fatalf("Produce with Hold failing: %v, want its error", err)
+	}
+	if got := logBytes(); got != end {
+		t.Fatalf("%d bytes appended after Hold failed", got-end)
+	}
 }

@@ -136,6 +136,14 @@ type Options struct {
 	// message.timestamp.before.max.ms / after.max.ms) before anything is
 	// written; nil means time.Now. The log checks again on append.
 	Now func() time.Time
+	// Hold, when set, is told of the memory Produce takes for what it
+	// holds until it appends, n bytes more at a time: each record as it
+	// is encoded into its batch, and each batch's header (and any growth
+	// from its codec) when it closes; in all, the encoded batches, which
+	// can be larger than the input (small records carry more framing than
+	// their JSON). serve's HTTP produce counts it against its budget. An
+	// error from Hold ends Produce with that error, nothing written.
+	Hold func(n int64) error
 }
 
 // PartitionResult is what was appended to one partition.
@@ -243,6 +251,7 @@ func Produce(d *localtier.LogDir, topic string, src Source, o Options) (Result, 
 		c = int8(codec.None)
 	}
 	bt := newBatcher(nparts, sticky, codec.Codec(c), cfg.MaxMessageBytes)
+	bt.hold = o.Hold
 	records := 0
 	err := src(func(line int, r *record.Record) error {
 		if cfg.CleanupPolicy.Compact && r.Key == nil {
@@ -354,6 +363,7 @@ type batcher struct {
 	scratch  []byte // a compressed batch before it is copied to its size
 	open     []pendingBatch
 	closed   [][]builtBatch
+	hold     func(n int64) error // Options.Hold
 }
 
 func newBatcher(parts, sticky int, c codec.Codec, maxBytes int64) *batcher {
@@ -398,6 +408,11 @@ func (bt *batcher) closeBatch(p int) error {
 	if int64(len(data)) > bt.maxBytes {
 		return &InputError{Line: b.firstLine, Err: fmt.Errorf("the record batch of %d bytes starting here exceeds max.message.bytes (%d)", len(data), bt.maxBytes)}
 	}
+	if grow := len(data) - len(b.recs); grow > 0 && bt.hold != nil {
+		if err := bt.hold(int64(grow)); err != nil {
+			return err
+		}
+	}
 	bt.closed[p] = append(bt.closed[p], builtBatch{data: data, firstLine: b.firstLine})
 	recs := b.recs[:0]
 	if cap(recs) > 4*BatchSize {
@@ -429,9 +444,13 @@ func (bt *batcher) add(p int, line int, r *record.Record) error {
 		b.firstLine, b.size, b.baseTS, b.maxTS = line, record.HeaderSize, r.Timestamp, r.Timestamp
 	}
 	b.size += recordSize(b, r)
+	before := len(b.recs)
 	b.recs = record.AppendRecord(b.recs, r.Attributes, r.Timestamp-b.baseTS, b.n, r.Key, r.Value, r.Headers)
 	b.maxTS = max(b.maxTS, r.Timestamp)
 	b.n++
+	if bt.hold != nil {
+		return bt.hold(int64(len(b.recs) - before))
+	}
 	return nil
 }
 

@@ -3,12 +3,9 @@ package producer
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/tiered/tiered/internal/x/kafkaerr"
-	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
-	"github.com/tiered/tiered/localtier/vfs"
 )
 
 // TestProduceTimestampCheckedBeforeWriting: a record timestamp outside the
@@ -16,22 +13,14 @@ import (
 // is written, naming its line, even when the good records would go to
 // other partitions (separate appends).
 func TestProduceTimestampCheckedBeforeWriting(t *testing.T) {
-	now := time.UnixMilli(1_700_000_000_000)
-	clock := func() time.Time { return now }
-	d, _, err := localtier.OpenLogDir(vfs.Default, t.TempDir(), localtier.LogDirOptions{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if _, err := d.CreateTopic("ts", 3, map[string]string{"message.timestamp.before.max.ms": "60000"}); err != nil {
-		t.Fatal(err)
-	}
+	now, clock := testNow, testClock
+	d := openTopic(t, "ts", 3, map[string]string{"message.timestamp.before.max.ms": "60000"})
 	in := []Input{
 		{Line: 1, Record: record.Record{Timestamp: now.UnixMilli(), Key: []byte("a"), Value: []byte("1")}},
 		{Line: 2, Record: record.Record{Timestamp: now.UnixMilli(), Key: []byte("b"), Value: []byte("2")}},
 		{Line: 3, Record: record.Record{Timestamp: 1699999000000, Key: []byte("c"), Value: []byte("3")}},
 	}
-	_, err = Produce(d, "ts", Inputs(in), Options{Partition: -1, Now: clock})
+	_, err := Produce(d, "ts", Inputs(in), Options{Partition: -1, Now: clock})
 	var ie *InputError
 	if !errors.As(err, &ie) || ie.Line != 3 || !errors.Is(err, kafkaerr.ErrInvalidTimestamp) {
 		t.Fatalf("got %v, want an INVALID_TIMESTAMP InputError on line 3", err)
