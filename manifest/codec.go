@@ -227,14 +227,9 @@ func DecodeRoot(key string, data []byte) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	segs, err := segments(ver, w.Segments)
+	k, segs, err := ownSegments(key, KeyRoot, ver, w.Segments, w.Topic, w.Partition, w.TopicID)
 	if err != nil {
-		return nil, &CorruptManifestError{Key: key, Reason: err.Error()}
-	}
-	k, err := ParseKey(key)
-	if err != nil || k.Type != KeyRoot || k.Topic != w.Topic || k.Partition != w.Partition || k.TopicID != w.TopicID {
-		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
-			"holds topic %q partition %d topic id %q, which is not the partition its key names", w.Topic, w.Partition, w.TopicID)}
+		return nil, err
 	}
 	m := &Manifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, TopicID: w.TopicID, Generation: w.Generation,
 		LogStartOffset: w.LogStartOffset, Sealed: w.Sealed, Segments: segs, Gaps: w.Gaps, OpenTxns: w.OpenTxns}
@@ -243,6 +238,22 @@ func DecodeRoot(key string, data []byte) (*Manifest, error) {
 	}
 	m.idx = buildIndex(m.Sealed, m.Segments)
 	return m, nil
+}
+
+// ownSegments converts a decoded manifest's segments and checks that key,
+// of type typ, names the partition the manifest says it holds; either
+// failing is a *CorruptManifestError.
+func ownSegments(key string, typ KeyType, ver int64, ws []wireSegment, topic string, partition int32, topicID string) (Key, []Segment, error) {
+	segs, err := segments(ver, ws)
+	if err != nil {
+		return Key{}, nil, &CorruptManifestError{Key: key, Reason: err.Error()}
+	}
+	k, err := ParseKey(key)
+	if err != nil || k.Type != typ || k.Topic != topic || k.Partition != partition || k.TopicID != topicID {
+		return Key{}, nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
+			"holds topic %q partition %d topic id %q, which is not the partition its key names", topic, partition, topicID)}
+	}
+	return k, segs, nil
 }
 
 // DecodeSub decodes and validates the sub-manifest stored at key. Callers
@@ -254,14 +265,9 @@ func DecodeSub(key string, data []byte) (*SubManifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	segs, err := segments(ver, w.Segments)
+	k, segs, err := ownSegments(key, KeySub, ver, w.Segments, w.Topic, w.Partition, w.TopicID)
 	if err != nil {
-		return nil, &CorruptManifestError{Key: key, Reason: err.Error()}
-	}
-	k, err := ParseKey(key)
-	if err != nil || k.Type != KeySub || k.Topic != w.Topic || k.Partition != w.Partition || k.TopicID != w.TopicID {
-		return nil, &CorruptManifestError{Key: key, Reason: fmt.Sprintf(
-			"holds topic %q partition %d topic id %q, which is not the partition its key names", w.Topic, w.Partition, w.TopicID)}
+		return nil, err
 	}
 	s := &SubManifest{Prefix: k.Prefix, Topic: w.Topic, Partition: w.Partition, TopicID: w.TopicID, Segments: segs}
 	if err := s.Validate(); err != nil {
