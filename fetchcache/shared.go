@@ -2,6 +2,7 @@ package fetchcache
 
 import (
 	"context"
+	"slices"
 
 	"github.com/tiered/tiered/localtier/record"
 )
@@ -57,6 +58,32 @@ func (v View) Prefix(n int) View {
 		k := min(n, len(p))
 		out.Parts = append(out.Parts, p[:k])
 		n -= k
+	}
+	return out
+}
+
+// Append is v followed by w, a read of the same partition that continued v
+// at v.Next (its batches start there). A cut of the result (Served) is
+// told to the read it falls in: v's for kept bytes within v, counted from
+// v's first byte; w's for bytes past v, counted from w's first byte (all of
+// v was then sent, and w's read continued it).
+func (v View) Append(w View) View {
+	switch {
+	case v.Len == 0:
+		return w
+	case w.Len == 0:
+		return v
+	}
+	out := View{Parts: slices.Concat(v.Parts, w.Parts), Len: v.Len + w.Len, Next: w.Next}
+	if v.served != nil || w.served != nil {
+		n := v.Len
+		out.served = func(kept int, next int64) {
+			if kept <= n {
+				v.Served(kept, next)
+				return
+			}
+			w.Served(kept-n, next)
+		}
 	}
 	return out
 }

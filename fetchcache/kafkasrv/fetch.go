@@ -609,10 +609,16 @@ func (s *KafkaServer) fillWaves(ctx context.Context, queue []*fetchPart, maxTota
 				continue
 			}
 			if st.total > 0 && v.Len > budget {
-				if v, last = cutBytes(v, budget); v.Len == 0 {
+				cut, cutLast := cutBytes(v, budget)
+				if cut.Len == 0 || (!hasRecords(cut) && hasRecords(v)) {
+					// Nothing fits, or only batches without records
+					// before the record that does not (see read): the
+					// partition is answered empty, and read again by the
+					// client's next Fetch.
 					b.give(fp.want)
 					continue
 				}
+				v, last = cut, cutLast
 				if committed && fp.txnErr == nil {
 					// Those the read found that still overlap the data
 					// kept: no second lookup.
@@ -669,10 +675,52 @@ func read(ctx context.Context, fp *fetchPart, committed bool) {
 		return
 	}
 	fp.view, fp.last = cutView(v, fp.limit)
+	// Batches without records (compaction keeps empty batches; the
+	// cleaner's sentinel) are not sent alone while the log has a record
+	// after them: librdkafka (2.0.2) takes a partition's answer without a
+	// record for a max bytes too small, doubles it, and after ten such
+	// answers (a compacted log may hold many) fails with "Message at
+	// offset N might be too large to fetch". While the budget has room the
+	// read goes on after them, a few reads at most (each stopped at a
+	// segment's end); a failed one leaves what was read before it. As any
+	// read's first batch, the first one after them comes whole: past the
+	// budget, it is kept if the partition is the response's first with
+	// data (KIP-74), else the cut in fillWaves answers the partition empty.
+	for i := 0; i < maxEmptyReads && fp.view.Len > 0 && fp.view.Len < fp.budget && fp.last < fp.limit && !hasRecords(fp.view); i++ {
+		w, err := fetchcache.ReadView(ctx, fp.part, fp.last, fp.budget-fp.view.Len)
+		if err != nil {
+			break
+		}
+		w, last := cutView(w, fp.limit)
+		if w.Len == 0 {
+			break
+		}
+		fp.view, fp.last = fp.view.Append(w), last
+	}
 	if committed && fp.view.Len > 0 {
 		// An error here is answered only if the data is kept.
 		fp.txns, fp.txnErr = fp.part.AbortedTxns(ctx, fp.q.FetchOffset, fp.last)
 	}
+}
+
+// maxEmptyReads bounds the reads read adds after batches without records.
+const maxEmptyReads = 4
+
+// hasRecords reports whether a batch of v (whole batches, which may span
+// parts) holds a record: a legacy message set, a control batch, a v2 batch
+// with a record count above 0. It reads batch headers only, up to the first
+// batch with records — the first one, unless compaction left empty ones.
+func hasRecords(v fetchcache.View) bool {
+	var hdr [record.HeaderSize]byte
+	for pos := 0; pos+record.LogOverhead < v.Len; {
+		n := record.CopyAt(v.Parts, pos, hdr[:min(record.HeaderSize, v.Len-pos)])
+		b := record.Batch(hdr[:n])
+		if b.IsLegacy() || (n == record.HeaderSize && b.RecordCount() > 0) {
+			return true
+		}
+		pos += int(b.Length()) + record.LogOverhead
+	}
+	return false
 }
 
 // cutBytes keeps the whole batches of v that lie in its first n bytes and
