@@ -76,6 +76,10 @@ func genRecs(n int, tag string) []rec {
 type producer struct {
 	t   testing.TB
 	enc record.Encoder
+	// pid, when set, makes the batches that producer's transactional
+	// ones (epoch 0), their sequences following on from seq.
+	pid int64
+	seq int32
 }
 
 // produce appends recs to l in batches of per records compressed with c and
@@ -89,7 +93,12 @@ func (p *producer) produce(l *localtier.Log, c codec.Codec, per int, recs []rec)
 		for i, r := range chunk {
 			rs[i] = record.Record{Offset: int64(i), Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: r.Headers}
 		}
-		b, err := p.enc.AppendBatch(nil, record.NewBatchSpec(0, c), rs)
+		spec := record.NewBatchSpec(0, c)
+		if p.pid != 0 {
+			spec.Transactional, spec.ProducerID, spec.BaseSequence = true, p.pid, p.seq
+			p.seq += int32(len(rs))
+		}
+		b, err := p.enc.AppendBatch(nil, spec, rs)
 		if err != nil {
 			p.t.Fatal(err)
 		}
