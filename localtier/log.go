@@ -109,8 +109,13 @@ type Log struct {
 	unflushed      int64   // records appended since the last flush
 	lastFlush      time.Time
 	closed         bool
-	enc            record.Encoder
-	dec            record.Decoder
+	// failed is set when an fsync of the log failed: Linux may have
+	// dropped the unsynced pages and a later fsync can succeed without
+	// them, so the log takes no more appends or flushes (nothing past the
+	// recovery point is promised) until it is reopened and recovered.
+	failed error
+	enc    record.Encoder
+	dec    record.Decoder
 }
 
 func (l *Log) segOpts(suffix string) segmentOptions {
@@ -454,6 +459,9 @@ func checkTimestamp(cfg topicconfig.Config, ts, now, offset int64) error {
 
 // appendLocked rolls if needed and writes validated, offset-assigned data.
 func (l *Log) appendLocked(data []byte, info AppendInfo) error {
+	if l.failed != nil {
+		return l.failed
+	}
 	seg := l.active()
 	if seg.shouldRoll(int64(len(data)), info.Batches, info.MaxTimestamp, info.LastOffset, l.cfg.EffectiveSegmentBytes(), l.cfg.MaxSegmentMs()-seg.rollJitterMs(l.cfg.SegmentJitterMs), l.now()) {
 		var err error
@@ -557,10 +565,15 @@ func (l *Log) Flush() error {
 }
 
 func (l *Log) flushLocked() error {
+	if l.failed != nil {
+		return l.failed
+	}
 	for _, s := range l.segments {
 		if s.nextOffset > l.recoveryPoint || s == l.active() {
 			if err := s.flush(); err != nil {
-				return err
+				l.failed = &FlushFailedError{Dir: l.dir, Err: err}
+				l.logger.Error("fsync failed: the log takes no more appends or flushes until it is reopened", "dir", l.dir, "err", err)
+				return l.failed
 			}
 		}
 	}
@@ -569,6 +582,23 @@ func (l *Log) flushLocked() error {
 	l.lastFlush = l.now()
 	return nil
 }
+
+// FlushFailedError is every append and flush of a log after one of its
+// fsyncs failed. The kernel may have dropped the data it could not write
+// and a retried fsync can then succeed without it (Linux marks the pages
+// clean), so nothing is appended or promised durable past the recovery
+// point until the log is reopened, when recovery scans what the disk holds
+// (Kafka takes the log dir offline the same way). It is a storage error.
+type FlushFailedError struct {
+	Dir string
+	Err error
+}
+
+func (e *FlushFailedError) Error() string {
+	return fmt.Sprintf("log %s: an fsync failed (%v): data appended since the last good flush may not be on disk, so the log takes no more appends or flushes; check the disk and restart, and recovery will keep what the disk holds", e.Dir, e.Err)
+}
+
+func (e *FlushFailedError) Unwrap() error { return e.Err }
 
 // ReadResult is what Read returns.
 type ReadResult struct {
