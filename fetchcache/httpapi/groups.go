@@ -132,7 +132,7 @@ func (a *httpAPI) groupAllowed(w *countingWriter, r *http.Request, group string)
 	if a.auth.GroupAllowed(p, group) || a.auth.May(p, auth.PermAdmin, "") {
 		return true
 	}
-	a.auth.LogDenied(a.log, fetchcache.InterfaceHTTP, p, auth.PermRead, "group "+group, r.RemoteAddr)
+	a.auth.LogGroupDenied(a.log, fetchcache.InterfaceHTTP, p, group, r.RemoteAddr)
 	w.fail(http.StatusForbidden, CodeGroupAuthorizationFailed, fmt.Sprintf("%s may not use group %q", p, group))
 	return false
 }
