@@ -249,3 +249,26 @@ func TestAudit(t *testing.T) {
 		t.Fatalf("signal principal prints %s", p)
 	}
 }
+
+// TestSecretEqual: a secret matches only itself: not a prefix, an
+// extension, another value of the same length, or the empty string.
+func TestSecretEqual(t *testing.T) {
+	s := auth.Secret("s3cret-token")
+	for _, tc := range []struct {
+		candidate string
+		want      bool
+	}{
+		{"s3cret-token", true},
+		{"s3cret-toke", false},
+		{"s3cret-token ", false},
+		{"s3cret-tokeN", false},
+		{"", false},
+	} {
+		if got := s.Equal(tc.candidate); got != tc.want {
+			t.Errorf("Equal(%q) = %v, want %v", tc.candidate, got, tc.want)
+		}
+	}
+	if !auth.Secret("").Equal("") {
+		t.Error("an empty secret does not equal the empty string")
+	}
+}

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
 	"io"
@@ -97,9 +98,13 @@ func (s Secret) shown() string {
 // Reveal returns the secret's value. Call it only to authenticate.
 func (s Secret) Reveal() string { return string(s) }
 
-// Equal reports whether candidate is the secret, in time independent of where they differ.
+// Equal reports whether candidate is the secret, in time independent of
+// where they differ and of the secret's length: the SHA-256 digests are
+// compared (subtle.ConstantTimeCompare returns at once on a length
+// mismatch, which would time the secret's length).
 func (s Secret) Equal(candidate string) bool {
-	return subtle.ConstantTimeCompare([]byte(s), []byte(candidate)) == 1
+	a, b := sha256.Sum256([]byte(s)), sha256.Sum256([]byte(candidate))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // String returns "******".
