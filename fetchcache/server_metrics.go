@@ -120,7 +120,7 @@ func (m *ServeMetrics) Requests(iface, code string) prometheus.Counter {
 	return m.requests.WithLabelValues(iface, code)
 }
 
-// Bytes is the tiered_fetch_bytes_total series of one interface.
+// Bytes is the tiered_fetch_response_bytes_total series of one interface.
 func (m *ServeMetrics) Bytes(iface string) prometheus.Counter {
 	return m.bytes.WithLabelValues(iface)
 }
