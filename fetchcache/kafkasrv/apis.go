@@ -142,6 +142,11 @@ func (s *KafkaServer) handle(kc *kafkaConn, frame []byte) (resp net.Buffers, cod
 		// Kafka closes a connection that skips authentication.
 		return nil, fetchcache.CodeIllegalSASLState, fmt.Errorf("%w: %s before SASL authentication", errSASLState, kmsg.NameForKey(h.key))
 	}
+	if kc != nil && kc.sasl.mechanism && h.key != saslAuthenticateKey {
+		// After a SaslHandshake the next request must be its
+		// SaslAuthenticate, as Kafka's SaslServerAuthenticator requires.
+		return nil, fetchcache.CodeIllegalSASLState, fmt.Errorf("%w: %s after SaslHandshake, before SaslAuthenticate", errSASLState, kmsg.NameForKey(h.key))
+	}
 	if !s.supported(h.key, h.version) {
 		// A Kafka 4 broker closes the connection on a version it does
 		// not serve (below KIP-896's floors or above its own) and on an

@@ -348,6 +348,14 @@ func TestKafkaSASLProtocol(t *testing.T) {
 			c.expectClosed()
 		}
 	})
+	t.Run("request_between_handshake_and_authenticate_closes", func(t *testing.T) {
+		c := dialSASL(t, addr)
+		c.handshake(1, "PLAIN")
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = 3
+		c.Send(kmsg.ApiVersions.Int16(), 3, 3, true, req.AppendTo(nil))
+		c.expectClosed()
+	})
 	t.Run("authenticate_without_handshake", func(t *testing.T) {
 		c := dialSASL(t, addr)
 		if r := c.authenticate(2, good); r.ErrorCode != kerr.IllegalSaslState.Code {
