@@ -151,11 +151,7 @@ func TestReviewCombinedCompactedGapAtBoundary(t *testing.T) {
 // for good. A Kafka broker answers its log start from memory.
 func TestReviewCombinedLogStartSurvivesManifestRefreshFailure(t *testing.T) {
 	e := fetchkit.NewEnv(t)
-	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
-	l := e.Log("cold", 0)
-	e.Produce(l, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(60, ts0, "a"))
-	mem := fetchkit.Offload(t, e, l)
-	e.Produce(l, fetchkit.ProduceOpts{Per: 3}, fetchkit.GenRecs(9, ts0+5000, "b"))
+	l, mem := fetchkit.OffloadedTopic(t, e, "cold", 9)
 	localStart := l.LogStartOffset()
 	var failing atomic.Bool
 	b := objstore.WithFaults(mem, objstore.FailMatching(func(objstore.Call) bool { return failing.Load() }, errors.New("store timeout")))

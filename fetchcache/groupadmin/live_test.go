@@ -22,13 +22,7 @@ func TestCoordinatorLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Wait()
-	join := func(member string) *kmsg.JoinGroupResponse {
-		q := kmsg.NewPtrJoinGroupRequest()
-		q.Version, q.Group, q.MemberID, q.ProtocolType = 9, "app", member, groups.ProtocolTypeConsumer
-		q.SessionTimeoutMillis, q.RebalanceTimeoutMillis = 10000, 10000
-		q.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
-		return c.Join(ctx, groups.Client{ID: "billing-1", Host: "10.0.0.1"}, q)
-	}
+	join := func(member string) *kmsg.JoinGroupResponse { return joinApp(ctx, c, member) }
 	r := join("")
 	if r.ErrorCode != kerr.MemberIDRequired.Code {
 		t.Fatalf("first join: %d", r.ErrorCode)
@@ -79,4 +73,14 @@ func TestCoordinatorLive(t *testing.T) {
 	if names := live.Names(ctx); len(names) != 0 {
 		t.Fatalf("groups after delete: %v", names)
 	}
+}
+
+// joinApp sends a JoinGroup v9 of consumer client billing-1 (range, 10 s
+// timeouts) for group "app" as member.
+func joinApp(ctx context.Context, c *groups.Coordinator, member string) *kmsg.JoinGroupResponse {
+	q := kmsg.NewPtrJoinGroupRequest()
+	q.Version, q.Group, q.MemberID, q.ProtocolType = 9, "app", member, groups.ProtocolTypeConsumer
+	q.SessionTimeoutMillis, q.RebalanceTimeoutMillis = 10000, 10000
+	q.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	return c.Join(ctx, groups.Client{ID: "billing-1", Host: "10.0.0.1"}, q)
 }

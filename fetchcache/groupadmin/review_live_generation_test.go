@@ -23,13 +23,8 @@ func TestReviewDescribeLiveGeneration(t *testing.T) {
 	defer c.Wait()
 	var gen int32
 	for range 2 { // two generations: the second rebalance of a rejoin
-		q := kmsg.NewPtrJoinGroupRequest()
-		q.Version, q.Group, q.MemberID, q.ProtocolType = 9, "app", "", groups.ProtocolTypeConsumer
-		q.SessionTimeoutMillis, q.RebalanceTimeoutMillis = 10000, 10000
-		q.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
-		r := c.Join(ctx, groups.Client{ID: "billing-1", Host: "10.0.0.1"}, q)
-		q.MemberID = r.MemberID
-		if r = c.Join(ctx, groups.Client{ID: "billing-1", Host: "10.0.0.1"}, q); r.ErrorCode != 0 {
+		r := joinApp(ctx, c, "")
+		if r = joinApp(ctx, c, r.MemberID); r.ErrorCode != 0 {
 			t.Fatalf("join: %d", r.ErrorCode)
 		}
 		sq := kmsg.NewPtrSyncGroupRequest()

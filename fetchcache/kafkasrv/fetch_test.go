@@ -278,14 +278,7 @@ func TestKafkaFetchErrors(t *testing.T) {
 // error message to say more.
 func TestKafkaFetchOutOfRangeNamesWholeRange(t *testing.T) {
 	e := fetchkit.NewEnv(t)
-	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
-	l := e.Log("cold", 0)
-	e.Produce(l, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(60, ts0, "a"))
-	mem := fetchkit.Offload(t, e, l)
-	e.Produce(l, fetchkit.ProduceOpts{}, fetchkit.GenRecs(5, ts0+5000, "b"))
-	if l.LogStartOffset() == 0 {
-		t.Fatal("nothing was deleted locally")
-	}
+	l, mem := fetchkit.OffloadedTopic(t, e, "cold", 5)
 	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
 	if err != nil {
 		t.Fatal(err)

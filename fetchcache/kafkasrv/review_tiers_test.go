@@ -17,15 +17,8 @@ import (
 // bucket failing it is still answered, not an error.
 func TestReviewListOffsetsEarliestLocalWithoutBucket(t *testing.T) {
 	e := fetchkit.NewEnv(t)
-	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
-	l := e.Log("cold", 0)
-	e.Produce(l, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(60, ts0, "a"))
-	mem := fetchkit.Offload(t, e, l)
-	e.Produce(l, fetchkit.ProduceOpts{Per: 3}, fetchkit.GenRecs(9, ts0+5000, "b"))
+	l, mem := fetchkit.OffloadedTopic(t, e, "cold", 9)
 	localStart := l.LogStartOffset()
-	if localStart == 0 {
-		t.Fatal("setup: nothing offloaded")
-	}
 	b := objstore.WithFaults(mem, objstore.FailMatching(func(objstore.Call) bool { return true }, errors.New("store down")))
 	remote, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{})
 	if err != nil {

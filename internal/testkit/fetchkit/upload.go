@@ -37,3 +37,20 @@ func Offload(t testing.TB, e *Env, l *localtier.Log) *objstore.Memory {
 	}
 	return mem
 }
+
+// OffloadedTopic creates topic (one partition, remote storage on) with 60
+// records in the bucket only (Offload) and tail records after them in the
+// local log, in batches of 3: a serve partition whose older offsets are
+// remote. It returns the partition's log and the bucket.
+func OffloadedTopic(t testing.TB, e *Env, topic string, tail int) (*localtier.Log, *objstore.Memory) {
+	t.Helper()
+	e.Topic(topic, 1, map[string]string{"remote.storage.enable": "true"})
+	l := e.Log(topic, 0)
+	e.Produce(l, ProduceOpts{Per: 4}, GenRecs(60, Ts0, "a"))
+	mem := Offload(t, e, l)
+	e.Produce(l, ProduceOpts{Per: 3}, GenRecs(tail, Ts0+5000, "b"))
+	if l.LogStartOffset() == 0 {
+		t.Fatal("setup: nothing was offloaded")
+	}
+	return l, mem
+}
