@@ -5,14 +5,15 @@
 package gate
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/tiered/tiered/internal/x/promreg"
 )
@@ -91,14 +92,31 @@ type Options struct {
 // weight: Start waits at most MaxWait (or until a deadline, or ctx) and
 // then fails with *OverloadedError; Done returns the weight. A count gate
 // is a Gate used with weight 1. Safe for concurrent use.
+//
+// Waiters are admitted in order, a waiter that does not fit holding back
+// those behind it (as golang.org/x/sync/semaphore), except that work
+// already admitted and asking for more (Grow) goes before every new
+// admission: a body being read that needs more memory must not wait
+// behind a new body that waits for it to finish.
 type Gate struct {
 	name       string
 	capacity   int64
 	maxWait    time.Duration
 	retryAfter time.Duration
-	sem        *semaphore.Weighted
 	inFlight   atomic.Int64
 	m          Series
+
+	mu      sync.Mutex
+	cur     int64     // weight admitted (the semaphore's count)
+	waiters list.List // of *waiter: every Grow before every Start
+	grows   int       // Grow waiters at the front of waiters
+}
+
+// waiter is one admission waiting for weight.
+type waiter struct {
+	n     int64
+	grow  bool
+	ready chan struct{} // closed when admitted
 }
 
 // New returns a gate; it panics on a non-positive capacity or wait,
@@ -112,8 +130,7 @@ func New(o Options) *Gate {
 	}
 	return &Gate{
 		name: o.Name, capacity: o.Capacity, maxWait: o.MaxWait, retryAfter: o.RetryAfter,
-		sem: semaphore.NewWeighted(o.Capacity),
-		m:   newGateMetrics(o.Registerer).series(o.Name),
+		m: newGateMetrics(o.Registerer).series(o.Name),
 	}
 }
 
@@ -141,8 +158,21 @@ func (g *Gate) Start(ctx context.Context, weight int64) error {
 // budget. When the deadline has passed it still admits the weight if it is
 // free at once.
 func (g *Gate) StartBy(ctx context.Context, weight int64, deadline time.Time) error {
+	return g.start(ctx, weight, deadline, false)
+}
+
+// Grow is Start for more weight to work the gate already admitted (a
+// produce body whose records turn out larger than the body): it waits
+// only for the weight to be free, ahead of every new admission waiting,
+// so that the work it is part of can finish and return its weight rather
+// than wait for admissions that wait for it.
+func (g *Gate) Grow(ctx context.Context, weight int64) error {
+	return g.start(ctx, weight, time.Now().Add(g.maxWait), true)
+}
+
+func (g *Gate) start(ctx context.Context, weight int64, deadline time.Time, grow bool) error {
 	weight = g.clamp(weight)
-	if g.sem.TryAcquire(weight) {
+	if g.tryAcquire(weight, grow) {
 		g.admitted(weight)
 		g.m.Wait.Observe(0)
 		return nil
@@ -153,7 +183,7 @@ func (g *Gate) StartBy(ctx context.Context, weight int64, deadline time.Time) er
 	g.m.Waits.Inc()
 	start := time.Now()
 	wctx, cancel := context.WithDeadline(ctx, deadline)
-	err := g.sem.Acquire(wctx, weight)
+	err := g.acquire(wctx, weight, grow)
 	cancel()
 	waited := time.Since(start)
 	g.m.Wait.Observe(waited.Seconds())
@@ -172,19 +202,115 @@ func (g *Gate) StartBy(ctx context.Context, weight int64, deadline time.Time) er
 // nothing as a wait or rejection (read-ahead uses it: it yields to clients).
 func (g *Gate) TryStart(weight int64) bool {
 	weight = g.clamp(weight)
-	if !g.sem.TryAcquire(weight) {
+	if !g.tryAcquire(weight, false) {
 		return false
 	}
 	g.admitted(weight)
 	return true
 }
 
-// Done returns weight admitted by Start, StartBy or TryStart.
+// Done returns weight admitted by Start, StartBy, GrowBy or TryStart.
 func (g *Gate) Done(weight int64) {
 	weight = g.clamp(weight)
 	g.inFlight.Add(-weight)
 	g.m.InFlight.Sub(float64(weight))
-	g.sem.Release(weight)
+	g.mu.Lock()
+	g.cur -= weight
+	if g.cur < 0 {
+		g.mu.Unlock()
+		panic(fmt.Sprintf("gate: %q returned more weight than it admitted", g.name))
+	}
+	g.admitWaiters()
+	g.mu.Unlock()
+}
+
+// tryAcquire takes n if it is free and no waiter it must not pass waits: a
+// new admission passes none, a Grow passes the new admissions waiting.
+func (g *Gate) tryAcquire(n int64, grow bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.tryAcquireLocked(n, grow)
+}
+
+// acquire waits in line for n until ctx ends.
+func (g *Gate) acquire(ctx context.Context, n int64, grow bool) error {
+	g.mu.Lock()
+	if g.tryAcquireLocked(n, grow) {
+		g.mu.Unlock()
+		return nil
+	}
+	w := &waiter{n: n, grow: grow, ready: make(chan struct{})}
+	var e *list.Element
+	if grow {
+		// Behind the Grows already waiting, before every Start.
+		e = g.waiters.Front()
+		for range g.grows {
+			e = e.Next()
+		}
+		if e == nil {
+			e = g.waiters.PushBack(w)
+		} else {
+			e = g.waiters.InsertBefore(w, e)
+		}
+		g.grows++
+	} else {
+		e = g.waiters.PushBack(w)
+	}
+	g.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-w.ready:
+		// Admitted as ctx ended: give the weight back.
+		g.cur -= n
+	default:
+		g.waiters.Remove(e)
+		if grow {
+			g.grows--
+		}
+	}
+	// Its leaving may let the waiters behind it in.
+	g.admitWaiters()
+	return ctx.Err()
+}
+
+// tryAcquireLocked is tryAcquire with g.mu held.
+func (g *Gate) tryAcquireLocked(n int64, grow bool) bool {
+	ahead := g.waiters.Len()
+	if grow {
+		ahead = g.grows
+	}
+	if ahead > 0 || g.capacity-g.cur < n {
+		return false
+	}
+	g.cur += n
+	return true
+}
+
+// admitWaiters admits waiters in order while the first fits. g.mu held.
+func (g *Gate) admitWaiters() {
+	for {
+		e := g.waiters.Front()
+		if e == nil {
+			return
+		}
+		w := e.Value.(*waiter)
+		if g.capacity-g.cur < w.n {
+			return
+		}
+		g.cur += w.n
+		g.waiters.Remove(e)
+		if w.grow {
+			g.grows--
+		}
+		close(w.ready)
+	}
 }
 
 func (g *Gate) admitted(weight int64) {

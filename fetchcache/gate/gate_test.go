@@ -3,6 +3,9 @@ package gate
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,5 +98,177 @@ func TestRetryAfterNotOverload(t *testing.T) {
 	}
 	if !errors.Is(&OverloadedError{Gate: "g", RetryAfter: time.Second}, ErrOverloaded) {
 		t.Fatal("OverloadedError is not ErrOverloaded")
+	}
+}
+
+// waitQueued blocks until the gate has n waiters.
+func waitQueued(t *testing.T, g *Gate, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		g.mu.Lock()
+		l := g.waiters.Len()
+		g.mu.Unlock()
+		if l == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters, want %d", l, n)
+		}
+	}
+}
+
+// TestGateGrowGoesFirst: more weight for admitted work (Grow) passes new
+// admissions that wait, and waits itself ahead of them; new admissions
+// keep their order and do not pass each other, nor a Grow.
+func TestGateGrowGoesFirst(t *testing.T) {
+	g := New(Options{Name: "produce", Capacity: 10, MaxWait: time.Minute})
+	ctx := context.Background()
+	if err := g.Start(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 4)
+	start := func(name string, n int64) {
+		if err := g.Start(ctx, n); err != nil {
+			t.Error(err)
+		}
+		order <- name
+	}
+	go start("big", 8) // 4 free: waits
+	waitQueued(t, g, 1)
+	if g.TryStart(1) {
+		t.Fatal("TryStart passed a waiter")
+	}
+	// 4 are free: a Grow of 2 passes the waiting Start at once.
+	if err := g.Grow(ctx, 2); err != nil || g.InFlight() != 8 {
+		t.Fatalf("Grow with room beside a waiting Start: %v, in flight %d", err, g.InFlight())
+	}
+	go start("small", 2) // fits, but behind "big"
+	waitQueued(t, g, 2)
+	grown := make(chan error, 1)
+	go func() { grown <- g.Grow(ctx, 5) }() // 2 free: waits, ahead of both
+	waitQueued(t, g, 3)
+	g.Done(3) // 5 free: the Grow, not "big" (8) nor "small" (2)
+	if err := <-grown; err != nil {
+		t.Fatal(err)
+	}
+	noneAdmitted := func() {
+		t.Helper()
+		select {
+		case n := <-order:
+			t.Fatalf("%q admitted before the weight it waits for was free", n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	noneAdmitted()
+	g.Done(8) // 8 free: "big"; then "small" does not fit
+	if n := <-order; n != "big" {
+		t.Fatalf("%q first, want big", n)
+	}
+	noneAdmitted()
+	g.Done(8)
+	if n := <-order; n != "small" {
+		t.Fatalf("%q, want small", n)
+	}
+	g.Done(2 + 2)
+	if g.InFlight() != 0 {
+		t.Fatalf("in flight %d", g.InFlight())
+	}
+}
+
+// TestGateWaiterLeaving: a waiter at the front that gives up (its wait
+// bound, its ctx) lets the smaller waiters behind it in, and a Grow that
+// gives up is no longer ahead of anyone.
+func TestGateWaiterLeaving(t *testing.T) {
+	g := New(Options{Name: "produce", Capacity: 10, MaxWait: 30 * time.Millisecond})
+	ctx := context.Background()
+	if err := g.Start(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	big := make(chan error, 1)
+	go func() { big <- g.Start(ctx, 5) }()
+	waitQueued(t, g, 1)
+	small := make(chan error, 1)
+	go func() { small <- g.StartBy(ctx, 2, time.Now().Add(time.Minute)) }()
+	waitQueued(t, g, 2)
+	if err := <-big; !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("big: %v", err)
+	}
+	if err := <-small; err != nil {
+		t.Fatalf("small behind a big waiter that left: %v", err)
+	}
+	// A Grow whose ctx ends leaves the line; a Start behind it goes in.
+	cctx, cancel := context.WithCancel(ctx)
+	grown := make(chan error, 1)
+	go func() { grown <- g.Grow(cctx, 5) }()
+	waitQueued(t, g, 1)
+	after := make(chan error, 1)
+	go func() { after <- g.StartBy(ctx, 1, time.Now().Add(time.Minute)) }()
+	waitQueued(t, g, 2)
+	cancel()
+	if err := <-grown; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled Grow: %v", err)
+	}
+	if err := <-after; err != nil {
+		t.Fatalf("Start behind a Grow that left: %v", err)
+	}
+	g.Done(7 + 2 + 1)
+	if g.InFlight() != 0 || g.grows != 0 || g.waiters.Len() != 0 {
+		t.Fatalf("in flight %d, %d grows, %d waiters", g.InFlight(), g.grows, g.waiters.Len())
+	}
+}
+
+// TestGateConcurrent: starts, grows and try-starts of every size from
+// many goroutines, some giving up, never admit more than the capacity
+// and leave the gate empty.
+func TestGateConcurrent(t *testing.T) {
+	const capacity = 16
+	g := New(Options{Name: "stress", Capacity: capacity, MaxWait: 2 * time.Millisecond})
+	var held atomic.Int64
+	check := func(n int64) {
+		if h := held.Add(n); h > capacity {
+			t.Errorf("%d admitted, capacity %d", h, capacity)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 1))
+			for range 300 {
+				n := 1 + rng.Int64N(capacity)
+				var err error
+				switch rng.IntN(3) {
+				case 0:
+					err = g.Start(context.Background(), n)
+				case 1:
+					if !g.TryStart(n) {
+						err = ErrOverloaded
+					}
+				default:
+					n = max(n, 2) // Grow(n-1): a weight under 1 counts 1
+					if err = g.Start(context.Background(), 1); err == nil {
+						check(1)
+						if err := g.Grow(context.Background(), n-1); err == nil {
+							check(n - 1)
+							held.Add(-n)
+							g.Done(n)
+							continue
+						}
+						held.Add(-1)
+						g.Done(1)
+						continue
+					}
+				}
+				if err == nil {
+					check(n)
+					time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond)
+					held.Add(-n)
+					g.Done(n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if g.InFlight() != 0 || g.cur != 0 || g.waiters.Len() != 0 || g.grows != 0 {
+		t.Fatalf("in flight %d, cur %d, %d waiters, %d grows", g.InFlight(), g.cur, g.waiters.Len(), g.grows)
 	}
 }

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,5 +77,90 @@ func TestProduceBudgetCountsHeldRecords(t *testing.T) {
 	}
 	if got := g.InFlight(); got != 0 {
 		t.Fatalf("budget in flight %d after every produce answered, want 0", got)
+	}
+}
+
+// growingWriter reads a body whole, tells read, waits for grow, then
+// holds times its size for its records (a producer finding its batches
+// larger than the body once the body is in).
+type growingWriter struct {
+	fakeWriter
+	times float64
+	calls atomic.Int64
+	read  chan struct{}
+	grow  chan struct{}
+}
+
+func (g *growingWriter) Produce(ctx context.Context, _ string, _ int32, _ bool, body io.Reader) (any, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	if g.calls.Add(1) == 1 {
+		g.read <- struct{}{}
+		select {
+		case <-g.grow:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err := body.(Holder).Hold(int64(g.times * float64(len(b)))); err != nil {
+		return nil, err
+	}
+	return map[string]int{"bytes": len(b)}, nil
+}
+
+// TestProduceHoldGoesBeforeNewBodies: a body already read whose records
+// need more of the produce budget gets it ahead of a new body waiting for
+// its reserve. Before, its Hold queued behind the new body, which waited
+// for the first body to finish: the first was refused 429 after
+// ProduceMaxWait with its body read, and only then the second went in.
+func TestProduceHoldGoesBeforeNewBodies(t *testing.T) {
+	w := &growingWriter{times: 1.5, read: make(chan struct{}, 1), grow: make(chan struct{})}
+	const capacity = 4 << 20
+	const maxWait = 5 * time.Second
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: emptyCatalog{}, Writer: w, MaxInFlightProduceBytes: capacity, ProduceMaxWait: maxWait, Registerer: reg}))
+	t.Cleanup(srv.Close)
+	var growOnce sync.Once
+	grow := func() { growOnce.Do(func() { close(w.grow) }) }
+	t.Cleanup(grow)
+	g := gateInFlight{t: t, reg: reg}
+	type answer struct {
+		code int
+		body string
+		took time.Duration
+	}
+	post := func(n int, to chan<- answer) {
+		start := time.Now()
+		resp, err := http.Post(srv.URL+"/v1/topics/t/records", MediaNDJSON, strings.NewReader(strings.Repeat("x", n)))
+		if err != nil {
+			t.Error(err)
+			to <- answer{}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		to <- answer{resp.StatusCode, string(b), time.Since(start)}
+	}
+	first, second := make(chan answer, 1), make(chan answer, 1)
+	go post(2<<20, first) // reserves 2 MiB; its records need 3
+	<-w.read
+	go post(3<<20, second) // 3 MiB does not fit beside 2: waits
+	for deadline := time.Now().Add(10 * time.Second); g.Waits() < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second body never waited for the budget")
+		}
+	}
+	grow()
+	a := <-first
+	if a.code != http.StatusOK || a.took >= maxWait {
+		t.Fatalf("the first body, read and needing 1 MiB more with 2 MiB free: %d after %v %s, want 200 at once", a.code, a.took, a.body)
+	}
+	if b := <-second; b.code != http.StatusOK {
+		t.Fatalf("the second body after the first: %d %s", b.code, b.body)
+	}
+	if got := g.InFlight(); got != 0 {
+		t.Fatalf("budget in flight %d after both answered, want 0", got)
 	}
 }

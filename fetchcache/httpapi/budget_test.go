@@ -28,24 +28,37 @@ type gateInFlight struct {
 }
 
 func (g gateInFlight) InFlight() int64 {
+	return int64(g.value("tiered_fetch_gate_in_flight"))
+}
+
+// Waits is the produce budget's count of admissions that waited.
+func (g gateInFlight) Waits() int64 {
+	return int64(g.value("tiered_fetch_gate_waits_total"))
+}
+
+// value is the produce budget's series of the gate metric name.
+func (g gateInFlight) value(name string) float64 {
 	g.t.Helper()
 	mfs, err := g.reg.Gather()
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "tiered_fetch_gate_in_flight" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "gate" && l.GetValue() == ProduceBudgetGate {
-					return int64(m.GetGauge().GetValue())
+					if c := m.GetCounter(); c != nil {
+						return c.GetValue()
+					}
+					return m.GetGauge().GetValue()
 				}
 			}
 		}
 	}
-	g.t.Fatal("no produce budget gauge")
+	g.t.Fatalf("no produce budget series %s", name)
 	return 0
 }
 
