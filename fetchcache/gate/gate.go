@@ -97,7 +97,11 @@ type Options struct {
 // those behind it (as golang.org/x/sync/semaphore), except that work
 // already admitted and asking for more (Grow) goes before every new
 // admission: a body being read that needs more memory must not wait
-// behind a new body that waits for it to finish.
+// behind a new body that waits for it to finish. When all the weight
+// admitted is held by work waiting in Grow, none of it can finish: the
+// newest of those is refused at once (*OverloadedError), so that the
+// weight it returns lets the others go on, rather than all waiting out
+// their bound to be refused together.
 type Gate struct {
 	name       string
 	capacity   int64
@@ -110,14 +114,22 @@ type Gate struct {
 	cur     int64     // weight admitted (the semaphore's count)
 	waiters list.List // of *waiter: every Grow before every Start
 	grows   int       // Grow waiters at the front of waiters
+	// growHeld is the weight held by the work of the Grow waiters.
+	growHeld int64
 }
 
 // waiter is one admission waiting for weight.
 type waiter struct {
-	n     int64
-	grow  bool
-	ready chan struct{} // closed when admitted
+	n       int64
+	grow    bool
+	held    int64         // a Grow's: the weight its work holds
+	refused bool          // set before ready is closed: refused, not admitted
+	ready   chan struct{} // closed when admitted or refused
 }
+
+// errStuck is acquire's refusal of a Grow that could only wait for
+// weight held by other Grows waiting.
+var errStuck = errors.New("every admitted weight waits to grow")
 
 // New returns a gate; it panics on a non-positive capacity or wait,
 // which is a programming error (options are validated before).
@@ -158,19 +170,21 @@ func (g *Gate) Start(ctx context.Context, weight int64) error {
 // budget. When the deadline has passed it still admits the weight if it is
 // free at once.
 func (g *Gate) StartBy(ctx context.Context, weight int64, deadline time.Time) error {
-	return g.start(ctx, weight, deadline, false)
+	return g.start(ctx, weight, deadline, false, 0)
 }
 
-// Grow is Start for more weight to work the gate already admitted (a
-// produce body whose records turn out larger than the body): it waits
-// only for the weight to be free, ahead of every new admission waiting,
-// so that the work it is part of can finish and return its weight rather
-// than wait for admissions that wait for it.
-func (g *Gate) Grow(ctx context.Context, weight int64) error {
-	return g.start(ctx, weight, time.Now().Add(g.maxWait), true)
+// Grow is Start for weight more to work the gate already admitted, which
+// holds held of it (a produce body whose records turn out larger than the
+// body): it waits only for the weight to be free, ahead of every new
+// admission waiting, so that the work it is part of can finish and return
+// its weight rather than wait for admissions that wait for it. It is
+// refused at once when all the admitted weight is held by such work
+// waiting (the newest is refused).
+func (g *Gate) Grow(ctx context.Context, held, weight int64) error {
+	return g.start(ctx, weight, time.Now().Add(g.maxWait), true, held)
 }
 
-func (g *Gate) start(ctx context.Context, weight int64, deadline time.Time, grow bool) error {
+func (g *Gate) start(ctx context.Context, weight int64, deadline time.Time, grow bool, held int64) error {
 	weight = g.clamp(weight)
 	if g.tryAcquire(weight, grow) {
 		g.admitted(weight)
@@ -183,7 +197,7 @@ func (g *Gate) start(ctx context.Context, weight int64, deadline time.Time, grow
 	g.m.Waits.Inc()
 	start := time.Now()
 	wctx, cancel := context.WithDeadline(ctx, deadline)
-	err := g.acquire(wctx, weight, grow)
+	err := g.acquire(wctx, weight, grow, held)
 	cancel()
 	waited := time.Since(start)
 	g.m.Wait.Observe(waited.Seconds())
@@ -209,7 +223,7 @@ func (g *Gate) TryStart(weight int64) bool {
 	return true
 }
 
-// Done returns weight admitted by Start, StartBy, GrowBy or TryStart.
+// Done returns weight admitted by Start, StartBy, Grow or TryStart.
 func (g *Gate) Done(weight int64) {
 	weight = g.clamp(weight)
 	g.inFlight.Add(-weight)
@@ -221,6 +235,7 @@ func (g *Gate) Done(weight int64) {
 		panic(fmt.Sprintf("gate: %q returned more weight than it admitted", g.name))
 	}
 	g.admitWaiters()
+	g.refuseStuck()
 	g.mu.Unlock()
 }
 
@@ -232,14 +247,14 @@ func (g *Gate) tryAcquire(n int64, grow bool) bool {
 	return g.tryAcquireLocked(n, grow)
 }
 
-// acquire waits in line for n until ctx ends.
-func (g *Gate) acquire(ctx context.Context, n int64, grow bool) error {
+// acquire waits in line for n until ctx ends; a Grow's work holds held.
+func (g *Gate) acquire(ctx context.Context, n int64, grow bool, held int64) error {
 	g.mu.Lock()
 	if g.tryAcquireLocked(n, grow) {
 		g.mu.Unlock()
 		return nil
 	}
-	w := &waiter{n: n, grow: grow, ready: make(chan struct{})}
+	w := &waiter{n: n, grow: grow, held: held, ready: make(chan struct{})}
 	var e *list.Element
 	if grow {
 		// Behind the Grows already waiting, before every Start.
@@ -253,6 +268,8 @@ func (g *Gate) acquire(ctx context.Context, n int64, grow bool) error {
 			e = g.waiters.InsertBefore(w, e)
 		}
 		g.grows++
+		g.growHeld += held
+		g.refuseStuck()
 	} else {
 		e = g.waiters.PushBack(w)
 	}
@@ -260,6 +277,9 @@ func (g *Gate) acquire(ctx context.Context, n int64, grow bool) error {
 
 	select {
 	case <-w.ready:
+		if w.refused {
+			return errStuck
+		}
 		return nil
 	case <-ctx.Done():
 	}
@@ -267,16 +287,16 @@ func (g *Gate) acquire(ctx context.Context, n int64, grow bool) error {
 	defer g.mu.Unlock()
 	select {
 	case <-w.ready:
-		// Admitted as ctx ended: give the weight back.
-		g.cur -= n
-	default:
-		g.waiters.Remove(e)
-		if grow {
-			g.grows--
+		if !w.refused {
+			// Admitted as ctx ended: give the weight back.
+			g.cur -= n
 		}
+	default:
+		g.remove(e)
 	}
 	// Its leaving may let the waiters behind it in.
 	g.admitWaiters()
+	g.refuseStuck()
 	return ctx.Err()
 }
 
@@ -305,10 +325,33 @@ func (g *Gate) admitWaiters() {
 			return
 		}
 		g.cur += w.n
-		g.waiters.Remove(e)
-		if w.grow {
-			g.grows--
+		g.remove(e)
+		close(w.ready)
+	}
+}
+
+// remove takes a waiter out of the line. g.mu held.
+func (g *Gate) remove(e *list.Element) {
+	w := g.waiters.Remove(e).(*waiter)
+	if w.grow {
+		g.grows--
+		g.growHeld -= w.held
+	}
+}
+
+// refuseStuck refuses the newest Grow waiting while all the admitted
+// weight is held by the work of Grows waiting: nothing else can return
+// weight, so none of them would be admitted before its bound. Called
+// after admitWaiters (the first waiter does not fit). g.mu held.
+func (g *Gate) refuseStuck() {
+	for g.grows > 0 && g.cur <= g.growHeld {
+		e := g.waiters.Front()
+		for range g.grows - 1 {
+			e = e.Next()
 		}
+		w := e.Value.(*waiter)
+		g.remove(e)
+		w.refused = true
 		close(w.ready)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,7 +124,11 @@ func waitQueued(t *testing.T, g *Gate, n int) {
 func TestGateGrowGoesFirst(t *testing.T) {
 	g := New(Options{Name: "produce", Capacity: 10, MaxWait: time.Minute})
 	ctx := context.Background()
-	if err := g.Start(ctx, 6); err != nil {
+	// Work x holds 4, work a 2.
+	if err := g.Start(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	order := make(chan string, 4)
@@ -138,40 +143,91 @@ func TestGateGrowGoesFirst(t *testing.T) {
 	if g.TryStart(1) {
 		t.Fatal("TryStart passed a waiter")
 	}
-	// 4 are free: a Grow of 2 passes the waiting Start at once.
-	if err := g.Grow(ctx, 2); err != nil || g.InFlight() != 8 {
+	// 4 are free: a's Grow of 2 passes the waiting Start at once.
+	if err := g.Grow(ctx, 2, 2); err != nil || g.InFlight() != 8 {
 		t.Fatalf("Grow with room beside a waiting Start: %v, in flight %d", err, g.InFlight())
 	}
 	go start("small", 2) // fits, but behind "big"
 	waitQueued(t, g, 2)
 	grown := make(chan error, 1)
-	go func() { grown <- g.Grow(ctx, 5) }() // 2 free: waits, ahead of both
+	go func() { grown <- g.Grow(ctx, 4, 5) }() // 2 free: waits, ahead of both
 	waitQueued(t, g, 3)
-	g.Done(3) // 5 free: the Grow, not "big" (8) nor "small" (2)
+	g.Done(4) // x ends; 6 free: a's Grow, not "big" (8) nor "small" (2)
 	if err := <-grown; err != nil {
 		t.Fatal(err)
 	}
-	noneAdmitted := func() {
-		t.Helper()
-		select {
-		case n := <-order:
-			t.Fatalf("%q admitted before the weight it waits for was free", n)
-		case <-time.After(20 * time.Millisecond):
-		}
+	select {
+	case n := <-order:
+		t.Fatalf("%q admitted before the weight it waits for was free", n)
+	case <-time.After(20 * time.Millisecond):
 	}
-	noneAdmitted()
-	g.Done(8) // 8 free: "big"; then "small" does not fit
-	if n := <-order; n != "big" {
-		t.Fatalf("%q first, want big", n)
+	g.Done(9) // a ends: "big", and "small" behind it
+	got := []string{<-order, <-order}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"big", "small"}) {
+		t.Fatalf("admitted %v", got)
 	}
-	noneAdmitted()
-	g.Done(8)
-	if n := <-order; n != "small" {
-		t.Fatalf("%q, want small", n)
-	}
-	g.Done(2 + 2)
+	g.Done(8 + 2)
 	if g.InFlight() != 0 {
 		t.Fatalf("in flight %d", g.InFlight())
+	}
+}
+
+// TestGateGrowStuck: when all the admitted weight is held by work waiting
+// in Grow, the newest of those Grows is refused at once, whether the
+// last Grow or the last other work's Done makes it so, and the others go
+// on once it returns its weight.
+func TestGateGrowStuck(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		starts []int64 // works admitted: a, b, then others
+		done   int64   // the others' weight returned after both Grows wait
+	}{
+		{"by the last Grow", []int64{5, 5}, 0},
+		{"by the last other work's Done", []int64{4, 4, 2}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(Options{Name: "produce", Capacity: 10, MaxWait: time.Minute})
+			for _, n := range tc.starts {
+				if err := g.Start(ctx, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := make(chan error, 1)
+			go func() { c <- g.Start(ctx, 3) }() // a new admission, in line
+			waitQueued(t, g, 1)
+			a, b := make(chan error, 1), make(chan error, 1)
+			go func() { a <- g.Grow(ctx, tc.starts[0], 3) }()
+			waitQueued(t, g, 2)
+			begin := time.Now()
+			go func() { b <- g.Grow(ctx, tc.starts[1], 3) }()
+			if tc.done > 0 {
+				waitQueued(t, g, 3)
+				g.Done(tc.done)
+			}
+			err := <-b
+			if !errors.Is(err, ErrOverloaded) || time.Since(begin) > 10*time.Second {
+				t.Fatalf("newest Grow, every admitted weight waiting to grow: %v after %v, want overloaded at once", err, time.Since(begin))
+			}
+			select {
+			case err := <-a:
+				t.Fatalf("older Grow answered before any weight was returned: %v", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+			g.Done(tc.starts[1]) // b's work ends, refused
+			if err := <-a; err != nil {
+				t.Fatalf("older Grow after the newest's work returned its weight: %v", err)
+			}
+			g.Done(tc.starts[0] + 3) // a's work ends
+			if err := <-c; err != nil {
+				t.Fatal(err)
+			}
+			g.Done(3)
+			if g.InFlight() != 0 || g.growHeld != 0 || g.grows != 0 {
+				t.Fatalf("in flight %d, grow held %d, %d grows", g.InFlight(), g.growHeld, g.grows)
+			}
+		})
 	}
 }
 
@@ -199,7 +255,7 @@ func TestGateWaiterLeaving(t *testing.T) {
 	// A Grow whose ctx ends leaves the line; a Start behind it goes in.
 	cctx, cancel := context.WithCancel(ctx)
 	grown := make(chan error, 1)
-	go func() { grown <- g.Grow(cctx, 5) }()
+	go func() { grown <- g.Grow(cctx, 2, 5) }()
 	waitQueued(t, g, 1)
 	after := make(chan error, 1)
 	go func() { after <- g.StartBy(ctx, 1, time.Now().Add(time.Minute)) }()
@@ -247,7 +303,7 @@ func TestGateConcurrent(t *testing.T) {
 					n = max(n, 2) // Grow(n-1): a weight under 1 counts 1
 					if err = g.Start(context.Background(), 1); err == nil {
 						check(1)
-						if err := g.Grow(context.Background(), n-1); err == nil {
+						if err := g.Grow(context.Background(), 1, n-1); err == nil {
 							check(n - 1)
 							held.Add(-n)
 							g.Done(n)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,6 +160,53 @@ func TestProduceHoldGoesBeforeNewBodies(t *testing.T) {
 	}
 	if b := <-second; b.code != http.StatusOK {
 		t.Fatalf("the second body after the first: %d %s", b.code, b.body)
+	}
+	if got := g.InFlight(); got != 0 {
+		t.Fatalf("budget in flight %d after both answered, want 0", got)
+	}
+}
+
+// TestProduceHoldsStuckRefusedAtOnce: two bodies read whose records each
+// need more of the budget than the other leaves can only wait for each
+// other: the one that asked last is refused at once (429, nothing
+// written) and the other goes on with what it returns, instead of both
+// waiting out ProduceMaxWait and the first to have asked being refused.
+func TestProduceHoldsStuckRefusedAtOnce(t *testing.T) {
+	w := &growingWriter{times: 1.5, read: make(chan struct{}, 1), grow: make(chan struct{})}
+	const capacity = 4 << 20
+	const maxWait = 5 * time.Second
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: emptyCatalog{}, Writer: w, MaxInFlightProduceBytes: capacity, ProduceMaxWait: maxWait, Registerer: reg}))
+	t.Cleanup(srv.Close)
+	var growOnce sync.Once
+	grow := func() { growOnce.Do(func() { close(w.grow) }) }
+	t.Cleanup(grow)
+	g := gateInFlight{t: t, reg: reg}
+	answers := make(chan int, 2)
+	post := func() {
+		resp, err := http.Post(srv.URL+"/v1/topics/t/records", MediaNDJSON, strings.NewReader(strings.Repeat("x", 2<<20)))
+		if err != nil {
+			t.Error(err)
+			answers <- 0
+			return
+		}
+		resp.Body.Close()
+		answers <- resp.StatusCode
+	}
+	start := time.Now()
+	go post() // read, then waits for grow before its Hold
+	<-w.read
+	go post() // the budget's other half; its Hold of 1 MiB more waits
+	for deadline := time.Now().Add(10 * time.Second); g.Waits() < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second body's Hold never waited")
+		}
+	}
+	grow() // the first's Hold: the whole budget now waits to grow
+	got := []int{<-answers, <-answers}
+	slices.Sort(got)
+	if took := time.Since(start); !slices.Equal(got, []int{http.StatusOK, http.StatusTooManyRequests}) || took >= maxWait {
+		t.Fatalf("two bodies each waiting for the other's budget: %v after %v, want one 200 and one 429 at once", got, took)
 	}
 	if got := g.InFlight(); got != 0 {
 		t.Fatalf("budget in flight %d after both answered, want 0", got)

@@ -400,7 +400,7 @@ func (b *produceBody) Hold(n int64) error {
 		return nil
 	}
 	want := min((b.kept+holdStep-1)/holdStep*holdStep, b.g.Capacity())
-	if err := b.g.Grow(b.ctx, want-b.held); err != nil {
+	if err := b.g.Grow(b.ctx, b.held, want-b.held); err != nil {
 		b.err = fmt.Errorf("produce body's records (%d bytes encoded from %d read): %w", b.kept, b.read, err)
 		return b.err
 	}

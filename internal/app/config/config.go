@@ -146,7 +146,9 @@ type HTTPListener struct {
 	// the largest size). A body that cannot get it within fetch.max_wait is answered 429
 	// THROTTLED with Retry-After. A body counts as the larger of its bytes and its records'
 	// encoded batches, which serve holds until it appends them (for the smallest records,
-	// 2.7 times the body).
+	// 2.7 times the body). A body already read that needs more for its records gets it
+	// before new bodies; when every byte of the budget is held by such bodies waiting for
+	// more, the last to ask is answered 429 at once, so the others can finish.
 	MaxInFlightProduceBytes ByteSize `yaml:"max_inflight_produce_bytes"`
 }
 
