@@ -4,6 +4,11 @@
 // with the coordinator's live membership; `tiered groups --bucket` runs it on the bucket
 // alone, where the membership known is the state the coordinator last wrote.
 //
+// --topic narrows each command to one topic: list keeps the groups with a committed offset on
+// it or a live member assigned one of its partitions, describe shows only its partitions,
+// delete removes only its committed offsets (DeleteOffsets: Kafka's OffsetDelete, refused
+// while a member of the group subscribes to the topic).
+//
 // Resets follow kafka-consumer-groups: a dry run unless executed, refused while the group has
 // members, --to-datetime by ListOffsets' rule (the first offset whose timestamp is >= T; the
 // log end when every record is older), every target clamped into [log start, log end].
@@ -71,6 +76,9 @@ var (
 	ErrNotEmpty = errors.New("group has members")
 	// ErrInvalidReset: the reset request is malformed (no or several methods, no topic).
 	ErrInvalidReset = errors.New("invalid reset-offsets request")
+	// ErrSubscribedToTopic: a live member of the group subscribes to the topic whose
+	// offsets were to be deleted (Kafka's GROUP_SUBSCRIBED_TO_TOPIC).
+	ErrSubscribedToTopic = errors.New("group is subscribed to the topic")
 )
 
 // Summary is one group of List.
@@ -79,13 +87,18 @@ type Summary struct {
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
 	Members      int    `json:"members"`
-	// Partitions is how many partitions have a committed offset.
+	// Partitions is how many partitions have a committed offset (of the topic asked,
+	// when List is given one).
 	Partitions int `json:"partitions"`
+
+	assigned bool // a live member is assigned a partition of the topic List was asked for
 }
 
 // List returns every group with an object in the bucket (Dead ones left out) and every
-// group the coordinator holds in memory, sorted by name.
-func (a *Admin) List(ctx context.Context, live []string) ([]Summary, error) {
+// group the coordinator holds in memory, sorted by name. With a topic ("" = all), only the
+// groups with a committed offset on it or a live member assigned one of its partitions;
+// Partitions then counts that topic's partitions.
+func (a *Admin) List(ctx context.Context, live []string, topic string) ([]Summary, error) {
 	byName := map[string]*Summary{}
 	err := a.Store.List(ctx, func(l groups.Listed) error {
 		o, err := a.Store.Load(ctx, l.Group)
@@ -95,7 +108,11 @@ func (a *Admin) List(ctx context.Context, live []string) ([]Summary, error) {
 		if o == nil {
 			return nil
 		}
-		byName[l.Group] = &Summary{Group: l.Group, State: o.State, ProtocolType: o.ProtocolType, Partitions: len(o.Offsets)}
+		n := len(o.Offsets)
+		if topic != "" {
+			n = len(topicPartitions(o, topic))
+		}
+		byName[l.Group] = &Summary{Group: l.Group, State: o.State, ProtocolType: o.ProtocolType, Partitions: n}
 		return nil
 	})
 	if err != nil {
@@ -116,10 +133,16 @@ func (a *Admin) List(ctx context.Context, live []string) ([]Summary, error) {
 			if l.ProtocolType != "" {
 				s.ProtocolType = l.ProtocolType
 			}
+			if topic != "" && assigned(l, topic) {
+				s.assigned = true
+			}
 		}
 	}
 	out := make([]Summary, 0, len(byName))
 	for _, s := range byName {
+		if topic != "" && s.Partitions == 0 && !s.assigned {
+			continue
+		}
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(x, y Summary) int { return strings.Compare(x.Group, y.Group) })
@@ -160,8 +183,9 @@ type Description struct {
 }
 
 // Describe returns group's members (from the coordinator), committed offsets and lag
-// against the tier's end.
-func (a *Admin) Describe(ctx context.Context, group string) (*Description, error) {
+// against the tier's end. With a topic ("" = all), Offsets holds only that topic's
+// partitions (a group with none of it is described with no offsets); members are all shown.
+func (a *Admin) Describe(ctx context.Context, group, topic string) (*Description, error) {
 	o, err := a.Store.Reload(ctx, group)
 	if err != nil {
 		return nil, err
@@ -199,6 +223,9 @@ func (a *Admin) Describe(ctx context.Context, group string) (*Description, error
 	seen := map[tp]bool{}
 	if o != nil {
 		for _, off := range o.Offsets {
+			if topic != "" && off.Topic != topic {
+				continue
+			}
 			k := tp{off.Topic, off.Partition}
 			seen[k] = true
 			po := PartitionOffset{Topic: off.Topic, Partition: off.Partition, Committed: off.Offset, Metadata: off.Metadata, Member: owner[k]}
@@ -209,7 +236,7 @@ func (a *Admin) Describe(ctx context.Context, group string) (*Description, error
 		}
 	}
 	for k, m := range owner {
-		if seen[k] {
+		if seen[k] || (topic != "" && k.topic != topic) {
 			continue
 		}
 		po := PartitionOffset{Topic: k.topic, Partition: k.partition, Committed: -1, Member: m}
@@ -225,6 +252,30 @@ func (a *Admin) Describe(ctx context.Context, group string) (*Description, error
 type tp struct {
 	topic     string
 	partition int32
+}
+
+// topicPartitions are the partitions of topic with a committed offset in o, sorted.
+func topicPartitions(o *groups.Object, topic string) []int32 {
+	var ps []int32
+	for _, off := range o.Offsets {
+		if off.Topic == topic {
+			ps = append(ps, off.Partition)
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// assigned reports whether a member of l is assigned a partition of topic.
+func assigned(l Live, topic string) bool {
+	for _, m := range l.Members {
+		for _, t := range m.Assignment {
+			if t.Topic == topic && len(t.Partitions) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func sortOffsets(ps []PartitionOffset) {
@@ -501,4 +552,92 @@ func (a *Admin) Delete(ctx context.Context, group string) error {
 		return fmt.Errorf("delete group %q: %w", group, err)
 	}
 	return nil
+}
+
+// OffsetsDeleted is DeleteOffsets' answer.
+type OffsetsDeleted struct {
+	Group string `json:"group"`
+	Topic string `json:"topic"`
+	// Partitions are the partitions whose committed offset was deleted; empty when the
+	// group had none for Topic (not an error, as Kafka's OffsetDelete).
+	Partitions []int32 `json:"partitions"`
+}
+
+// OffsetDeleter is a LiveSource that deletes offsets itself (the coordinator's
+// OffsetDelete, which knows its members' subscriptions).
+type OffsetDeleter interface {
+	DeleteOffsets(ctx context.Context, group, topic string, partitions []int32) error
+}
+
+// DeleteOffsets deletes group's committed offsets of topic, keeping the group and its other
+// offsets: `kafka-consumer-groups --delete-offsets --topic T`. As Kafka's OffsetDelete it
+// is refused with ErrSubscribedToTopic while a live member subscribes to topic (through the
+// coordinator; with any other LiveSource, while one is assigned a partition of it), answers
+// ErrGroupNotFound for a group that does not exist, and succeeds with no partitions when
+// the group has no offset of topic. A topic the catalog does not serve and of which the
+// group has no offset is unknown (UNKNOWN_TOPIC_OR_PARTITION, as kafka-consumer-groups
+// finds when it describes the topic); offsets of a topic no longer served are deleted.
+// On a bucket alone the members' subscriptions are not known: a group whose coordinator
+// last wrote it with members (not Empty) is refused with ErrNotEmpty, as a reset is.
+func (a *Admin) DeleteOffsets(ctx context.Context, group, topic string) (*OffsetsDeleted, error) {
+	if topic == "" {
+		return nil, errors.New("delete offsets: a topic is required (--topic)")
+	}
+	o, err := a.Store.Reload(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	haveLive := false
+	if a.Live != nil {
+		_, haveLive = a.Live.LiveGroup(ctx, group)
+	}
+	if o == nil && !haveLive {
+		return nil, fmt.Errorf("%w: %q", ErrGroupNotFound, group)
+	}
+	var committed []int32
+	if o != nil {
+		committed = topicPartitions(o, topic)
+	}
+	if len(committed) == 0 {
+		if err := a.checkTopic(ctx, topic); err != nil {
+			return nil, err
+		}
+	}
+	out := &OffsetsDeleted{Group: group, Topic: topic, Partitions: []int32{}}
+	if d, ok := a.Live.(OffsetDeleter); ok {
+		// Every partition served and every one committed, as kafka-consumer-groups asks for
+		// the topic's partitions: one committed since the read above goes too.
+		parts, _ := a.partitions(ctx, ResetSpec{Topic: topic})
+		parts = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(parts), committed...))))
+		if err := d.DeleteOffsets(ctx, group, topic, parts); err != nil {
+			return nil, err
+		}
+		out.Partitions = append(out.Partitions, committed...)
+		return out, nil
+	}
+	removed, err := a.Store.DeleteOffsets(ctx, group, func(off groups.Offset) bool { return off.Topic == topic }, func(obj *groups.Object) error {
+		// Checked on the object the write replaces: a member may have joined since.
+		if a.Live == nil && obj.State != groups.StateEmpty && len(obj.Offsets) > 0 {
+			return fmt.Errorf("%w: %q is %s in the bucket (its coordinator had members when it last wrote; their subscriptions are not known in the bucket, --fetch knows them)", ErrNotEmpty, group, obj.State)
+		}
+		if a.Live != nil {
+			if l, ok := a.Live.LiveGroup(ctx, group); ok && assigned(l, topic) {
+				return fmt.Errorf("%w: %q has members assigned partitions of %q (%s)", ErrSubscribedToTopic, group, topic, l.State)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete offsets of %q in %q: %w", topic, group, err)
+	}
+	for _, off := range removed {
+		out.Partitions = append(out.Partitions, off.Partition)
+	}
+	return out, nil
+}
+
+// checkTopic answers UNKNOWN_TOPIC_OR_PARTITION for a topic the catalog does not serve.
+func (a *Admin) checkTopic(ctx context.Context, topic string) error {
+	_, err := a.partitions(ctx, ResetSpec{Topic: topic})
+	return err
 }

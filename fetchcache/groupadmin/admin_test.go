@@ -3,6 +3,9 @@ package groupadmin
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -212,7 +215,7 @@ func TestDescribeListDelete(t *testing.T) {
 	a, s := newAdmin(t, live)
 	commit(t, s, "app", groups.StateStable, map[int32]int64{0: 4, 1: 101})
 	commit(t, s, "other", groups.StateEmpty, map[int32]int64{0: 1})
-	d, err := a.Describe(ctx, "app")
+	d, err := a.Describe(ctx, "app", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +232,7 @@ func TestDescribeListDelete(t *testing.T) {
 			t.Errorf("offset %d: %+v, want %+v", i, d.Offsets[i], w)
 		}
 	}
-	list, err := a.List(ctx, []string{"app", "memonly"})
+	list, err := a.List(ctx, []string{"app", "memonly"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,13 +245,167 @@ func TestDescribeListDelete(t *testing.T) {
 	if err := a.Delete(ctx, "other"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Describe(ctx, "other"); !errors.Is(err, ErrGroupNotFound) {
+	if _, err := a.Describe(ctx, "other", ""); !errors.Is(err, ErrGroupNotFound) {
 		t.Fatalf("describe after delete: %v", err)
 	}
 	if err := a.Delete(ctx, "other"); !errors.Is(err, ErrGroupNotFound) {
 		t.Fatalf("delete twice: %v", err)
 	}
-	if list, _ = a.List(ctx, nil); len(list) != 1 || list[0].Group != "app" {
+	if list, _ = a.List(ctx, nil, ""); len(list) != 1 || list[0].Group != "app" {
 		t.Fatalf("list after delete: %+v", list)
+	}
+}
+
+// commitOffsets writes group's object with state and exactly offs.
+func commitOffsets(t *testing.T, s *groups.Store, group, state string, offs ...groups.Offset) {
+	t.Helper()
+	if _, err := s.Update(context.Background(), group, func(o *groups.Object) error {
+		o.State, o.ProtocolType, o.Offsets = state, "consumer", offs
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func off(topic string, p int32, n int64) groups.Offset {
+	return groups.Offset{Topic: topic, Partition: p, Offset: n, LeaderEpoch: -1}
+}
+
+// topicCatalog is testCatalog with a second topic, "payments" (one partition, offsets 0..2).
+func topicCatalog() catalog {
+	c := testCatalog()
+	c["payments"] = []part{{0, []int64{t0, t0 + 10, t0 + 20}}}
+	return c
+}
+
+func TestListDescribeTopic(t *testing.T) {
+	ctx := context.Background()
+	live := liveMap{
+		// Assigned payments with no offset of it yet: listed under payments.
+		"reader": {State: groups.StateStable, Members: []Member{{MemberID: "m1", Assignment: []TopicPartitions{{Topic: "payments", Partitions: []int32{0}}}}}},
+	}
+	a, s := newAdmin(t, live)
+	a.Catalog = topicCatalog()
+	commitOffsets(t, s, "both", groups.StateEmpty, off("orders", 0, 4), off("orders", 1, 101), off("payments", 0, 2))
+	commitOffsets(t, s, "orders-only", groups.StateEmpty, off("orders", 2, 0))
+	commitOffsets(t, s, "reader", groups.StateStable, off("orders", 0, 1))
+	for _, tc := range []struct {
+		topic string
+		want  map[string]int // group -> partitions
+	}{
+		{"", map[string]int{"both": 3, "orders-only": 1, "reader": 1}},
+		{"orders", map[string]int{"both": 2, "orders-only": 1, "reader": 1}},
+		{"payments", map[string]int{"both": 1, "reader": 0}},
+		{"nope", map[string]int{}},
+	} {
+		t.Run("list "+tc.topic, func(t *testing.T) {
+			list, err := a.List(ctx, []string{"reader"}, tc.topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for _, g := range list {
+				got[g.Group] = g.Partitions
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("groups %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		group, topic string
+		want         []string // topic-partition of each offset
+	}{
+		{"both", "", []string{"orders-0", "orders-1", "payments-0"}},
+		{"both", "payments", []string{"payments-0"}},
+		{"both", "orders", []string{"orders-0", "orders-1"}},
+		{"orders-only", "payments", nil},
+		// The live member's assigned partition with no commit is shown only under its topic.
+		{"reader", "payments", []string{"payments-0"}},
+		{"reader", "orders", []string{"orders-0"}},
+	} {
+		t.Run("describe "+tc.group+" "+tc.topic, func(t *testing.T) {
+			d, err := a.Describe(ctx, tc.group, tc.topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range d.Offsets {
+				got = append(got, fmt.Sprintf("%s-%d", o.Topic, o.Partition))
+			}
+			if !slices.Equal(got, tc.want) || d.Offsets == nil {
+				t.Fatalf("offsets %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDeleteOffsets: delete --topic removes only that topic's committed offsets and keeps
+// the group (Kafka's OffsetDelete); refusals leave the object as it was.
+func TestDeleteOffsets(t *testing.T) {
+	ctx := context.Background()
+	var unknown *fetchcache.UnknownTopicOrPartitionError
+	assignedOrders := Live{State: groups.StateStable, Members: []Member{{MemberID: "m1", Assignment: []TopicPartitions{{Topic: "orders", Partitions: []int32{0}}}}}}
+	for _, tc := range []struct {
+		name     string
+		live     LiveSource // nil: bucket mode
+		state    string
+		offs     []groups.Offset // "app"'s object (none: no object)
+		topic    string
+		want     []int32         // partitions deleted
+		wantErr  error           // errors.Is
+		wantUnk  bool            // UNKNOWN_TOPIC_OR_PARTITION
+		wantKept []groups.Offset // the object after (nil: not checked)
+	}{
+		{name: "bucket empty group", state: groups.StateEmpty, offs: []groups.Offset{off("orders", 0, 4), off("orders", 2, 1), off("payments", 0, 2)}, topic: "orders",
+			want: []int32{0, 2}, wantKept: []groups.Offset{off("payments", 0, 2)}},
+		{name: "bucket stable group refused", state: groups.StateStable, offs: []groups.Offset{off("orders", 0, 4), off("payments", 0, 2)}, topic: "orders",
+			wantErr: ErrNotEmpty, wantKept: []groups.Offset{off("orders", 0, 4), off("payments", 0, 2)}},
+		{name: "no offset of a served topic", state: groups.StateEmpty, offs: []groups.Offset{off("orders", 0, 4)}, topic: "payments",
+			want: []int32{}, wantKept: []groups.Offset{off("orders", 0, 4)}},
+		{name: "unknown topic", state: groups.StateEmpty, offs: []groups.Offset{off("orders", 0, 4)}, topic: "nope", wantUnk: true},
+		{name: "offsets of a topic no longer served", state: groups.StateEmpty, offs: []groups.Offset{off("gone", 3, 9), off("orders", 0, 4)}, topic: "gone",
+			want: []int32{3}, wantKept: []groups.Offset{off("orders", 0, 4)}},
+		{name: "no group", topic: "orders", wantErr: ErrGroupNotFound},
+		{name: "live member assigned the topic", live: liveMap{"app": assignedOrders}, state: groups.StateStable, offs: []groups.Offset{off("orders", 0, 4), off("payments", 0, 2)}, topic: "orders",
+			wantErr: ErrSubscribedToTopic, wantKept: []groups.Offset{off("orders", 0, 4), off("payments", 0, 2)}},
+		{name: "live member assigned another topic", live: liveMap{"app": assignedOrders}, state: groups.StateStable, offs: []groups.Offset{off("orders", 0, 4), off("payments", 0, 2)}, topic: "payments",
+			want: []int32{0}, wantKept: []groups.Offset{off("orders", 0, 4)}},
+		{name: "live group without members", live: liveMap{"app": {State: groups.StateEmpty}}, state: groups.StateStable, offs: []groups.Offset{off("orders", 1, 4)}, topic: "orders",
+			want: []int32{1}, wantKept: []groups.Offset{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, s := newAdmin(t, tc.live)
+			a.Catalog = topicCatalog()
+			if tc.offs != nil {
+				commitOffsets(t, s, "app", tc.state, tc.offs...)
+			}
+			got, err := a.DeleteOffsets(ctx, "app", tc.topic)
+			switch {
+			case tc.wantErr != nil || tc.wantUnk:
+				if (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) || (tc.wantUnk && !errors.As(err, &unknown)) {
+					t.Fatalf("DeleteOffsets: %v, want %v (unknown topic %v)", err, tc.wantErr, tc.wantUnk)
+				}
+			case err != nil:
+				t.Fatalf("DeleteOffsets: %v", err)
+			case got.Group != "app" || got.Topic != tc.topic || !slices.Equal(got.Partitions, tc.want) || got.Partitions == nil:
+				t.Fatalf("deleted %+v, want partitions %v", got, tc.want)
+			}
+			if tc.wantKept == nil {
+				return
+			}
+			o, err := s.Reload(ctx, "app")
+			if err != nil || o == nil {
+				t.Fatalf("the group is gone: %v %v", o, err)
+			}
+			if !slices.EqualFunc(o.Offsets, tc.wantKept, func(x, y groups.Offset) bool {
+				return x.Topic == y.Topic && x.Partition == y.Partition && x.Offset == y.Offset
+			}) {
+				t.Fatalf("kept %+v, want %+v", o.Offsets, tc.wantKept)
+			}
+			if o.State != tc.state {
+				t.Fatalf("state %s, want %s (the group stays)", o.State, tc.state)
+			}
+		})
 	}
 }

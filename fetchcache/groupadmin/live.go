@@ -69,3 +69,30 @@ func (l CoordinatorLive) DeleteGroup(ctx context.Context, group string) error {
 		return fmt.Errorf("delete group %q: %w", group, kerr.ErrorForCode(code))
 	}
 }
+
+// DeleteOffsets deletes group's committed offsets of topic's partitions through the
+// coordinator: the OffsetDelete of the Kafka listener, which refuses a topic a member of
+// the group subscribes to (ErrSubscribedToTopic). It implements OffsetDeleter.
+func (l CoordinatorLive) DeleteOffsets(ctx context.Context, group, topic string, partitions []int32) error {
+	t := kmsg.NewOffsetDeleteRequestTopic()
+	t.Topic = topic
+	for _, p := range partitions {
+		t.Partitions = append(t.Partitions, kmsg.OffsetDeleteRequestTopicPartition{Partition: p})
+	}
+	code, perTopic := l.C.DeleteOffsets(ctx, group, []kmsg.OffsetDeleteRequestTopic{t})
+	if code == 0 {
+		code = perTopic[topic]
+	}
+	switch code {
+	case 0:
+		return nil
+	case kerr.GroupSubscribedToTopic.Code:
+		return fmt.Errorf("%w: %q has members subscribed to %q", ErrSubscribedToTopic, group, topic)
+	case kerr.GroupIDNotFound.Code:
+		return fmt.Errorf("%w: %q", ErrGroupNotFound, group)
+	case kerr.CoordinatorNotAvailable.Code:
+		return fmt.Errorf("delete offsets of %q in %q: %w", topic, group, groups.ErrUnavailable)
+	default:
+		return fmt.Errorf("delete offsets of %q in %q: %w", topic, group, kerr.ErrorForCode(code))
+	}
+}

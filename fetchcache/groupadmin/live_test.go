@@ -3,6 +3,7 @@ package groupadmin
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,12 +17,7 @@ import (
 // consumer assignment decoded — and delete through the coordinator, refused with members.
 func TestCoordinatorLive(t *testing.T) {
 	ctx := context.Background()
-	store := groups.NewStore(objstore.NewMemory(), groups.StoreOptions{})
-	c, err := groups.New(groups.Options{Store: store, InitialRebalanceDelay: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Wait()
+	store, c := newCoordinator(t)
 	join := func(member string) *kmsg.JoinGroupResponse { return joinApp(ctx, c, member) }
 	r := join("")
 	if r.ErrorCode != kerr.MemberIDRequired.Code {
@@ -75,12 +71,66 @@ func TestCoordinatorLive(t *testing.T) {
 	}
 }
 
+// newCoordinator is a coordinator (no initial rebalance delay) over a memory bucket.
+func newCoordinator(t *testing.T) (*groups.Store, *groups.Coordinator) {
+	t.Helper()
+	store := groups.NewStore(objstore.NewMemory(), groups.StoreOptions{})
+	c, err := groups.New(groups.Options{Store: store, InitialRebalanceDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Wait)
+	return store, c
+}
+
 // joinApp sends a JoinGroup v9 of consumer client billing-1 (range, 10 s
 // timeouts) for group "app" as member.
 func joinApp(ctx context.Context, c *groups.Coordinator, member string) *kmsg.JoinGroupResponse {
+	return joinAppWith(ctx, c, member, []byte{})
+}
+
+// joinAppWith is joinApp with the range protocol's metadata (the consumer's subscription).
+func joinAppWith(ctx context.Context, c *groups.Coordinator, member string, metadata []byte) *kmsg.JoinGroupResponse {
 	q := kmsg.NewPtrJoinGroupRequest()
 	q.Version, q.Group, q.MemberID, q.ProtocolType = 9, "app", member, groups.ProtocolTypeConsumer
 	q.SessionTimeoutMillis, q.RebalanceTimeoutMillis = 10000, 10000
-	q.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	q.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: metadata}}
 	return c.Join(ctx, groups.Client{ID: "billing-1", Host: "10.0.0.1"}, q)
+}
+
+// TestCoordinatorLiveDeleteOffsets: delete --topic in the fetch service goes through the
+// coordinator's OffsetDelete, which knows the members' subscriptions: refused for a topic a
+// member subscribes to (even one it is assigned no partition of yet), allowed for another;
+// the group and its other offsets stay.
+func TestCoordinatorLiveDeleteOffsets(t *testing.T) {
+	ctx := context.Background()
+	store, c := newCoordinator(t)
+	if _, err := store.Update(ctx, "app", func(o *groups.Object) error {
+		o.ProtocolType = groups.ProtocolTypeConsumer
+		o.Offsets = []groups.Offset{{Topic: "orders", Partition: 0, Offset: 3, LeaderEpoch: -1}, {Topic: "payments", Partition: 0, Offset: 2, LeaderEpoch: -1}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{"orders"}
+	r := joinAppWith(ctx, c, "", meta.AppendTo(nil))
+	if r = joinAppWith(ctx, c, r.MemberID, meta.AppendTo(nil)); r.ErrorCode != 0 {
+		t.Fatalf("join: %d", r.ErrorCode)
+	}
+	cat := catalog{"orders": {{0, []int64{t0}}}, "payments": {{0, []int64{t0}}}}
+	admin := &Admin{Store: store, Catalog: cat, Live: CoordinatorLive{C: c}}
+	if _, err := admin.DeleteOffsets(ctx, "app", "orders"); !errors.Is(err, ErrSubscribedToTopic) {
+		t.Fatalf("delete offsets of the subscribed topic: %v", err)
+	}
+	if d, err := admin.DeleteOffsets(ctx, "app", "payments"); err != nil || !slices.Equal(d.Partitions, []int32{0}) {
+		t.Fatalf("delete offsets of another topic: %+v %v", d, err)
+	}
+	o, err := store.Reload(ctx, "app")
+	if err != nil || o == nil || len(o.Offsets) != 1 || o.Offsets[0].Topic != "orders" {
+		t.Fatalf("after: %+v %v", o, err)
+	}
+	if _, err := admin.DeleteOffsets(ctx, "none", "orders"); !errors.Is(err, ErrGroupNotFound) {
+		t.Fatalf("unknown group: %v", err)
+	}
 }

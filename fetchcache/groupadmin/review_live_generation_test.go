@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache/groups"
-	"github.com/tiered/tiered/remotetier/objstore"
 )
 
 // TestReviewDescribeLiveGeneration: in the fetch service, describing an
@@ -15,12 +14,7 @@ import (
 // coordinator formed, not 0: the live view carries it.
 func TestReviewDescribeLiveGeneration(t *testing.T) {
 	ctx := context.Background()
-	store := groups.NewStore(objstore.NewMemory(), groups.StoreOptions{})
-	c, err := groups.New(groups.Options{Store: store, InitialRebalanceDelay: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Wait()
+	store, c := newCoordinator(t)
 	var gen int32
 	for range 2 { // two generations: the second rebalance of a rejoin
 		r := joinApp(ctx, c, "")
@@ -45,7 +39,7 @@ func TestReviewDescribeLiveGeneration(t *testing.T) {
 		t.Fatalf("setup: generation %d", gen)
 	}
 	admin := &Admin{Store: store, Catalog: catalog{}, Live: CoordinatorLive{C: c}}
-	d, err := admin.Describe(ctx, "app")
+	d, err := admin.Describe(ctx, "app", "")
 	if err != nil {
 		t.Fatal(err)
 	}

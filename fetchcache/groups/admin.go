@@ -204,35 +204,25 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, group string, topics []
 		return kerr.GroupIDNotFound.Code, nil
 	}
 	perTopic := map[string]int16{}
+	del := map[string]map[int32]bool{}
 	for _, t := range topics {
 		if subscribed[t.Topic] {
 			perTopic[t.Topic] = kerr.GroupSubscribedToTopic.Code
+			continue
+		}
+		if del[t.Topic] == nil {
+			del[t.Topic] = map[int32]bool{}
+		}
+		for _, p := range t.Partitions {
+			del[t.Topic][p.Partition] = true
 		}
 	}
-	_, err = c.store.Update(ctx, group, func(o *Object) error {
-		removed := false
-		for _, t := range topics {
-			if perTopic[t.Topic] != 0 {
-				continue
-			}
-			for _, p := range t.Partitions {
-				removed = o.remove(t.Topic, p.Partition) || removed
-			}
-		}
-		if !removed {
-			return errNothingToDelete // nothing written
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errNothingToDelete) {
+	_, err = c.store.DeleteOffsets(ctx, group, func(off Offset) bool { return del[off.Topic][off.Partition] }, nil)
+	if err != nil {
 		return kerr.CoordinatorNotAvailable.Code, nil
 	}
 	return 0, perTopic
 }
-
-// errNothingToDelete ends a DeleteOffsets update that removed no offset:
-// the object is not written again (a PUT) for nothing.
-var errNothingToDelete = errors.New("no offset to delete")
 
 // ExpireOffsets is one pass of Kafka's offset expiry over the groups this
 // replica coordinates: a group with a protocol type that has been empty

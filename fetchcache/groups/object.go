@@ -209,12 +209,3 @@ func (o *Object) set(off Offset) {
 	}
 	o.Offsets = slices.Insert(o.Offsets, i, off)
 }
-
-// remove drops one offset; it reports whether there was one.
-func (o *Object) remove(topic string, partition int32) bool {
-	i, ok := slices.BinarySearchFunc(o.Offsets, Offset{Topic: topic, Partition: partition}, compareOffset)
-	if ok {
-		o.Offsets = slices.Delete(o.Offsets, i, i+1)
-	}
-	return ok
-}

@@ -318,6 +318,49 @@ func (s *Store) Update(ctx context.Context, group string, fn func(*Object) error
 	return nil, fmt.Errorf("write group %q: %w", group, ErrConflict)
 }
 
+// DeleteOffsets removes group's committed offsets that del selects: the
+// write of OffsetDelete (the Kafka listener's, through the coordinator)
+// and of `tiered groups delete --topic`. check, when not nil, runs first
+// on the object the write replaces (after every re-read); an error from it
+// is returned unchanged and nothing is written. When del selects no offset
+// nothing is written either. It returns the offsets removed, sorted; a
+// group with no object (or a Dead one) has none to remove.
+func (s *Store) DeleteOffsets(ctx context.Context, group string, del func(Offset) bool, check func(*Object) error) ([]Offset, error) {
+	var removed []Offset
+	_, err := s.Update(ctx, group, func(o *Object) error {
+		removed = nil
+		if check != nil {
+			if err := check(o); err != nil {
+				return err
+			}
+		}
+		kept := o.Offsets[:0]
+		for _, off := range o.Offsets {
+			if del(off) {
+				removed = append(removed, off)
+			} else {
+				kept = append(kept, off)
+			}
+		}
+		o.Offsets = kept
+		if len(removed) == 0 {
+			return errNothingToDelete // nothing written
+		}
+		return nil
+	})
+	if errors.Is(err, errNothingToDelete) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return removed, nil
+}
+
+// errNothingToDelete ends a DeleteOffsets update that removed no offset:
+// the object is not written again (a PUT) for nothing.
+var errNothingToDelete = errors.New("no offset to delete")
+
 func (s *Store) lockOf(group string) *sync.Mutex {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,52 @@ func TestStoreDeadIsAbsent(t *testing.T) {
 	o, err := s.Update(ctx, "g", commitOne("t", 0, 1))
 	if err != nil || o.Generation != 7 || len(o.Offsets) != 1 {
 		t.Fatalf("re-created group %+v, %v: want generation 7 kept and only the new offset", o, err)
+	}
+}
+
+// TestStoreDeleteOffsets: the offsets del selects go in one write, the others stay; a
+// check that refuses, or a selection of nothing, writes nothing.
+func TestStoreDeleteOffsets(t *testing.T) {
+	ctx := context.Background()
+	b := &putCounting{Bucket: objstore.NewMemory()}
+	s := NewStore(b, StoreOptions{})
+	for _, c := range []func(*Object) error{commitOne("a", 1, 5), commitOne("a", 0, 4), commitOne("b", 0, 7)} {
+		if _, err := s.Update(ctx, "g", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topic := func(name string) func(Offset) bool { return func(o Offset) bool { return o.Topic == name } }
+	refuse := errors.New("refused")
+	for _, tc := range []struct {
+		name    string
+		del     func(Offset) bool
+		check   func(*Object) error
+		want    []string // removed, topic-partition
+		wantErr error
+		puts    int64
+		left    int
+	}{
+		{"refused by check", topic("a"), func(*Object) error { return refuse }, nil, refuse, 0, 3},
+		{"nothing selected", topic("c"), nil, nil, nil, 0, 3},
+		{"one topic", topic("a"), func(o *Object) error { return nil }, []string{"a-0", "a-1"}, nil, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := b.puts.Load()
+			removed, err := s.DeleteOffsets(ctx, "g", tc.del, tc.check)
+			var got []string
+			for _, o := range removed {
+				got = append(got, fmt.Sprintf("%s-%d", o.Topic, o.Partition))
+			}
+			if !errors.Is(err, tc.wantErr) || !slices.Equal(got, tc.want) || b.puts.Load()-before != tc.puts {
+				t.Fatalf("removed %v, err %v, %d PUTs; want %v, %v, %d", got, err, b.puts.Load()-before, tc.want, tc.wantErr, tc.puts)
+			}
+			o, err := NewStore(b.Bucket, StoreOptions{}).Load(ctx, "g")
+			if err != nil || o == nil || len(o.Offsets) != tc.left {
+				t.Fatalf("left %+v, %v; want %d offsets", o, err, tc.left)
+			}
+		})
+	}
+	if removed, err := s.DeleteOffsets(ctx, "none", topic("a"), nil); err != nil || removed != nil {
+		t.Fatalf("a group with no object: %v, %v", removed, err)
 	}
 }

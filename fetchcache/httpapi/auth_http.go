@@ -68,7 +68,8 @@ func (a *httpAPI) authorize(rt Route, next http.Handler) http.Handler {
 		switch {
 		case rt.Perm == auth.PermAdmin && !a.auth.May(p, auth.PermAdmin, ""):
 			if rt.Audit != "" {
-				auth.Audit(a.log, p, rt.Audit, auditTarget(rt, r), auth.AuditDenied)
+				action, target := auditOf(rt, r)
+				auth.Audit(a.log, p, action, target, auth.AuditDenied)
 			}
 			a.auth.LogDenied(a.log, fetchcache.InterfaceHTTP, p, auth.PermAdmin, "", r.RemoteAddr)
 			a.deny(rw, r, fetchcache.CodeClusterAuthorizationFailed, fmt.Sprintf("%s may not administer the cluster (%s needs admin)", p, rt.Pattern))
@@ -84,6 +85,16 @@ func (a *httpAPI) authorize(rt Route, next http.Handler) http.Handler {
 // deny answers 403 with code, counted as every API request is.
 func (a *httpAPI) deny(rw http.ResponseWriter, r *http.Request, code, msg string) {
 	a.counted(func(w *countingWriter, _ *http.Request) { w.fail(http.StatusForbidden, code, msg) }).ServeHTTP(rw, r)
+}
+
+// auditOf is the audit action and target of a change route before its body
+// is read: the route's action, but group.delete_offsets with "group/topic"
+// for DELETE /v1/groups/{group}?topic=T (as the handler logs it).
+func auditOf(rt Route, r *http.Request) (action, target string) {
+	if topic := r.URL.Query().Get("topic"); rt.Audit == AuditGroupDelete && topic != "" {
+		return AuditGroupDeleteOffsets, r.PathValue("group") + "/" + topic
+	}
+	return rt.Audit, auditTarget(rt, r)
 }
 
 // auditTarget is what a change route acts on before its body is read: the

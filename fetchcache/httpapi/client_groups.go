@@ -33,19 +33,20 @@ func (e *NotCoordinatorError) Error() string {
 	return fmt.Sprintf("group %q is coordinated by the fetch replica at %s (%s), which named another coordinator: the fleet is changing, retry", e.Group, e.Coordinator, e.CoordinatorHTTP)
 }
 
-// ListGroups is GET /v1/groups.
-func (c *Client) ListGroups(ctx context.Context) ([]groupadmin.Summary, error) {
+// ListGroups is GET /v1/groups; with a topic ("" = all), only the groups of that topic.
+func (c *Client) ListGroups(ctx context.Context, topic string) ([]groupadmin.Summary, error) {
 	var out GroupListJSON
-	if err := c.groupCall(ctx, http.MethodGet, "", "", nil, &out); err != nil {
+	if err := c.groupCall(ctx, http.MethodGet, "", topicQuery(topic), nil, &out); err != nil {
 		return nil, err
 	}
 	return out.Groups, nil
 }
 
-// DescribeGroup is GET /v1/groups/{group}, asked of the group's coordinator.
-func (c *Client) DescribeGroup(ctx context.Context, group string) (*groupadmin.Description, error) {
+// DescribeGroup is GET /v1/groups/{group}, asked of the group's coordinator; with a topic
+// ("" = all), only that topic's partitions.
+func (c *Client) DescribeGroup(ctx context.Context, group, topic string) (*groupadmin.Description, error) {
 	var out groupadmin.Description
-	if err := c.groupCall(ctx, http.MethodGet, group, "", nil, &out); err != nil {
+	if err := c.groupCall(ctx, http.MethodGet, group, topicQuery(topic), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -70,6 +71,24 @@ func (c *Client) DeleteGroup(ctx context.Context, group string) error {
 	return c.groupCall(ctx, http.MethodDelete, group, "", nil, &out)
 }
 
+// DeleteGroupOffsets is DELETE /v1/groups/{group}?topic=T, asked of the coordinator: only
+// the group's committed offsets of topic.
+func (c *Client) DeleteGroupOffsets(ctx context.Context, group, topic string) (*groupadmin.OffsetsDeleted, error) {
+	var out groupadmin.OffsetsDeleted
+	if err := c.groupCall(ctx, http.MethodDelete, group, topicQuery(topic), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// topicQuery is the ?topic= suffix of a group route ("" for no topic).
+func topicQuery(topic string) string {
+	if topic == "" {
+		return ""
+	}
+	return "?" + url.Values{"topic": {topic}}.Encode()
+}
+
 // groupCall sends one group request and decodes the answer into v. A 421
 // NOT_COORDINATOR answer is followed once, to the coordinator's HTTP URL.
 func (c *Client) groupCall(ctx context.Context, method, group, suffix string, body []byte, v any) error {
@@ -77,8 +96,9 @@ func (c *Client) groupCall(ctx context.Context, method, group, suffix string, bo
 	for hop := 0; ; hop++ {
 		s := strings.TrimSuffix(base.String(), "/") + "/v1/groups"
 		if group != "" {
-			s += "/" + url.PathEscape(group) + suffix
+			s += "/" + url.PathEscape(group)
 		}
+		s += suffix
 		req, err := http.NewRequestWithContext(ctx, method, s, bytes.NewReader(body))
 		if err != nil {
 			return err

@@ -22,12 +22,14 @@ const (
 	CodeGroupAuthorizationFailed = "GROUP_AUTHORIZATION_FAILED"
 	CodeNotCoordinator           = "NOT_COORDINATOR"
 	CodeCoordinatorNotAvailable  = "COORDINATOR_NOT_AVAILABLE"
+	CodeGroupSubscribedToTopic   = "GROUP_SUBSCRIBED_TO_TOPIC"
 )
 
 // Audit actions of the group routes.
 const (
-	AuditGroupReset  = "group.reset_offsets"
-	AuditGroupDelete = "group.delete"
+	AuditGroupReset         = "group.reset_offsets"
+	AuditGroupDelete        = "group.delete"
+	AuditGroupDeleteOffsets = "group.delete_offsets" // DELETE /v1/groups/{group}?topic=T
 )
 
 // Groups is the consumer-group administration the fetch service serves under /v1/groups
@@ -65,10 +67,15 @@ type GroupDeletedJSON struct {
 
 // groupRoutes are the group administration routes, each with its permission:
 //
-//	GET    /v1/groups                              list (the groups the principal may use)   read
-//	GET    /v1/groups/{group}                      describe: members, offsets, lag           read (and the group)
+//	GET    /v1/groups[?topic=T]                    list (the groups the principal may use)   read
+//	GET    /v1/groups/{group}[?topic=T]            describe: members, offsets, lag           read (and the group)
 //	POST   /v1/groups/{group}/reset-offsets        reset (groupadmin.ResetSpec; dry run)     admin
-//	DELETE /v1/groups/{group}                      delete the committed offsets              admin
+//	DELETE /v1/groups/{group}                      delete the group (its committed offsets)  admin
+//	DELETE /v1/groups/{group}?topic=T              delete only T's committed offsets         admin
+//
+// ?topic=T narrows list to the groups with offsets on T (or live members assigned it),
+// describe to T's partitions, and delete to T's offsets (groupadmin.DeleteOffsets, Kafka's
+// OffsetDelete: 409 GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to T).
 //
 // A route naming a group this replica does not coordinate answers 421 NOT_COORDINATOR with
 // the coordinator (describe, reset and delete need its membership).
@@ -88,6 +95,8 @@ func groupStatus(err error) (int, string, bool) {
 		return http.StatusNotFound, CodeGroupIDNotFound, true
 	case errors.Is(err, groupadmin.ErrNotEmpty):
 		return http.StatusConflict, CodeNonEmptyGroup, true
+	case errors.Is(err, groupadmin.ErrSubscribedToTopic):
+		return http.StatusConflict, CodeGroupSubscribedToTopic, true
 	case errors.Is(err, groupadmin.ErrInvalidReset):
 		return http.StatusBadRequest, fetchcache.CodeInvalidRequest, true
 	case errors.Is(err, groups.ErrUnavailable):
@@ -142,7 +151,7 @@ func (a *httpAPI) listGroups(g *Groups, w *countingWriter, r *http.Request) {
 	if g.Names != nil {
 		names = g.Names(r.Context())
 	}
-	all, err := g.Admin.List(r.Context(), names)
+	all, err := g.Admin.List(r.Context(), names, r.URL.Query().Get("topic"))
 	if err != nil {
 		a.groupErr(w, r, err)
 		return
@@ -163,7 +172,7 @@ func (a *httpAPI) describeGroup(g *Groups, w *countingWriter, r *http.Request) {
 	if !a.groupAllowed(w, r, group) || !a.routed(g, w, group) {
 		return
 	}
-	d, err := g.Admin.Describe(r.Context(), group)
+	d, err := g.Admin.Describe(r.Context(), group, r.URL.Query().Get("topic"))
 	if err != nil {
 		a.groupErr(w, r, err)
 		return
@@ -234,6 +243,10 @@ func (a *httpAPI) deleteGroup(g *Groups, w *countingWriter, r *http.Request) {
 	if !a.routed(g, w, group) {
 		return
 	}
+	if topic := r.URL.Query().Get("topic"); topic != "" {
+		a.deleteGroupOffsets(g, w, r, group, topic)
+		return
+	}
 	if err := g.Admin.Delete(r.Context(), group); err != nil {
 		auth.Audit(a.log, p, AuditGroupDelete, group, resultCode(err))
 		a.groupErr(w, r, err)
@@ -241,6 +254,21 @@ func (a *httpAPI) deleteGroup(g *Groups, w *countingWriter, r *http.Request) {
 	}
 	auth.Audit(a.log, p, AuditGroupDelete, group, auth.AuditOK)
 	WriteJSON(w, http.StatusOK, GroupDeletedJSON{Group: group, Deleted: true})
+}
+
+// deleteGroupOffsets is DELETE /v1/groups/{group}?topic=T: only T's committed offsets.
+// The audit target is "group/topic".
+func (a *httpAPI) deleteGroupOffsets(g *Groups, w *countingWriter, r *http.Request, group, topic string) {
+	p := auth.PrincipalFromContext(r.Context())
+	target := group + "/" + topic
+	out, err := g.Admin.DeleteOffsets(r.Context(), group, topic)
+	if err != nil {
+		auth.Audit(a.log, p, AuditGroupDeleteOffsets, target, resultCode(err))
+		a.groupErr(w, r, err)
+		return
+	}
+	auth.Audit(a.log, p, AuditGroupDeleteOffsets, target, auth.AuditOK)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 // resultCode is the audit result of a failed change: its error code.

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -51,7 +53,8 @@ func TestGroupRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	live := liveGroups{"billing-busy": {State: groups.StateStable, Members: []groupadmin.Member{{MemberID: "m1"}}}}
+	live := liveGroups{"billing-busy": {State: groups.StateStable, Members: []groupadmin.Member{{MemberID: "m1",
+		Assignment: []groupadmin.TopicPartitions{{Topic: "orders", Partitions: []int32{0, 1}}}}}}}
 	gs := &Groups{
 		Admin: &groupadmin.Admin{Store: store, Catalog: e.Cat, Live: live},
 		Names: func(context.Context) []string { return []string{"billing-busy"} },
@@ -76,7 +79,8 @@ func TestGroupRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: e.Cat, Groups: gs, Auth: z}))
+	var logs bytes.Buffer
+	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: e.Cat, Groups: gs, Auth: z, Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 	defer srv.Close()
 
 	do := func(method, path, token, body string) (int, map[string]any) {
@@ -159,6 +163,42 @@ func TestGroupRoutes(t *testing.T) {
 				t.Fatalf("executed %v, stored %v", out["executed"], o.Offsets)
 			}
 		}},
+		{"list by topic", "GET", "/v1/groups?topic=secret", "tok-ops", "", 200, "", func(t *testing.T, out map[string]any) {
+			gs := out["groups"].([]any)
+			if len(gs) != 1 || gs[0].(map[string]any)["group"] != "billing-app" || gs[0].(map[string]any)["partitions"].(float64) != 1 {
+				t.Fatalf("groups %v", gs)
+			}
+		}},
+		{"list by topic, filtered by the principal's groups", "GET", "/v1/groups?topic=orders", "tok-app", "", 200, "", func(t *testing.T, out map[string]any) {
+			if n := len(out["groups"].([]any)); n != 2 {
+				t.Fatalf("%d groups: %v", n, out)
+			}
+		}},
+		{"describe by topic", "GET", "/v1/groups/billing-app?topic=secret", "tok-ops", "", 200, "", func(t *testing.T, out map[string]any) {
+			if offs := out["offsets"].([]any); len(offs) != 1 || offs[0].(map[string]any)["topic"] != "secret" {
+				t.Fatalf("offsets %v", offs)
+			}
+		}},
+		{"delete offsets needs admin", "DELETE", "/v1/groups/billing-app?topic=secret", "tok-app", "", 403, "CLUSTER_AUTHORIZATION_FAILED", func(t *testing.T, _ map[string]any) {
+			if o, _ := store.Reload(ctx, "billing-app"); len(o.Offsets) != 3 {
+				t.Fatalf("a denied delete changed %v", o.Offsets)
+			}
+		}},
+		{"delete offsets of a subscribed topic", "DELETE", "/v1/groups/billing-busy?topic=orders", "tok-ops", "", 409, CodeGroupSubscribedToTopic, nil},
+		{"delete offsets of an unknown topic", "DELETE", "/v1/groups/billing-app?topic=nope", "tok-ops", "", 404, "UNKNOWN_TOPIC_OR_PARTITION", nil},
+		{"delete offsets elsewhere", "DELETE", "/v1/groups/elsewhere?topic=orders", "tok-ops", "", 421, CodeNotCoordinator, nil},
+		{"delete offsets", "DELETE", "/v1/groups/billing-app?topic=secret", "tok-ops", "", 200, "", func(t *testing.T, out map[string]any) {
+			ps := out["partitions"].([]any)
+			o, _ := store.Reload(ctx, "billing-app")
+			if out["topic"] != "secret" || len(ps) != 1 || ps[0].(float64) != 0 || o == nil || len(o.Offsets) != 2 || o.Offsets[0].Topic != "orders" {
+				t.Fatalf("answer %v, stored %+v", out, o)
+			}
+		}},
+		{"delete offsets again", "DELETE", "/v1/groups/billing-app?topic=secret", "tok-ops", "", 200, "", func(t *testing.T, out map[string]any) {
+			if ps := out["partitions"].([]any); len(ps) != 0 {
+				t.Fatalf("answer %v", out)
+			}
+		}},
 		{"delete with members", "DELETE", "/v1/groups/billing-busy", "tok-ops", "", 409, CodeNonEmptyGroup, nil},
 		{"delete", "DELETE", "/v1/groups/other", "tok-ops", "", 200, "", func(t *testing.T, out map[string]any) {
 			if o, _ := store.Reload(ctx, "other"); o != nil {
@@ -176,6 +216,16 @@ func TestGroupRoutes(t *testing.T) {
 				tc.check(t, out)
 			}
 		})
+	}
+	// Deleting one topic's offsets is audited as its own action, on group/topic.
+	for _, want := range []string{
+		`principal=User:app action=group.delete_offsets target=billing-app/secret result=denied`,
+		`principal=User:ops action=group.delete_offsets target=billing-busy/orders result=GROUP_SUBSCRIBED_TO_TOPIC`,
+		`principal=User:ops action=group.delete_offsets target=billing-app/secret result=ok`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no audit line %q in\n%s", want, logs.String())
+		}
 	}
 }
 

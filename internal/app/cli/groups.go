@@ -34,6 +34,10 @@ per group under groups/ (docs/format/groups.md). These commands read and change 
                  is refused, as a group with members is. While a fetch service coordinates
                  the group, prefer --fetch: it changes the offsets the coordinator serves.
 
+--topic T narrows every command to one topic: list shows the groups with a committed
+offset on T (or, through --fetch, a live member assigned one of T's partitions), describe
+shows T's partitions only, delete deletes only T's committed offsets.
+
 reset-offsets is a dry run that prints the plan unless --execute is given, as Kafka's
 kafka-consumer-groups.sh is, and is refused while the group has members (stop the
 application first). Exactly one method:
@@ -50,9 +54,12 @@ Every new offset is clamped into [log start, log end], as kafka-consumer-groups 
 var groupsListCmd = &command{
 	name:    "groups list",
 	summary: "list the consumer groups",
-	help: `usage: tiered groups list (--fetch URL | --bucket URL) [--json]
+	help: `usage: tiered groups list (--fetch URL | --bucket URL) [--topic T] [--json]
 
-Lists the consumer groups: state, members, partitions with a committed offset.
+Lists the consumer groups: state, members, partitions with a committed offset. With
+--topic T, only the groups with a committed offset on T or a live member assigned one of
+its partitions (members are known only through --fetch; Kafka does not keep the
+subscriptions of a group without members), and PARTITIONS counts T's partitions.
 
 ` + groupsNotes,
 	run: func(r *Runner, ctx context.Context, args []string) error { return runGroups(r, ctx, "list", args) },
@@ -61,10 +68,11 @@ Lists the consumer groups: state, members, partitions with a committed offset.
 var groupsDescribeCmd = &command{
 	name:    "groups describe",
 	summary: "a group's members, committed offsets and lag",
-	help: `usage: tiered groups describe (--fetch URL | --bucket URL) --group G [--json]
+	help: `usage: tiered groups describe (--fetch URL | --bucket URL) --group G [--topic T] [--json]
 
 Prints the group's state, members and assignment, and for each partition the committed
-offset, the log end in the tier and the lag (log end - committed).
+offset, the log end in the tier and the lag (log end - committed). With --topic T, only
+T's partitions (the members are all shown, with their whole assignment).
 
 ` + groupsNotes,
 	run: func(r *Runner, ctx context.Context, args []string) error { return runGroups(r, ctx, "describe", args) },
@@ -89,11 +97,22 @@ Example (replay an application's input from 09:00 UTC):
 
 var groupsDeleteCmd = &command{
 	name:    "groups delete",
-	summary: "delete a group's committed offsets",
-	help: `usage: tiered groups delete (--fetch URL | --bucket URL) --group G [--json]
+	summary: "delete a group, or its committed offsets of one topic",
+	help: `usage: tiered groups delete (--fetch URL | --bucket URL) --group G [--topic T] [--json]
 
 Deletes the group's committed offsets (its object is written Dead, as Kafka's DeleteGroups
 does). Refused while the group has members.
+
+With --topic T, deletes only the group's committed offsets of T and keeps the group and
+its other offsets, as kafka-consumer-groups --delete-offsets --topic T (Kafka's
+OffsetDelete): refused (GROUP_SUBSCRIBED_TO_TOPIC) while a member of the group subscribes
+to T; a group with no offset of T is not an error (nothing is deleted, as in Kafka); a
+topic that is neither served nor in the group's offsets is UNKNOWN_TOPIC_OR_PARTITION.
+Over --bucket, where subscriptions are not known, a group whose coordinator last wrote it
+with members is refused, as reset-offsets is.
+
+Example (forget billing's position in a topic it no longer reads):
+  tiered groups delete --fetch http://fetch:8080 --group billing --topic old-orders
 
 ` + groupsNotes,
 	run: func(r *Runner, ctx context.Context, args []string) error { return runGroups(r, ctx, "delete", args) },
@@ -101,37 +120,44 @@ does). Refused while the group has members.
 
 // groupsBackend is where the group commands run: a fetch service or the bucket.
 type groupsBackend interface {
-	List(ctx context.Context) ([]groupadmin.Summary, error)
-	Describe(ctx context.Context, group string) (*groupadmin.Description, error)
+	List(ctx context.Context, topic string) ([]groupadmin.Summary, error)
+	Describe(ctx context.Context, group, topic string) (*groupadmin.Description, error)
 	Reset(ctx context.Context, group string, spec groupadmin.ResetSpec) (*groupadmin.Plan, error)
 	Delete(ctx context.Context, group string) error
+	DeleteOffsets(ctx context.Context, group, topic string) (*groupadmin.OffsetsDeleted, error)
 }
 
 type fetchGroups struct{ c *httpapi.Client }
 
-func (f fetchGroups) List(ctx context.Context) ([]groupadmin.Summary, error) {
-	return f.c.ListGroups(ctx)
+func (f fetchGroups) List(ctx context.Context, t string) ([]groupadmin.Summary, error) {
+	return f.c.ListGroups(ctx, t)
 }
-func (f fetchGroups) Describe(ctx context.Context, g string) (*groupadmin.Description, error) {
-	return f.c.DescribeGroup(ctx, g)
+func (f fetchGroups) Describe(ctx context.Context, g, t string) (*groupadmin.Description, error) {
+	return f.c.DescribeGroup(ctx, g, t)
 }
 func (f fetchGroups) Reset(ctx context.Context, g string, s groupadmin.ResetSpec) (*groupadmin.Plan, error) {
 	return f.c.ResetGroupOffsets(ctx, g, s)
 }
 func (f fetchGroups) Delete(ctx context.Context, g string) error { return f.c.DeleteGroup(ctx, g) }
+func (f fetchGroups) DeleteOffsets(ctx context.Context, g, t string) (*groupadmin.OffsetsDeleted, error) {
+	return f.c.DeleteGroupOffsets(ctx, g, t)
+}
 
 type bucketGroups struct{ a *groupadmin.Admin }
 
-func (b bucketGroups) List(ctx context.Context) ([]groupadmin.Summary, error) {
-	return b.a.List(ctx, nil)
+func (b bucketGroups) List(ctx context.Context, t string) ([]groupadmin.Summary, error) {
+	return b.a.List(ctx, nil, t)
 }
-func (b bucketGroups) Describe(ctx context.Context, g string) (*groupadmin.Description, error) {
-	return b.a.Describe(ctx, g)
+func (b bucketGroups) Describe(ctx context.Context, g, t string) (*groupadmin.Description, error) {
+	return b.a.Describe(ctx, g, t)
 }
 func (b bucketGroups) Reset(ctx context.Context, g string, s groupadmin.ResetSpec) (*groupadmin.Plan, error) {
 	return b.a.Reset(ctx, g, s)
 }
 func (b bucketGroups) Delete(ctx context.Context, g string) error { return b.a.Delete(ctx, g) }
+func (b bucketGroups) DeleteOffsets(ctx context.Context, g, t string) (*groupadmin.OffsetsDeleted, error) {
+	return b.a.DeleteOffsets(ctx, g, t)
+}
 
 // optInt64 is an int64 flag that records whether it was given.
 type optInt64 struct{ v *int64 }
@@ -159,14 +185,14 @@ func runGroups(r *Runner, ctx context.Context, sub string, args []string) error 
 	fetchURL := fs.String("fetch", "", "")
 	bucketURL := fs.String("bucket", "", "")
 	asJSON := fs.Bool("json", false, "")
-	var group, topic, toDatetime *string
+	topic := fs.String("topic", "", "")
+	var group, toDatetime *string
 	var toEarliest, toLatest, execute *bool
 	var toOffset, shiftBy optInt64
 	if sub != "list" {
 		group = fs.String("group", "", "")
 	}
 	if sub == "reset-offsets" {
-		topic = fs.String("topic", "", "")
 		toDatetime = fs.String("to-datetime", "", "")
 		toEarliest = fs.Bool("to-earliest", false, "")
 		toLatest = fs.Bool("to-latest", false, "")
@@ -190,6 +216,11 @@ func runGroups(r *Runner, ctx context.Context, sub string, args []string) error 
 	}
 	if group != nil && !set["group"] {
 		return usagef("missing required flag --group")
+	}
+	if set["topic"] {
+		if err := requireTopic(*topic); err != nil {
+			return err
+		}
 	}
 	var spec groupadmin.ResetSpec
 	if sub == "reset-offsets" {
@@ -243,7 +274,7 @@ func runGroups(r *Runner, ctx context.Context, sub string, args []string) error 
 
 	switch sub {
 	case "list":
-		gs, err := be.List(ctx)
+		gs, err := be.List(ctx, *topic)
 		if err != nil {
 			return err
 		}
@@ -257,7 +288,7 @@ func runGroups(r *Runner, ctx context.Context, sub string, args []string) error 
 		}
 		return tw.Flush()
 	case "describe":
-		d, err := be.Describe(ctx, *group)
+		d, err := be.Describe(ctx, *group, *topic)
 		if err != nil {
 			return groupErr(err)
 		}
@@ -309,6 +340,25 @@ func runGroups(r *Runner, ctx context.Context, sub string, args []string) error 
 		}
 		return nil
 	default: // delete
+		if *topic != "" {
+			del, err := be.DeleteOffsets(ctx, *group, *topic)
+			if err != nil {
+				return groupErr(err)
+			}
+			if *asJSON {
+				return printJSON(r.Stdout, del)
+			}
+			if len(del.Partitions) == 0 {
+				fmt.Fprintf(r.Stdout, "group %s has no committed offsets of topic %s: nothing deleted\n", del.Group, del.Topic)
+				return nil
+			}
+			ps := make([]string, len(del.Partitions))
+			for i, p := range del.Partitions {
+				ps[i] = strconv.Itoa(int(p))
+			}
+			fmt.Fprintf(r.Stdout, "deleted the committed offsets of topic %s from group %s (partitions %s)\n", del.Topic, del.Group, strings.Join(ps, ","))
+			return nil
+		}
 		if err := be.Delete(ctx, *group); err != nil {
 			return groupErr(err)
 		}
@@ -325,6 +375,8 @@ func groupErr(err error) error {
 	switch {
 	case errors.Is(err, groupadmin.ErrNotEmpty), httpapi.IsGroupCode(err, httpapi.CodeNonEmptyGroup):
 		return fmt.Errorf("%w (stop the group's consumers, then run this again)", err)
+	case errors.Is(err, groupadmin.ErrSubscribedToTopic), httpapi.IsGroupCode(err, httpapi.CodeGroupSubscribedToTopic):
+		return fmt.Errorf("%w (stop the consumers subscribed to the topic, or change their subscription, then run this again)", err)
 	case errors.Is(err, groupadmin.ErrGroupNotFound), httpapi.IsGroupCode(err, httpapi.CodeGroupIDNotFound):
 		return fmt.Errorf("%w (list the groups with 'tiered groups list')", err)
 	}

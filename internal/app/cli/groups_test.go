@@ -137,3 +137,101 @@ func TestGroupsFetchFollowsCoordinator(t *testing.T) {
 		t.Fatalf("unknown coordinator URL: %d %q", res.code, res.stderr)
 	}
 }
+
+// liveOf is a coordinator's membership for the --fetch tests.
+type liveOf map[string]groupadmin.Live
+
+func (l liveOf) LiveGroup(_ context.Context, g string) (groupadmin.Live, bool) {
+	v, ok := l[g]
+	return v, ok
+}
+
+// TestGroupsTopic: --topic on every groups subcommand, over --bucket and over --fetch.
+// "app" (Empty) has offsets on logs-0 and on "gone" (a topic no longer served); "busy" has
+// logs-0 only and is Stable in the bucket, and through the fetch service has a live member
+// assigned logs-0.
+func TestGroupsTopic(t *testing.T) {
+	for _, via := range []string{"bucket", "fetch"} {
+		t.Run(via, func(t *testing.T) {
+			bucket, store, b := groupsBucket(t)
+			if _, err := store.Update(context.Background(), "app", func(o *groupstore.Object) error {
+				o.Offsets = append(o.Offsets, groupstore.Offset{Topic: "gone", Partition: 2, Offset: 5, LeaderEpoch: -1})
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			target := []string{"--bucket", bucket}
+			refusal := "has members"
+			if via == "fetch" {
+				cat, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				live := liveOf{"busy": {State: groupstore.StateStable, Members: []groupadmin.Member{{MemberID: "m1",
+					Assignment: []groupadmin.TopicPartitions{{Topic: "logs", Partitions: []int32{0}}}}}}}
+				srv := httptest.NewServer(httpapi.NewHTTPHandler(httpapi.HTTPOptions{Catalog: cat, Groups: &httpapi.Groups{
+					Admin: &groupadmin.Admin{Store: store, Catalog: cat, Live: live},
+					Names: func(context.Context) []string { return []string{"busy"} }}}))
+				defer srv.Close()
+				target = []string{"--fetch", srv.URL}
+				refusal = "GROUP_SUBSCRIBED_TO_TOPIC"
+			}
+			groups := func(sub string, args ...string) []string {
+				return append(append([]string{"groups", sub}, target...), args...)
+			}
+			for _, tc := range []struct {
+				name string
+				args []string
+				code int
+				out  []string // in stdout (code 0) or stderr
+				not  []string // not in stdout
+			}{
+				{"list by topic", groups("list", "--topic", "gone"), 0, []string{"app "}, []string{"busy"}},
+				{"list by topic json", groups("list", "--topic", "logs", "--json"), 0, []string{`"app"`, `"busy"`}, nil},
+				{"list by unknown topic", groups("list", "--topic", "nope"), 0, []string{"GROUP"}, []string{"app", "busy"}},
+				{"describe by topic", groups("describe", "--group", "app", "--topic", "gone", "--json"), 0, []string{`"topic": "gone"`}, []string{`"topic": "logs"`}},
+				{"describe by topic text", groups("describe", "--group", "app", "--topic", "logs"), 0, []string{"logs "}, []string{"gone"}},
+				{"delete offsets of a subscribed topic", groups("delete", "--group", "busy", "--topic", "logs"), 1, []string{refusal}, nil},
+				{"delete offsets of an unknown topic", groups("delete", "--group", "app", "--topic", "nope"), 1, []string{"nope"}, nil},
+				{"delete offsets of an unknown group", groups("delete", "--group", "nobody", "--topic", "logs"), 1, []string{"group not found"}, nil},
+				{"delete offsets", groups("delete", "--group", "app", "--topic", "logs"), 0, []string{"deleted the committed offsets of topic logs from group app (partitions 0)"}, nil},
+				{"delete offsets again", groups("delete", "--group", "app", "--topic", "logs", "--json"), 0, []string{`"partitions": []`}, nil},
+				{"delete offsets of a topic no longer served", groups("delete", "--group", "app", "--topic", "gone", "--json"), 0, []string{`"partitions": [`, "2"}, nil},
+				{"empty topic", groups("delete", "--group", "app", "--topic", ""), 2, []string{"missing required flag --topic"}, nil},
+				{"empty topic on list", groups("list", "--topic", ""), 2, []string{"missing required flag --topic"}, nil},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					res := run(t, "", tc.args...)
+					got := res.stdout
+					if tc.code != 0 {
+						got = res.stderr
+					}
+					if res.code != tc.code {
+						t.Fatalf("tiered %s: exit %d (%q %q), want %d", strings.Join(tc.args, " "), res.code, res.stdout, res.stderr, tc.code)
+					}
+					for _, w := range tc.out {
+						if !strings.Contains(got, w) {
+							t.Errorf("tiered %s: %q lacks %q", strings.Join(tc.args, " "), got, w)
+						}
+					}
+					for _, w := range tc.not {
+						if strings.Contains(res.stdout, w) {
+							t.Errorf("tiered %s: %q has %q", strings.Join(tc.args, " "), res.stdout, w)
+						}
+					}
+				})
+			}
+			// The group stays, with no offsets left, and busy's offsets were not touched.
+			o, err := store.Reload(context.Background(), "app")
+			if err != nil || o == nil || len(o.Offsets) != 0 || o.State != groupstore.StateEmpty {
+				t.Fatalf("app after: %+v %v", o, err)
+			}
+			if o, _ := store.Reload(context.Background(), "busy"); o == nil || len(o.Offsets) != 1 {
+				t.Fatalf("busy after: %+v", o)
+			}
+			if res := mustRun(t, "", "help", "groups", "delete"); !strings.Contains(res.stdout, "[--topic T]") || !strings.Contains(res.stdout, "GROUP_SUBSCRIBED_TO_TOPIC") {
+				t.Fatalf("help groups delete: %s", res.stdout)
+			}
+		})
+	}
+}
