@@ -59,6 +59,7 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/internal/x/ctxsleep"
 	"github.com/tiered/tiered/internal/x/recordjson"
+	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/localtier/vfs"
 )
@@ -445,7 +446,11 @@ func (j *replayJob) partition(ctx context.Context, r *ReplayRange) error {
 				continue
 			}
 			progressed = true
-			if b.BaseOffset() >= r.End { // a gap (compaction) reaches past the end
+			first, err := j.firstOffset(b)
+			if err != nil {
+				return fmt.Errorf("decode batch at offset %d of %s-%d: %w", b.BaseOffset(), topic, r.Partition, err)
+			}
+			if first >= r.End { // a gap (compaction) reaches past the end
 				r.Next = r.End
 				break
 			}
@@ -472,6 +477,20 @@ func (j *replayJob) partition(ctx context.Context, r *ReplayRange) error {
 		}
 	}
 	return nil
+}
+
+// firstOffset is the first offset b holds. A compressed magic 0/1
+// wrapper's offset field is its last inner offset, so its first is read
+// from its records; any other batch's is its base offset.
+func (j *replayJob) firstOffset(b record.Batch) (int64, error) {
+	if !b.IsLegacy() || b.Codec() == codec.None {
+		return b.BaseOffset(), nil
+	}
+	recs, err := j.dec.Records(b)
+	if err != nil {
+		return 0, err
+	}
+	return recs[0].Offset, nil
 }
 
 // wait takes n bytes from the rate limiter, sleeping as needed. A batch
