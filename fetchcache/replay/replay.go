@@ -51,6 +51,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -268,6 +269,10 @@ func newReplayJob(o ReplayOptions) (*replayJob, error) {
 	if j.cpPath == "" && o.OutPath != "" {
 		j.cpPath = o.OutPath + ReplayCheckpointSuffix
 	}
+	if o.OutPath != "" && j.cpPath != "" && (samePath(j.cpPath, o.OutPath) || samePath(j.cpPath+".tmp", o.OutPath)) {
+		// Each checkpoint would replace (or its temporary truncate) the output.
+		return nil, fmt.Errorf("replay: checkpoint %s would overwrite the output %s: give another checkpoint file", j.cpPath, o.OutPath)
+	}
 	if o.Resume && j.cpPath == "" {
 		return nil, fmt.Errorf("%w: resuming a replay to stdout needs the checkpoint file it wrote (--checkpoint FILE)", ErrNoReplayCheckpoint)
 	}
@@ -350,6 +355,18 @@ func (j *replayJob) setup(ctx context.Context) error {
 	}
 	j.bytesAtStart = j.cp.BatchBytes
 	return nil
+}
+
+// samePath reports whether a and b name the same path (cleaned, made
+// absolute where the working directory is known).
+func samePath(a, b string) bool {
+	abs := func(p string) string {
+		if q, err := filepath.Abs(p); err == nil {
+			return q
+		}
+		return filepath.Clean(p)
+	}
+	return abs(a) == abs(b)
 }
 
 func fmtMillis(ms int64) string {

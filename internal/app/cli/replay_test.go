@@ -249,6 +249,7 @@ func TestReplayCommandErrors(t *testing.T) {
 		{"unknown_topic", append(ok, "--topic", "nope"), ExitError, `unknown topic "nope"`},
 		{"unknown_partition", append(ok, "--partition", "7"), ExitError, "unknown partition 7"},
 		{"raw_all_partitions", append(ok, "--format", "raw"), ExitError, "raw output holds one partition"},
+		{"checkpoint_is_output", append(ok, "--out", filepath.Join(dir, "same"), "--checkpoint", filepath.Join(dir, "same")), ExitError, "would overwrite the output"},
 		{"fetch_unreachable", []string{"--fetch", "http://127.0.0.1:1", "--topic", "events", "--from", "1", "--to", "2"}, ExitError, "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
