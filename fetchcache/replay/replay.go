@@ -537,7 +537,17 @@ func (j *replayJob) wait(ctx context.Context, n int) error {
 // deliver writes one batch's part of the range.
 func (j *replayJob) deliver(r *ReplayRange, b record.Batch) error {
 	if j.o.Format == ReplayRaw {
-		j.cp.Records += int64(b.RecordCount())
+		n := int64(b.RecordCount())
+		if b.IsLegacy() && b.Codec() != codec.None {
+			// A compressed magic 0/1 wrapper's count is known only
+			// from its records.
+			recs, err := j.dec.Records(b)
+			if err != nil {
+				return fmt.Errorf("decode batch at offset %d of %s-%d: %w", b.BaseOffset(), j.o.Topic, r.Partition, err)
+			}
+			n = int64(len(recs))
+		}
+		j.cp.Records += n
 		return j.write(b)
 	}
 	if b.IsControl() {

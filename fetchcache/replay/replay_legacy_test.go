@@ -117,8 +117,12 @@ func TestReplayLegacyWrapperAtRangeEnd(t *testing.T) {
 			t.Errorf("%s: %d records:\n%s\nwant offsets 3 to 11:\n%s", name, cp.Records, out.String(), want)
 		}
 		var raw bytes.Buffer
-		if _, err := Replay(context.Background(), ReplayOptions{Source: src, Topic: "t", Partition: 0, From: 1030, To: 1120, Stdout: &raw, Format: ReplayRaw}); err != nil {
+		cp, err = Replay(context.Background(), ReplayOptions{Source: src, Topic: "t", Partition: 0, From: 1030, To: 1120, Stdout: &raw, Format: ReplayRaw})
+		if err != nil {
 			t.Fatalf("%s raw: %v", name, err)
+		}
+		if cp.Records != 15 { // the records of the wrappers written
+			t.Errorf("%s raw: %d records counted, want the wrappers' 15", name, cp.Records)
 		}
 		if !bytes.Equal(raw.Bytes(), bytes.Join(p.wrappers, nil)) {
 			t.Errorf("%s raw: %d bytes, want the three wrappers (%d bytes)", name, raw.Len(), len(bytes.Join(p.wrappers, nil)))
