@@ -155,7 +155,9 @@ func (d *diskTier) reload() error {
 	for _, e := range ents {
 		name := e.Name()
 		switch {
-		case strings.HasSuffix(name, chunkTmpExt):
+		case strings.HasSuffix(name, chunkTmpExt) && strings.Contains(name, chunkFileExt+"."):
+			// A temporary of write's (name.chunk.*.tmp); other files,
+			// .tmp ones included, are not the cache's to remove.
 			_ = d.fs.Remove(filepath.Join(d.dir, name))
 		case strings.HasSuffix(name, chunkFileExt) && e.Type().IsRegular():
 			info, err := e.Info()

@@ -199,3 +199,26 @@ func TestDecodeChunkFileHostileLength(t *testing.T) {
 		t.Fatalf("100 rejections allocated %d bytes", n)
 	}
 }
+
+// TestDiskTierReloadLeavesForeignTemporaries: the reload removes only the
+// temporaries a chunk write leaves (name.chunk.*.tmp), not every .tmp file
+// in the directory: a cache dir shared with other files (--cache-dir /tmp,
+// say) lost theirs at each start.
+func TestDiskTierReloadLeavesForeignTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	foreign := []string{"notes.tmp", "upload.part.tmp", "chunk.tmp"}
+	for _, name := range append([]string{"x.chunk.123.tmp"}, foreign...) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCache(t, objstore.NewMemory(), CacheOptions{CacheDir: dir, DiskBytes: 1 << 20})
+	if _, err := os.Stat(filepath.Join(dir, "x.chunk.123.tmp")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("leftover chunk temporary not removed: %v", err)
+	}
+	for _, name := range foreign {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("foreign file %s removed: %v", name, err)
+		}
+	}
+}
