@@ -159,7 +159,7 @@ func (d *diskTier) reload() error {
 			// A temporary of write's (name.chunk.*.tmp); other files,
 			// .tmp ones included, are not the cache's to remove.
 			_ = d.fs.Remove(filepath.Join(d.dir, name))
-		case strings.HasSuffix(name, chunkFileExt) && e.Type().IsRegular():
+		case isChunkFileName(name) && e.Type().IsRegular():
 			info, err := e.Info()
 			if err != nil {
 				continue // removed meanwhile
@@ -196,6 +196,21 @@ func (d *diskTier) fileName(k chunkKey) string {
 	h.Write([]byte{0})
 	h.Write([]byte(strconv.FormatInt(d.chunkBytes, 10)))
 	return hex.EncodeToString(h.Sum(nil)[:16]) + "-" + strconv.FormatInt(k.index, 10) + chunkFileExt
+}
+
+// isChunkFileName reports whether name has the form of fileName's names
+// (32 hex digits, "-", an index, ".chunk"): other files in the directory,
+// whatever their extension, are not the tier's to count or evict.
+func isChunkFileName(name string) bool {
+	hash, rest, ok := strings.Cut(strings.TrimSuffix(name, chunkFileExt), "-")
+	if !ok || len(hash) != 32 || !strings.HasSuffix(name, chunkFileExt) {
+		return false
+	}
+	if _, err := hex.DecodeString(hash); err != nil {
+		return false
+	}
+	_, err := strconv.ParseUint(rest, 10, 63)
+	return err == nil
 }
 
 // has reports whether the chunk has a file (without reading or checking

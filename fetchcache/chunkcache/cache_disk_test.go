@@ -222,3 +222,39 @@ func TestDiskTierReloadLeavesForeignTemporaries(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskTierReloadLeavesForeignChunkNames: a file ending in .chunk that
+// is not named as the tier names its files is neither counted in the bound
+// nor removed — before, a large one was deleted at start as "another
+// layout" and a small one counted and later evicted (deleted) as a chunk.
+func TestDiskTierReloadLeavesForeignChunkNames(t *testing.T) {
+	dir := t.TempDir()
+	foreign := map[string]int{"video.chunk": 5000, "notes.chunk": 10, "0123-4.chunk": 10,
+		"0123456789abcdef0123456789abcdeg-1.chunk": 10, "0123456789abcdef0123456789abcdef-x.chunk": 10}
+	for name, n := range foreign {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ours := "0123456789abcdef0123456789abcdef-7.chunk" // another object's chunk: counted, and evicted below
+	if err := os.WriteFile(filepath.Join(dir, ours), make([]byte, 50), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := objstore.NewMemory()
+	putObject(t, store, "seg", 400)
+	o := CacheOptions{ChunkBytes: 100, MemoryBytes: 1000, ReadAheadChunks: -1, CacheDir: dir, DiskBytes: 2 * (100 + chunkTrailerLen)}
+	c := mustCache(t, store, o)
+	if got := c.disk.size(); got != 50 {
+		t.Fatalf("disk tier counts %d bytes at start, want the 50 of its own file", got)
+	}
+	readAll(t, c, "seg", 0, 400) // 4 chunks through a bound of 2: evictions
+	waitIdle(t, c)
+	for name := range foreign {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("foreign file %s removed: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ours)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the tier's own oldest file was not evicted: %v", err)
+	}
+}
