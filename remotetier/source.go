@@ -569,6 +569,12 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	if err != nil {
 		return Partition{}, err
 	}
+	// The topic may have been deleted and re-created (a new directory of
+	// the same name, another topic ID) since its ID was read: then these
+	// segments are not that ID's, and the partition waits for the next pass.
+	if again, err := s.view.TopicID(bp.Topic, bp.Partition); err != nil || again != id {
+		return Partition{}, errors.Join(&localtier.UnknownTopicOrPartitionError{Topic: bp.Topic, Partition: bp.Partition}, err)
+	}
 	for _, sg := range segs {
 		p.SourceBytes += sg.Size
 	}
@@ -605,6 +611,25 @@ func (s *BrokerSource) Open(ctx context.Context, p Partition, seg SegmentMeta) (
 	pin, err := openPinned(s.fs, r.Segment().LogPath, r.Size())
 	if err != nil {
 		r.Close()
+		return nil, err
+	}
+	// The files are open: if the partition directory still holds the
+	// topic ID listed, they are that ID's (a deleted topic's directory is
+	// renamed away and never comes back). Another ID is a topic deleted
+	// and re-created by the same name since the listing: its segments
+	// must not go into the listed ID's lineage.
+	id, err := s.view.TopicID(p.Topic, p.Partition)
+	if err == nil && id.String() != p.TopicID && !(id.IsZero() && p.TopicID == "") {
+		err = fmt.Errorf("segment %d of %s-%d: the partition directory now holds topic id %q, listed with %q (the topic was re-created): %w",
+			seg.BaseOffset, p.Topic, p.Partition, id.String(), p.TopicID, ErrSegmentGone)
+	}
+	var unknown *localtier.UnknownTopicOrPartitionError
+	if errors.As(err, &unknown) {
+		err = fmt.Errorf("segment %d of %s-%d: %w", seg.BaseOffset, p.Topic, p.Partition, ErrSegmentGone)
+	}
+	if err != nil {
+		r.Close()
+		pin.f.Close()
 		return nil, err
 	}
 	return &brokerReader{r: r, pin: pin}, nil
