@@ -582,7 +582,11 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 		if sg.Active || i+1 >= len(segs) || sg.NextOffset > hw {
 			break
 		}
-		if sg.Size == 0 || sg.NextOffset <= sg.BaseOffset {
+		// A segment wholly below the log start (a DeleteRecords moved it
+		// past the segment; the broker deletes the file at its next
+		// retention check) is deleted already for Kafka: never uploaded,
+		// as Kafka's own tiering copies nothing below the log start.
+		if sg.Size == 0 || sg.NextOffset <= sg.BaseOffset || sg.NextOffset <= logStart {
 			continue
 		}
 		p.Segments = append(p.Segments, SegmentMeta{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset,
