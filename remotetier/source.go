@@ -480,6 +480,13 @@ type BrokerSource struct {
 	// Tiered, when set, is the per-topic policy (remotetier/policy): partitions of a topic
 	// it returns false for are never listed, so never uploaded. nil lists every topic.
 	Tiered func(topic string) bool
+	// Compacted, when set, reports the topics whose cleanup.policy has
+	// compact (from the broker's metadata). Their partitions are Compacted
+	// even when the cleaner-offset-checkpoint does not name them yet: a
+	// replica that copied its leader's cleaned log holds the cleaner's
+	// offset gaps before its own cleaner first runs, and they are no loss.
+	// nil: the checkpoint alone decides.
+	Compacted func(topic string) bool
 }
 
 // NewBrokerSource returns a source over a broker log dir view; fsys (nil:
@@ -547,6 +554,7 @@ func (s *BrokerSource) Partitions(ctx context.Context) ([]Partition, error) {
 func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int64, cleaned map[checkpoint.TopicPartition]int64) (Partition, error) {
 	key := tp(bp.Topic, bp.Partition)
 	cleanedUpTo, compacted := cleaned[key]
+	compacted = compacted || s.Compacted != nil && s.Compacted(bp.Topic)
 	p := Partition{Topic: bp.Topic, Partition: bp.Partition, HighWatermark: hw, LogStartOffset: logStart,
 		Compacted: compacted, CleanedUpTo: cleanedUpTo, IndexIntervalBytes: DefaultIndexIntervalBytes,
 		SourceRetentionMs: topicconfig.DefaultRetentionMs, SourceRetentionBytes: topicconfig.DefaultRetentionBytes}

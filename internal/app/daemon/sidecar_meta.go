@@ -144,6 +144,13 @@ func (m *sidecarMeta) retention(topic string) (ms, bytes int64) {
 	return topicconfig.DefaultRetentionMs, topicconfig.DefaultRetentionBytes
 }
 
+// compacted is the BrokerSource's Compacted: whether the metadata gives
+// topic a cleanup.policy with compact (false when it does not have it).
+func (m *sidecarMeta) compacted(topic string) bool {
+	t, ok := m.topic(topic)
+	return ok && t.Config.CleanupPolicy.Compact
+}
+
 // remoteRule is the uploader's RemoteRetention: the policy's remote
 // retention.ms and retention.bytes for the partition's topic, with the
 // topic's cleanup.policy from the metadata (without it: delete unless the
