@@ -418,6 +418,17 @@ func (s *TopicState) MarkRemoved(keyID string, nowMs int64) (*TopicState, bool) 
 	return n, true
 }
 
+// Removed reports whether the lineage in the partition directories of
+// keyID was removed (MarkRemoved): nothing of it is committed any more,
+// so whatever is found there later (a commit of a pass that was in flight
+// when the lineage was removed) is garbage.
+func (s *TopicState) Removed(keyID string) bool {
+	if s == nil || s.Current != nil && s.Current.KeyID() == keyID {
+		return false
+	}
+	return slices.ContainsFunc(s.Superseded, func(l TopicLineage) bool { return l.KeyID() == keyID && l.Partitions == 0 })
+}
+
 // Serving returns the lineage readers serve: its KeyID and topic ID; ok
 // is false for a deleted topic.
 func (s *TopicState) Serving() (keyID, topicID string, ok bool) {

@@ -46,7 +46,9 @@ type GCReport struct {
 // sub-manifest) and that are older than the grace period. They are the
 // objects of upload attempts that lost a race or crashed before their
 // commit, and those a commit unreferenced but whose deletion did not
-// happen. Foreign keys (not of tiered's layout) are never touched. GC and
+// happen; and, in a lineage its topic object records as removed, the
+// root manifest too (a commit that was in flight at the removal wrote it
+// again). Foreign keys (not of tiered's layout) are never touched. GC and
 // bucket verify are the only code that lists. A partition whose manifest
 // is corrupt or of a newer version is skipped and reported. Memory grows
 // with the partitions and with one partition's objects.
@@ -105,6 +107,9 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 	})
 	now := opts.Now()
 	var errs []error
+	// The topic objects read, by prefix and topic: a lineage they record
+	// as removed holds only garbage.
+	topics := map[[2]string]*manifest.TopicState{}
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -113,6 +118,23 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 		store, err := newManifestStore(b, id.prefix)
 		if err != nil {
 			return rep, err
+		}
+		ts, seen := topics[[2]string{id.prefix, id.topic}]
+		if !seen {
+			if ts, _, err = LoadTopicState(ctx, b, id.prefix, id.topic); err != nil {
+				errs = append(errs, fmt.Errorf("gc %s-%d: %w", id.topic, id.partition, err))
+				continue
+			}
+			topics[[2]string{id.prefix, id.topic}] = ts
+		}
+		if ts.Removed(id.topicID) {
+			// A commit in flight when the lineage was removed wrote its
+			// root again: nobody removes it any more, so GC does, root
+			// first (then its objects, from this pass on).
+			if err := gcRemovedRoot(ctx, b, id.prefix, id.topic, id.topicID, id.partition, now, opts, &rep); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		m, _, err := store.loadID(ctx, id.topic, id.topicID, id.partition, 0)
 		var live map[string]bool
@@ -195,6 +217,37 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// gcRemovedRoot deletes the root manifest of a partition of a removed
+// lineage once it is older than the grace period; a younger one is left
+// (a Young orphan) for a later collection.
+func gcRemovedRoot(ctx context.Context, b objstore.Bucket, prefix, topic, keyID string, partition int32, now time.Time, opts GCOptions, rep *GCReport) error {
+	root, err := manifest.ManifestKeyID(prefix, topic, keyID, partition)
+	if err != nil {
+		return err
+	}
+	a, err := b.Attributes(ctx, root)
+	if objstore.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("gc %s-%d: %w", topic, partition, err)
+	}
+	age := now.Sub(a.LastModified)
+	if age < opts.Grace {
+		rep.Young++
+		return nil
+	}
+	if !opts.DryRun {
+		if err := b.Delete(ctx, root); err != nil && !objstore.IsNotFound(err) {
+			return fmt.Errorf("gc: %w", err)
+		}
+	}
+	rep.Deleted = append(rep.Deleted, Orphan{Key: root, Topic: topic, Partition: partition, Size: a.Size,
+		LastModified: a.LastModified, Age: age, AgeSeconds: age.Seconds(), PastGrace: true})
+	rep.DeletedBytes += a.Size
+	return nil
 }
 
 // resealable reports whether k is a sub-manifest over offsets that the
