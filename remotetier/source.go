@@ -586,8 +586,13 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	for _, sg := range segs {
 		p.SourceBytes += sg.Size
 	}
+	// A high watermark past the log's end is not this log's: the
+	// checkpoint (by name, written every few seconds) still holds a deleted
+	// incarnation's of a topic re-created since, or the log was truncated
+	// below it. Nothing is known committed until the broker writes it again.
+	staleHW := len(segs) > 0 && hw > segs[len(segs)-1].NextOffset
 	for i, sg := range segs {
-		if sg.Active || i+1 >= len(segs) || sg.NextOffset > hw {
+		if staleHW || sg.Active || i+1 >= len(segs) || sg.NextOffset > hw {
 			break
 		}
 		// A segment wholly below the log start (a DeleteRecords moved it
