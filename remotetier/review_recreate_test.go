@@ -143,3 +143,57 @@ func findPart(t testing.TB, parts []Partition, topic string, p int32) Partition 
 	t.Fatalf("partition %s-%d not listed", topic, p)
 	return Partition{}
 }
+
+// TestBrokerSourceStrayDirectory: a partition directory whose
+// partition.metadata names another topic ID than the broker's metadata
+// gives the topic (a stray of a deleted incarnation, left until the
+// broker cleans it up) is not listed, so nothing of it goes into the old
+// ID's lineage; the same ID, or a topic the metadata does not name with
+// an ID, is listed as before.
+func TestBrokerSourceStrayDirectory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	brokerdir.CopyTree(t, kraftFixture, dir)
+	upRollBroker(t, dir)
+	id, err := localtier.ReadPartitionMetadata(vfs.Default, filepath.Join(dir, "foo-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		meta   func(string) (string, bool)
+		listed bool
+	}{
+		{"no metadata", nil, true},
+		{"same id", func(string) (string, bool) { return id.String(), true }, true},
+		{"topic unknown", func(string) (string, bool) { return "", false }, true},
+		{"another id", func(topic string) (string, bool) {
+			if topic == "foo" {
+				return lineB, true
+			}
+			return "", false
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			view, err := localtier.OpenBrokerView(vfs.Default, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := NewBrokerSource(view, nil)
+			src.TopicID = tc.meta
+			parts, err := src.Partitions(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed := false
+			for _, p := range parts {
+				if p.Topic == "foo" && p.Partition == 0 {
+					listed = true
+				}
+			}
+			if listed != tc.listed || len(parts) == 0 && tc.listed {
+				t.Fatalf("foo-0 listed %v (of %d partitions), want %v", listed, len(parts), tc.listed)
+			}
+		})
+	}
+}

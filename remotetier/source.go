@@ -487,6 +487,14 @@ type BrokerSource struct {
 	// offset gaps before its own cleaner first runs, and they are no loss.
 	// nil: the checkpoint alone decides.
 	Compacted func(topic string) bool
+	// TopicID, when set, is the topic's ID in the broker's metadata ("" or
+	// !ok when it does not know one). A partition directory holding
+	// another ID is not the topic's: a stray left by a deletion the broker
+	// has not cleaned up yet (Kafka's stray logs), or a re-creation the
+	// metadata read has not seen yet. It is not listed, so nothing of it is
+	// uploaded into the lineage its partition.metadata names. nil: the
+	// directory's ID alone decides.
+	TopicID func(topic string) (id string, ok bool)
 }
 
 // NewBrokerSource returns a source over a broker log dir view; fsys (nil:
@@ -567,6 +575,11 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	}
 	if !id.IsZero() {
 		p.TopicID = id.String()
+	}
+	if s.TopicID != nil && p.TopicID != "" {
+		if cur, ok := s.TopicID(bp.Topic); ok && cur != "" && cur != p.TopicID {
+			return Partition{}, &localtier.UnknownTopicOrPartitionError{Topic: bp.Topic, Partition: bp.Partition}
+		}
 	}
 	epochs, err := s.view.LeaderEpochs(bp.Topic, bp.Partition)
 	if err != nil {

@@ -103,7 +103,7 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 	if _, err := s.meta.leads(ctx); err != nil {
 		return nil, err
 	}
-	src.Leads, src.Retention, src.Compacted = s.meta.leads, s.meta.retention, s.meta.compacted
+	src.Leads, src.Retention, src.Compacted, src.TopicID = s.meta.leads, s.meta.retention, s.meta.compacted, s.meta.topicID
 	if nodeID < 0 {
 		s.log.Warn("no meta.properties in the broker's log dir: leadership unknown, every partition is uploaded and remote retention counts remote segments only",
 			"kafka_log_dir", cfg.Sidecar.KafkaLogDir)

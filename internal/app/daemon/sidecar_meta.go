@@ -146,6 +146,16 @@ func (m *sidecarMeta) retention(topic string) (ms, bytes int64) {
 
 // compacted is the BrokerSource's Compacted: whether the metadata gives
 // topic a cleanup.policy with compact (false when it does not have it).
+// topicID is the BrokerSource's TopicID: the topic's ID in the pass's
+// metadata snapshot, when it names the topic with one.
+func (m *sidecarMeta) topicID(topic string) (string, bool) {
+	t, ok := m.topic(topic)
+	if !ok || t.ID.IsZero() {
+		return "", false
+	}
+	return t.ID.String(), true
+}
+
 func (m *sidecarMeta) compacted(topic string) bool {
 	t, ok := m.topic(topic)
 	return ok && t.Config.CleanupPolicy.Compact
