@@ -247,7 +247,7 @@ func (c *Client) Topics(ctx context.Context) ([]fetchcache.TopicInfo, error) {
 	}
 	ts := make([]fetchcache.TopicInfo, len(out.Topics))
 	for i, t := range out.Topics {
-		ts[i] = fetchcache.TopicInfo{Name: t.Topic, Partitions: t.Partitions}
+		ts[i] = fetchcache.TopicInfo{Name: t.Topic, ID: t.TopicID, Partitions: t.Partitions}
 	}
 	return ts, nil
 }
@@ -423,16 +423,29 @@ func RetryAfter(err error) (time.Duration, bool) {
 
 // Partitions lists the topic's partitions (a replay.ReplaySource).
 func (c *Client) Partitions(ctx context.Context, topic string) ([]int32, error) {
+	t, err := c.topic(ctx, topic)
+	return t.Partitions, err
+}
+
+// TopicID is the topic ID GET /v1/topics reports for topic, "" when it
+// has none (a replay.ReplaySource; partition is not needed).
+func (c *Client) TopicID(ctx context.Context, topic string, _ int32) (string, error) {
+	t, err := c.topic(ctx, topic)
+	return t.ID, err
+}
+
+// topic finds topic in GET /v1/topics.
+func (c *Client) topic(ctx context.Context, topic string) (fetchcache.TopicInfo, error) {
 	ts, err := c.Topics(ctx)
 	if err != nil {
-		return nil, err
+		return fetchcache.TopicInfo{}, err
 	}
 	for _, t := range ts {
 		if t.Name == topic {
-			return t.Partitions, nil
+			return t, nil
 		}
 	}
-	return nil, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
+	return fetchcache.TopicInfo{}, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
 }
 
 // fetchcache.Offsets returns the partition's offsets (a replay.ReplaySource).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,5 +71,42 @@ func TestClientThrottle(t *testing.T) {
 		if _, err := NewClient(bad, nil); err == nil {
 			t.Errorf("NewClient(%q) accepted", bad)
 		}
+	}
+}
+
+// idCatalog serves a topic with a topic ID and one without.
+type idCatalog struct{ emptyCatalog }
+
+func (idCatalog) Topics(context.Context) ([]fetchcache.TopicInfo, error) {
+	return []fetchcache.TopicInfo{
+		{Name: "orders", ID: "Vtqh-_aLSpGn3jK4dGnv8A", Partitions: []int32{0, 1}},
+		{Name: "plain", Partitions: []int32{0}},
+	}, nil
+}
+
+// TestClientTopicsCarryTopicID: the client keeps the topic_id GET
+// /v1/topics answers with (replay --fetch records it in its checkpoint, to
+// tell a re-created topic on resume); before, TopicInfo.ID was always "".
+func TestClientTopicsCarryTopicID(t *testing.T) {
+	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: idCatalog{}}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	want, _ := idCatalog{}.Topics(ctx)
+	got, err := c.Topics(ctx)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("topics %+v, %v; want %+v", got, err, want)
+	}
+	for _, tc := range []struct{ topic, id string }{{"orders", "Vtqh-_aLSpGn3jK4dGnv8A"}, {"plain", ""}} {
+		if id, err := c.TopicID(ctx, tc.topic, 0); err != nil || id != tc.id {
+			t.Errorf("TopicID(%s) = %q, %v; want %q", tc.topic, id, err, tc.id)
+		}
+	}
+	var ue *fetchcache.UnknownTopicOrPartitionError
+	if _, err := c.TopicID(ctx, "nope", 0); !errors.As(err, &ue) {
+		t.Errorf("TopicID of an unknown topic: %v", err)
 	}
 }
