@@ -21,8 +21,14 @@ type ReplayRange struct {
 
 // ReplayCheckpoint is the checkpoint file (JSON).
 type ReplayCheckpoint struct {
-	Version   int          `json:"version"`
-	Topic     string       `json:"topic"`
+	Version int    `json:"version"`
+	Topic   string `json:"topic"`
+	// TopicID is the topic ID (Kafka's string form) the replay started
+	// on, left out when the source knew none (a topic without IDs, or a
+	// checkpoint written before IDs were recorded: then a resume cannot
+	// tell a re-created topic from the same one). A resume refuses a
+	// source whose topic now has another ID (ErrTopicRecreated).
+	TopicID   string       `json:"topic_id,omitempty"`
 	Partition int32        `json:"partition"` // -1: all partitions
 	From      int64        `json:"from_ms"`
 	To        int64        `json:"to_ms"`

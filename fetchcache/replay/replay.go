@@ -43,6 +43,15 @@ package replay
 // checkpoints, and returns ErrReplayInterrupted. A finished job leaves its
 // checkpoint marked complete: resuming it again does nothing. Files are
 // opened through ReplayOptions.FS (vfs).
+//
+// Topic identity. The checkpoint records the topic ID the replay started on
+// (when the source knows one). A topic deleted and re-created under the same
+// name has a new ID and its offsets start again at 0: a resume whose source
+// now reports another ID is refused (ErrTopicRecreated) instead of appending
+// the new topic's records at the old topic's offsets. A checkpoint without
+// an ID (a topic without one, or written before IDs were recorded) cannot be
+// checked: it resumes, and takes the source's ID from then on. A source that
+// reports no ID (a fetch service without IDs) is not checked either.
 
 import (
 	"bufio"
@@ -104,6 +113,10 @@ var ErrReplayInterrupted = errors.New("replay interrupted")
 
 // ErrNoReplayCheckpoint is returned by a resume that finds no checkpoint.
 var ErrNoReplayCheckpoint = errors.New("no replay checkpoint")
+
+// ErrTopicRecreated is returned by a resume whose topic now has another
+// topic ID than the checkpoint records: it was deleted and re-created.
+var ErrTopicRecreated = errors.New("topic re-created since the checkpoint")
 
 // ReplayOptions configures Replay.
 type ReplayOptions struct {
@@ -321,15 +334,19 @@ func (j *replayJob) setup(ctx context.Context) error {
 			return fmt.Errorf("checkpoint %s belongs to another replay (%v); give the same flags or start without --resume", j.cpPath, diffs)
 		}
 		j.cp = *cp
+		if err := j.checkTopicID(ctx); err != nil {
+			return err
+		}
 		if err := j.openResumed(); err != nil {
 			return err
 		}
 	} else {
-		ranges, err := j.resolve(ctx)
+		ranges, topicID, err := j.resolve(ctx)
 		if err != nil {
 			return err
 		}
-		j.cp = ReplayCheckpoint{Version: replayCheckpointVersion, Topic: o.Topic, Partition: o.Partition, From: o.From, To: o.To, Format: o.Format, Ranges: ranges}
+		j.cp = ReplayCheckpoint{Version: replayCheckpointVersion, Topic: o.Topic, TopicID: topicID, Partition: o.Partition,
+			From: o.From, To: o.To, Format: o.Format, Ranges: ranges}
 		// The new checkpoint goes first: a crash before the output is
 		// truncated leaves a checkpoint that truncates it on resume.
 		if err := j.checkpoint(); err != nil {
@@ -373,29 +390,72 @@ func fmtMillis(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
 
-// resolve turns the time range into offset ranges, partition by partition.
-func (j *replayJob) resolve(ctx context.Context) ([]ReplayRange, error) {
+// checkTopicID refuses to resume on a re-created topic: the checkpoint's
+// offsets are the old topic's, the new one's start again at 0, and carrying
+// on would add another topic's records to the output. A checkpoint without
+// an ID takes the source's, so that later resumes are checked. A complete
+// checkpoint reads nothing and is not checked.
+func (j *replayJob) checkTopicID(ctx context.Context) error {
+	if j.cp.Complete || len(j.cp.Ranges) == 0 {
+		return nil
+	}
+	p := j.cp.Ranges[0].Partition
+	for _, r := range j.cp.Ranges {
+		if r.Next < r.End {
+			p = r.Partition
+			break
+		}
+	}
+	id, err := j.o.Source.TopicID(ctx, j.o.Topic, p)
+	if err != nil {
+		return err
+	}
+	switch {
+	case id == "" || id == j.cp.TopicID:
+		return nil // the same topic, or no way to tell
+	case j.cp.TopicID == "":
+		j.cp.TopicID = id
+		return nil
+	}
+	what := "start a new replay without --resume"
+	if j.o.OutPath != "" {
+		what += " (it replaces " + j.o.OutPath + "; give another --out to keep what was written)"
+	}
+	return fmt.Errorf("%w: checkpoint %s was written for topic %q with topic ID %s, but %q now has topic ID %s: the topic was deleted and re-created, and its offsets are no longer the ones the checkpoint counts; %s",
+		ErrTopicRecreated, j.cpPath, j.o.Topic, j.cp.TopicID, j.o.Topic, id, what)
+}
+
+// resolve turns the time range into offset ranges, partition by partition,
+// and reads the topic ID they belong to.
+func (j *replayJob) resolve(ctx context.Context) ([]ReplayRange, string, error) {
 	o := j.o
 	parts := []int32{o.Partition}
 	if o.Partition == ReplayAllPartitions {
 		ps, err := o.Source.Partitions(ctx, o.Topic)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		parts = slices.Clone(ps)
 		slices.Sort(parts)
 		if len(parts) == 0 {
-			return nil, fmt.Errorf("topic %q has no partitions", o.Topic)
+			return nil, "", fmt.Errorf("topic %q has no partitions", o.Topic)
 		}
 	}
 	if o.Format == ReplayRaw && len(parts) > 1 {
-		return nil, fmt.Errorf("raw output holds one partition (batches do not say which partition they come from) and topic %q has %d: choose one", o.Topic, len(parts))
+		return nil, "", fmt.Errorf("raw output holds one partition (batches do not say which partition they come from) and topic %q has %d: choose one", o.Topic, len(parts))
+	}
+	// The ID is read before the offsets: should the topic be re-created in
+	// between, the checkpoint names the old ID with the new topic's
+	// offsets, and a resume refuses, rather than the other way round.
+	topicID, err := o.Source.TopicID(ctx, o.Topic, parts[0])
+	if err != nil {
+		return nil, "", err
 	}
 	out := make([]ReplayRange, 0, len(parts))
 	for _, p := range parts {
 		offs, err := o.Source.Offsets(ctx, o.Topic, p)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		at := func(ts int64) (int64, error) {
 			off, found, err := o.Source.OffsetForTimestamp(ctx, o.Topic, p, ts)
@@ -409,16 +469,16 @@ func (j *replayJob) resolve(ctx context.Context) ([]ReplayRange, error) {
 		}
 		start, err := at(o.From)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		end, err := at(o.To)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		end = max(end, start)
 		out = append(out, ReplayRange{Partition: p, Start: start, End: end, Next: start})
 	}
-	return out, nil
+	return out, topicID, nil
 }
 
 func (j *replayJob) run(ctx context.Context) error {

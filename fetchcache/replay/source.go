@@ -16,6 +16,11 @@ type ReplaySource interface {
 	// Partitions lists the topic's partitions, ascending; an unknown topic
 	// is an *fetchcache.UnknownTopicOrPartitionError.
 	Partitions(ctx context.Context, topic string) ([]int32, error)
+	// TopicID is the topic ID (Kafka's string form) of the topic's
+	// lineage the source serves now, as seen through partition; "" when
+	// the topic has none or the source cannot tell. A topic deleted and
+	// re-created under the same name has a new ID.
+	TopicID(ctx context.Context, topic string, partition int32) (string, error)
 	// Offsets returns the partition's log start and end offsets.
 	Offsets(ctx context.Context, topic string, partition int32) (fetchcache.Offsets, error)
 	// OffsetForTimestamp is the first offset with a record timestamp >= ts;
@@ -53,6 +58,29 @@ func (s *catalogSource) Partitions(ctx context.Context, topic string) ([]int32, 
 		}
 	}
 	return nil, &fetchcache.UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
+}
+
+// TopicID asks the partition (fresher than the catalog's topic listing,
+// and no LIST): a catalog whose partitions do not know their topic ID
+// answers "".
+func (s *catalogSource) TopicID(ctx context.Context, topic string, partition int32) (string, error) {
+	var id string
+	err := s.retry(ctx, func() error {
+		p, err := s.cat.Partition(ctx, topic, partition)
+		if err != nil {
+			return err
+		}
+		// Offsets re-reads the manifest (and the topic object) when the
+		// one held is older than the catalog's manifest TTL.
+		if _, err := p.Offsets(ctx); err != nil {
+			return err
+		}
+		if ider, ok := p.(fetchcache.TopicIDer); ok {
+			id = ider.TopicID()
+		}
+		return nil
+	})
+	return id, err
 }
 
 // retry runs op again after each overload answer while the budget lasts.

@@ -64,6 +64,10 @@ or Ctrl-C, no record is lost or written twice. The flags must be the same as the
 wrote the checkpoint (--rate may change). A finished replay marks its checkpoint complete:
 resuming it does nothing. Writing to stdout, --checkpoint is needed to resume, and what was
 printed after the last checkpoint (at most 250 ms' worth) is printed again.
+The checkpoint records the topic's ID: if the topic was deleted and re-created since (a new
+ID, offsets starting again at 0), --resume refuses, naming both IDs; start a new replay
+without --resume. A checkpoint without an ID (older releases) cannot be checked. Format:
+docs/format/replay-checkpoint.md.
 
 SIGINT/SIGTERM stop at a batch boundary, flush, write the checkpoint and exit 0 with a line
 on stderr saying how to resume. Exit status 1 on errors (unknown topic, unreachable

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/server"
+	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/reliability"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
@@ -44,8 +45,25 @@ type replayData struct {
 
 func newReplayData(t *testing.T, records int) *replayData {
 	t.Helper()
-	root := t.TempDir()
-	d, _, err := localtier.OpenLogDir(vfs.Default, filepath.Join(root, "data"), localtier.LogDirOptions{})
+	return newReplayDataID(t, records, "")
+}
+
+// newReplayDataID is newReplayData with the topic under topicID ("" =
+// none), as a broker's partition.metadata gives it.
+func newReplayDataID(t *testing.T, records int, topicID string) *replayData {
+	t.Helper()
+	rd := &replayData{bucketURL: fileURL(filepath.Join(t.TempDir(), "bucket"))}
+	rd.upload(t, records, topicID, "event")
+	return rd
+}
+
+// upload builds topic events in a new log dir, its values tagged tag, and
+// uploads it to rd's bucket under topicID: a topicID other than the
+// bucket's current one is the topic deleted and re-created under the same
+// name. rd's lines become the new topic's.
+func (rd *replayData) upload(t *testing.T, records int, topicID, tag string) {
+	t.Helper()
+	d, _, err := localtier.OpenLogDir(vfs.Default, t.TempDir(), localtier.LogDirOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +71,7 @@ func newReplayData(t *testing.T, records int) *replayData {
 	if _, err := d.CreateTopic("events", replayParts, map[string]string{"internal.segment.bytes": "2048", "remote.storage.enable": "true"}); err != nil {
 		t.Fatal(err)
 	}
-	rd := &replayData{}
+	rd.lines, rd.ts = [replayParts][]string{}, [replayParts][]int64{}
 	var enc record.Encoder
 	for p := int32(0); p < replayParts; p++ {
 		l, err := d.Partition("events", p)
@@ -65,7 +83,7 @@ func newReplayData(t *testing.T, records int) *replayData {
 			var recs []record.Record
 			for i := start; i < min(start+4, n); i++ {
 				r := record.Record{Offset: int64(i - start), Timestamp: replayTS0 + 10*int64(i),
-					Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("event %d of partition %d %s", i, p, strings.Repeat("x", i%40)))}
+					Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("%s %d of partition %d %s", tag, i, p, strings.Repeat("x", i%40)))}
 				if i%9 == 0 {
 					r.Value = []byte{0xff, byte(i)}
 				}
@@ -89,13 +107,11 @@ func newReplayData(t *testing.T, records int) *replayData {
 			t.Fatal(err)
 		}
 	}
-	bdir := filepath.Join(root, "bucket")
-	rd.bucketURL = fileURL(bdir)
 	loc, err := objstore.ParseURL(rd.bucketURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(bdir, 0o755); err != nil {
+	if err := os.MkdirAll(loc.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	b, err := loc.Open(context.Background())
@@ -103,14 +119,17 @@ func newReplayData(t *testing.T, records int) *replayData {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	u, err := remotetier.NewUploader(b, remotetier.NewLocalSource(d, vfs.Default), remotetier.Options{})
+	var src remotetier.Source = remotetier.NewLocalSource(d, vfs.Default)
+	if topicID != "" {
+		src = fetchkit.WithTopicID(src, topicID)
+	}
+	u, err := remotetier.NewUploader(b, src, remotetier.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := u.RunOnce(context.Background()); err != nil || rep.UploadedSegments == 0 {
 		t.Fatalf("upload: %v %+v", err, rep)
 	}
-	return rd
 }
 
 // want is the expected jsonl output for [from, to) over partitions ps
@@ -417,5 +436,55 @@ func checkOnce(t *testing.T, out string) {
 			t.Fatalf("line %d: partition %d offset %d, want %d (repeated or lost)", i, r.Partition, r.Offset, n)
 		}
 		next[r.Partition] = r.Offset + 1
+	}
+}
+
+// TestReplayResumeRecreatedTopic: replay --resume after the topic was
+// deleted and re-created under the same name exits 1 with one line naming
+// both topic IDs and saying to start without --resume, through --bucket as
+// through --fetch, and leaves the output as it was. Before, the checkpoint
+// had no topic ID and the resume carried on at its offsets in the new
+// topic, mixing two topics' records in one output.
+func TestReplayResumeRecreatedTopic(t *testing.T) {
+	const oldID, newID = "o3Bx6y0QQxyxS2FrDcDiOw", "Vtqh-_aLSpGn3jK4dGnv8A"
+	for _, srcFlag := range []string{"--bucket", "--fetch"} {
+		t.Run(srcFlag[2:], func(t *testing.T) {
+			rd := newReplayDataID(t, 60, oldID)
+			src := func() []string { // a fetch service started now, as after the re-creation
+				if srcFlag == "--bucket" {
+					return []string{srcFlag, rd.bucketURL}
+				}
+				return []string{srcFlag, serveFetch(t, rd.bucketURL)}
+			}
+			out := filepath.Join(t.TempDir(), "events.jsonl")
+			args := []string{"replay", "--topic", "events", "--from", fmt.Sprint(replayTS0), "--to", fmt.Sprint(replayTS0 + 1_000_000), "--out", out}
+			mustRun(t, "", append(args, src()...)...)
+			// Back to the replay's first checkpoint, as a crash just after
+			// it leaves it.
+			fetchkit.EditJSONFile(t, out+".checkpoint", func(cp map[string]any) {
+				if cp["topic_id"] != oldID {
+					t.Fatalf("checkpoint topic_id %v, want %s", cp["topic_id"], oldID)
+				}
+				cp["complete"], cp["output_bytes"], cp["records"], cp["batch_bytes"] = false, 0, 0, 0
+				for _, r := range cp["ranges"].([]any) {
+					r.(map[string]any)["next"] = r.(map[string]any)["start"]
+				}
+			})
+			before, _ := os.ReadFile(out)
+
+			rd.upload(t, 80, newID, "recreated")
+			res := run(t, "", append(append(args, "--resume"), src()...)...)
+			if res.code != ExitError || len(lines(res.stderr)) != 1 || !strings.HasPrefix(res.stderr, "tiered replay: ") {
+				t.Fatalf("exit %d, stderr %q; want exit %d with one line", res.code, res.stderr, ExitError)
+			}
+			for _, want := range []string{oldID, newID, "re-created", "without --resume"} {
+				if !strings.Contains(res.stderr, want) {
+					t.Errorf("stderr %q does not say %q", res.stderr, want)
+				}
+			}
+			if after, _ := os.ReadFile(out); string(after) != string(before) {
+				t.Fatalf("the refused resume changed the output: %d bytes, then %d", len(before), len(after))
+			}
+		})
 	}
 }
