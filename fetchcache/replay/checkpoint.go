@@ -88,8 +88,8 @@ func (j *replayJob) flush() error {
 		j.outErr = fmt.Errorf("write output: %w", err)
 		return j.outErr
 	}
-	if j.f != nil {
-		if err := j.f.Sync(); err != nil {
+	if s := j.syncer(); s != nil {
+		if err := s.Sync(); err != nil {
 			j.outErr = fmt.Errorf("sync output: %w", err)
 			return j.outErr
 		}
@@ -97,6 +97,19 @@ func (j *replayJob) flush() error {
 	j.unflushed = 0
 	j.lastFlush = j.o.Now()
 	return j.checkpoint()
+}
+
+// syncer is what flush fsyncs: the output file, or stdout when it is a
+// regular file (a shell redirection). A pipe or a terminal cannot be
+// synced: nil.
+func (j *replayJob) syncer() interface{ Sync() error } {
+	if j.f != nil {
+		return j.f
+	}
+	if j.stdoutFile != nil {
+		return j.stdoutFile
+	}
+	return nil
 }
 
 func (j *replayJob) checkpoint() error {

@@ -38,7 +38,11 @@ package replay
 // (creating it when that size is 0) and continues from those offsets, so
 // after a crash (kill -9 included) no record is lost or written twice. When
 // the output is stdout the bytes written after the last checkpoint cannot be
-// taken back: a resumed job repeats them (at most one flush's worth). On
+// taken back: a resumed job repeats them (at most one flush's worth). Stdout
+// redirected to a regular file is fsynced before each checkpoint as the
+// output file is, so a power loss cannot lose bytes a checkpoint counts; a
+// pipe or a terminal cannot be synced, and what the reader at its other end
+// had not saved before a power loss is not repeated. On
 // cancellation (SIGINT) the job stops at a batch boundary, flushes,
 // checkpoints, and returns ErrReplayInterrupted. A finished job leaves its
 // checkpoint marked complete: resuming it again does nothing. Files are
@@ -171,6 +175,12 @@ type ReplayProgress struct {
 	Done              bool
 }
 
+// statSyncer is an *os.File as Stdout: what it is, and its fsync.
+type statSyncer interface {
+	Stat() (os.FileInfo, error)
+	Sync() error
+}
+
 // replayJob is one run of Replay.
 type replayJob struct {
 	o      ReplayOptions
@@ -182,6 +192,8 @@ type replayJob struct {
 	outErr    error // the output's failed write or sync: no flush after it
 	unflushed int
 	lastFlush time.Time
+	// stdoutFile is Stdout when it is a regular file, synced as f is.
+	stdoutFile statSyncer
 
 	lim   *rate.Limiter
 	burst int
@@ -363,6 +375,13 @@ func (j *replayJob) setup(ctx context.Context) error {
 	var w io.Writer = o.Stdout
 	if j.f != nil {
 		w = j.f
+	} else if sf, ok := o.Stdout.(statSyncer); ok {
+		// Stdout redirected to a file: sync it before each checkpoint,
+		// or a power loss could lose output bytes a checkpoint counts,
+		// leaving a hole where a resume is documented to repeat.
+		if fi, err := sf.Stat(); err == nil && fi.Mode().IsRegular() {
+			j.stdoutFile = sf
+		}
 	}
 	j.bw = bufio.NewWriterSize(w, 64<<10)
 	j.lastFlush = o.Now()

@@ -63,7 +63,8 @@ truncates the output to that size and continues from those offsets: after a cras
 or Ctrl-C, no record is lost or written twice. The flags must be the same as the run that
 wrote the checkpoint (--rate may change). A finished replay marks its checkpoint complete:
 resuming it does nothing. Writing to stdout, --checkpoint is needed to resume, and what was
-printed after the last checkpoint (at most 250 ms' worth) is printed again.
+printed after the last checkpoint (at most 250 ms' worth) is printed again; stdout redirected
+to a file is fsynced before each checkpoint as --out is (a pipe or a terminal cannot be).
 The checkpoint records the topic's ID: if the topic was deleted and re-created since (a new
 ID, offsets starting again at 0), --resume refuses, naming both IDs; start a new replay
 without --resume. A checkpoint without an ID (older releases) cannot be checked. Format:
