@@ -103,8 +103,10 @@ func Append(m *Manifest, p Policy, segs ...Segment) (*Commit, error) {
 // inside the range are allowed, but the end of the committed offsets never
 // moves back: a replace of the newest segments must keep one ending where
 // they ended (Kafka's cleaner keeps the last batch), or an uploader would
-// offer those offsets again. Sealed sub-manifests holding replaced
-// segments are loaded through r and rewritten as new immutable objects.
+// offer those offsets again. segs may be empty: a range the cleaner
+// emptied loses its segments and becomes a compaction gap (the log start
+// offset stays). Sealed sub-manifests holding replaced segments are loaded
+// through r and rewritten as new immutable objects.
 func Replace(ctx context.Context, r Resolver, m *Manifest, p Policy, from, to int64, segs []Segment) (*Commit, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

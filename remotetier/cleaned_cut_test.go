@@ -7,7 +7,6 @@ import (
 	"io"
 	"testing"
 
-	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/remotetier/remotelog"
@@ -55,22 +54,10 @@ func (s *memSource) segment(base, next, nextBase int64, data []byte) SegmentMeta
 // pass on a cut no batch starts at.
 func TestUploadCleanedSegmentPastCommittedEnd(t *testing.T) {
 	ctx := context.Background()
-	var enc record.Encoder
-	batch := func(base int64) []byte {
-		recs := make([]record.Record, 5)
-		for i := range recs {
-			recs[i] = record.Record{Offset: base + int64(i), Timestamp: upNow.UnixMilli(), Key: fmt.Appendf(nil, "k%d", base+int64(i)), Value: []byte("v")}
-		}
-		data, err := enc.AppendBatch(nil, record.NewBatchSpec(base, codec.None), recs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	batch := func(base int64) []byte { return keyedBatch(t, base, 5) }
 	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	mem := objstore.NewMemory()
-	part := Partition{Topic: "c", Partition: 0, HighWatermark: 100, Compacted: true, CleanedUpTo: 100,
-		IndexIntervalBytes: DefaultIndexIntervalBytes, SourceRetentionMs: -1, SourceRetentionBytes: -1}
+	part := cleanedPartition()
 
 	// The old leader: [0, 10) and [10, 20) committed.
 	old := &memSource{p: part, logs: map[int64][]byte{}}

@@ -99,6 +99,14 @@ type Partition struct {
 	// cleaned). Cleaned segments replace their committed ranges.
 	Compacted   bool
 	CleanedUpTo int64
+	// Emptied are the rolled segments of a Compacted partition that hold
+	// no batch, wholly below CleanedUpTo and HighWatermark (Size 0,
+	// NextOffset = BaseOffset): the cleaner dropped every record of
+	// [BaseOffset, NextBase). Not in Segments (there is nothing to
+	// upload); the uploader removes the committed segments inside such a
+	// range, which would otherwise serve the records the cleaner dropped
+	// (and a deleted key again once its tombstone is gone).
+	Emptied []SegmentMeta
 	// IndexIntervalBytes is index.interval.bytes, for indexes the uploader
 	// has to build.
 	IndexIntervalBytes int64
@@ -351,12 +359,28 @@ func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32,
 			break
 		}
 		if sg.Size == 0 || sg.NextOffset <= sg.BaseOffset {
+			p.addEmptied(sg.BaseOffset, sg.Size, segs[i+1].BaseOffset)
 			continue
 		}
 		p.Segments = append(p.Segments, SegmentMeta{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset,
 			NextBase: segs[i+1].BaseOffset, Size: sg.Size, MaxTimestamp: sg.MaxTimestamp})
 	}
 	return p, nil
+}
+
+// addEmptied lists a rolled segment without batches, answering for
+// [base, nextBase), in Emptied when the log cleaner has been over the
+// range (the partition is compacted and nextBase is at or below both its
+// cleaner checkpoint and its high watermark, and above its log start):
+// no record of the range is left at the source, for good (offsets below
+// the high watermark are never written again, and cleaning only removes
+// records).
+func (p *Partition) addEmptied(base, size, nextBase int64) {
+	if !p.Compacted || size != 0 || nextBase <= base || nextBase > p.CleanedUpTo || nextBase > p.HighWatermark ||
+		nextBase <= p.LogStartOffset {
+		return
+	}
+	p.Emptied = append(p.Emptied, SegmentMeta{BaseOffset: base, NextOffset: base, NextBase: nextBase, MaxTimestamp: -1})
 }
 
 // rolledPastRecoveryPoint reports whether a rolled segment wholly below
@@ -613,6 +637,7 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 		// retention check) is deleted already for Kafka: never uploaded,
 		// as Kafka's own tiering copies nothing below the log start.
 		if sg.Size == 0 || sg.NextOffset <= sg.BaseOffset || sg.NextOffset <= logStart {
+			p.addEmptied(sg.BaseOffset, sg.Size, segs[i+1].BaseOffset)
 			continue
 		}
 		p.Segments = append(p.Segments, SegmentMeta{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset,

@@ -266,6 +266,10 @@ type CommittedSegment struct {
 	AttemptID  string `json:"attempt_id"`
 	// Replaced: a cleaned segment swapped in for committed offsets.
 	Replaced bool `json:"replaced,omitempty"`
+	// Emptied (with Replaced): the cleaner left no record in
+	// [BaseOffset, LastOffset]; the committed segments there were removed,
+	// nothing took their place (a compaction gap).
+	Emptied bool `json:"emptied,omitempty"`
 	// Cut: the local segment started inside the committed range (a new
 	// leader rolled at other offsets); only its batches from the committed
 	// end on were uploaded.

@@ -92,6 +92,9 @@ func (u *Uploader) commit(ctx context.Context, p Partition, st *partState, done 
 // and then the root re-read commits them.
 func (u *Uploader) deleteDropped(ctx context.Context, m *manifest.Manifest, dropped []uploaded) {
 	for _, d := range dropped {
+		if d.drop {
+			continue // no objects
+		}
 		referenced := false
 		err := u.store.segmentsIn(ctx, m, d.seg.BaseOffset, d.seg.LastOffset, func(s manifest.Segment) {
 			referenced = referenced || s.Log.Key == d.seg.Log.Key
@@ -133,10 +136,21 @@ func (u *Uploader) landed(ctx context.Context, cur, want *manifest.Manifest, kep
 	}
 	ours := map[string]bool{}
 	for _, k := range kept {
-		ours[k.seg.Log.Key] = true
+		if !k.drop {
+			ours[k.seg.Log.Key] = true
+		}
 	}
 	found := 0
 	for _, k := range kept {
+		if k.drop {
+			// Landed when the range holds no segment any more.
+			left := false
+			if err := u.store.segmentsIn(ctx, cur, k.from, k.to, func(manifest.Segment) { left = true }); err != nil || left {
+				return false
+			}
+			found++
+			continue
+		}
 		err := u.store.segmentsIn(ctx, cur, k.seg.BaseOffset, k.seg.LastOffset, func(s manifest.Segment) {
 			if ours[s.Log.Key] {
 				found++
@@ -164,6 +178,17 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 				"base_offset", d.seg.BaseOffset, "age", age)
 			*dropped = append(*dropped, d)
 			continue
+		}
+		if d.drop {
+			// Another writer may have removed the range already.
+			held := false
+			if err := u.store.segmentsIn(ctx, m, d.from, d.to, func(manifest.Segment) { held = true }); err != nil {
+				return nil, nil, err
+			}
+			if !held {
+				*dropped = append(*dropped, d)
+				continue
+			}
 		}
 		if d.replace {
 			replaces = append(replaces, d)
@@ -238,7 +263,11 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		if pending := pendingSubs(steps); len(pending) > 0 {
 			r = pendingResolver{pending: pending, r: u.store.subs}
 		}
-		c, err := manifest.Replace(ctx, r, cur, u.opts.Policy, d.from, d.to, []manifest.Segment{d.seg})
+		segs := []manifest.Segment{d.seg}
+		if d.drop {
+			segs = nil // the cleaner emptied the range
+		}
+		c, err := manifest.Replace(ctx, r, cur, u.opts.Policy, d.from, d.to, segs)
 		var ce *manifest.ConflictError
 		if errors.As(err, &ce) {
 			u.logger.Debug("cleaned segment cannot replace its committed range", "topic", p.Topic, "partition", p.Partition, "err", err)

@@ -1,10 +1,12 @@
 package remotetier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,11 +15,14 @@ import (
 )
 
 // task is one segment to upload: appended (from cut on) or replacing the
-// committed range [from, to].
+// committed range [from, to]; or, with drop, a range the cleaner emptied
+// (seg is the empty segment): nothing to upload, the committed segments in
+// [from, to] are removed.
 type task struct {
 	seg       SegmentMeta
 	cut       int64 // first offset uploaded (seg.BaseOffset unless cut)
 	replace   bool
+	drop      bool // with replace: replace [from, to] with no segment
 	from, to  int64
 	compacted bool
 }
@@ -60,6 +65,10 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 			genBefore := st.m.Generation
 			committed, err = u.commit(ctx, p, st, done, &pr)
 			for _, d := range committed {
+				if d.drop {
+					pr.Committed = append(pr.Committed, CommittedSegment{BaseOffset: d.from, LastOffset: d.to, Replaced: true, Emptied: true})
+					continue
+				}
 				pr.Committed = append(pr.Committed, CommittedSegment{BaseOffset: d.seg.BaseOffset, LastOffset: d.seg.LastOffset,
 					Bytes: d.bytes, AttemptID: d.seg.AttemptID, Replaced: d.replace, Cut: d.cut > d.task.seg.BaseOffset})
 			}
@@ -221,6 +230,14 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 			}
 		}
 	}
+	drops, err := u.dropTasks(ctx, p, m)
+	if err != nil {
+		return nil, err
+	}
+	if len(drops) > 0 {
+		tasks = append(tasks, drops...)
+		slices.SortStableFunc(tasks, func(a, b task) int { return cmp.Compare(a.seg.BaseOffset, b.seg.BaseOffset) })
+	}
 	if !appending {
 		// A cleaned segment whose range reaches the committed end but whose
 		// last batch ends below it would move the end back (Replace refuses):
@@ -263,6 +280,34 @@ func (u *Uploader) replaceTask(ctx context.Context, m *manifest.Manifest, t task
 	}
 	t.replace, t.from, t.to = true, from, to
 	return t, true, nil
+}
+
+// dropTasks are the ranges the cleaner emptied (p.Emptied) that still hold
+// committed segments: each is replaced by nothing, leaving a compaction
+// gap, so the remote tier stops serving records the cleaner dropped. A
+// committed segment straddling a boundary of the range keeps it (a
+// replace never cuts): it is left until the cleaner merges the empty
+// segment with a neighbour, whose cleaned segment then replaces the lot.
+func (u *Uploader) dropTasks(ctx context.Context, p Partition, m *manifest.Manifest) ([]task, error) {
+	var out []task
+	for _, e := range p.Emptied {
+		if e.NextBase > p.HighWatermark || e.NextBase > p.CleanedUpTo || !p.Compacted {
+			continue
+		}
+		from, to := e.BaseOffset, min(e.NextBase, m.NextOffset())-1
+		if to < from {
+			continue // nothing committed there yet
+		}
+		var in []manifest.Segment
+		if err := u.store.segmentsIn(ctx, m, from, to, func(s manifest.Segment) { in = append(in, s) }); err != nil {
+			return nil, err
+		}
+		if len(in) == 0 || in[0].BaseOffset < from || in[len(in)-1].LastOffset > to {
+			continue
+		}
+		out = append(out, task{seg: e, cut: e.BaseOffset, replace: true, drop: true, from: from, to: to, compacted: true})
+	}
+	return out, nil
 }
 
 // spanningReplaceTask makes a cleaned segment that starts inside the

@@ -38,7 +38,7 @@ func (u *Uploader) uploadTasks(ctx context.Context, p Partition, tasks []task, p
 		n++
 	}
 	for i := n; i < len(tasks); i++ {
-		if errs[i] == nil {
+		if errs[i] == nil && !results[i].drop {
 			u.deleteKeys(ctx, results[i].seg.Keys())
 		}
 	}
@@ -61,6 +61,9 @@ func (u *Uploader) uploadTasks(ctx context.Context, p Partition, tasks []task, p
 }
 
 func (u *Uploader) uploadWithRetry(ctx context.Context, p Partition, t task) (uploaded, error) {
+	if t.drop {
+		return uploaded{task: t, started: u.opts.Now()}, nil // nothing to store
+	}
 	for attempt := 1; ; attempt++ {
 		up, err := u.uploadSegment(ctx, p, t)
 		if err == nil {
