@@ -18,16 +18,6 @@ const (
 	lineThird = "AQIDBAUGBwgJCgsMDQ4PEA"
 )
 
-func putTopicState(t *testing.T, b objstore.Bucket, s *manifest.TopicState) {
-	t.Helper()
-	data, err := manifest.EncodeTopic(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := manifest.TopicKey("", s.Topic)
-	remotekit.Put(t, b, key, data)
-}
-
 // The remote catalog serves the lineage the topic object names: a
 // re-created topic's old lineage is neither listed nor read, Topics
 // carries the topic ID, and a deleted topic disappears.
@@ -51,7 +41,7 @@ func TestRemoteCatalogServesCurrentLineage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putTopicState(t, mem, s)
+	remotekit.PutTopicState(t, mem, s)
 
 	now := time.Unix(1000, 0)
 	cat, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: func() time.Time { return now }})
@@ -85,7 +75,7 @@ func TestRemoteCatalogServesCurrentLineage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putTopicState(t, mem, s)
+	remotekit.PutTopicState(t, mem, s)
 	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second) // within the 30 s listing TTL
 	if o, err := p.Offsets(ctx); err != nil || o.LogEnd != third.M.NextOffset() {
 		t.Fatalf("offsets after the second re-creation: %+v, %v", o, err)
@@ -95,7 +85,7 @@ func TestRemoteCatalogServesCurrentLineage(t *testing.T) {
 	}
 
 	del, _ := s.MarkDeleted(4)
-	putTopicState(t, mem, del)
+	remotekit.PutTopicState(t, mem, del)
 	now = now.Add(time.Hour)
 	if topics, err := cat.Topics(ctx); err != nil || len(topics) != 0 {
 		t.Fatalf("deleted topic listed: %+v, %v", topics, err)

@@ -9,6 +9,11 @@
 // delete removes only its committed offsets (DeleteOffsets: Kafka's OffsetDelete, refused
 // while a member of the group subscribes to the topic).
 //
+// An offset committed against another incarnation of its topic than the one the catalog serves
+// (the topic deleted, or deleted and re-created, since: docs/format/groups.md) is no committed
+// offset to list, describe or reset from; a reset records the current topic ID and drops such
+// offsets from the object.
+//
 // Resets follow kafka-consumer-groups: a dry run unless executed, refused while the group has
 // members, --to-datetime by ListOffsets' rule (the first offset whose timestamp is >= T; the
 // log end when every record is older), every target clamped into [log start, log end].
@@ -100,6 +105,7 @@ type Summary struct {
 // Partitions then counts that topic's partitions.
 func (a *Admin) List(ctx context.Context, live []string, topic string) ([]Summary, error) {
 	byName := map[string]*Summary{}
+	lin := a.lineages()
 	err := a.Store.List(ctx, func(l groups.Listed) error {
 		o, err := a.Store.Load(ctx, l.Group)
 		if err != nil {
@@ -107,6 +113,9 @@ func (a *Admin) List(ctx context.Context, live []string, topic string) ([]Summar
 		}
 		if o == nil {
 			return nil
+		}
+		if _, err := lin.DropStale(ctx, o); err != nil {
+			return err
 		}
 		n := len(o.Offsets)
 		if topic != "" {
@@ -189,6 +198,9 @@ func (a *Admin) Describe(ctx context.Context, group, topic string) (*Description
 	o, err := a.Store.Reload(ctx, group)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := a.lineages().DropStale(ctx, o); err != nil {
+		return nil, fmt.Errorf("describe %q: %w", group, err)
 	}
 	var live Live
 	haveLive := false
@@ -364,6 +376,10 @@ func (a *Admin) Reset(ctx context.Context, group string, spec ResetSpec) (*Plan,
 	if err != nil {
 		return nil, err
 	}
+	lin := a.lineages()
+	if _, err := lin.DropStale(ctx, o); err != nil {
+		return nil, fmt.Errorf("reset offsets of %q: %w", group, err)
+	}
 	committed := map[int32]groups.Offset{}
 	if o != nil {
 		for _, off := range o.Offsets {
@@ -398,6 +414,10 @@ func (a *Admin) Reset(ctx context.Context, group string, spec ResetSpec) (*Plan,
 	if !spec.Execute {
 		return plan, nil
 	}
+	topicID, err := lin.CommitID(ctx, spec.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("reset offsets of %q: %w", group, err)
+	}
 	now := a.now().UnixMilli()
 	_, err = a.Store.Update(ctx, group, func(obj *groups.Object) error {
 		// Re-checked on the object the write replaces: a member may have joined since.
@@ -409,8 +429,12 @@ func (a *Admin) Reset(ctx context.Context, group string, spec ResetSpec) (*Plan,
 				return fmt.Errorf("%w: %q has %d members (%s); stop its consumers first", ErrNotEmpty, group, len(l.Members), l.State)
 			}
 		}
+		// Offsets of deleted topic incarnations go, as a commit removes them.
+		if _, err := lin.DropStale(ctx, obj); err != nil {
+			return err
+		}
 		for _, po := range plan.Offsets {
-			obj.Offsets = setOffset(obj.Offsets, groups.Offset{Topic: po.Topic, Partition: po.Partition, Offset: *po.New, LeaderEpoch: -1, CommitMS: now})
+			obj.Offsets = setOffset(obj.Offsets, groups.Offset{Topic: po.Topic, Partition: po.Partition, Offset: *po.New, LeaderEpoch: -1, CommitMS: now, TopicID: topicID})
 		}
 		if obj.State == groups.StateDead {
 			obj.State = groups.StateEmpty
@@ -440,6 +464,13 @@ func setOffset(offs []groups.Offset, off groups.Offset) []groups.Offset {
 		return offs
 	}
 	return slices.Insert(offs, i, off)
+}
+
+// lineages resolves, for one command, the topic IDs the catalog serves topics under: an
+// offset committed against another incarnation of its topic (the topic deleted, or deleted
+// and re-created, since) is no committed offset, as Kafka deletes a deleted topic's offsets.
+func (a *Admin) lineages() *groups.Lineages {
+	return groups.NewLineages(fetchcache.CatalogTopicIDs{Catalog: a.Catalog})
 }
 
 func (a *Admin) now() time.Time {

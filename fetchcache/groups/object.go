@@ -19,9 +19,15 @@ import (
 // URL's own prefix): docs/format/groups.md.
 const KeyPrefix = "groups/"
 
-// FormatVersion is the version of the group object this release writes and
-// reads.
-const FormatVersion = 1
+// FormatVersion is the newest version of the group object this release
+// writes and reads: 2, whose offsets may name the topic ID they were
+// committed against (Offset.TopicID). An object none of whose offsets
+// names one is written as FormatV1, which releases before topic IDs read
+// too; both are read.
+const FormatVersion = 2
+
+// FormatV1 is the group object before topic IDs: no offset names one.
+const FormatV1 = 1
 
 // Group states as Kafka's DescribeGroups and ListGroups name them.
 const (
@@ -70,6 +76,15 @@ type Offset struct {
 	Metadata    string `json:"metadata"`
 	// CommitMS is when the commit was accepted (Unix ms).
 	CommitMS int64 `json:"commit_ms"`
+	// TopicID is the topic ID (Kafka's string form) of the topic's
+	// incarnation the offset was committed against: the lineage the fetch
+	// service served under the name then (docs/format/topic-object.md).
+	// "" when not known (a topic without IDs, one not served at the
+	// commit, or an object written before topic IDs): the offset is taken
+	// as the topic's current incarnation's. An offset naming another ID
+	// than the topic's current one (the topic was deleted, or deleted and
+	// re-created) is not served (Lineages).
+	TopicID string `json:"topic_id,omitempty"`
 }
 
 // Key is the bucket key of group's object: groups/<hash>/<escaped>.json,
@@ -127,9 +142,14 @@ func (e *CorruptError) Error() string {
 
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// Encode is the object's bytes (offsets sorted).
+// Encode is the object's bytes (offsets sorted). Its format is
+// FormatVersion when an offset names a topic ID, FormatV1 otherwise.
 func (o *Object) Encode() ([]byte, error) {
 	o.sortOffsets()
+	o.Format = FormatV1
+	if slices.ContainsFunc(o.Offsets, func(off Offset) bool { return off.TopicID != "" }) {
+		o.Format = FormatVersion
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", " ")
@@ -156,8 +176,8 @@ func Decode(key string, data []byte) (*Object, error) {
 		}
 		return nil, &CorruptError{Key: key, Offset: off, Err: err}
 	}
-	if o.Format != FormatVersion {
-		return nil, &CorruptError{Key: key, Offset: -1, Err: fmt.Errorf("format %d, this release reads %d", o.Format, FormatVersion)}
+	if o.Format != FormatV1 && o.Format != FormatVersion {
+		return nil, &CorruptError{Key: key, Offset: -1, Err: fmt.Errorf("format %d, this release reads %d and %d", o.Format, FormatV1, FormatVersion)}
 	}
 	if Key(o.Group) != key {
 		return nil, &CorruptError{Key: key, Offset: -1, Err: fmt.Errorf("names group %q, whose key is %s", o.Group, Key(o.Group))}
@@ -170,6 +190,9 @@ func Decode(key string, data []byte) (*Object, error) {
 	for i, off := range o.Offsets {
 		if off.Partition < 0 || off.Offset < -1 || off.Topic == "" {
 			return nil, &CorruptError{Key: key, Offset: -1, Err: fmt.Errorf("offsets[%d]: %s-%d offset %d is not a committed offset", i, off.Topic, off.Partition, off.Offset)}
+		}
+		if off.TopicID != "" && (o.Format == FormatV1 || !validTopicID(off.TopicID)) {
+			return nil, &CorruptError{Key: key, Offset: -1, Err: fmt.Errorf("offsets[%d]: %s-%d topic_id %q in format %d", i, off.Topic, off.Partition, off.TopicID, o.Format)}
 		}
 		if i > 0 && compareOffset(o.Offsets[i-1], off) >= 0 {
 			return nil, &CorruptError{Key: key, Offset: -1, Err: fmt.Errorf("offsets[%d]: %s-%d out of order or repeated", i, off.Topic, off.Partition)}

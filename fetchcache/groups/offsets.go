@@ -3,6 +3,7 @@ package groups
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 	"unicode/utf16"
 
@@ -16,8 +17,21 @@ import (
 // generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // REBALANCE_IN_PROGRESS while the generation is being formed); one with
 // generation -1 (a consumer with assign()) is accepted
-// only while the group has no members, as Kafka does.
+// only while the group has no members, as Kafka does. It records no topic
+// IDs: CommitIDs.
 func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	return c.CommitIDs(ctx, q, nil)
+}
+
+// CommitIDs is Commit recording with each offset the topic ID its topic is
+// served under now (ids; nil: none), and removing from the object the
+// offsets committed against another incarnation of their topic (Lineages:
+// a topic deleted, or deleted and re-created, since), as Kafka deletes a
+// deleted topic's offsets. A topic ids cannot resolve (the bucket
+// unreadable) fails the commit with COORDINATOR_NOT_AVAILABLE, as a group
+// object that cannot be read does; a topic not served is committed without
+// an ID.
+func (c *Coordinator) CommitIDs(ctx context.Context, q *kmsg.OffsetCommitRequest, ids TopicIDs) *kmsg.OffsetCommitResponse {
 	start := time.Now()
 	r := kmsg.NewPtrOffsetCommitResponse()
 	r.Version = q.Version
@@ -86,7 +100,24 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *
 	if !valid {
 		return r
 	}
+	lin := NewLineages(ids)
+	topicIDs := make([]string, len(q.Topics))
+	for i, t := range q.Topics {
+		if !slices.Contains(codes[i], 0) {
+			continue
+		}
+		if topicIDs[i], err = lin.CommitID(ctx, t.Topic); err != nil {
+			c.log.Warn("offset commit: topic ID not resolved", "group", q.Group, "topic", t.Topic, "err", err)
+			fill(kerr.CoordinatorNotAvailable.Code)
+			return r
+		}
+	}
 	_, err = c.store.Update(ctx, q.Group, func(o *Object) error {
+		if removed, err := lin.DropStale(ctx, o); err != nil {
+			c.log.Debug("stale offsets not checked", "group", q.Group, "err", err) // removed at a later write
+		} else if len(removed) > 0 {
+			c.log.Info("offsets of deleted topic incarnations removed", "group", q.Group, "offsets", len(removed), "first_topic", removed[0].Topic)
+		}
 		if ptype != "" {
 			o.ProtocolType = ptype
 		}
@@ -115,7 +146,7 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *
 				if q.Version < 6 {
 					epoch = -1
 				}
-				o.set(Offset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: md, CommitMS: now.UnixMilli()})
+				o.set(Offset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: md, CommitMS: now.UnixMilli(), TopicID: topicIDs[i]})
 			}
 		}
 		return nil

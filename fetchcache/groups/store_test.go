@@ -38,7 +38,9 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	for name, tc := range map[string]struct{ data, want string }{
 		"syntax":    {`{"format":1,}`, "corrupt at byte 13"},
-		"format":    {strings.Replace(good, `"format":1`, `"format":2`, 1), "format 2"},
+		"format":    {strings.Replace(good, `"format":1`, `"format":3`, 1), "format 3"},
+		"idInV1":    {strings.Replace(good, `"commit_ms":1}`, `"commit_ms":1,"topic_id":"o3Bx6y0QQxyxS2FrDcDiOw"}`, 1), "topic_id"},
+		"badID":     {strings.Replace(strings.Replace(good, `"commit_ms":1}`, `"commit_ms":1,"topic_id":"orders"}`, 1), `"format":1`, `"format":2`, 1), `topic_id "orders"`},
 		"group":     {strings.Replace(good, `"group":"g"`, `"group":"h"`, 1), `names group "h"`},
 		"state":     {strings.Replace(good, `"Empty"`, `"Weird"`, 1), `state "Weird"`},
 		"unknown":   {strings.Replace(good, `"format":1`, `"format":1,"x":2`, 1), "unknown field"},

@@ -17,7 +17,10 @@ const offsetCommitKey int16 = 8
 // A topic's offsets need read on it (Kafka's READ), besides the group.
 var offsetCommitAPI = api{key: offsetCommitKey, min: 2, max: 9, group: true, perm: auth.PermRead, handle: handler((*KafkaServer).offsetCommit)}
 
-// offsetCommit answers once the commit is durable in the bucket.
+// offsetCommit answers once the commit is durable in the bucket. Each
+// offset records the topic ID its topic is served under (topicIDs), so that
+// a topic deleted and re-created under the name does not resume at the old
+// incarnation's offsets.
 func (s *KafkaServer) offsetCommit(ctx context.Context, kc *kafkaConn, q *kmsg.OffsetCommitRequest) (kmsg.Response, string, time.Duration) {
 	groupErr := int16(0)
 	if !s.groupAllowed(kc, q.Group) {
@@ -37,7 +40,7 @@ func (s *KafkaServer) offsetCommit(ctx context.Context, kc *kafkaConn, q *kmsg.O
 	}
 	var done *kmsg.OffsetCommitResponse
 	if groupErr == 0 && len(sub.Topics) > 0 {
-		done = s.coordinator().Commit(ctx, &sub)
+		done = s.coordinator().CommitIDs(ctx, &sub, s.topicIDs())
 	}
 	r := kmsg.NewPtrOffsetCommitResponse()
 	r.Version = q.Version

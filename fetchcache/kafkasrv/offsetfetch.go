@@ -58,6 +58,7 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 			code int16
 		}
 		memo := map[string]committed{}
+		current := s.currentCommitted()
 		load := func(ctx context.Context, group string) (*groups.Object, int16) {
 			c, ok := memo[group]
 			switch {
@@ -65,7 +66,7 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 			case len(memo) >= maxRequestGroups:
 				c.code = kerr.CoordinatorLoadInProgress.Code
 			default:
-				c.obj, c.code = s.coordinator().Committed(ctx, group)
+				c.obj, c.code = current(ctx, group)
 				memo[group] = c
 			}
 			return c.obj, c.code
@@ -98,7 +99,7 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 		}
 		return r, groupCode(worst), 0
 	}
-	code, topics := s.fetchGroupOffsets(ctx, kc, q.Group, q.Topics, s.coordinator().Committed)
+	code, topics := s.fetchGroupOffsets(ctx, kc, q.Group, q.Topics, s.currentCommitted())
 	note(code)
 	if code != 0 && q.Version < 2 {
 		// v1 has no top-level error: every partition asked carries it.
@@ -125,6 +126,34 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 		r.Topics = append(r.Topics, rt)
 	}
 	return r, groupCode(worst), 0
+}
+
+// topicIDs resolves the topic IDs the catalog serves topics under.
+func (s *KafkaServer) topicIDs() groups.TopicIDs {
+	return fetchcache.CatalogTopicIDs{Catalog: s.o.Catalog}
+}
+
+// currentCommitted reads a group's committed offsets (the coordinator's
+// Committed) without those committed against another incarnation of their
+// topic than the one served now (groups.Lineages.Stale: the topic was
+// deleted, or deleted and re-created, since): Kafka deletes a deleted
+// topic's offsets, so its consumers start by their auto.offset.reset. The
+// topics are resolved once for the whole request; when they cannot be (the
+// bucket unreadable) the group answers COORDINATOR_NOT_AVAILABLE rather
+// than serve an offset that may be stale.
+func (s *KafkaServer) currentCommitted() func(context.Context, string) (*groups.Object, int16) {
+	lin := groups.NewLineages(s.topicIDs())
+	return func(ctx context.Context, group string) (*groups.Object, int16) {
+		obj, code := s.coordinator().Committed(ctx, group)
+		if code != 0 || obj == nil {
+			return obj, code
+		}
+		if _, err := lin.DropStale(ctx, obj); err != nil {
+			s.log.Warn("offset fetch: topic IDs not resolved", "group", group, "err", err)
+			return nil, kerr.CoordinatorNotAvailable.Code
+		}
+		return obj, 0
+	}
 }
 
 func noOffset(partition int32, code int16) kmsg.OffsetFetchResponseGroupTopicPartition {

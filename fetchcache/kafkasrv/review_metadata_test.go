@@ -80,7 +80,7 @@ func TestReviewMetadataTopicIDNotAuthorized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := idCatalog{e.Cat, map[string]string{"orders": testTopicID, "secret": otherTopicID}}
+	cat := idCatalog{Catalog: e.Cat, IDs: map[string]string{"orders": testTopicID, "secret": otherTopicID}}
 	addr := startKafka(t, cat, KafkaOptions{Auth: z})
 	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), kgo.SASL(plain.Auth{User: "alice", Pass: fetchkit.PassAlice}.AsMechanism()))
 	req := kmsg.NewPtrMetadataRequest()

@@ -19,18 +19,7 @@ import (
 
 // idCatalog gives its topics IDs, as the remote catalog does from the
 // bucket's topic objects.
-type idCatalog struct {
-	fetchcache.Catalog
-	ids map[string]string
-}
-
-func (c idCatalog) Topics(ctx context.Context) ([]fetchcache.TopicInfo, error) {
-	ts, err := c.Catalog.Topics(ctx)
-	for i := range ts {
-		ts[i].ID = c.ids[ts[i].Name]
-	}
-	return ts, err
-}
+type idCatalog = fetchkit.IDCatalog
 
 const (
 	testTopicID  = "o3Bx6y0QQxyxS2FrDcDiOw"
@@ -45,7 +34,7 @@ func TestKafkaTopicIDs(t *testing.T) {
 	e.Topic("orders", 1, nil)
 	e.Topic("plain", 1, nil)
 	recs := e.Produce(e.Log("orders", 0), fetchkit.ProduceOpts{Codec: codec.None}, fetchkit.GenRecs(30, ts0, "o"))
-	cat := idCatalog{e.Cat, map[string]string{"orders": testTopicID}}
+	cat := idCatalog{Catalog: e.Cat, IDs: map[string]string{"orders": testTopicID}}
 	addr := startKafka(t, cat, KafkaOptions{})
 	ctx := context.Background()
 	id := topicIDBytes(testTopicID)
@@ -217,21 +206,13 @@ func TestKafkaListOffsetsTiers(t *testing.T) {
 // topic's data under the old ID (nor the old data under any ID).
 func TestKafkaFetchOldTopicIDAfterRecreation(t *testing.T) {
 	mem := objstore.NewMemory()
-	putState := func(s *manifest.TopicState) {
-		data, err := manifest.EncodeTopic(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key, _ := manifest.TopicKey("", s.Topic)
-		remotekit.Put(t, mem, key, data)
-	}
 	old := remotekit.NewRemoteID(t, mem, "", testTopicID, 0, manifest.DefaultPolicy())
 	old.Commit(remotekit.WriteLocal(t, t.TempDir(), 31, 2, 5, false).Files(t)...)
 	s, _, _, err := manifest.ObserveTopic("", remotekit.TestTopic, nil, manifest.Observation{TopicID: testTopicID, Partitions: 1, NowMs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	putState(s)
+	remotekit.PutTopicState(t, mem, s)
 	now := time.Unix(1000, 0)
 	cat, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: func() time.Time { return now }})
 	if err != nil {
@@ -265,7 +246,7 @@ func TestKafkaFetchOldTopicIDAfterRecreation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putState(s)
+	remotekit.PutTopicState(t, mem, s)
 	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second) // the manifest is re-read; the listing (30 s) is not
 	if p := fetch(2, testTopicID); p.ErrorCode != kerr.UnknownTopicID.Code {
 		t.Fatalf("fetch by the old id after re-creation: code %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
@@ -285,8 +266,8 @@ func TestKafkaFetchV13AdvertisedWithIDs(t *testing.T) {
 		want int16
 	}{
 		{"no ids", e.Cat, 12},
-		{"some ids", idCatalog{e.Cat, map[string]string{"orders": testTopicID}}, 12},
-		{"ids", idCatalog{e.Cat, map[string]string{"orders": testTopicID, "plain": otherTopicID}}, 13},
+		{"some ids", idCatalog{Catalog: e.Cat, IDs: map[string]string{"orders": testTopicID}}, 12},
+		{"ids", idCatalog{Catalog: e.Cat, IDs: map[string]string{"orders": testTopicID, "plain": otherTopicID}}, 13},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := fetchkit.DialRaw(t, startKafka(t, tc.cat, KafkaOptions{}))

@@ -531,3 +531,15 @@ func NewRemotePartition(t testing.TB, b objstore.Bucket, prefix string, part int
 	r.M = m
 	return r
 }
+
+// PutTopicState writes s as its topic object (under no prefix) in b, as an
+// uploader would.
+func PutTopicState(t testing.TB, b objstore.Bucket, s *manifest.TopicState) {
+	t.Helper()
+	data, err := manifest.EncodeTopic(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := manifest.TopicKey("", s.Topic)
+	Put(t, b, key, data)
+}

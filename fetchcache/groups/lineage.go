@@ -1,0 +1,128 @@
+package groups
+
+import (
+	"context"
+	"encoding/base64"
+)
+
+// TopicIDs tells which incarnation of a topic is current: the topic ID of
+// the lineage the bucket's topic object serves under the name
+// (docs/format/topic-object.md). Every fetch replica reads the same topic
+// objects, so the replicas of a fleet agree (within their manifest TTL).
+type TopicIDs interface {
+	// CurrentTopicID is the topic ID topic is served under ("" for a topic
+	// without IDs); served is false when the topic is not served (deleted,
+	// or never known).
+	CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error)
+}
+
+// Lineages answers, for one request, which committed offsets belong to the
+// current incarnation of their topic. Each topic is resolved once. A nil
+// *Lineages (no TopicIDs) takes every offset as current, as releases
+// before topic IDs did.
+type Lineages struct {
+	ids  TopicIDs
+	memo map[string]lineage
+}
+
+type lineage struct {
+	id     string
+	served bool
+}
+
+// NewLineages resolves topics through ids; nil ids give a nil *Lineages.
+func NewLineages(ids TopicIDs) *Lineages {
+	if ids == nil {
+		return nil
+	}
+	return &Lineages{ids: ids, memo: map[string]lineage{}}
+}
+
+// Current is topic's current topic ID ("" for a topic without IDs) and
+// whether it is served; with a nil l, "" and true.
+func (l *Lineages) Current(ctx context.Context, topic string) (id string, served bool, err error) {
+	if l == nil {
+		return "", true, nil
+	}
+	if c, ok := l.memo[topic]; ok {
+		return c.id, c.served, nil
+	}
+	id, served, err = l.ids.CurrentTopicID(ctx, topic)
+	if err != nil {
+		return "", false, err
+	}
+	l.memo[topic] = lineage{id, served}
+	return id, served, nil
+}
+
+// CommitID is the topic ID a commit on topic records: the current one; ""
+// when the topic has none or is not served.
+func (l *Lineages) CommitID(ctx context.Context, topic string) (string, error) {
+	id, served, err := l.Current(ctx, topic)
+	if err != nil || !served {
+		return "", err
+	}
+	return id, nil
+}
+
+// Stale reports whether off was committed against another incarnation of
+// its topic than the current one: it names a topic ID and the topic is no
+// longer served (deleted) or is served under another ID (deleted and
+// re-created). Kafka deletes the committed offsets of a deleted topic; a
+// stale offset is answered as no committed offset. An offset naming no ID
+// is never stale.
+func (l *Lineages) Stale(ctx context.Context, off Offset) (bool, error) {
+	if l == nil || off.TopicID == "" {
+		return false, nil
+	}
+	id, served, err := l.Current(ctx, off.Topic)
+	if err != nil {
+		return false, err
+	}
+	return !served || id != off.TopicID, nil
+}
+
+// DropStale removes o's stale offsets (Stale) and returns them. On an
+// error nothing is removed.
+func (l *Lineages) DropStale(ctx context.Context, o *Object) ([]Offset, error) {
+	if l == nil || o == nil {
+		return nil, nil
+	}
+	var stale []bool
+	for i, off := range o.Offsets {
+		s, err := l.Stale(ctx, off)
+		if err != nil {
+			return nil, err
+		}
+		if s && stale == nil {
+			stale = make([]bool, len(o.Offsets))
+		}
+		if s {
+			stale[i] = true
+		}
+	}
+	if stale == nil {
+		return nil, nil
+	}
+	var removed []Offset
+	kept := o.Offsets[:0]
+	for i, off := range o.Offsets {
+		if stale[i] {
+			removed = append(removed, off)
+		} else {
+			kept = append(kept, off)
+		}
+	}
+	o.Offsets = kept
+	return removed, nil
+}
+
+// validTopicID reports whether s is Kafka's string form of a topic ID: 22
+// characters of URL-safe base64 without padding, 16 bytes.
+func validTopicID(s string) bool {
+	if len(s) != 22 {
+		return false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil && len(b) == 16
+}

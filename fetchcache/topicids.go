@@ -1,0 +1,52 @@
+package fetchcache
+
+import (
+	"context"
+	"errors"
+	"slices"
+)
+
+// CatalogTopicIDs tells the topic ID each topic of a catalog is served
+// under now (groups.TopicIDs: the consumer-group offsets record it, and
+// offsets of another incarnation of their topic are not served).
+type CatalogTopicIDs struct{ Catalog Catalog }
+
+// CurrentTopicID is the topic ID of the lineage the catalog serves under
+// topic ("" for a topic without IDs), served false when the catalog does not
+// serve the topic (deleted, or never known). The listing may be older than
+// the partitions' last manifest read (a topic re-created or deleted since):
+// the ID is the one the topic's first partition serves after a manifest
+// re-read when due, as a Fetch would, and a partition that is gone means the
+// topic is.
+func (c CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error) {
+	topics, err := c.Catalog.Topics(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	i := slices.IndexFunc(topics, func(t TopicInfo) bool { return t.Name == topic })
+	if i < 0 {
+		return "", false, nil
+	}
+	t := topics[i]
+	if len(t.Partitions) == 0 {
+		return t.ID, true, nil
+	}
+	p, err := c.Catalog.Partition(ctx, topic, t.Partitions[0])
+	var ue *UnknownTopicOrPartitionError
+	switch {
+	case errors.As(err, &ue):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	ider, ok := p.(TopicIDer)
+	if !ok {
+		return t.ID, true, nil
+	}
+	if _, err := p.Offsets(ctx); errors.As(err, &ue) {
+		return "", false, nil
+	} else if err != nil {
+		return "", false, err
+	}
+	return ider.TopicID(), true, nil
+}
