@@ -414,9 +414,12 @@ func (a *Admin) Reset(ctx context.Context, group string, spec ResetSpec) (*Plan,
 	if !spec.Execute {
 		return plan, nil
 	}
-	topicID, err := lin.CommitID(ctx, spec.Topic)
-	if err != nil {
+	topicID, served, err := lin.Current(ctx, spec.Topic)
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("reset offsets of %q: %w", group, err)
+	case !served: // deleted since its partitions were read
+		return nil, fmt.Errorf("reset offsets of %q: %w", group, &fetchcache.UnknownTopicOrPartitionError{Topic: spec.Topic, Partition: -1})
 	}
 	now := a.now().UnixMilli()
 	_, err = a.Store.Update(ctx, group, func(obj *groups.Object) error {

@@ -55,16 +55,6 @@ func (l *Lineages) Current(ctx context.Context, topic string) (id string, served
 	return id, served, nil
 }
 
-// CommitID is the topic ID a commit on topic records: the current one; ""
-// when the topic has none or is not served.
-func (l *Lineages) CommitID(ctx context.Context, topic string) (string, error) {
-	id, served, err := l.Current(ctx, topic)
-	if err != nil || !served {
-		return "", err
-	}
-	return id, nil
-}
-
 // Stale reports whether off was committed against another incarnation of
 // its topic than the current one: it names a topic ID and the topic is no
 // longer served (deleted) or is served under another ID (deleted and

@@ -110,9 +110,6 @@ func TestLineagesStale(t *testing.T) {
 	if ids.calls != 3 {
 		t.Fatalf("%d resolutions, want 3 (one per topic naming an id)", ids.calls)
 	}
-	if id, _ := lin.CommitID(ctx, "gone"); id != "" {
-		t.Fatalf("a commit on a topic not served records id %q", id)
-	}
 	bad := &Object{Offsets: []Offset{{Topic: "x", TopicID: idOld}}}
 	if _, err := NewLineages(&fakeIDs{err: errors.New("bucket down")}).DropStale(ctx, bad); err == nil || len(bad.Offsets) != 1 {
 		t.Fatalf("resolution error: %v, offsets %v", err, bad.Offsets)
@@ -163,4 +160,26 @@ func TestCommitRecordsTopicID(t *testing.T) {
 		t.Fatalf("t-0 after: %+v", off)
 	}
 	wantCode(t, "commit when ids cannot be resolved", commit(&fakeIDs{err: errors.New("bucket down")}, "t"), kerr.CoordinatorNotAvailable.Code)
+	// A topic not served (deleted) is refused, as Kafka refuses a commit on a
+	// topic it does not know: written without an ID, the offset would be
+	// taken for a later incarnation's. The other topics are committed.
+	delete(ids.ids, "u")
+	q := kmsg.NewPtrOffsetCommitRequest()
+	q.Version, q.Group, q.Generation = 9, "g", -1
+	for _, tp := range []string{"u", "t"} {
+		q.Topics = append(q.Topics, kmsg.OffsetCommitRequestTopic{Topic: tp, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 50, LeaderEpoch: -1}}})
+	}
+	r := h.c.CommitIDs(ctx, q, ids)
+	wantCode(t, "commit on a deleted topic", r.Topics[0].Partitions[0].ErrorCode, kerr.UnknownTopicOrPartition.Code)
+	wantCode(t, "commit on a served topic beside it", r.Topics[1].Partitions[0].ErrorCode, 0)
+	if o, err = h.store.Reload(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.Lookup("u", 0); ok {
+		t.Fatalf("offset of a deleted topic committed: %+v", o.Offsets)
+	}
+	if off, _ := o.Lookup("t", 0); off.Offset != 50 {
+		t.Fatalf("t-0 after: %+v", off)
+	}
+	wantCode(t, "commit on a deleted topic alone", commit(ids, "u"), kerr.UnknownTopicOrPartition.Code)
 }

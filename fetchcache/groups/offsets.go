@@ -29,8 +29,9 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *
 // a topic deleted, or deleted and re-created, since), as Kafka deletes a
 // deleted topic's offsets. A topic ids cannot resolve (the bucket
 // unreadable) fails the commit with COORDINATOR_NOT_AVAILABLE, as a group
-// object that cannot be read does; a topic not served is committed without
-// an ID.
+// object that cannot be read does; a topic ids says is not served (deleted,
+// or never known) is refused UNKNOWN_TOPIC_OR_PARTITION, as Kafka refuses a
+// commit on a topic it does not know.
 func (c *Coordinator) CommitIDs(ctx context.Context, q *kmsg.OffsetCommitRequest, ids TopicIDs) *kmsg.OffsetCommitResponse {
 	start := time.Now()
 	r := kmsg.NewPtrOffsetCommitResponse()
@@ -106,11 +107,27 @@ func (c *Coordinator) CommitIDs(ctx context.Context, q *kmsg.OffsetCommitRequest
 		if !slices.Contains(codes[i], 0) {
 			continue
 		}
-		if topicIDs[i], err = lin.CommitID(ctx, t.Topic); err != nil {
+		id, served, err := lin.Current(ctx, t.Topic)
+		if err != nil {
 			c.log.Warn("offset commit: topic ID not resolved", "group", q.Group, "topic", t.Topic, "err", err)
 			fill(kerr.CoordinatorNotAvailable.Code)
 			return r
 		}
+		if !served {
+			// As Kafka refuses a commit on a topic it does not know: an
+			// offset of a deleted topic written again without its ID
+			// would be taken for a later incarnation's.
+			for j := range codes[i] {
+				if codes[i][j] == 0 {
+					codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				}
+			}
+			continue
+		}
+		topicIDs[i] = id
+	}
+	if !slices.ContainsFunc(codes, func(cs []int16) bool { return slices.Contains(cs, 0) }) {
+		return r
 	}
 	_, err = c.store.Update(ctx, q.Group, func(o *Object) error {
 		if removed, err := lin.DropStale(ctx, o); err != nil {

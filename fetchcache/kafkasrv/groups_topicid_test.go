@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -66,7 +67,8 @@ func lineageAt(t *testing.T, b objstore.Bucket, id string, seed uint64) *remotek
 // one's offsets), the other topic's offset unchanged, and a franz-go group
 // consumer reads the new topic from its start, not from the old offset; the
 // next commit drops the old offset from the group object. Deleted without a
-// re-creation, the topic's offsets are not served either.
+// re-creation, the topic's offsets are not served either, and a commit on it
+// is refused.
 func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
 	mem := objstore.NewMemory()
 	topic := remotekit.TestTopic
@@ -96,7 +98,7 @@ func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
 	if len(old.Records) <= committed {
 		t.Fatalf("old lineage has %d records", len(old.Records))
 	}
-	commit := func(tp string, off int64) {
+	commitCode := func(tp string, off int64) int16 {
 		t.Helper()
 		q := kmsg.NewPtrOffsetCommitRequest()
 		q.Version, q.Group, q.Generation = 8, "g", -1
@@ -106,7 +108,11 @@ func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
 		if err := rc.Request(corr, q, resp); err != nil {
 			t.Fatal(err)
 		}
-		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	commit := func(tp string, off int64) {
+		t.Helper()
+		if code := commitCode(tp, off); code != 0 {
 			t.Fatalf("commit %s: code %d", tp, code)
 		}
 	}
@@ -215,5 +221,10 @@ func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
 	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second)
 	if named, _ := fetched(); named[topic] != -1 || named["plain"] != 13 {
 		t.Fatalf("after the deletion: %v", named)
+	}
+	// A commit on the deleted topic is refused, as Kafka refuses one on a
+	// topic it does not know.
+	if code := commitCode(topic, 3); code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("commit on the deleted topic: code %d", code)
 	}
 }
