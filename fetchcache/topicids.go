@@ -3,13 +3,20 @@ package fetchcache
 import (
 	"context"
 	"errors"
-	"slices"
 )
 
 // CatalogTopicIDs tells the topic ID each topic of a catalog is served
 // under now (groups.TopicIDs: the consumer-group offsets record it, and
-// offsets of another incarnation of their topic are not served).
-type CatalogTopicIDs struct{ Catalog Catalog }
+// offsets of another incarnation of their topic are not served). It serves
+// one request: the catalog's topics are listed once. Not safe for
+// concurrent use.
+type CatalogTopicIDs struct {
+	cat    Catalog
+	listed map[string]TopicInfo // nil until listed
+}
+
+// NewCatalogTopicIDs resolves topic IDs in cat.
+func NewCatalogTopicIDs(cat Catalog) *CatalogTopicIDs { return &CatalogTopicIDs{cat: cat} }
 
 // CurrentTopicID is the topic ID of the lineage the catalog serves under
 // topic ("" for a topic without IDs), served false when the catalog does not
@@ -18,20 +25,25 @@ type CatalogTopicIDs struct{ Catalog Catalog }
 // the ID is the one the topic's first partition serves after a manifest
 // re-read when due, as a Fetch would, and a partition that is gone means the
 // topic is.
-func (c CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error) {
-	topics, err := c.Catalog.Topics(ctx)
-	if err != nil {
-		return "", false, err
+func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error) {
+	if c.listed == nil {
+		topics, err := c.cat.Topics(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		c.listed = make(map[string]TopicInfo, len(topics))
+		for _, t := range topics {
+			c.listed[t.Name] = t
+		}
 	}
-	i := slices.IndexFunc(topics, func(t TopicInfo) bool { return t.Name == topic })
-	if i < 0 {
+	t, ok := c.listed[topic]
+	if !ok {
 		return "", false, nil
 	}
-	t := topics[i]
 	if len(t.Partitions) == 0 {
 		return t.ID, true, nil
 	}
-	p, err := c.Catalog.Partition(ctx, topic, t.Partitions[0])
+	p, err := c.cat.Partition(ctx, topic, t.Partitions[0])
 	var ue *UnknownTopicOrPartitionError
 	switch {
 	case errors.As(err, &ue):

@@ -473,7 +473,7 @@ func setOffset(offs []groups.Offset, off groups.Offset) []groups.Offset {
 // offset committed against another incarnation of its topic (the topic deleted, or deleted
 // and re-created, since) is no committed offset, as Kafka deletes a deleted topic's offsets.
 func (a *Admin) lineages() *groups.Lineages {
-	return groups.NewLineages(fetchcache.CatalogTopicIDs{Catalog: a.Catalog})
+	return groups.NewLineages(fetchcache.NewCatalogTopicIDs(a.Catalog))
 }
 
 func (a *Admin) now() time.Time {

@@ -128,9 +128,10 @@ func (s *KafkaServer) offsetFetch(ctx context.Context, kc *kafkaConn, q *kmsg.Of
 	return r, groupCode(worst), 0
 }
 
-// topicIDs resolves the topic IDs the catalog serves topics under.
+// topicIDs resolves, for one request, the topic IDs the catalog serves
+// topics under.
 func (s *KafkaServer) topicIDs() groups.TopicIDs {
-	return fetchcache.CatalogTopicIDs{Catalog: s.o.Catalog}
+	return fetchcache.NewCatalogTopicIDs(s.o.Catalog)
 }
 
 // currentCommitted reads a group's committed offsets (the coordinator's
