@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,8 +79,9 @@ func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	remotekit.PutTopicState(t, mem, s)
-	now := time.Unix(1000, 0)
-	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: func() time.Time { return now }})
+	var now atomic.Int64 // Unix seconds; the server reads it as the test moves it
+	now.Store(1000)
+	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: func() time.Time { return time.Unix(now.Load(), 0) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +169,7 @@ func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	remotekit.PutTopicState(t, mem, s)
-	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second) // the manifest is re-read; the listing (30 s) is not
+	now.Add(int64((fetchcache.DefaultRemoteManifestTTL + time.Second) / time.Second)) // the manifest is re-read; the listing (30 s) is not
 	named, all := fetched()
 	if named[topic] != -1 || named["plain"] != 12 {
 		t.Fatalf("after the re-creation: %v", named)
@@ -218,7 +220,7 @@ func TestOffsetFetchAfterTopicRecreated(t *testing.T) {
 	}
 	deleted, _ := s.MarkDeleted(3)
 	remotekit.PutTopicState(t, mem, deleted)
-	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second)
+	now.Add(int64((fetchcache.DefaultRemoteManifestTTL + time.Second) / time.Second))
 	if named, _ := fetched(); named[topic] != -1 || named["plain"] != 13 {
 		t.Fatalf("after the deletion: %v", named)
 	}
