@@ -130,7 +130,10 @@ func (w *worker) producerState(ctx context.Context, l *localtier.Log, v localtie
 				return nil
 			}
 			p, ok := m[h.ProducerID()]
-			if !ok {
+			if !ok || p.epoch != h.ProducerEpoch() {
+				// Kafka's maybeUpdateProducerEpoch: a new epoch forgets
+				// the producer's batches, so a marker that bumped it is
+				// the entry kept for fencing.
 				p.lastData = -1
 			}
 			if !h.IsControl() {
