@@ -36,8 +36,9 @@ type CleanerSegment struct {
 	// segment's base offset.
 	NextOffset int64
 	Size       int64
-	// MaxTimestamp is the largest batch max timestamp (Kafka's
-	// largestTimestamp), -1 when no batch has one.
+	// MaxTimestamp is the largest batch max timestamp, or, when no batch
+	// has one (records without timestamps), the .log file's last-modified
+	// time (Unix ms), as Kafka's largestTimestamp; -1 for an empty segment.
 	MaxTimestamp int64
 	// FirstBatchTimestamp is the max timestamp of the first batch (Kafka's
 	// getFirstBatchTimestamp), -1 for an empty segment.
@@ -61,8 +62,30 @@ type CleanerView struct {
 
 // CleanerView returns the log's segments and offsets under one read lock.
 func (l *Log) CleanerView() CleanerView {
+	v, untimed := l.cleanerView()
+	// Segments whose records carry no timestamp are as old as their file,
+	// so min.compaction.lag.ms protects them too. A file gone meanwhile
+	// (replaced or deleted) counts as written now: the cleaner leaves it.
+	for _, u := range untimed {
+		v.Segments[u.i].MaxTimestamp = l.now().UnixMilli()
+		if fi, err := l.fs.Stat(u.path); err == nil {
+			v.Segments[u.i].MaxTimestamp = fi.ModTime().UnixMilli()
+		}
+	}
+	return v
+}
+
+type untimedSegment struct {
+	i    int
+	path string
+}
+
+// cleanerView builds the view under the read lock and lists the non-empty
+// segments with no timestamp.
+func (l *Log) cleanerView() (CleanerView, []untimedSegment) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	var untimed []untimedSegment
 	v := CleanerView{Dir: l.dir, LogStartOffset: l.logStart, LogEndOffset: l.logEndLocked(), Config: l.cfg,
 		Segments: make([]CleanerSegment, len(l.segments))}
 	v.LastStableOffset = v.LogEndOffset
@@ -74,8 +97,11 @@ func (l *Log) CleanerView() CleanerView {
 			MaxTimestamp: s.maxTimestamp, FirstBatchTimestamp: s.firstBatchTimestamp,
 			OffsetIndexBytes: int64(s.offIdx.SizeInBytes()), TimeIndexBytes: int64(s.timIdx.SizeInBytes()),
 			Active: i == len(l.segments)-1}
+		if s.size > 0 && s.maxTimestamp < 0 {
+			untimed = append(untimed, untimedSegment{i, s.LogPath()})
+		}
 	}
-	return v
+	return v, untimed
 }
 
 // liveSegmentLocked finds s's current *Segment by base offset. Callers hold mu.
