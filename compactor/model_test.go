@@ -26,39 +26,53 @@ type modelRec struct {
 // left at all; and the cleaned region holds each key at most once. At the
 // end, with every horizon passed, the log is exactly the latest value of
 // each live key. franz-go decodes every segment after every pass.
-func TestModel(t *testing.T) {
-	seeds := 16
+func TestModel(t *testing.T) { runSeeds(t, 16, runModel) }
+
+// runSeeds runs a model with seeds 0 to n-1 (2 with -short).
+func runSeeds(t *testing.T, n int, run func(*testing.T, uint64)) {
 	if testing.Short() {
-		seeds = 2
+		n = 2
 	}
-	for seed := range seeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runModel(t, uint64(seed)) })
+	for seed := range n {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { run(t, uint64(seed)) })
 	}
+}
+
+// modelEnv is a model test's topic: random segment size, a short
+// delete.retention.ms.
+func modelEnv(t *testing.T, rng *rand.Rand, maxSegment, retention int) *env {
+	return newEnv(t, map[string]string{
+		"internal.segment.bytes": fmt.Sprint(300 + rng.IntN(maxSegment)),
+		"delete.retention.ms":    fmt.Sprint(retention),
+	})
+}
+
+// randomRecords makes n records of keys key-0 to key-<keys-1>, one in
+// tombOneIn a tombstone, with values naming the step.
+func randomRecords(rng *rand.Rand, n, keys, tombOneIn, step int) []record.Record {
+	recs := make([]record.Record, n)
+	for i := range recs {
+		k := fmt.Sprintf("key-%d", rng.IntN(keys))
+		if rng.IntN(tombOneIn) == 0 {
+			recs[i] = tomb(k)
+		} else {
+			recs[i] = kv(k, fmt.Sprintf("v%d-%d", step, i))
+		}
+	}
+	return recs
 }
 
 func runModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	const retention = 10_000
-	e := newEnv(t, map[string]string{
-		"internal.segment.bytes": fmt.Sprint(300 + rng.IntN(3000)),
-		"delete.retention.ms":    fmt.Sprint(retention),
-	})
+	e := modelEnv(t, rng, 3000, retention)
 	codecs := []codec.Codec{codec.None, codec.Gzip, codec.Snappy, codec.LZ4, codec.Zstd}
 	model := map[int64]modelRec{}
 	keys := 5 + rng.IntN(40)
 	steps := 250 + rng.IntN(150)
 	passes := 0
 	for step := range steps {
-		n := 1 + rng.IntN(5)
-		recs := make([]record.Record, n)
-		for i := range recs {
-			k := fmt.Sprintf("key-%d", rng.IntN(keys))
-			if rng.IntN(7) == 0 {
-				recs[i] = tomb(k)
-			} else {
-				recs[i] = kv(k, fmt.Sprintf("v%d-%d", step, i))
-			}
-		}
+		recs := randomRecords(rng, 1+rng.IntN(5), keys, 7, step)
 		pid := int64(-1)
 		if rng.IntN(4) == 0 {
 			pid = int64(rng.IntN(3))
