@@ -186,8 +186,6 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 				return nil
 			}
 			switch {
-			case b.IsLegacy():
-				// Legacy messages are kept as they are, so they need no entry.
 			case b.IsControl():
 				recs, err := w.dec.Records(b)
 				if err != nil {
@@ -300,12 +298,7 @@ func (f *batchFilter) filter(_ int64, b record.Batch) error {
 		return err
 	}
 	if b.IsLegacy() {
-		// Magic 0/1 messages predate every feature the cleaner relies on
-		// (delete horizons, producer state): keep them unchanged.
-		st.recordsRead++
-		st.recordsKept++
-		st.batchesCopied++
-		return f.cs.Append(b)
+		return f.filterLegacy(b)
 	}
 	recs, err := w.dec.Records(b)
 	if err != nil {
@@ -392,6 +385,52 @@ func (f *batchFilter) filter(_ int64, b record.Batch) error {
 		return f.cs.Append(w.out)
 	}
 	return nil
+}
+
+// filterLegacy cleans a magic 0/1 entry (one message, or a compressed
+// wrapper of several) as Kafka's cleaner does: a record superseded by a
+// later offset of its key goes, and so does a keyless one. Deletes stay
+// (Kafka drops legacy ones by segment modification time; keeping them is
+// safe). An entry that keeps every record is copied unchanged, one that
+// keeps none is dropped, and the records a wrapper keeps are up-converted
+// into a v2 batch with its codec, as Kafka 4's cleaner writes them (KIP-724).
+func (f *batchFilter) filterLegacy(b record.Batch) error {
+	w, st := f.w, f.st
+	recs, err := w.dec.Records(b)
+	if err != nil {
+		return err
+	}
+	st.recordsRead += int64(len(recs))
+	kept := w.kept[:0]
+	for _, r := range recs {
+		switch {
+		case r.Offset > w.m.LatestOffset():
+		case r.Key == nil:
+			st.keyless++
+			continue
+		case r.Offset < w.m.Get(r.Key):
+			continue
+		}
+		kept = append(kept, r)
+	}
+	w.kept = kept
+	st.recordsKept += int64(len(kept))
+	switch {
+	case len(kept) == len(recs):
+		st.batchesCopied++
+		return f.cs.Append(b)
+	case len(kept) == 0:
+		return nil
+	}
+	spec := record.NewBatchSpec(kept[0].Offset, b.Codec())
+	if spec.LogAppendTime = b.LogAppendTime(); spec.LogAppendTime {
+		spec.MaxTimestamp = b.MaxTimestamp()
+	}
+	if w.out, err = w.enc.AppendBatch(w.out[:0], spec, kept); err != nil {
+		return fmt.Errorf("up-convert legacy message at offset %d: %w", b.BaseOffset(), err)
+	}
+	st.batchesRewritten++
+	return f.cs.Append(w.out)
 }
 
 // specOf copies a batch's header fields into a spec, keeping its offsets

@@ -3,35 +3,17 @@ package replay
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"testing"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 )
 
-// legacyMessage frames one magic 1 message (CreateTime): offset, size,
-// CRC-32 (IEEE) over magic..value, magic, attributes, timestamp, key, value.
-func legacyMessage(offset int64, attrs int8, ts int64, key, value []byte) []byte {
-	body := []byte{1, byte(attrs)}
-	body = binary.BigEndian.AppendUint64(body, uint64(ts))
-	for _, f := range [][]byte{key, value} {
-		if f == nil {
-			body = binary.BigEndian.AppendUint32(body, 0xffffffff)
-			continue
-		}
-		body = binary.BigEndian.AppendUint32(body, uint32(len(f)))
-		body = append(body, f...)
-	}
-	out := binary.BigEndian.AppendUint64(nil, uint64(offset))
-	out = binary.BigEndian.AppendUint32(out, uint32(4+len(body)))
-	out = binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(body))
-	return append(out, body...)
-}
+var legacyMessage = testrecs.LegacyMessage
 
 // legacyPartition is a log of magic 1 gzip wrappers, five messages each
 // (inner offsets relative, the wrapper's offset the last absolute one), as

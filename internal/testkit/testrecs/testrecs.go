@@ -8,7 +8,9 @@ package testrecs
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"testing"
 	"time"
 
@@ -155,4 +157,24 @@ func ConsumeKgo(t testing.TB, addr, topic string, p int32, start kgo.Offset, wan
 		})
 	}
 	return out
+}
+
+// LegacyMessage frames one magic 1 message (an old broker's log holds
+// them): offset, size, CRC-32 (IEEE) over magic..value, magic, attributes,
+// timestamp, key and value (nil: null).
+func LegacyMessage(offset int64, attrs int8, ts int64, key, value []byte) []byte {
+	body := []byte{1, byte(attrs)}
+	body = binary.BigEndian.AppendUint64(body, uint64(ts))
+	for _, f := range [][]byte{key, value} {
+		if f == nil {
+			body = binary.BigEndian.AppendUint32(body, 0xffffffff)
+			continue
+		}
+		body = binary.BigEndian.AppendUint32(body, uint32(len(f)))
+		body = append(body, f...)
+	}
+	out := binary.BigEndian.AppendUint64(nil, uint64(offset))
+	out = binary.BigEndian.AppendUint32(out, uint32(4+len(body)))
+	out = binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(body))
+	return append(out, body...)
 }
