@@ -35,3 +35,33 @@ func TestReviewMinCompactionLagWithoutTimestamps(t *testing.T) {
 		t.Fatalf("past min.compaction.lag.ms: %s, want %s", got, want)
 	}
 }
+
+// Kafka gives a cleaned segment the last-modified time of the last segment
+// it replaces. For records without timestamps that time is their age:
+// retention.ms deletes by it and min.compaction.lag.ms waits on it. A
+// cleaned segment stamped with the time of cleaning made such data look
+// new again at every pass, so compact,delete never deleted it.
+func TestReviewCleanedSegmentKeepsModTime(t *testing.T) {
+	e := newEnv(t, nil)
+	noTS := func(k, v string) record.Record {
+		return record.Record{Key: []byte(k), Value: []byte(v), Timestamp: record.NoTimestamp}
+	}
+	e.produceTo(e.log, codec.None, -1, false, noTS("k", "v1"), noTS("k", "v2"), noTS("j", "x"))
+	e.roll()
+	e.produce(kv("tail", "x"))
+	old := time.UnixMilli(t0 - 30*86_400_000)
+	if err := e.fs.Chtimes(e.log.Segments()[0].Path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	e.pass(true)
+	if got, want := show(e.read()), "1:k=v2 2:j=x 3:tail=x"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	segs, err := e.log.RetentionSegments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := segs[0].MaxTimestamp; got != old.UnixMilli() {
+		t.Fatalf("cleaned segment dated %s, want the replaced segment's %s", time.UnixMilli(got).UTC(), old.UTC())
+	}
+}

@@ -447,6 +447,22 @@ func (l *Log) ReplaceSegments(c *CleanedSegment, old []CleanerSegment) (err erro
 	if err := c.finish(); err != nil {
 		return err
 	}
+	// As Kafka, the cleaned segment keeps the last replaced segment's
+	// last-modified time: the age of records without timestamps, which
+	// retention.ms and min.compaction.lag.ms go by.
+	lastPath := SegmentPath(l.dir, last.BaseOffset, LogSuffix)
+	l.mu.RLock()
+	if s, ok := l.liveSegmentLocked(last.BaseOffset); ok {
+		lastPath = s.LogPath()
+	}
+	l.mu.RUnlock()
+	fi, err := l.fs.Stat(lastPath)
+	if err != nil {
+		return fmt.Errorf("replace segments: %w", err)
+	}
+	if err := l.fs.Chtimes(c.seg.LogPath(), fi.ModTime(), fi.ModTime()); err != nil {
+		return fmt.Errorf("replace segments: %w", err)
+	}
 	// Step 2. Several new segments would go in descending base order; there is one.
 	if err := c.seg.renameSuffix(SwapSuffix); err != nil {
 		return err
