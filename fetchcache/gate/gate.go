@@ -342,7 +342,8 @@ func (g *Gate) remove(e *list.Element) {
 // refuseStuck refuses the newest Grow waiting while all the admitted
 // weight is held by the work of Grows waiting: nothing else can return
 // weight, so none of them would be admitted before its bound. Called
-// after admitWaiters (the first waiter does not fit). g.mu held.
+// after admitWaiters (the first waiter does not fit); the waiters behind a
+// refused one are admitted if they fit. g.mu held.
 func (g *Gate) refuseStuck() {
 	for g.grows > 0 && g.cur <= g.growHeld {
 		e := g.waiters.Front()
@@ -353,6 +354,9 @@ func (g *Gate) refuseStuck() {
 		g.remove(e)
 		w.refused = true
 		close(w.ready)
+		// A refused Grow at the front may have held back waiters that
+		// fit: they go in now, not at the next Done.
+		g.admitWaiters()
 	}
 }
 
