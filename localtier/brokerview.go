@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -95,6 +96,13 @@ type BrokerSegment struct {
 	Active bool
 	// MaxTimestamp is the largest batch max timestamp, -1 if none.
 	MaxTimestamp int64
+	// AfterGap is set when offsets between the segment listed before
+	// this one and this one may still be held: a segment there was gone
+	// by the time it was described, or a log file there is being swapped
+	// in or deleted (.cleaned, .swap, .deleted: the broker's cleaner or
+	// retention at work). The previous segment then does not answer for
+	// every offset up to this one's base.
+	AfterGap bool
 }
 
 // OpenBrokerView checks that dir looks like a Kafka log dir — it holds
@@ -227,6 +235,9 @@ type segmentFiles struct {
 	dir   string
 	bases []int64
 	has   map[int64]uint8 // bit per index suffix
+	// moving are the bases of .log files being swapped in or deleted
+	// (.log.cleaned, .log.swap, .log.deleted).
+	moving []int64
 }
 
 const (
@@ -267,6 +278,8 @@ func (v *BrokerView) list(topic string, partition int32) (segmentFiles, error) {
 			sf.has[base] |= hasTimeIndex
 		case TxnIndexSuffix:
 			sf.has[base] |= hasTxnIndex
+		case LogSuffix + CleanedSuffix, LogSuffix + SwapSuffix, LogSuffix + DeletedSuffix:
+			sf.moving = append(sf.moving, base)
 		}
 	}
 	sort.Slice(sf.bases, func(i, j int) bool { return sf.bases[i] < sf.bases[j] })
@@ -281,15 +294,23 @@ func (v *BrokerView) Segments(topic string, partition int32) ([]BrokerSegment, e
 		return nil, err
 	}
 	out := make([]BrokerSegment, 0, len(sf.bases))
+	gone := false // a segment since the last one in out was gone
 	for i, base := range sf.bases {
 		active := i == len(sf.bases)-1
 		seg, err := v.describe(sf, base, active)
 		if errors.Is(err, ErrSegmentGone) {
+			gone = true
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
+		prev := int64(-1)
+		if len(out) > 0 {
+			prev = out[len(out)-1].BaseOffset
+		}
+		seg.AfterGap = gone || slices.ContainsFunc(sf.moving, func(m int64) bool { return m >= prev && m < base })
+		gone = false
 		out = append(out, seg)
 	}
 	if len(out) > 0 {

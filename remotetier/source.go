@@ -637,7 +637,13 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 		// retention check) is deleted already for Kafka: never uploaded,
 		// as Kafka's own tiering copies nothing below the log start.
 		if sg.Size == 0 || sg.NextOffset <= sg.BaseOffset || sg.NextOffset <= logStart {
-			p.addEmptied(sg.BaseOffset, sg.Size, segs[i+1].BaseOffset)
+			// An empty segment answers for the offsets up to the next
+			// one only when nothing between them was missed: a segment
+			// gone mid-listing, or being swapped in or deleted, may still
+			// hold them.
+			if !segs[i+1].AfterGap {
+				p.addEmptied(sg.BaseOffset, sg.Size, segs[i+1].BaseOffset)
+			}
 			continue
 		}
 		p.Segments = append(p.Segments, SegmentMeta{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset,
