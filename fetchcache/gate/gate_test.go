@@ -253,6 +253,12 @@ func TestGateWaiterLeaving(t *testing.T) {
 		t.Fatalf("small behind a big waiter that left: %v", err)
 	}
 	// A Grow whose ctx ends leaves the line; a Start behind it goes in.
+	// On a gate in the same state whose wait bound cannot run out first
+	// (30 ms can pass before waitQueued sees a waiter on a loaded machine).
+	g = New(Options{Name: "produce", Capacity: 10, MaxWait: time.Minute})
+	if err := g.Start(ctx, 7+2); err != nil {
+		t.Fatal(err)
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	grown := make(chan error, 1)
 	go func() { grown <- g.Grow(cctx, 2, 5) }()
