@@ -196,6 +196,27 @@ func (c *RemoteCatalog) list(ctx context.Context) ([]TopicInfo, error) {
 	return out, nil
 }
 
+// unlistedTopicID is the current topic ID of a topic the cached listing
+// lacks, from its topic object (one GET, shared through the topic cache):
+// a listing is reused for TopicsTTL, and a topic first uploaded since is
+// served already (Partition reads its manifest). A topic whose object
+// serves a lineage with a topic ID is served under it; one without an
+// object (no IDs, or never known) or marked deleted is taken as not
+// served, as the listing took it.
+func (c *RemoteCatalog) unlistedTopicID(ctx context.Context, topic string) (string, bool, error) {
+	if manifest.ValidateTopic(topic) != nil {
+		return "", false, nil
+	}
+	_, topicID, err := c.o.Reader.Topics.Resolve(ctx, c.b, c.prefix, topic)
+	switch {
+	case errors.Is(err, remotelog.ErrTopicDeleted):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return topicID, topicID != "", nil
+}
+
 // servedLineage is what a topic object says readers serve.
 type servedLineage struct {
 	keyID, topicID string

@@ -24,7 +24,9 @@ func NewCatalogTopicIDs(cat Catalog) *CatalogTopicIDs { return &CatalogTopicIDs{
 // the partitions' last manifest read (a topic re-created or deleted since):
 // the ID is the one the topic's first partition serves after a manifest
 // re-read when due, as a Fetch would, and a partition that is gone means the
-// topic is.
+// topic is. A topic the listing lacks is asked of the catalog once more
+// when it can tell (unlistedResolver): a cached listing may predate the
+// topic's first upload while its partitions are served already.
 func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error) {
 	if c.listed == nil {
 		topics, err := c.cat.Topics(ctx)
@@ -38,6 +40,9 @@ func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id 
 	}
 	t, ok := c.listed[topic]
 	if !ok {
+		if u, ok := c.cat.(unlistedResolver); ok {
+			return u.unlistedTopicID(ctx, topic)
+		}
 		return "", false, nil
 	}
 	if len(t.Partitions) == 0 {
@@ -61,4 +66,10 @@ func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id 
 		return "", false, err
 	}
 	return ider.TopicID(), true, nil
+}
+
+// unlistedResolver is a catalog that can tell the current ID of a topic
+// its cached listing lacks without listing again.
+type unlistedResolver interface {
+	unlistedTopicID(ctx context.Context, topic string) (id string, served bool, err error)
 }
