@@ -556,8 +556,8 @@ func (c *Coordinator) addMember(g *group, id, instance string, cl Client, q *kms
 }
 
 // replaceStatic gives a static member that rejoined without its member id
-// (a restart) a new one, fencing the old. In a Stable group with unchanged
-// metadata there is no rebalance: the member gets the current generation
+// (a restart) a new one, fencing the old. In a Stable group whose selected
+// protocol its protocols leave unchanged there is no rebalance: the member gets the current generation
 // and, at SyncGroup, its assignment back.
 func (c *Coordinator) replaceStatic(g *group, old *member, id string, cl Client, q *kmsg.JoinGroupRequest, session, rebalance time.Duration) (<-chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
 	if old.join != nil {
@@ -582,11 +582,20 @@ func (c *Coordinator) replaceStatic(g *group, old *member, id string, cl Client,
 		g.leader = id
 	}
 	c.log.Info("static member rejoined; old member id fenced", "group", g.id, "instance", m.instanceID, "old", oldID, "new", id)
-	if g.state == StateStable && sameProtocols(m.protocols, q.Protocols) {
-		// KIP-345: no rebalance. The leader gets the members but, from
-		// v9, is told to skip the assignment (the group keeps its own).
-		r := c.joinResponse(g, m, q.Version, wasLeader)
-		return nil, r
+	if g.state == StateStable {
+		// KIP-345: no rebalance while the group's protocol stays the one
+		// selected (Kafka's updateStaticMemberAndRebalance), even with
+		// other metadata: a restarted consumer's no longer lists the
+		// partitions it owned. The member's metadata is updated (the
+		// leader sees it at the next rebalance). The leader gets the
+		// members but, from v9, is told to skip the assignment (the
+		// group keeps its own).
+		old := m.protocols
+		m.protocols = cloneProtocols(q.Protocols)
+		if c.selectProtocol(g) == g.protocol {
+			return nil, c.joinResponse(g, m, q.Version, wasLeader)
+		}
+		m.protocols = old
 	}
 	ch := c.awaitJoin(g, m, q)
 	switch g.state {
