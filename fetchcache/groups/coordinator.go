@@ -1041,8 +1041,8 @@ func (c *Coordinator) Leave(q *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse 
 
 // Tick applies the deadlines due at Now: members whose session expired
 // are removed, a rebalance whose timeout passed completes with the members
-// that rejoined (or, in CompletingRebalance, starts over without those
-// that sent no SyncGroup), the initial delay ends or extends, and member
+// that rejoined (or, in CompletingRebalance and Stable, starts over
+// without those that sent no SyncGroup), the initial delay ends or extends, and member
 // ids handed out by MEMBER_ID_REQUIRED that never came back are dropped.
 func (c *Coordinator) Tick() {
 	c.mu.Lock()
@@ -1087,9 +1087,16 @@ func (c *Coordinator) Tick() {
 			if g.state == StatePreparingRebalance && !now.Before(g.rebalanceDeadline) {
 				c.completeJoin(g)
 			}
-		case StateCompletingRebalance:
-			if now.Before(g.rebalanceDeadline) {
+		case StateCompletingRebalance, StateStable:
+			// Members that sent no SyncGroup in the generation's rebalance
+			// timeout are removed, also once the leader's made the group
+			// Stable (Kafka's pending-sync expiry): one that heartbeats
+			// without ever syncing would keep partitions nobody reads.
+			if g.rebalanceDeadline.IsZero() || now.Before(g.rebalanceDeadline) {
 				break
+			}
+			if g.state == StateStable {
+				g.rebalanceDeadline = time.Time{} // checked once a generation
 			}
 			var late []*member
 			for _, id := range g.order {

@@ -12,9 +12,9 @@ import (
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
-// followerWaitingOnSync is group "g" in its second generation gen: a is
-// its leader, b a follower whose SyncGroup (sb) waits for a's assignment.
-func followerWaitingOnSync(t *testing.T) (h *harness, a, b string, gen int32, sb <-chan *kmsg.SyncGroupResponse) {
+// secondGeneration is group "g" with its second generation gen just
+// formed (both JoinGroups answered, no SyncGroup sent): a leads, b follows.
+func secondGeneration(t *testing.T) (h *harness, a, b string, gen int32) {
 	t.Helper()
 	h = newHarness(t, nil, nil)
 	const g = "g"
@@ -28,7 +28,15 @@ func followerWaitingOnSync(t *testing.T) (h *harness, a, b string, gen int32, sb
 	if rb.Generation != gen || ra.LeaderID != a {
 		t.Fatalf("generation: a %+v b %+v", ra, rb)
 	}
-	sb = h.syncAsync(g, b, gen, nil)
+	return h, a, b, gen
+}
+
+// followerWaitingOnSync is group "g" in its second generation gen: a is
+// its leader, b a follower whose SyncGroup (sb) waits for a's assignment.
+func followerWaitingOnSync(t *testing.T) (h *harness, a, b string, gen int32, sb <-chan *kmsg.SyncGroupResponse) {
+	t.Helper()
+	h, a, b, gen = secondGeneration(t)
+	sb = h.syncAsync("g", b, gen, nil)
 	blocked(t, sb, "b's sync before the leader's")
 	return h, a, b, gen, sb
 }
