@@ -330,7 +330,7 @@ func (c *Coordinator) loadGroup(ctx context.Context, id string) (*group, error) 
 }
 
 // errGroupMoved: the group moved to another replica, or may have, while
-// loadGroup read its object.
+// loadGroup read its object (or while a commit was written).
 var errGroupMoved = errors.New("group moved to another coordinator while it was loaded")
 
 // lookup is the in-memory group (nil when none); c.mu must be held.

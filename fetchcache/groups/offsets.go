@@ -129,7 +129,14 @@ func (c *Coordinator) CommitIDs(ctx context.Context, q *kmsg.OffsetCommitRequest
 	if !slices.ContainsFunc(codes, func(cs []int16) bool { return slices.Contains(cs, 0) }) {
 		return r
 	}
+	var moved int16
 	_, err = c.store.Update(ctx, q.Group, func(o *Object) error {
+		// Asked again at every attempt: a PUT lost to the replica the
+		// group moved to is not applied again on top of its members'
+		// commits (an older offset of theirs would roll back).
+		if moved = c.Owner(q.Group); moved != 0 {
+			return errGroupMoved
+		}
 		if removed, err := lin.DropStale(ctx, o); err != nil {
 			c.log.Debug("stale offsets not checked", "group", q.Group, "err", err) // removed at a later write
 		} else if len(removed) > 0 {
@@ -176,6 +183,9 @@ func (c *Coordinator) CommitIDs(ctx context.Context, q *kmsg.OffsetCommitRequest
 		}
 		c.mu.Unlock()
 		c.m.commit.Observe(time.Since(start).Seconds())
+	case errors.Is(err, errGroupMoved):
+		c.log.Info("offset commit not written: the group moved to another coordinator", "group", q.Group)
+		fill(moved)
 	case errors.Is(err, ErrConflict):
 		c.log.Warn("offset commit lost to another coordinator", "group", q.Group, "err", err)
 		fill(kerr.NotCoordinator.Code)

@@ -184,14 +184,10 @@ func TestReviewReleaseDuringCommitForgetsIt(t *testing.T) {
 	b := &pausingPuts{Bucket: objstore.NewMemory(), written: make(chan struct{}), released: make(chan struct{})}
 	h := newHarness(t, b, nil)
 	const g = "g"
-	a, ja := h.newMember(g)
-	ra := recv(t, ja)
-	h.sync(g, a, ra.Generation, map[string]string{a: "A"})
-	wantCode(t, "commit 5", h.commit(g, a, ra.Generation, nil, 5), 0)
+	a, gen := h.soleMemberCommitted5(g)
 
 	b.armed.Store(true)
-	done := make(chan int16, 1)
-	go func() { done <- h.commit(g, a, ra.Generation, nil, 9) }()
+	done := h.commitAsync(g, a, gen, 9)
 	recv(t, b.written)
 	h.c.Release(g)
 	close(b.released)
