@@ -918,6 +918,7 @@ func (c *Coordinator) syncLocked(g *group, q *kmsg.SyncGroupRequest) (<-chan *km
 	case StatePreparingRebalance:
 		return nil, syncError(q.Version, kerr.RebalanceInProgress.Code)
 	case StateStable:
+		m.synced = true // a follower's SyncGroup after the leader's
 		return nil, c.syncResponse(g, m, q.Version)
 	case StateCompletingRebalance:
 		m.synced = true
