@@ -240,15 +240,42 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 // rebalance — and b must be back in the group.
 func StaticRestart(t testing.TB, addr, group, topic string, end map[TP]int64) {
 	t.Helper()
+	staticRestart(t, addr, group, topic, end, false)
+}
+
+// StaticRestartStaggered is StaticRestart with "b" started once "a" holds
+// a generation of its own: the group goes through several generations, so
+// b's last JoinGroup metadata (franz-go's names the generation it held and
+// the partitions it owned) differs from the restarted client's.
+func StaticRestartStaggered(t testing.TB, addr, group, topic string, end map[TP]int64) {
+	t.Helper()
+	staticRestart(t, addr, group, topic, end, true)
+}
+
+func staticRestart(t testing.TB, addr, group, topic string, end map[TP]int64, stagger bool) {
+	t.Helper()
 	var d Delivered
 	opts := append(Fast(), kgo.ConsumeTopics(topic))
 	a := Start(t, addr, group, &d, append(opts, kgo.InstanceID("a"))...)
+	if stagger {
+		Eventually(t, 10*time.Second, "a alone in a generation", func() bool {
+			_, g := a.Client.GroupMetadata()
+			return g > 0
+		})
+	}
 	b := Start(t, addr, group, &d, append(opts, kgo.InstanceID("b"))...)
 	Eventually(t, 30*time.Second, "every record delivered", func() bool { return len(d.Missing(end)) == 0 })
-	Eventually(t, 10*time.Second, "both in one generation", func() bool {
+	// A cooperative-sticky group that moves partitions forms a second
+	// generation right after the first: wait until the generation holds.
+	Eventually(t, 10*time.Second, "both in one generation, settled", func() bool {
 		_, ga := a.Client.GroupMetadata()
 		_, gb := b.Client.GroupMetadata()
-		return ga == gb && ga > 0
+		if ga != gb || ga <= 0 {
+			return false
+		}
+		time.Sleep(300 * time.Millisecond)
+		_, again := a.Client.GroupMetadata()
+		return again == ga
 	})
 	_, gen := a.Client.GroupMetadata()
 	b.Stop() // a static member does not leave on close (KIP-345)
