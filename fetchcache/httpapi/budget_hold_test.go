@@ -111,22 +111,30 @@ func (g *growingWriter) Produce(ctx context.Context, _ string, _ int32, _ bool, 
 	return map[string]int{"bytes": len(b)}, nil
 }
 
+// growMaxWait is ProduceMaxWait of growServer's handler.
+const growMaxWait = 5 * time.Second
+
+// growServer serves the HTTP API with a growingWriter holding 1.5 times
+// each body and a produce budget of 4 MiB; grow lets the first body's
+// Hold go (also at the test's end).
+func growServer(t *testing.T) (*growingWriter, *httptest.Server, func(), gateInFlight) {
+	w := &growingWriter{times: 1.5, read: make(chan struct{}, 1), grow: make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: emptyCatalog{}, Writer: w, MaxInFlightProduceBytes: 4 << 20, ProduceMaxWait: growMaxWait, Registerer: reg}))
+	t.Cleanup(srv.Close)
+	var growOnce sync.Once
+	grow := func() { growOnce.Do(func() { close(w.grow) }) }
+	t.Cleanup(grow)
+	return w, srv, grow, gateInFlight{t: t, reg: reg}
+}
+
 // TestProduceHoldGoesBeforeNewBodies: a body already read whose records
 // need more of the produce budget gets it ahead of a new body waiting for
 // its reserve. Before, its Hold queued behind the new body, which waited
 // for the first body to finish: the first was refused 429 after
 // ProduceMaxWait with its body read, and only then the second went in.
 func TestProduceHoldGoesBeforeNewBodies(t *testing.T) {
-	w := &growingWriter{times: 1.5, read: make(chan struct{}, 1), grow: make(chan struct{})}
-	const capacity = 4 << 20
-	const maxWait = 5 * time.Second
-	reg := prometheus.NewRegistry()
-	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: emptyCatalog{}, Writer: w, MaxInFlightProduceBytes: capacity, ProduceMaxWait: maxWait, Registerer: reg}))
-	t.Cleanup(srv.Close)
-	var growOnce sync.Once
-	grow := func() { growOnce.Do(func() { close(w.grow) }) }
-	t.Cleanup(grow)
-	g := gateInFlight{t: t, reg: reg}
+	w, srv, grow, g := growServer(t)
 	type answer struct {
 		code int
 		body string
@@ -155,7 +163,7 @@ func TestProduceHoldGoesBeforeNewBodies(t *testing.T) {
 	}
 	grow()
 	a := <-first
-	if a.code != http.StatusOK || a.took >= maxWait {
+	if a.code != http.StatusOK || a.took >= growMaxWait {
 		t.Fatalf("the first body, read and needing 1 MiB more with 2 MiB free: %d after %v %s, want 200 at once", a.code, a.took, a.body)
 	}
 	if b := <-second; b.code != http.StatusOK {
@@ -172,16 +180,7 @@ func TestProduceHoldGoesBeforeNewBodies(t *testing.T) {
 // written) and the other goes on with what it returns, instead of both
 // waiting out ProduceMaxWait and the first to have asked being refused.
 func TestProduceHoldsStuckRefusedAtOnce(t *testing.T) {
-	w := &growingWriter{times: 1.5, read: make(chan struct{}, 1), grow: make(chan struct{})}
-	const capacity = 4 << 20
-	const maxWait = 5 * time.Second
-	reg := prometheus.NewRegistry()
-	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: emptyCatalog{}, Writer: w, MaxInFlightProduceBytes: capacity, ProduceMaxWait: maxWait, Registerer: reg}))
-	t.Cleanup(srv.Close)
-	var growOnce sync.Once
-	grow := func() { growOnce.Do(func() { close(w.grow) }) }
-	t.Cleanup(grow)
-	g := gateInFlight{t: t, reg: reg}
+	w, srv, grow, g := growServer(t)
 	answers := make(chan int, 2)
 	post := func() {
 		resp, err := http.Post(srv.URL+"/v1/topics/t/records", MediaNDJSON, strings.NewReader(strings.Repeat("x", 2<<20)))
@@ -205,7 +204,7 @@ func TestProduceHoldsStuckRefusedAtOnce(t *testing.T) {
 	grow() // the first's Hold: the whole budget now waits to grow
 	got := []int{<-answers, <-answers}
 	slices.Sort(got)
-	if took := time.Since(start); !slices.Equal(got, []int{http.StatusOK, http.StatusTooManyRequests}) || took >= maxWait {
+	if took := time.Since(start); !slices.Equal(got, []int{http.StatusOK, http.StatusTooManyRequests}) || took >= growMaxWait {
 		t.Fatalf("two bodies each waiting for the other's budget: %v after %v, want one 200 and one 429 at once", got, took)
 	}
 	if got := g.InFlight(); got != 0 {
