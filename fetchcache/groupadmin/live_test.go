@@ -38,7 +38,7 @@ func TestCoordinatorLive(t *testing.T) {
 	cq := kmsg.NewPtrOffsetCommitRequest()
 	cq.Version, cq.Group, cq.MemberID, cq.Generation = 9, "app", r.MemberID, r.Generation
 	cq.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "orders", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 3, LeaderEpoch: -1}}}}
-	if cr := c.Commit(ctx, cq); cr.Topics[0].Partitions[0].ErrorCode != 0 {
+	if cr := c.Commit(ctx, cq, nil); cr.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("commit: %d", cr.Topics[0].Partitions[0].ErrorCode)
 	}
 	live := CoordinatorLive{C: c}

@@ -53,7 +53,7 @@ func BenchmarkCommitMinIO(b *testing.B) {
 			q.Topics[0].Partitions[j].Offset = int64(i)
 		}
 		start := time.Now()
-		r := c.Commit(ctx, q)
+		r := c.Commit(ctx, q, nil)
 		lat = append(lat, time.Since(start))
 		if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 {
 			b.Fatalf("commit %d: %s", i, codeName(code))

@@ -183,7 +183,7 @@ func (h *harness) commit(group, member string, gen int32, instance *string, offs
 	q.Group, q.MemberID, q.Generation, q.InstanceID = group, member, gen, instance
 	md := "md"
 	q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: offset, LeaderEpoch: 4, Metadata: &md}}}}
-	return h.c.Commit(context.Background(), q).Topics[0].Partitions[0].ErrorCode
+	return h.c.Commit(context.Background(), q, nil).Topics[0].Partitions[0].ErrorCode
 }
 
 func codeName(c int16) string {

@@ -78,33 +78,17 @@ func (l *Lineages) DropStale(ctx context.Context, o *Object) ([]Offset, error) {
 	if l == nil || o == nil {
 		return nil, nil
 	}
-	var stale []bool
-	for i, off := range o.Offsets {
-		s, err := l.Stale(ctx, off)
-		if err != nil {
+	// Each topic resolved (and memoized) first: the removal then asks
+	// nothing that can fail.
+	for _, off := range o.Offsets {
+		if _, err := l.Stale(ctx, off); err != nil {
 			return nil, err
 		}
-		if s && stale == nil {
-			stale = make([]bool, len(o.Offsets))
-		}
-		if s {
-			stale[i] = true
-		}
 	}
-	if stale == nil {
-		return nil, nil
-	}
-	var removed []Offset
-	kept := o.Offsets[:0]
-	for i, off := range o.Offsets {
-		if stale[i] {
-			removed = append(removed, off)
-		} else {
-			kept = append(kept, off)
-		}
-	}
-	o.Offsets = kept
-	return removed, nil
+	return o.removeOffsets(func(off Offset) bool {
+		stale, _ := l.Stale(ctx, off)
+		return stale
+	}), nil
 }
 
 // validTopicID reports whether s is Kafka's string form of a topic ID: 22

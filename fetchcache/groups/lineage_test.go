@@ -135,7 +135,7 @@ func TestCommitRecordsTopicID(t *testing.T) {
 		for _, tp := range topics {
 			q.Topics = append(q.Topics, kmsg.OffsetCommitRequestTopic{Topic: tp, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 42, LeaderEpoch: -1}}})
 		}
-		return h.c.CommitIDs(ctx, q, ids).Topics[0].Partitions[0].ErrorCode
+		return h.c.Commit(ctx, q, ids).Topics[0].Partitions[0].ErrorCode
 	}
 	wantCode(t, "first commit", commit(ids, "t", "u", "plain"), 0)
 	o, err := h.store.Reload(ctx, "g")
@@ -169,7 +169,7 @@ func TestCommitRecordsTopicID(t *testing.T) {
 	for _, tp := range []string{"u", "t"} {
 		q.Topics = append(q.Topics, kmsg.OffsetCommitRequestTopic{Topic: tp, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 50, LeaderEpoch: -1}}})
 	}
-	r := h.c.CommitIDs(ctx, q, ids)
+	r := h.c.Commit(ctx, q, ids)
 	wantCode(t, "commit on a deleted topic", r.Topics[0].Partitions[0].ErrorCode, kerr.UnknownTopicOrPartition.Code)
 	wantCode(t, "commit on a served topic beside it", r.Topics[1].Partitions[0].ErrorCode, 0)
 	if o, err = h.store.Reload(ctx, "g"); err != nil {

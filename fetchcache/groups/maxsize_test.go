@@ -86,7 +86,7 @@ func TestGroupIDTooLongForTheStore(t *testing.T) {
 	q := kmsg.NewPtrOffsetCommitRequest()
 	q.Group, q.Generation = fits+"g", -1
 	q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
-	if r := h.c.Commit(ctx, q); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidGroupID.Code {
+	if r := h.c.Commit(ctx, q, nil); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidGroupID.Code {
 		t.Fatalf("commit for a too long group id: %v, want INVALID_GROUP_ID", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}
 }

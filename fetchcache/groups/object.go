@@ -232,3 +232,18 @@ func (o *Object) set(off Offset) {
 	}
 	o.Offsets = slices.Insert(o.Offsets, i, off)
 }
+
+// removeOffsets drops the offsets del selects and returns them, in order.
+func (o *Object) removeOffsets(del func(Offset) bool) []Offset {
+	var removed []Offset
+	kept := o.Offsets[:0]
+	for _, off := range o.Offsets {
+		if del(off) {
+			removed = append(removed, off)
+		} else {
+			kept = append(kept, off)
+		}
+	}
+	o.Offsets = kept
+	return removed
+}

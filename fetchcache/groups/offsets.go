@@ -17,22 +17,17 @@ import (
 // generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // REBALANCE_IN_PROGRESS while the generation is being formed); one with
 // generation -1 (a consumer with assign()) is accepted
-// only while the group has no members, as Kafka does. It records no topic
-// IDs: CommitIDs.
-func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
-	return c.CommitIDs(ctx, q, nil)
-}
-
-// CommitIDs is Commit recording with each offset the topic ID its topic is
-// served under now (ids; nil: none), and removing from the object the
-// offsets committed against another incarnation of their topic (Lineages:
+// only while the group has no members, as Kafka does.
+//
+// It records with each offset the topic ID its topic is served under now
+// (ids; nil: none), and removes from the object the offsets committed against another incarnation of their topic (Lineages:
 // a topic deleted, or deleted and re-created, since), as Kafka deletes a
 // deleted topic's offsets. A topic ids cannot resolve (the bucket
 // unreadable) fails the commit with COORDINATOR_NOT_AVAILABLE, as a group
 // object that cannot be read does; a topic ids says is not served (deleted,
 // or never known) is refused UNKNOWN_TOPIC_OR_PARTITION, as Kafka refuses a
 // commit on a topic it does not know.
-func (c *Coordinator) CommitIDs(ctx context.Context, q *kmsg.OffsetCommitRequest, ids TopicIDs) *kmsg.OffsetCommitResponse {
+func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest, ids TopicIDs) *kmsg.OffsetCommitResponse {
 	start := time.Now()
 	r := kmsg.NewPtrOffsetCommitResponse()
 	r.Version = q.Version

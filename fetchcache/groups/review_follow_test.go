@@ -170,7 +170,7 @@ func TestReviewMetadataLimitCountsUTF16Units(t *testing.T) {
 		q.Group, q.Generation = "s", -1
 		md := tc.md
 		q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1, Metadata: &md}}}}
-		got := h.c.Commit(context.Background(), q).Topics[0].Partitions[0].ErrorCode
+		got := h.c.Commit(context.Background(), q, nil).Topics[0].Partitions[0].ErrorCode
 		wantCode(t, fmt.Sprintf("metadata of %d bytes, %d runes", len(md), utf8.RuneCountInString(md)), got, tc.want)
 	}
 }

@@ -328,22 +328,12 @@ func (s *Store) Update(ctx context.Context, group string, fn func(*Object) error
 func (s *Store) DeleteOffsets(ctx context.Context, group string, del func(Offset) bool, check func(*Object) error) ([]Offset, error) {
 	var removed []Offset
 	_, err := s.Update(ctx, group, func(o *Object) error {
-		removed = nil
 		if check != nil {
 			if err := check(o); err != nil {
 				return err
 			}
 		}
-		kept := o.Offsets[:0]
-		for _, off := range o.Offsets {
-			if del(off) {
-				removed = append(removed, off)
-			} else {
-				kept = append(kept, off)
-			}
-		}
-		o.Offsets = kept
-		if len(removed) == 0 {
+		if removed = o.removeOffsets(del); len(removed) == 0 {
 			return errNothingToDelete // nothing written
 		}
 		return nil

@@ -40,7 +40,7 @@ func (s *KafkaServer) offsetCommit(ctx context.Context, kc *kafkaConn, q *kmsg.O
 	}
 	var done *kmsg.OffsetCommitResponse
 	if groupErr == 0 && len(sub.Topics) > 0 {
-		done = s.coordinator().CommitIDs(ctx, &sub, s.topicIDs())
+		done = s.coordinator().Commit(ctx, &sub, s.topicIDs())
 	}
 	r := kmsg.NewPtrOffsetCommitResponse()
 	r.Version = q.Version
