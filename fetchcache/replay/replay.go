@@ -542,11 +542,11 @@ func (j *replayJob) partition(ctx context.Context, r *ReplayRange) error {
 				continue
 			}
 			progressed = true
-			first, err := j.firstOffset(b)
+			past, err := j.startsAt(b, r.End)
 			if err != nil {
 				return fmt.Errorf("decode batch at offset %d of %s-%d: %w", b.BaseOffset(), topic, r.Partition, err)
 			}
-			if first >= r.End { // a gap (compaction) reaches past the end
+			if past { // a gap (compaction) reaches past the end
 				r.Next = r.End
 				break
 			}
@@ -575,18 +575,20 @@ func (j *replayJob) partition(ctx context.Context, r *ReplayRange) error {
 	return nil
 }
 
-// firstOffset is the first offset b holds. A compressed magic 0/1
-// wrapper's offset field is its last inner offset, so its first is read
-// from its records; any other batch's is its base offset.
-func (j *replayJob) firstOffset(b record.Batch) (int64, error) {
-	if !b.IsLegacy() || b.Codec() == codec.None {
-		return b.BaseOffset(), nil
+// startsAt reports whether b's first offset is end or past it. A
+// compressed magic 0/1 wrapper's offset field is its last inner offset, so
+// when that is past end its first is read from its records (only then: a
+// wrapper whose last offset is below end starts below it); any other
+// batch's first is its base offset.
+func (j *replayJob) startsAt(b record.Batch, end int64) (bool, error) {
+	if b.BaseOffset() < end || !b.IsLegacy() || b.Codec() == codec.None {
+		return b.BaseOffset() >= end, nil
 	}
 	recs, err := j.dec.Records(b)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
-	return recs[0].Offset, nil
+	return recs[0].Offset >= end, nil
 }
 
 // wait takes n bytes from the rate limiter, sleeping as needed. A batch
