@@ -48,21 +48,34 @@ func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id 
 	if len(t.Partitions) == 0 {
 		return t.ID, true, nil
 	}
-	p, err := c.cat.Partition(ctx, topic, t.Partitions[0])
+	pid, known, err := PartitionTopicID(ctx, c.cat, topic, t.Partitions[0])
 	var ue *UnknownTopicOrPartitionError
 	switch {
 	case errors.As(err, &ue):
 		return "", false, nil
 	case err != nil:
 		return "", false, err
+	case !known:
+		return t.ID, true, nil
+	}
+	return pid, true, nil
+}
+
+// PartitionTopicID is the topic ID the catalog's partition of topic serves
+// now: its manifest (and topic object) re-read first when older than the
+// catalog's manifest TTL, as a Fetch would. known is false when the
+// partition does not know topic IDs (a local one); a partition that is gone
+// is an *UnknownTopicOrPartitionError.
+func PartitionTopicID(ctx context.Context, cat Catalog, topic string, partition int32) (id string, known bool, err error) {
+	p, err := cat.Partition(ctx, topic, partition)
+	if err != nil {
+		return "", false, err
 	}
 	ider, ok := p.(TopicIDer)
 	if !ok {
-		return t.ID, true, nil
-	}
-	if _, err := p.Offsets(ctx); errors.As(err, &ue) {
 		return "", false, nil
-	} else if err != nil {
+	}
+	if _, err := p.Offsets(ctx); err != nil {
 		return "", false, err
 	}
 	return ider.TopicID(), true, nil

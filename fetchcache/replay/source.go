@@ -65,20 +65,9 @@ func (s *catalogSource) Partitions(ctx context.Context, topic string) ([]int32, 
 // answers "".
 func (s *catalogSource) TopicID(ctx context.Context, topic string, partition int32) (string, error) {
 	var id string
-	err := s.retry(ctx, func() error {
-		p, err := s.cat.Partition(ctx, topic, partition)
-		if err != nil {
-			return err
-		}
-		// Offsets re-reads the manifest (and the topic object) when the
-		// one held is older than the catalog's manifest TTL.
-		if _, err := p.Offsets(ctx); err != nil {
-			return err
-		}
-		if ider, ok := p.(fetchcache.TopicIDer); ok {
-			id = ider.TopicID()
-		}
-		return nil
+	err := s.retry(ctx, func() (err error) {
+		id, _, err = fetchcache.PartitionTopicID(ctx, s.cat, topic, partition)
+		return err
 	})
 	return id, err
 }
