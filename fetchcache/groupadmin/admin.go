@@ -29,6 +29,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/groups"
+	"github.com/tiered/tiered/localtier/topicconfig"
 )
 
 // Member is one member of a group as the coordinator holds it.
@@ -104,6 +105,9 @@ type Summary struct {
 // groups with a committed offset on it or a live member assigned one of its partitions;
 // Partitions then counts that topic's partitions.
 func (a *Admin) List(ctx context.Context, live []string, topic string) ([]Summary, error) {
+	if err := checkTopicName(topic); err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
 	byName := map[string]*Summary{}
 	lin := a.lineages()
 	err := a.Store.List(ctx, func(l groups.Listed) error {
@@ -195,6 +199,9 @@ type Description struct {
 // against the tier's end. With a topic ("" = all), Offsets holds only that topic's
 // partitions (a group with none of it is described with no offsets); members are all shown.
 func (a *Admin) Describe(ctx context.Context, group, topic string) (*Description, error) {
+	if err := checkTopicName(topic); err != nil {
+		return nil, fmt.Errorf("describe %q: %w", group, err)
+	}
 	o, err := a.Store.Reload(ctx, group)
 	if err != nil {
 		return nil, err
@@ -617,6 +624,9 @@ func (a *Admin) DeleteOffsets(ctx context.Context, group, topic string) (*Offset
 	if topic == "" {
 		return nil, errors.New("delete offsets: a topic is required (--topic)")
 	}
+	if err := checkTopicName(topic); err != nil {
+		return nil, fmt.Errorf("delete offsets of %q: %w", group, err)
+	}
 	o, err := a.Store.Reload(ctx, group)
 	if err != nil {
 		return nil, err
@@ -668,6 +678,16 @@ func (a *Admin) DeleteOffsets(ctx context.Context, group, topic string) (*Offset
 		out.Partitions = append(out.Partitions, off.Partition)
 	}
 	return out, nil
+}
+
+// checkTopicName refuses a topic name Kafka would not have (INVALID_TOPIC_EXCEPTION), so
+// that a narrowing by one is not answered as if the topic merely had no groups; "" (every
+// topic) passes.
+func checkTopicName(topic string) error {
+	if topic == "" {
+		return nil
+	}
+	return topicconfig.ValidateTopicName(topic)
 }
 
 // checkTopic answers UNKNOWN_TOPIC_OR_PARTITION for a topic the catalog does not serve.

@@ -199,6 +199,8 @@ func TestGroupsTopic(t *testing.T) {
 				{"delete offsets of a topic no longer served", groups("delete", "--group", "app", "--topic", "gone", "--json"), 0, []string{`"partitions": [`, "2"}, nil},
 				{"empty topic", groups("delete", "--group", "app", "--topic", ""), 2, []string{"missing required flag --topic"}, nil},
 				{"empty topic on list", groups("list", "--topic", ""), 2, []string{"missing required flag --topic"}, nil},
+				{"invalid topic on list", groups("list", "--topic", "../x y"), 1, []string{`Topic name "../x y" is illegal`}, nil},
+				{"invalid topic on delete", groups("delete", "--group", "app", "--topic", ".."), 1, []string{`Topic name cannot be "." or ".."`}, nil},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					res := run(t, "", tc.args...)
