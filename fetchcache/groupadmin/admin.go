@@ -651,7 +651,11 @@ func (a *Admin) DeleteOffsets(ctx context.Context, group, topic string) (*Offset
 	if d, ok := a.Live.(OffsetDeleter); ok {
 		// Every partition served and every one committed, as kafka-consumer-groups asks for
 		// the topic's partitions: one committed since the read above goes too.
-		parts, _ := a.partitions(ctx, ResetSpec{Topic: topic})
+		parts, err := a.partitions(ctx, ResetSpec{Topic: topic})
+		var ue *fetchcache.UnknownTopicOrPartitionError
+		if err != nil && !errors.As(err, &ue) { // a topic no longer served: its committed ones
+			return nil, fmt.Errorf("delete offsets of %q in %q: %w", topic, group, err)
+		}
 		parts = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(parts), committed...))))
 		if err := d.DeleteOffsets(ctx, group, topic, parts); err != nil {
 			return nil, err

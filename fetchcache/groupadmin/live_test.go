@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -133,4 +135,20 @@ func TestCoordinatorLiveDeleteOffsets(t *testing.T) {
 	if _, err := admin.DeleteOffsets(ctx, "none", "orders"); !errors.Is(err, ErrGroupNotFound) {
 		t.Fatalf("unknown group: %v", err)
 	}
+	// A catalog that cannot list its topics: nothing deleted, rather than only the
+	// partitions the group had committed (one committed since would stay).
+	down := &Admin{Store: store, Catalog: unlistable{cat}, Live: CoordinatorLive{C: c}}
+	if d, err := down.DeleteOffsets(ctx, "app", "orders"); err == nil || !strings.Contains(err.Error(), "bucket down") {
+		t.Fatalf("delete offsets with the catalog unreadable: %+v %v", d, err)
+	}
+	if o, err := store.Reload(ctx, "app"); err != nil || o == nil || len(o.Offsets) != 1 {
+		t.Fatalf("after a refused delete: %+v %v", o, err)
+	}
+}
+
+// unlistable is a catalog whose topic listing fails.
+type unlistable struct{ catalog }
+
+func (unlistable) Topics(context.Context) ([]fetchcache.TopicInfo, error) {
+	return nil, errors.New("bucket down")
 }
