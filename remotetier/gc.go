@@ -119,13 +119,17 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 		if err != nil {
 			return rep, err
 		}
-		ts, seen := topics[[2]string{id.prefix, id.topic}]
+		tk := [2]string{id.prefix, id.topic}
+		ts, seen := topics[tk]
 		if !seen {
+			// Read once a pass. Unreadable, it only hides removed
+			// lineages: the partitions' own orphans are collected as
+			// before, and the error says what was not checked.
 			if ts, _, err = LoadTopicState(ctx, b, id.prefix, id.topic); err != nil {
-				errs = append(errs, fmt.Errorf("gc %s-%d: %w", id.topic, id.partition, err))
-				continue
+				errs = append(errs, fmt.Errorf("gc %s: removed lineages not collected: %w", id.topic, err))
+				ts = nil
 			}
-			topics[[2]string{id.prefix, id.topic}] = ts
+			topics[tk] = ts
 		}
 		if ts.Removed(id.topicID) {
 			// A commit in flight when the lineage was removed wrote its

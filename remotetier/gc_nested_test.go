@@ -3,6 +3,7 @@ package remotetier
 import (
 	"context"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,49 @@ func TestRemoveLineageKeepsNestedDeploymentKeys(t *testing.T) {
 	for _, k := range nested {
 		if _, err := mem.Attributes(ctx, k); err != nil {
 			t.Fatalf("the nested deployment's %s: %v", k, err)
+		}
+	}
+}
+
+// TestGCUnreadableTopicObject: a topic object GC cannot read only hides the
+// topic's removed lineages; each partition's own orphans are still
+// collected, and the error says once which check was skipped.
+func TestGCUnreadableTopicObject(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	dir := upOpenDir(t, t.TempDir())
+	upTopic(t, dir, "o", 2)
+	for p := range int32(2) {
+		upSegments(t, upPartition(t, dir, "o", p), 2, 2, 3, 10)
+	}
+	if _, err := upUploader(t, mem, NewLocalSource(dir, nil), Options{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var orphans []string
+	for p := range int32(2) {
+		dk, err := manifest.DataKeys("", "o", p, 1000, "0badc0de")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Put(ctx, dk.Log, strings.NewReader("x"), 1, objstore.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		orphans = append(orphans, dk.Log)
+	}
+	tk, err := manifest.TopicKey("", "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Put(ctx, tk, strings.NewReader("{not json"), 9, objstore.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := GC(ctx, mem, GCOptions{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+	if err == nil || strings.Count(err.Error(), "removed lineages not collected") != 1 {
+		t.Fatalf("gc with the topic object unreadable: %v, want one error naming the skipped check", err)
+	}
+	for _, k := range orphans {
+		if !slices.ContainsFunc(rep.Deleted, func(o Orphan) bool { return o.Key == k }) {
+			t.Fatalf("orphan %s not collected: %+v", k, rep.Deleted)
 		}
 	}
 }
