@@ -66,13 +66,13 @@ func objstoreOps(reg *prometheus.Registry, op string) float64 {
 func TestGroupCommitsAddNoGET(t *testing.T) {
 	c, reg := groupOnMinIO(t)
 	ctx := context.Background()
-	if r := c.Commit(ctx, commitReq("bench", 0)); r.Topics[0].Partitions[0].ErrorCode != 0 {
+	if r := c.Commit(ctx, commitReq("bench", 0), nil); r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("first commit: %d", r.Topics[0].Partitions[0].ErrorCode)
 	}
 	gets, puts := objstoreOps(reg, "get"), objstoreOps(reg, "put")
 	const n = 20
 	for i := 1; i <= n; i++ {
-		if r := c.Commit(ctx, commitReq("bench", int64(i))); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		if r := c.Commit(ctx, commitReq("bench", int64(i)), nil); r.Topics[0].Partitions[0].ErrorCode != 0 {
 			t.Fatalf("commit %d: %d", i, r.Topics[0].Partitions[0].ErrorCode)
 		}
 	}
