@@ -107,8 +107,12 @@ func (w *worker) clean(ctx context.Context, p *logToClean, nowMs, producerExpira
 	}
 	cfg := v.Config
 	txn := newTxnState()
+	legacy, err := newLegacyDeletes(l, v, p.firstDirty)
+	if err != nil {
+		return st, err
+	}
 	for _, g := range groupSegments(segs, cfg.EffectiveSegmentBytes(), cfg.SegmentIndexBytes, p.firstUncleanable) {
-		if err := w.cleanGroup(ctx, l, g, nextBase, txn, producers, nowMs, cfg.DeleteRetentionMs, &st); err != nil {
+		if err := w.cleanGroup(ctx, l, g, nextBase, txn, producers, legacy, nowMs, cfg.DeleteRetentionMs, &st); err != nil {
 			return st, err
 		}
 		st.segmentsIn += len(g)
@@ -242,7 +246,7 @@ func (w *worker) buildOffsetMap(ctx context.Context, p *logToClean, st *runStats
 // cleanGroup rewrites one group of segments into one cleaned segment and
 // swaps it in.
 func (w *worker) cleanGroup(ctx context.Context, l *localtier.Log, g []localtier.CleanerSegment, nextBase map[int64]int64,
-	txn *txnState, producers map[int64]producerLast, nowMs, deleteRetentionMs int64, st *runStats) (err error) {
+	txn *txnState, producers map[int64]producerLast, legacy *legacyDeletes, nowMs, deleteRetentionMs int64, st *runStats) (err error) {
 	cs, err := l.NewCleanedSegment(g[0].BaseOffset)
 	if err != nil {
 		return err
@@ -254,9 +258,10 @@ func (w *worker) cleanGroup(ctx context.Context, l *localtier.Log, g []localtier
 		}
 	}()
 	txn.keep = cs.AppendAbortedTxn
-	f := &batchFilter{ctx: ctx, w: w, cs: cs, txn: txn, producers: producers, nowMs: nowMs, deleteRetentionMs: deleteRetentionMs, st: st}
+	f := &batchFilter{ctx: ctx, w: w, cs: cs, txn: txn, producers: producers, legacy: legacy, nowMs: nowMs, deleteRetentionMs: deleteRetentionMs, st: st}
 	for _, seg := range g {
 		txn.addAborted(l.AbortedTxns(seg.BaseOffset, nextBase[seg.BaseOffset]))
+		legacy.startSegment(seg)
 		if err := l.ScanSegment(seg, seg.BaseOffset, true, f.filter); err != nil {
 			return fmt.Errorf("clean segment %d: %w", seg.BaseOffset, err)
 		}
@@ -275,6 +280,7 @@ type batchFilter struct {
 	cs                *localtier.CleanedSegment
 	txn               *txnState
 	producers         map[int64]producerLast
+	legacy            *legacyDeletes
 	nowMs             int64
 	deleteRetentionMs int64
 	st                *runStats
@@ -389,11 +395,11 @@ func (f *batchFilter) filter(_ int64, b record.Batch) error {
 
 // filterLegacy cleans a magic 0/1 entry (one message, or a compressed
 // wrapper of several) as Kafka's cleaner does: a record superseded by a
-// later offset of its key goes, and so does a keyless one. Deletes stay
-// (Kafka drops legacy ones by segment modification time; keeping them is
-// safe). An entry that keeps every record is copied unchanged, one that
-// keeps none is dropped, and the records a wrapper keeps are up-converted
-// into a v2 batch with its codec, as Kafka 4's cleaner writes them (KIP-724).
+// later offset of its key goes, and so does a keyless one, and a delete
+// once its segment is past the legacy delete horizon (legacyDeletes). An
+// entry that keeps every record is copied unchanged, one that keeps none is
+// dropped, and the records a wrapper keeps are up-converted into a v2 batch
+// with its codec, as Kafka 4's cleaner writes them (KIP-724).
 func (f *batchFilter) filterLegacy(b record.Batch) error {
 	w, st := f.w, f.st
 	recs, err := w.dec.Records(b)
@@ -410,6 +416,15 @@ func (f *batchFilter) filterLegacy(b record.Batch) error {
 			continue
 		case r.Offset < w.m.Get(r.Key):
 			continue
+		case r.Value == nil:
+			retain, err := f.legacy.retain()
+			if err != nil {
+				return err
+			}
+			if !retain {
+				st.tombstonesDropped++
+				continue
+			}
 		}
 		kept = append(kept, r)
 	}
@@ -431,6 +446,57 @@ func (f *batchFilter) filterLegacy(b record.Batch) error {
 	}
 	st.batchesRewritten++
 	return f.cs.Append(w.out)
+}
+
+// legacyDeletes tells whether the segment being cleaned keeps its legacy
+// (magic 0/1) deletes. Those carry no delete horizon of their own, so
+// Kafka's cleaner goes by segment last-modified times: a pass's legacy
+// delete horizon is delete.retention.ms before the last-modified time of
+// the last segment below the first dirty offset (0 when there is none, so
+// the pass that first cleans a log keeps every delete), and a segment
+// modified at or before it loses its legacy deletes. A cleaned segment
+// keeps the last-modified time of the last segment it replaces
+// (ReplaceSegments), so a delete goes once the log holds cleaned data
+// written delete.retention.ms after the delete's segment was last written.
+// A segment's time is read only when one of its records depends on it.
+type legacyDeletes struct {
+	l          *localtier.Log
+	horizon    int64
+	seg        localtier.CleanerSegment // the segment being cleaned
+	segRead    bool
+	segRetains bool
+}
+
+// newLegacyDeletes reads the pass's legacy delete horizon before any
+// segment is replaced, as Kafka's doClean does.
+func newLegacyDeletes(l *localtier.Log, v localtier.CleanerView, firstDirty int64) (*legacyDeletes, error) {
+	d := &legacyDeletes{l: l}
+	if clean := overlapping(v, -1, firstDirty); len(clean) > 0 {
+		t, err := l.SegmentModTime(v.Segments[clean[len(clean)-1]])
+		if err != nil {
+			return nil, fmt.Errorf("legacy delete horizon: %w", err)
+		}
+		d.horizon = t - v.Config.DeleteRetentionMs
+	}
+	return d, nil
+}
+
+func (d *legacyDeletes) startSegment(seg localtier.CleanerSegment) {
+	d.seg, d.segRead = seg, false
+}
+
+// retain reports whether the segment being cleaned keeps its legacy deletes
+// (Kafka's retainLegacyDeletesAndTxnMarkers).
+func (d *legacyDeletes) retain() (bool, error) {
+	if d.segRead {
+		return d.segRetains, nil
+	}
+	t, err := d.l.SegmentModTime(d.seg)
+	if err != nil {
+		return false, fmt.Errorf("legacy delete horizon: %w", err)
+	}
+	d.segRead, d.segRetains = true, t > d.horizon
+	return d.segRetains, nil
 }
 
 // specOf copies a batch's header fields into a spec, keeping its offsets

@@ -12,7 +12,9 @@
 // The guarantees are Kafka's: offsets and order never change; a consumer
 // reading from the start sees at least the latest value of every key in the
 // cleaned region; a tombstone stays at least delete.retention.ms after the
-// cleaner first saw it; nothing newer than min.compaction.lag.ms, nothing in
+// cleaner first saw it (a legacy magic 0/1 one, which has no delete horizon
+// of its own, until its segment was last modified delete.retention.ms
+// before the last segment already cleaned, as Kafka's cleaner); nothing newer than min.compaction.lag.ms, nothing in
 // the active segment and nothing at or past the last stable offset is ever
 // touched.
 package compactor

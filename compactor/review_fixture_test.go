@@ -116,8 +116,9 @@ func kmsgDecode(t *testing.T, data []byte) (recs []kRec, legacy [][]byte, contro
 }
 
 // compactModel is Kafka's result of cleaning recs completely: the latest
-// record of each key, tombstones kept or not (legacy deletes are always
-// kept).
+// record of each key, tombstones kept or not (legacy deletes are kept: a
+// fixture is one segment, so no segment is delete.retention.ms older than
+// the last clean one, which Kafka's legacy delete horizon goes by).
 func compactModel(recs []kRec, keepTombstones bool) []kRec {
 	last := map[string]int64{}
 	for _, r := range recs {

@@ -2,6 +2,7 @@ package compactor
 
 import (
 	"testing"
+	"time"
 
 	"github.com/tiered/tiered/internal/testkit/testrecs"
 	"github.com/tiered/tiered/localtier"
@@ -77,7 +78,9 @@ func TestReviewLegacyValueDeletedByV2Tombstone(t *testing.T) {
 	e.clock.ms += 2 * 86_400_000
 	e.pass(true)
 	e.pass(true)
-	// Legacy deletes are kept (conservatively); the v2 tombstone goes.
+	// The v2 tombstone goes by its batch's delete horizon. The legacy
+	// delete goes by segment times: its segment is the last clean one, so
+	// it is not delete.retention.ms older than that and stays.
 	if got, want := show(e.read()), "1:other=x 2:gone=<tombstone> 4:tail=y"; got != want {
 		t.Fatalf("past the horizon: %s, want %s", got, want)
 	}
@@ -119,5 +122,60 @@ func TestReviewLegacyWrapperUpConverted(t *testing.T) {
 	}
 	if string(batches[1]) != string(kept) {
 		t.Fatal("a wrapper that keeps every record was not copied as it is")
+	}
+}
+
+// A legacy (magic 0/1) delete has no delete horizon of its own: Kafka's
+// cleaner drops it once its segment was last modified delete.retention.ms
+// before the last segment already cleaned (legacyDeleteHorizonMs), and
+// keeps it in the pass that first cleans the log. Legacy deletes were kept
+// for ever, so a key deleted before an upgrade to the v2 format stayed in
+// the log as a tombstone.
+func TestReviewLegacyTombstoneDroppedByModTime(t *testing.T) {
+	e := newEnv(t, map[string]string{"internal.segment.bytes": "100"})
+	now := time.Now()
+	e.clock.ms = now.UnixMilli()
+	data := legacyMessage(0, "k", "old-value", 0, false)
+	data = append(data, legacyMessage(1, "gone", "", 0, true)...)
+	e.writeSegment(0, data)
+	e.roll()
+	e.produce(kv("x", "a-v2-value"))
+	e.roll()
+	e.produce(kv("tail", "y"))
+	setModTime := func(base int64, at time.Time) {
+		t.Helper()
+		for _, s := range e.log.Segments() {
+			if s.BaseOffset == base {
+				if err := e.fs.Chtimes(s.Path, at, at); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+		t.Fatalf("no segment at %d", base)
+	}
+	setModTime(0, now.Add(-72*time.Hour))
+	e.pass(true)
+	want := "0:k=old-value 1:gone=<tombstone> 2:x=a-v2-value 3:tail=y"
+	if got := show(e.read()); got != want {
+		t.Fatalf("first cleaning: %s, want %s", got, want)
+	}
+	if n := len(e.log.Segments()); n != 3 {
+		t.Fatalf("%d segments, want the legacy one cleaned alone", n)
+	}
+	// Written 12 hours before the last clean segment: within a day.
+	setModTime(0, now.Add(-12*time.Hour))
+	setModTime(2, now)
+	e.pass(true)
+	if got := show(e.read()); got != want {
+		t.Fatalf("within delete.retention.ms: %s, want %s", got, want)
+	}
+	setModTime(0, now.Add(-25*time.Hour))
+	rep := e.pass(true)
+	if got, want := show(e.read()), "0:k=old-value 2:x=a-v2-value 3:tail=y"; got != want {
+		t.Fatalf("past delete.retention.ms: %s, want %s", got, want)
+	}
+	if n := rep.Logs[0].TombstonesDrop; n != 1 {
+		t.Fatalf("%d tombstones dropped, want 1", n)
 	}
 }

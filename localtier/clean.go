@@ -178,6 +178,26 @@ func (l *Log) ScanSegment(seg CleanerSegment, from int64, verify bool, fn func(p
 	return nil
 }
 
+// SegmentModTime returns the last-modified time (Unix ms) of seg's .log
+// file, Kafka's LogSegment.lastModified: the age of records without a
+// timestamp, and what the cleaner's delete horizon for legacy (magic 0/1)
+// tombstones goes by. Once the segment has left the log it fails with
+// ErrSegmentChanged.
+func (l *Log) SegmentModTime(seg CleanerSegment) (int64, error) {
+	_, path, _, _, err := l.scanTarget(seg, seg.BaseOffset)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := l.fs.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("segment %d of %s: %w", seg.BaseOffset, l.dir, ErrSegmentChanged)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("segment %d of %s: %w", seg.BaseOffset, l.dir, err)
+	}
+	return fi.ModTime().UnixMilli(), nil
+}
+
 // headerScanBuf is how much ScanBatchHeaders reads at a time: enough for
 // the headers of many small batches, little waste for large ones.
 const headerScanBuf = 8 << 10
