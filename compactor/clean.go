@@ -37,6 +37,7 @@ type producerLast struct {
 	lastData      int64
 	epoch         int16
 	lastTimestamp int64 // max timestamp of its last batch
+	segment       int   // the view's segment holding its last batch
 }
 
 // worker is one cleaner thread: its offset map (fixed memory, reused for
@@ -86,8 +87,25 @@ func (w *worker) clean(ctx context.Context, p *logToClean, nowMs, producerExpira
 	}
 	// Expired producers (producer.id.expiration.ms) keep no state, except
 	// one with a transaction still open (at or past the last stable offset).
+	// A last batch without a timestamp is as old as its segment's file,
+	// which was last written at or after it.
+	modTimes := map[int]int64{}
 	for pid, pl := range producers {
-		if pl.lastTimestamp >= 0 && nowMs-pl.lastTimestamp >= producerExpirationMs && pl.lastData < v.LastStableOffset {
+		if pl.lastData >= v.LastStableOffset {
+			continue
+		}
+		last := pl.lastTimestamp
+		if last < 0 {
+			t, ok := modTimes[pl.segment]
+			if !ok {
+				if t, err = l.SegmentModTime(v.Segments[pl.segment]); err != nil {
+					return st, fmt.Errorf("read producer state: %w", err)
+				}
+				modTimes[pl.segment] = t
+			}
+			last = t
+		}
+		if nowMs-last >= producerExpirationMs {
 			delete(producers, pid)
 		}
 	}
@@ -125,7 +143,7 @@ func (w *worker) clean(ctx context.Context, p *logToClean, nowMs, producerExpira
 // last data batch and epoch (Kafka asks its producer state manager).
 func (w *worker) producerState(ctx context.Context, l *localtier.Log, v localtier.CleanerView) (map[int64]producerLast, error) {
 	m := map[int64]producerLast{}
-	for _, seg := range v.Segments {
+	for i, seg := range v.Segments {
 		if seg.Size == 0 {
 			continue
 		}
@@ -144,7 +162,7 @@ func (w *worker) producerState(ctx context.Context, l *localtier.Log, v localtie
 				p.lastData = h.LastOffset()
 			}
 			p.epoch = h.ProducerEpoch()
-			p.lastTimestamp = h.MaxTimestamp()
+			p.lastTimestamp, p.segment = h.MaxTimestamp(), i
 			m[h.ProducerID()] = p
 			return nil
 		})

@@ -44,7 +44,9 @@ type Config struct {
 	Backoff time.Duration
 	// ProducerIDExpiration is producer.id.expiration.ms: a producer whose
 	// last batch is older than this no longer needs its last batch kept
-	// (as an empty batch) to preserve its state.
+	// (as an empty batch) to preserve its state. A batch's age is its max
+	// timestamp's, or, for one without timestamps, its segment file's
+	// last-modified time's.
 	ProducerIDExpiration time.Duration
 	// Now is the clock (nil: time.Now). Sleep waits (nil: a timer honouring ctx).
 	Now   func() time.Time

@@ -65,3 +65,52 @@ func TestReviewCleanedSegmentKeepsModTime(t *testing.T) {
 		t.Fatalf("cleaned segment dated %s, want the replaced segment's %s", time.UnixMilli(got).UTC(), old.UTC())
 	}
 }
+
+// The cleaner keeps an idempotent producer's last batch (emptied) until the
+// producer expires, producer.id.expiration.ms after that batch. A batch
+// without timestamps (-1) gives no age, and its producer was kept for
+// ever. Kafka's expiry compares now - lastTimestamp, which for -1 is
+// expired at once; here such a batch is as old as its segment's file (last
+// written at or after it), as for min.compaction.lag.ms, so it is kept no
+// shorter than a batch with timestamps.
+func TestReviewUntimedProducerStateExpires(t *testing.T) {
+	e := newEnv(t, nil)
+	now := time.Now()
+	e.clock.ms = now.UnixMilli()
+	noTS := record.Record{Key: []byte("a"), Value: []byte("1"), Timestamp: record.NoTimestamp}
+	e.produceTo(e.log, codec.None, 7, false, noTS)
+	e.produce(kv("a", "2"))
+	e.roll()
+	e.produce(kv("tail", "x"))
+	setModTime := func(at time.Time) {
+		t.Helper()
+		if err := e.fs.Chtimes(e.log.Segments()[0].Path, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	producer7 := func() bool {
+		_, batches := readLog(t, e.fs, e.log)
+		for _, b := range batches {
+			if b.ProducerID() == 7 {
+				return true
+			}
+		}
+		return false
+	}
+	setModTime(now.Add(-12 * time.Hour))
+	e.pass(true)
+	if !producer7() {
+		t.Fatal("the last batch of a producer written 12 hours ago was dropped")
+	}
+	if got, want := show(e.read()), "1:a=2 2:tail=x"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	setModTime(now.Add(-25 * time.Hour))
+	e.pass(true)
+	if producer7() {
+		t.Fatal("the last batch of a producer written 25 hours ago is still kept")
+	}
+	if got, want := show(e.read()), "1:a=2 2:tail=x"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
