@@ -290,6 +290,11 @@ type RawRecords struct {
 	NextOffset int64
 	// LogStart and LogEnd are the partition's offsets when it was read.
 	LogStart, LogEnd int64
+	// TopicID is the topic ID of the lineage Data was read from (the
+	// service's X-Tiered-Topic-Id), "" when the topic has none or the
+	// source does not tell. A topic deleted and re-created under the same
+	// name answers with another ID.
+	TopicID string
 }
 
 // ReadRaw reads whole record batches of topic-partition from the batch
@@ -333,6 +338,7 @@ func (c *Client) readRaw(ctx context.Context, target, topic string, partition in
 		}
 		*h.v = v
 	}
+	res.TopicID = resp.Header.Get(HeaderTopicID)
 	limit := c.MaxResponseBytes
 	if resp.ContentLength > limit {
 		return RawRecords{}, fmt.Errorf("answer of %d bytes is larger than the %d-byte limit", resp.ContentLength, limit)

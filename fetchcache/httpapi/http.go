@@ -47,6 +47,12 @@ const (
 	// HeaderNextOffset is the offset to ask for next: the offset after the
 	// last batch returned, or the start offset when nothing was returned.
 	HeaderNextOffset = "X-Tiered-Next-Offset"
+	// HeaderTopicID is the topic ID (Kafka's string form) of the lineage
+	// the answer was read from, as of the partition's manifest read that
+	// served it; absent for a topic without one. A topic deleted and
+	// re-created under the same name answers the same offsets with another
+	// ID: a reader that keeps reading (replay) tells it by this header.
+	HeaderTopicID = "X-Tiered-Topic-Id"
 )
 
 // Defaults of HTTPOptions.
@@ -733,6 +739,11 @@ func (a *httpAPI) records(w *countingWriter, r *http.Request) {
 		h.Set(HeaderLogStartOffset, strconv.FormatInt(off.LogStart, 10))
 		h.Set(HeaderLogEndOffset, strconv.FormatInt(max(off.LogEnd, next), 10))
 		h.Set(HeaderNextOffset, strconv.FormatInt(next, 10))
+		// Read after the data: a lineage change during the read (a
+		// manifest re-read) shows, and IDs never change back.
+		if ider, ok := part.(fetchcache.TopicIDer); ok && ider.TopicID() != "" {
+			h.Set(HeaderTopicID, ider.TopicID())
+		}
 		h.Set("Vary", "Accept")
 	}
 	if media == MediaRaw {

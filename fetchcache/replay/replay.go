@@ -56,6 +56,11 @@ package replay
 // an ID (a topic without one, or written before IDs were recorded) cannot be
 // checked: it resumes, and takes the source's ID from then on. A source that
 // reports no ID (a fetch service without IDs) is not checked either.
+// During a run each read reports the ID of the lineage it was read from
+// (httpapi.RawRecords.TopicID, at no cost of its own): an answer from
+// another lineage than the checkpoint's stops the run (ErrTopicRecreated)
+// before any of it is written, so output and checkpoint end with the old
+// topic's last record.
 
 import (
 	"bufio"
@@ -119,8 +124,10 @@ var ErrReplayInterrupted = errors.New("replay interrupted")
 var ErrNoReplayCheckpoint = errors.New("no replay checkpoint")
 
 // ErrTopicRecreated is returned by a resume whose topic now has another
-// topic ID than the checkpoint records: it was deleted and re-created.
-var ErrTopicRecreated = errors.New("topic re-created since the checkpoint")
+// topic ID than the checkpoint records, and by a run whose source answers
+// a read from a lineage with another ID than the one the replay started
+// on: the topic was deleted and re-created.
+var ErrTopicRecreated = errors.New("topic re-created")
 
 // ReplayOptions configures Replay.
 type ReplayOptions struct {
@@ -444,6 +451,29 @@ func (j *replayJob) checkTopicID(ctx context.Context) error {
 		ErrTopicRecreated, j.cpPath, j.o.Topic, j.cp.TopicID, j.o.Topic, id, what)
 }
 
+// checkReadTopicID stops the run when a read was answered from another
+// lineage than the one the replay started on: the topic was deleted and
+// re-created during the run, and the answer holds the new topic's records
+// at offsets the old one's range counts. Nothing of the answer is written,
+// so the output and the checkpoint end with the old topic's last record
+// written. Each answer carries its ID (no request of its own); an answer
+// or a checkpoint without one cannot be checked.
+func (j *replayJob) checkReadTopicID(r *ReplayRange, id string) error {
+	if id == "" || j.cp.TopicID == "" || id == j.cp.TopicID {
+		return nil
+	}
+	return fmt.Errorf("%w during the replay: %s-%d now serves topic ID %s, but the replay started on topic ID %s: the topic was deleted and re-created, and its offsets are no longer the ones being replayed; the output stops before offset %d of %s-%d, after the old topic's last record written (checkpoint%s); replay the new topic with a new replay without --resume",
+		ErrTopicRecreated, j.o.Topic, r.Partition, id, j.cp.TopicID, r.Next, j.o.Topic, r.Partition, j.cpNote())
+}
+
+// cpNote names the checkpoint file for a message, or says there is none.
+func (j *replayJob) cpNote() string {
+	if j.cpPath == "" {
+		return ": none, the output is stdout"
+	}
+	return " " + j.cpPath
+}
+
 // resolve turns the time range into offset ranges, partition by partition,
 // and reads the topic ID they belong to.
 func (j *replayJob) resolve(ctx context.Context) ([]ReplayRange, string, error) {
@@ -525,6 +555,9 @@ func (j *replayJob) partition(ctx context.Context, r *ReplayRange) error {
 			if errors.As(err, &oe) && oe.LogStart > r.Next {
 				return fmt.Errorf("offsets %d-%d of %s-%d were deleted (log start offset now %d) before they were replayed: %w", r.Next, min(oe.LogStart, r.End)-1, topic, r.Partition, oe.LogStart, err)
 			}
+			return err
+		}
+		if err := j.checkReadTopicID(r, res.TopicID); err != nil {
 			return err
 		}
 		if len(res.Data) == 0 {

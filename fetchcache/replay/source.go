@@ -27,7 +27,10 @@ type ReplaySource interface {
 	// found is false when every record is older.
 	OffsetForTimestamp(ctx context.Context, topic string, partition int32, ts int64) (offset int64, found bool, err error)
 	// ReadRaw returns whole batches from the one holding offset: at least
-	// one below the log end, more while they fit in maxBytes.
+	// one below the log end, more while they fit in maxBytes, and the
+	// topic ID of the lineage they were read from (RawRecords.TopicID, ""
+	// when the source cannot tell): it costs no request of its own, so a
+	// replay checks each answer against the ID it started on.
 	ReadRaw(ctx context.Context, topic string, partition int32, offset int64, maxBytes int) (httpapi.RawRecords, error)
 }
 
@@ -133,6 +136,11 @@ func (s *catalogSource) ReadRaw(ctx context.Context, topic string, partition int
 			return err
 		}
 		res = httpapi.RawRecords{Data: data, NextOffset: offset, LogStart: off.LogStart, LogEnd: off.LogEnd}
+		// After the read: a manifest re-read during it that moved to
+		// another lineage shows (IDs never change back).
+		if ider, ok := p.(fetchcache.TopicIDer); ok {
+			res.TopicID = ider.TopicID()
+		}
 		if len(data) > 0 {
 			res.NextOffset = fetchcache.LastBatchNext(data)
 		}
