@@ -257,6 +257,9 @@ type PartitionDetails struct {
 	Topic     string
 	Partition int32
 	fetchcache.Offsets
+	// TopicID is the topic ID of the lineage the partition serves, ""
+	// when the topic has none or the service does not say.
+	TopicID string
 	// MaxTimestamp is the largest record timestamp, -1 when no record has
 	// one or the service does not know it.
 	MaxTimestamp int64
@@ -272,7 +275,7 @@ func (c *Client) PartitionInfo(ctx context.Context, topic string, partition int3
 	if err := c.getJSON(ctx, c.endpoint(topic, partition, false, nil), topic, partition, &pj); err != nil {
 		return PartitionDetails{}, fmt.Errorf("describe %s-%d: %w", topic, partition, err)
 	}
-	d := PartitionDetails{Topic: topic, Partition: partition, MaxTimestamp: -1, Segments: pj.Segments,
+	d := PartitionDetails{Topic: topic, Partition: partition, TopicID: pj.TopicID, MaxTimestamp: -1, Segments: pj.Segments,
 		Offsets: fetchcache.Offsets{LogStart: pj.LogStartOffset, LogEnd: pj.LogEndOffset, LastStable: pj.LastStableOffset}}
 	if pj.MaxTimestamp != nil {
 		d.MaxTimestamp = *pj.MaxTimestamp
@@ -433,9 +436,19 @@ func (c *Client) Partitions(ctx context.Context, topic string) ([]int32, error) 
 	return t.Partitions, err
 }
 
-// TopicID is the topic ID GET /v1/topics reports for topic, "" when it
-// has none (a replay.ReplaySource; partition is not needed).
-func (c *Client) TopicID(ctx context.Context, topic string, _ int32) (string, error) {
+// TopicID is the topic ID the service's partition of topic serves now, ""
+// when the topic has none (a replay.ReplaySource). It asks the partition
+// (GET /v1/topics/{t}/partitions/{p}, answered after a manifest re-read
+// when due), not GET /v1/topics: the service reuses its topic listing for
+// up to its TopicsTTL (30 s), and a topic re-created within that time would
+// still be listed under the old ID. A service that does not say a
+// partition's ID (a release before topic_id there) is asked for the
+// listing's.
+func (c *Client) TopicID(ctx context.Context, topic string, partition int32) (string, error) {
+	d, err := c.PartitionInfo(ctx, topic, partition)
+	if err != nil || d.TopicID != "" {
+		return d.TopicID, err
+	}
 	t, err := c.topic(ctx, topic)
 	return t.ID, err
 }

@@ -151,7 +151,7 @@ type httpAPI struct {
 // NewHTTPHandler returns the fetch service's HTTP handler:
 //
 //	GET /v1/topics                                     {"topics": [{"topic": "t", "partitions": [0, 1]}]}
-//	GET /v1/topics/{topic}/partitions/{partition}      offsets, max timestamp, segments
+//	GET /v1/topics/{topic}/partitions/{partition}      offsets, max timestamp, segments, topic ID
 //	GET /v1/topics/{topic}/partitions/{partition}/records?offset=N|timestamp=MS&max_bytes=N
 //	GET /metrics, /healthz, /readyz
 //
@@ -565,6 +565,12 @@ type PartitionJSON struct {
 	LastStableOffset int64                    `json:"last_stable_offset"`
 	MaxTimestamp     *int64                   `json:"max_timestamp,omitempty"` // -1: no record has one
 	Segments         []fetchcache.SegmentInfo `json:"segments,omitempty"`
+
+	// TopicID is the topic ID of the lineage the partition serves, as of
+	// the manifest read these offsets come from (fresher than GET
+	// /v1/topics, which is reused for the catalog's TopicsTTL); left out
+	// for a topic without one.
+	TopicID string `json:"topic_id,omitempty"`
 }
 
 func (a *httpAPI) partition(w *countingWriter, r *http.Request) {
@@ -578,6 +584,9 @@ func (a *httpAPI) partition(w *countingWriter, r *http.Request) {
 		return
 	}
 	out := PartitionJSON{Topic: topic, Partition: p, LogStartOffset: off.LogStart, LogEndOffset: off.LogEnd, LastStableOffset: off.LastStable}
+	if ider, ok := part.(fetchcache.TopicIDer); ok {
+		out.TopicID = ider.TopicID() // after Offsets' manifest re-read
+	}
 	if sl, ok := part.(fetchcache.SegmentLister); ok {
 		segs, err := sl.Segments(r.Context())
 		if err != nil {

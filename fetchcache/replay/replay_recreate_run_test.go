@@ -102,3 +102,67 @@ func TestReplayTopicRecreatedDuringRun(t *testing.T) {
 		})
 	}
 }
+
+// countingSource counts the reads.
+type countingSource struct {
+	ReplaySource
+	reads int
+}
+
+func (s *countingSource) ReadRaw(ctx context.Context, topic string, p int32, off int64, maxBytes int) (httpapi.RawRecords, error) {
+	s.reads++
+	return s.ReplaySource.ReadRaw(ctx, topic, p, off, maxBytes)
+}
+
+// TestReplayResumeFetchPastCachedListing: --resume --fetch asks the fetch
+// service for the topic ID of the partition it continues (GET
+// /v1/topics/{t}/partitions/{p}, answered after the partition's manifest
+// re-read when due), not the topic listing, which the service reuses for
+// 30 s: a topic re-created within that time is refused at the resume,
+// before anything is read or truncated. Before, the resume compared the
+// checkpoint's ID with the cached listing's (the old topic's) and went on.
+func TestReplayResumeFetchPastCachedListing(t *testing.T) {
+	mem := objstore.NewMemory()
+	uploadTopicID(t, mem, recreateOldID, "old", 120)
+	// One long-lived fetch service: its topic listing is reused for the
+	// default 30 s, each partition's manifest is re-read when asked for.
+	_, cat := fetchkit.CachedCatalog(t, mem, chunkcache.CacheOptions{ChunkBytes: 4096, MemoryBytes: 1 << 20},
+		fetchcache.RemoteCatalogOptions{ManifestTTL: time.Nanosecond, MinRefresh: time.Nanosecond})
+	client := bothSources(t, cat)["fetch"].(*httpapi.Client)
+	ctx := context.Background()
+
+	out := filepath.Join(t.TempDir(), "out")
+	opts := ReplayOptions{Topic: replayTopic, Partition: ReplayAllPartitions, From: 0, To: ts0 + 1_000_000,
+		FetchBytes: 300, FlushBytes: 1, OutPath: out}
+	runCtx, cancel := context.WithCancel(ctx)
+	o := opts
+	o.Source = &cancellingSource{ReplaySource: client, n: 3, cancel: cancel}
+	cp, err := Replay(runCtx, o)
+	cancel()
+	if !errors.Is(err, ErrReplayInterrupted) || cp.TopicID != recreateOldID {
+		t.Fatalf("first run: %v, checkpoint topic ID %q", err, cp.TopicID)
+	}
+	before, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	uploadTopicID(t, mem, recreateNewID, "new", 150)
+	// The scenario: the service's listing still names the old topic.
+	if ts, err := client.Topics(ctx); err != nil || len(ts) != 1 || ts[0].ID != recreateOldID {
+		t.Fatalf("the cached listing: %+v, %v; want it still on %s", ts, err, recreateOldID)
+	}
+
+	src := &countingSource{ReplaySource: client}
+	o = opts
+	o.Source, o.Resume = src, true
+	_, err = Replay(ctx, o)
+	msg := fmt.Sprint(err)
+	if !errors.Is(err, ErrTopicRecreated) || !strings.Contains(msg, recreateNewID) || !strings.Contains(msg, "without --resume") ||
+		strings.Contains(msg, "during the replay") || src.reads != 0 {
+		t.Fatalf("resume on the re-created topic: %v after %d reads; want ErrTopicRecreated at the resume, before any read", err, src.reads)
+	}
+	if after, _ := os.ReadFile(out); string(after) != string(before) {
+		t.Fatalf("the refused resume changed the output: %d bytes, then %d", len(before), len(after))
+	}
+}
