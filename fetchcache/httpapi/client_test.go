@@ -118,12 +118,7 @@ func (p idPartition) TopicID() string { return p.id }
 // /v1/topics answers with (replay --fetch records it in its checkpoint, to
 // tell a re-created topic on resume); before, TopicInfo.ID was always "".
 func TestClientTopicsCarryTopicID(t *testing.T) {
-	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: idCatalog{}}))
-	defer srv.Close()
-	c, err := NewClient(srv.URL, srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clientOver(t, NewHTTPHandler(HTTPOptions{Catalog: idCatalog{}}))
 	ctx := context.Background()
 	want, _ := idCatalog{}.Topics(ctx)
 	got, err := c.Topics(ctx)
@@ -152,12 +147,7 @@ func TestClientTopicsCarryTopicID(t *testing.T) {
 // under its old ID. Before, TopicID read the listing. A service that does
 // not give a partition's ID is asked for the listing's.
 func TestClientTopicIDAsksThePartition(t *testing.T) {
-	srv := httptest.NewServer(NewHTTPHandler(HTTPOptions{Catalog: idCatalog{}}))
-	defer srv.Close()
-	c, err := NewClient(srv.URL, srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clientOver(t, NewHTTPHandler(HTTPOptions{Catalog: idCatalog{}}))
 	ctx := context.Background()
 	if d, err := c.PartitionInfo(ctx, "recreated", 0); err != nil || d.TopicID != "Uq9V3n0BTgS1bCv0uJ3w1Q" {
 		t.Fatalf("partition info %+v, %v; want topic ID Uq9V3n0BTgS1bCv0uJ3w1Q", d, err)
@@ -167,19 +157,26 @@ func TestClientTopicIDAsksThePartition(t *testing.T) {
 	}
 
 	// A service from before partitions said their ID: the listing's.
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	oc := clientOver(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/topics" {
 			WriteJSON(w, http.StatusOK, map[string]any{"topics": []TopicJSON{{Topic: "orders", TopicID: "Vtqh-_aLSpGn3jK4dGnv8A", Partitions: []int32{0}}}})
 			return
 		}
 		WriteJSON(w, http.StatusOK, PartitionJSON{Topic: "orders", Partition: 0})
 	}))
-	defer old.Close()
-	oc, err := NewClient(old.URL, old.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
 	if id, err := oc.TopicID(ctx, "orders", 0); err != nil || id != "Vtqh-_aLSpGn3jK4dGnv8A" {
 		t.Fatalf("TopicID from a service without partition IDs = %q, %v; want the listing's", id, err)
 	}
+}
+
+// clientOver is a Client of a test server of h, closed at the test's end.
+func clientOver(t *testing.T, h http.Handler) *Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := NewClient(srv.URL, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
