@@ -60,3 +60,55 @@ func TestCatalogTopicIDsTopicNewerThanListing(t *testing.T) {
 		t.Fatalf("unknown topic: served %v, %v", served, err)
 	}
 }
+
+// TestCatalogTopicIDsPartitionNewerThanListing: HasPartition tells the
+// partitions a served topic has, so that a group's commit on a partition
+// the topic does not have is refused; a partition added after the
+// catalog's topic listing (cached for TopicsTTL) is served already and is
+// not refused, and one the bucket lacks is.
+func TestCatalogTopicIDsPartitionNewerThanListing(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	now := time.Unix(1000, 0)
+	cat, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := remotekit.NewRemoteID(t, mem, "", lineNew, 0, manifest.DefaultPolicy())
+	r.Commit(remotekit.WriteLocal(t, t.TempDir(), 31, 1, 5, false).Files(t)...)
+	s, _, _, err := manifest.ObserveTopic("", remotekit.TestTopic, nil, manifest.Observation{TopicID: lineNew, Partitions: 4, NowMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remotekit.PutTopicState(t, mem, s)
+	if topics, err := cat.Topics(ctx); err != nil || len(topics) != 1 || len(topics[0].Partitions) != 1 {
+		t.Fatalf("listing: %+v, %v", topics, err)
+	}
+
+	// A partition's first upload, after the listing.
+	const added = remotekit.TestPartition + 2
+	r2 := remotekit.NewRemoteID(t, mem, "", lineNew, 0, manifest.DefaultPolicy())
+	if r2.M, err = manifest.NewID("", remotekit.TestTopic, lineNew, added, 0); err != nil {
+		t.Fatal(err)
+	}
+	r2.Commit(remotekit.WriteLocal(t, t.TempDir(), 32, 1, 5, false).Files(t)...)
+	now = now.Add(time.Second) // within the listing's TTL
+
+	ids := fetchcache.NewCatalogTopicIDs(cat)
+	for _, tc := range []struct {
+		topic     string
+		partition int32
+		want      bool
+	}{
+		{remotekit.TestTopic, remotekit.TestPartition, true},
+		{remotekit.TestTopic, added, true},
+		{remotekit.TestTopic, remotekit.TestPartition + 1, false},
+		{remotekit.TestTopic, 100, false},
+		{"never", 0, false},
+	} {
+		if has, err := ids.HasPartition(ctx, tc.topic, tc.partition); err != nil || has != tc.want {
+			t.Errorf("HasPartition(%s, %d) = %v, %v; want %v", tc.topic, tc.partition, has, err, tc.want)
+		}
+	}
+	var _ groups.TopicPartitions = ids
+}

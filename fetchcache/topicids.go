@@ -3,6 +3,7 @@ package fetchcache
 import (
 	"context"
 	"errors"
+	"slices"
 )
 
 // CatalogTopicIDs tells the topic ID each topic of a catalog is served
@@ -28,15 +29,8 @@ func NewCatalogTopicIDs(cat Catalog) *CatalogTopicIDs { return &CatalogTopicIDs{
 // when it can tell (unlistedResolver): a cached listing may predate the
 // topic's first upload while its partitions are served already.
 func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error) {
-	if c.listed == nil {
-		topics, err := c.cat.Topics(ctx)
-		if err != nil {
-			return "", false, err
-		}
-		c.listed = make(map[string]TopicInfo, len(topics))
-		for _, t := range topics {
-			c.listed[t.Name] = t
-		}
+	if err := c.list(ctx); err != nil {
+		return "", false, err
 	}
 	t, ok := c.listed[topic]
 	if !ok {
@@ -59,6 +53,47 @@ func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id 
 		return t.ID, true, nil
 	}
 	return pid, true, nil
+}
+
+// HasPartition reports whether the catalog serves partition of topic
+// (groups.TopicPartitions: a commit on a partition the topic does not have
+// is refused). A partition the listing lacks is asked of the catalog
+// (Partition, which reads its manifest): the listing may predate the
+// topic's new partitions, which are served already.
+func (c *CatalogTopicIDs) HasPartition(ctx context.Context, topic string, partition int32) (bool, error) {
+	if err := c.list(ctx); err != nil {
+		return false, err
+	}
+	if t, ok := c.listed[topic]; ok {
+		if slices.Contains(t.Partitions, partition) {
+			return true, nil
+		}
+	}
+	_, err := c.cat.Partition(ctx, topic, partition)
+	var ue *UnknownTopicOrPartitionError
+	switch {
+	case errors.As(err, &ue):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// list lists the catalog's topics once.
+func (c *CatalogTopicIDs) list(ctx context.Context) error {
+	if c.listed != nil {
+		return nil
+	}
+	topics, err := c.cat.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	c.listed = make(map[string]TopicInfo, len(topics))
+	for _, t := range topics {
+		c.listed[t.Name] = t
+	}
+	return nil
 }
 
 // PartitionTopicID is the topic ID the catalog's partition of topic serves

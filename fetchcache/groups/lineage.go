@@ -16,6 +16,16 @@ type TopicIDs interface {
 	CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error)
 }
 
+// TopicPartitions is TopicIDs that also tell a served topic's partitions:
+// Commit refuses an offset of a partition its topic does not have
+// (UNKNOWN_TOPIC_OR_PARTITION), as Kafka does. TopicIDs without it take
+// every partition of a served topic as one it has.
+type TopicPartitions interface {
+	TopicIDs
+	// HasPartition reports whether topic, which is served, has partition.
+	HasPartition(ctx context.Context, topic string, partition int32) (bool, error)
+}
+
 // Lineages answers, for one request, which committed offsets belong to the
 // current incarnation of their topic. Each topic is resolved once. A nil
 // *Lineages (no TopicIDs) takes every offset as current, as releases

@@ -26,7 +26,8 @@ import (
 // unreadable) fails the commit with COORDINATOR_NOT_AVAILABLE, as a group
 // object that cannot be read does; a topic ids says is not served (deleted,
 // or never known) is refused UNKNOWN_TOPIC_OR_PARTITION, as Kafka refuses a
-// commit on a topic it does not know.
+// commit on a topic it does not know, and so is a partition a served topic
+// does not have when ids tell partitions (TopicPartitions).
 func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest, ids TopicIDs) *kmsg.OffsetCommitResponse {
 	start := time.Now()
 	r := kmsg.NewPtrOffsetCommitResponse()
@@ -120,6 +121,24 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest, i
 			continue
 		}
 		topicIDs[i] = id
+		if parts, ok := ids.(TopicPartitions); ok {
+			for j, p := range t.Partitions {
+				if codes[i][j] != 0 {
+					continue
+				}
+				has, err := parts.HasPartition(ctx, t.Topic, p.Partition)
+				if err != nil {
+					c.log.Warn("offset commit: partition not resolved", "group", q.Group, "topic", t.Topic, "partition", p.Partition, "err", err)
+					fill(kerr.CoordinatorNotAvailable.Code)
+					return r
+				}
+				if !has {
+					// As Kafka refuses a commit on a partition it does
+					// not know.
+					codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				}
+			}
+		}
 	}
 	if !slices.ContainsFunc(codes, func(cs []int16) bool { return slices.Contains(cs, 0) }) {
 		return r
