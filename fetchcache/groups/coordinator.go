@@ -836,6 +836,20 @@ func (c *Coordinator) becameEmpty(g *group) {
 		ctx, cancel := context.WithTimeout(context.Background(), backgroundWriteTimeout)
 		defer cancel()
 		_, err := c.store.Update(ctx, g.id, func(o *Object) error {
+			// Asked at every attempt, as a commit does: a replica the
+			// group moved from (its members expire here once they went to
+			// the new coordinator) does not write Empty over the new
+			// coordinator's state. Nor does a group Released meanwhile,
+			// which may have come back with members.
+			if c.Owner(g.id) != 0 {
+				return errGroupMoved
+			}
+			c.mu.Lock()
+			current := c.lookup(g.id) == g
+			c.mu.Unlock()
+			if !current {
+				return errGroupMoved
+			}
 			if o.UpdatedMS == 0 || o.State == StateEmpty && o.EmptySinceMS != 0 {
 				return errNoChange // deleted meanwhile (never resurrect), or already recorded
 			}
@@ -845,7 +859,10 @@ func (c *Coordinator) becameEmpty(g *group) {
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, errNoChange) {
+		switch {
+		case errors.Is(err, errGroupMoved):
+			c.log.Info("group emptied; its state was not written: the group moved to another coordinator", "group", g.id)
+		case err != nil && !errors.Is(err, errNoChange):
 			c.log.Warn("group emptied; its state was not written (offsets expire from their last write instead)", "group", g.id, "err", err)
 		}
 	}()
