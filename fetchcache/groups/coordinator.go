@@ -109,6 +109,7 @@ type group struct {
 	delayRemaining time.Duration
 	delayJoined    bool
 	hasObject      bool // the bucket holds an object for it (committed offsets)
+	released       bool // Released: the group may have moved (and come back as another *group)
 }
 
 type member struct {
@@ -250,6 +251,7 @@ func (c *Coordinator) Release(group string) {
 		for _, id := range slices.Clone(g.order) {
 			c.dropMember(g, g.members[id], kerr.NotCoordinator.Code)
 		}
+		g.released = true
 		delete(c.groups, group)
 		c.updateGauges()
 	}

@@ -17,7 +17,11 @@ import (
 // generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // REBALANCE_IN_PROGRESS while the generation is being formed); one with
 // generation -1 (a consumer with assign()) is accepted
-// only while the group has no members, as Kafka does.
+// only while the group has no members, as Kafka does. The member and
+// generation are checked when the commit arrives and again as it is
+// written, in order with this replica's other writes of the group: a
+// commit that waited while the group rebalanced is refused, not written
+// after the next generation's commits.
 //
 // It records with each offset the topic ID its topic is served under now
 // (ids; nil: none), and removes from the object the offsets committed against another incarnation of their topic (Lineages:
@@ -143,13 +147,37 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest, i
 	if !slices.ContainsFunc(codes, func(cs []int16) bool { return slices.Contains(cs, 0) }) {
 		return r
 	}
-	var moved int16
+	var moved, fenced int16
 	_, err = c.store.Update(ctx, q.Group, func(o *Object) error {
 		// Asked again at every attempt: a PUT lost to the replica the
 		// group moved to is not applied again on top of its members'
 		// commits (an older offset of theirs would roll back).
 		if moved = c.Owner(q.Group); moved != 0 {
 			return errGroupMoved
+		}
+		// The member and generation are checked again here, where this
+		// replica's writes of the group are serialized (the store holds
+		// the group's lock from this check until the PUT is answered): a
+		// commit that waited (for topic IDs, behind another write) while
+		// the group rebalanced is refused as it would have been had it
+		// arrived then, not written after the next generation's commits.
+		c.mu.Lock()
+		if g.released {
+			moved = kerr.NotCoordinator.Code // moved away, perhaps back
+		} else {
+			cur := g
+			if l := c.lookup(q.Group); l != nil {
+				cur = l // g was forgotten (it held nothing, or was deleted), then loaded again
+			}
+			fenced = c.checkCommit(cur, q.MemberID, q.InstanceID, q.Generation)
+			gen, ptype, members = cur.generation, cur.protocolType, len(cur.members)
+		}
+		c.mu.Unlock()
+		switch {
+		case moved != 0:
+			return errGroupMoved
+		case fenced != 0:
+			return errCommitFenced
 		}
 		if removed, err := lin.DropStale(ctx, o); err != nil {
 			c.log.Debug("stale offsets not checked", "group", q.Group, "err", err) // removed at a later write
@@ -200,6 +228,9 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest, i
 	case errors.Is(err, errGroupMoved):
 		c.log.Info("offset commit not written: the group moved to another coordinator", "group", q.Group)
 		fill(moved)
+	case errors.Is(err, errCommitFenced):
+		c.log.Info("offset commit not written: the group's generation or members changed while it waited", "group", q.Group, "member", q.MemberID, "generation", q.Generation, "err", kerr.ErrorForCode(fenced))
+		fill(fenced)
 	case errors.Is(err, ErrConflict):
 		c.log.Warn("offset commit lost to another coordinator", "group", q.Group, "err", err)
 		fill(kerr.NotCoordinator.Code)
@@ -209,6 +240,10 @@ func (c *Coordinator) Commit(ctx context.Context, q *kmsg.OffsetCommitRequest, i
 	}
 	return r
 }
+
+// errCommitFenced: a commit's member or generation, valid when it
+// arrived, was no longer when its write came (checkCommit's code).
+var errCommitFenced = errors.New("offset commit fenced while it waited to be written")
 
 // utf16Len is s's length as Kafka's String.length() measures commit
 // metadata against offset.metadata.max.bytes: UTF-16 code units (a

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -86,5 +89,154 @@ func TestReviewCommitUnknownPartition(t *testing.T) {
 				t.Fatalf("offsets stored: %+v", o.Offsets)
 			}
 		})
+	}
+}
+
+// stallingIDs holds the first topic-ID resolution until released (a slow
+// read of the topic objects), then serves every topic without IDs.
+type stallingIDs struct {
+	once     sync.Once
+	reached  chan struct{}
+	released chan struct{}
+}
+
+func (s *stallingIDs) CurrentTopicID(context.Context, string) (string, bool, error) {
+	s.once.Do(func() {
+		close(s.reached)
+		<-s.released
+	})
+	return "", true, nil
+}
+
+// TestReviewStalledCommitFencedAtWrite: a member's commit that passes the
+// generation check and then stalls (here resolving topic IDs) while the
+// group rebalances is refused when its write comes, as it would have been
+// had it arrived then: ILLEGAL_GENERATION when the member rejoined into
+// the next generation, UNKNOWN_MEMBER_ID when it was removed. It is not
+// written after the next generation's commit, whose offset (20) stays.
+func TestReviewStalledCommitFencedAtWrite(t *testing.T) {
+	ctx := context.Background()
+	for _, rejoined := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rejoined=%v", rejoined), func(t *testing.T) {
+			h := newHarness(t, objstore.NewMemory(), nil)
+			const g = "g"
+			a, gen := h.soleMemberCommitted5(g)
+
+			ids := &stallingIDs{reached: make(chan struct{}), released: make(chan struct{})}
+			done := make(chan int16, 1)
+			go func() {
+				q := kmsg.NewPtrOffsetCommitRequest()
+				q.Version, q.Group, q.MemberID, q.Generation = 9, g, a, gen
+				q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
+				done <- h.c.Commit(ctx, q, ids).Topics[0].Partitions[0].ErrorCode
+			}()
+			recv(t, ids.reached) // checked against generation gen, not written yet
+
+			// A second member joins: the next generation forms, with a or
+			// without it, and commits 20.
+			b, jb := h.newMember(g)
+			committer, want := b, kerr.UnknownMemberID.Code
+			var r *kmsg.JoinGroupResponse
+			if rejoined {
+				ja := h.joinAsync(joinReq(g, a, nil))
+				r = recv(t, ja)
+				recv(t, jb)
+				committer, want = a, kerr.IllegalGeneration.Code
+			} else {
+				h.clk.Add(session + time.Millisecond)
+				h.c.Tick() // a, which does not rejoin, is removed
+				r = recv(t, jb)
+			}
+			if r.Generation == gen {
+				t.Fatalf("rejoined %v: no new generation (%d)", rejoined, r.Generation)
+			}
+			h.sync(g, r.LeaderID, r.Generation, map[string]string{a: "A", b: "B"})
+			wantCode(t, "the next generation's commit", h.commit(g, committer, r.Generation, nil, 20), 0)
+
+			close(ids.released)
+			wantCode(t, fmt.Sprintf("rejoined %v: the stalled commit of generation %d", rejoined, gen), recv(t, done), want)
+			o, err := NewStore(h.b, StoreOptions{}).Load(ctx, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if off, _ := o.Lookup("t", 0); off.Offset != 20 {
+				t.Fatalf("rejoined %v: committed offset %d, want the next generation's 20", rejoined, off.Offset)
+			}
+		})
+	}
+}
+
+// TestReviewStalledCommitAfterMoveAndBack: a commit without a generation
+// (an assign() consumer's) that stalls while the group moves to another
+// replica, whose members commit, and comes back here is not written over
+// the other replica's offset: NOT_COORDINATOR, as Kafka answers a commit
+// whose append finds the coordinator moved, and the client retries it
+// against the group as it is now.
+func TestReviewStalledCommitAfterMoveAndBack(t *testing.T) {
+	ctx := context.Background()
+	var self atomic.Bool
+	self.Store(true)
+	h := newHarness(t, objstore.NewMemory(), func(o *Options) { o.Ring = atomicRing{&self} })
+	const g = "g"
+	wantCode(t, "commit 5", h.commit(g, "", -1, nil, 5), 0)
+
+	ids := &stallingIDs{reached: make(chan struct{}), released: make(chan struct{})}
+	done := make(chan int16, 1)
+	go func() {
+		q := kmsg.NewPtrOffsetCommitRequest()
+		q.Version, q.Group, q.Generation = 9, g, -1
+		q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
+		done <- h.c.Commit(ctx, q, ids).Topics[0].Partitions[0].ErrorCode
+	}()
+	recv(t, ids.reached)
+	self.Store(false)
+	h.c.Release(g)
+	if _, err := NewStore(h.b, StoreOptions{}).Update(ctx, g, commitOne("t", 0, 20)); err != nil {
+		t.Fatal(err)
+	}
+	self.Store(true)
+	close(ids.released)
+	wantCode(t, "the commit stalled across the move", recv(t, done), kerr.NotCoordinator.Code)
+	o, err := NewStore(h.b, StoreOptions{}).Load(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := o.Lookup("t", 0); off.Offset != 20 {
+		t.Fatalf("committed offset %d, want the other replica's 20", off.Offset)
+	}
+}
+
+// TestReviewStalledCommitGroupForgotten: a commit without a generation on
+// a group that has nothing yet (no object, no members), whose in-memory
+// group Tick forgets while the commit waits, is still written: the group
+// it was checked against did not change, only its memory went.
+func TestReviewStalledCommitGroupForgotten(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, objstore.NewMemory(), nil)
+	const g = "g"
+	ids := &stallingIDs{reached: make(chan struct{}), released: make(chan struct{})}
+	done := make(chan int16, 1)
+	go func() {
+		q := kmsg.NewPtrOffsetCommitRequest()
+		q.Version, q.Group, q.Generation = 9, g, -1
+		q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
+		done <- h.c.Commit(ctx, q, ids).Topics[0].Partitions[0].ErrorCode
+	}()
+	recv(t, ids.reached)
+	h.c.Tick()
+	h.c.mu.Lock()
+	_, held := h.c.groups[g]
+	h.c.mu.Unlock()
+	if held {
+		t.Fatal("Tick kept a group with nothing")
+	}
+	close(ids.released)
+	wantCode(t, "the commit", recv(t, done), 0)
+	o, err := NewStore(h.b, StoreOptions{}).Load(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := o.Lookup("t", 0); off.Offset != 7 {
+		t.Fatalf("committed offset %d, want 7", off.Offset)
 	}
 }
