@@ -108,6 +108,23 @@ func (s *stallingIDs) CurrentTopicID(context.Context, string) (string, bool, err
 	return "", true, nil
 }
 
+// commitStalled sends member's commit of offset 7 of t-0 (in generation
+// gen) from its own goroutine, with topic IDs that stall: it has passed
+// the member and generation check when ids.reached is closed, and goes on
+// once ids.released is.
+func (h *harness) commitStalled(group, member string, gen int32) (*stallingIDs, <-chan int16) {
+	ids := &stallingIDs{reached: make(chan struct{}), released: make(chan struct{})}
+	done := make(chan int16, 1)
+	go func() {
+		q := kmsg.NewPtrOffsetCommitRequest()
+		q.Version, q.Group, q.MemberID, q.Generation = 9, group, member, gen
+		q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
+		done <- h.c.Commit(context.Background(), q, ids).Topics[0].Partitions[0].ErrorCode
+	}()
+	recv(h.t, ids.reached)
+	return ids, done
+}
+
 // TestReviewStalledCommitFencedAtWrite: a member's commit that passes the
 // generation check and then stalls (here resolving topic IDs) while the
 // group rebalances is refused when its write comes, as it would have been
@@ -122,15 +139,7 @@ func TestReviewStalledCommitFencedAtWrite(t *testing.T) {
 			const g = "g"
 			a, gen := h.soleMemberCommitted5(g)
 
-			ids := &stallingIDs{reached: make(chan struct{}), released: make(chan struct{})}
-			done := make(chan int16, 1)
-			go func() {
-				q := kmsg.NewPtrOffsetCommitRequest()
-				q.Version, q.Group, q.MemberID, q.Generation = 9, g, a, gen
-				q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
-				done <- h.c.Commit(ctx, q, ids).Topics[0].Partitions[0].ErrorCode
-			}()
-			recv(t, ids.reached) // checked against generation gen, not written yet
+			ids, done := h.commitStalled(g, a, gen) // checked, not written yet
 
 			// A second member joins: the next generation forms, with a or
 			// without it, and commits 20.
@@ -180,15 +189,7 @@ func TestReviewStalledCommitAfterMoveAndBack(t *testing.T) {
 	const g = "g"
 	wantCode(t, "commit 5", h.commit(g, "", -1, nil, 5), 0)
 
-	ids := &stallingIDs{reached: make(chan struct{}), released: make(chan struct{})}
-	done := make(chan int16, 1)
-	go func() {
-		q := kmsg.NewPtrOffsetCommitRequest()
-		q.Version, q.Group, q.Generation = 9, g, -1
-		q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
-		done <- h.c.Commit(ctx, q, ids).Topics[0].Partitions[0].ErrorCode
-	}()
-	recv(t, ids.reached)
+	ids, done := h.commitStalled(g, "", -1) // checked, not written yet
 	self.Store(false)
 	h.c.Release(g)
 	if _, err := NewStore(h.b, StoreOptions{}).Update(ctx, g, commitOne("t", 0, 20)); err != nil {
@@ -214,15 +215,7 @@ func TestReviewStalledCommitGroupForgotten(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, objstore.NewMemory(), nil)
 	const g = "g"
-	ids := &stallingIDs{reached: make(chan struct{}), released: make(chan struct{})}
-	done := make(chan int16, 1)
-	go func() {
-		q := kmsg.NewPtrOffsetCommitRequest()
-		q.Version, q.Group, q.Generation = 9, g, -1
-		q.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7, LeaderEpoch: -1}}}}
-		done <- h.c.Commit(ctx, q, ids).Topics[0].Partitions[0].ErrorCode
-	}()
-	recv(t, ids.reached)
+	ids, done := h.commitStalled(g, "", -1) // checked, not written yet
 	h.c.Tick()
 	h.c.mu.Lock()
 	_, held := h.c.groups[g]
