@@ -365,18 +365,18 @@ func TestEmptiedRangeKeptUnlessCleaned(t *testing.T) {
 	}
 }
 
-// TestEmptiedRangeCommitFaults: the commit removing an emptied range goes
-// through the manifest's commit protocol like any replace: a root write
-// that fails (before or after it landed, reported as an error or as a
-// lost race) and deletions after it that fail leave the bucket either
-// before or after the commit, never in between; the next passes finish
-// it, and garbage collection takes the objects left behind.
-func TestEmptiedRangeCommitFaults(t *testing.T) {
+// commitFault is a fault in a commit of partition c-0.
+type commitFault struct {
+	name  string
+	fault func(c objstore.Call) *objstore.Fault
+}
+
+// commitFaults are the faults of a commit's root write (failing before or
+// after it landed, reported as an error or as a lost race) and of the
+// deletions after it.
+func commitFaults() []commitFault {
 	root, _ := manifest.ManifestKey("", "c", 0)
-	for _, tc := range []struct {
-		name  string
-		fault func(c objstore.Call) *objstore.Fault
-	}{
+	return []commitFault{
 		{"root write fails", func(c objstore.Call) *objstore.Fault {
 			if c.Op == objstore.OpPut && c.Key == root {
 				return &objstore.Fault{}
@@ -401,7 +401,17 @@ func TestEmptiedRangeCommitFaults(t *testing.T) {
 			}
 			return nil
 		}},
-	} {
+	}
+}
+
+// TestEmptiedRangeCommitFaults: the commit removing an emptied range goes
+// through the manifest's commit protocol like any replace: a root write
+// that fails (before or after it landed, reported as an error or as a
+// lost race) and deletions after it that fail leave the bucket either
+// before or after the commit, never in between; the next passes finish
+// it, and garbage collection takes the objects left behind.
+func TestEmptiedRangeCommitFaults(t *testing.T) {
+	for _, tc := range commitFaults() {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			d, l := ecLog(t)

@@ -171,15 +171,28 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 	var steps []*manifest.Commit
 	cur := m
 	var appends, replaces []uploaded
+	tooOld := func(d uploaded) bool { return u.opts.Now().Sub(d.started) > u.maxAttemptAge() }
+	// A group (task.members) commits whole or not at all: every member
+	// stored and young enough.
+	ready := map[int64]int{}
 	for _, d := range done {
-		if age := u.opts.Now().Sub(d.started); age > u.maxAttemptAge() {
+		if d.members > 0 && !tooOld(d) {
+			ready[d.gFrom]++
+		}
+	}
+	for _, d := range done {
+		if tooOld(d) {
 			// Garbage collection may take objects this old for orphans.
 			u.logger.Warn("upload attempt too old to commit; dropped", "topic", p.Topic, "partition", p.Partition,
-				"base_offset", d.seg.BaseOffset, "age", age)
+				"base_offset", d.seg.BaseOffset, "age", u.opts.Now().Sub(d.started))
 			*dropped = append(*dropped, d)
 			continue
 		}
-		if d.drop {
+		if d.members > 0 && ready[d.gFrom] != d.members {
+			*dropped = append(*dropped, d)
+			continue
+		}
+		if d.drop && d.members == 0 {
 			// Another writer may have removed the range already.
 			held := false
 			if err := u.store.segmentsIn(ctx, m, d.from, d.to, func(manifest.Segment) { held = true }); err != nil {
@@ -256,22 +269,35 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			start = end
 		}
 	}
-	for _, d := range replaces {
+	for i := 0; i < len(replaces); {
 		// An earlier step may have sealed the replaced range into a
 		// sub-manifest that is stored only with the whole commit.
 		var r manifest.Resolver = u.store.subs
 		if pending := pendingSubs(steps); len(pending) > 0 {
 			r = pendingResolver{pending: pending, r: u.store.subs}
 		}
-		segs := []manifest.Segment{d.seg}
-		if d.drop {
-			segs = nil // the cleaner emptied the range
+		// One replace, or a group's members (consecutive in done) in one.
+		d := replaces[i]
+		from, to, n := d.from, d.to, 1
+		if d.members > 0 {
+			from, to, n = d.gFrom, d.gTo, d.members
 		}
-		c, err := manifest.Replace(ctx, r, cur, u.opts.Policy, d.from, d.to, segs)
+		if i+n > len(replaces) || replaces[i+n-1].gFrom != d.gFrom {
+			return nil, nil, fmt.Errorf("commit: replace group [%d, %d] is not whole", from, to) // a planning bug
+		}
+		these := replaces[i : i+n]
+		i += n
+		var segs []manifest.Segment
+		for _, x := range these {
+			if !x.drop { // else the cleaner emptied the range
+				segs = append(segs, x.seg)
+			}
+		}
+		c, err := manifest.Replace(ctx, r, cur, u.opts.Policy, from, to, segs)
 		var ce *manifest.ConflictError
 		if errors.As(err, &ce) {
 			u.logger.Debug("cleaned segment cannot replace its committed range", "topic", p.Topic, "partition", p.Partition, "err", err)
-			*dropped = append(*dropped, d)
+			*dropped = append(*dropped, these...)
 			continue
 		}
 		if err != nil {
@@ -279,7 +305,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		}
 		steps = append(steps, c)
 		cur = c.Root
-		kept = append(kept, d)
+		kept = append(kept, these...)
 	}
 	if len(steps) == 0 {
 		return nil, nil, nil

@@ -25,6 +25,13 @@ type task struct {
 	drop      bool // with replace: replace [from, to] with no segment
 	from, to  int64
 	compacted bool
+	// members > 0: the task is one of members tasks, the source's
+	// consecutive cleaned segments and emptied ranges tiling [gFrom, gTo],
+	// that replace every committed segment there in one Replace, all or
+	// none: a committed segment crosses a boundary between them (see
+	// groupTasks).
+	members    int
+	gFrom, gTo int64
 }
 
 // uploaded is a task whose objects are stored.
@@ -54,9 +61,7 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 		if err != nil || len(tasks) == 0 {
 			break
 		}
-		if len(tasks) > u.opts.MaxCommitSegments {
-			tasks = tasks[:u.opts.MaxCommitSegments]
-		}
+		tasks = limitTasks(tasks, u.opts.MaxCommitSegments)
 		var done []uploaded
 		var upErr error
 		done, upErr = u.uploadTasks(ctx, p, tasks, &pr)
@@ -118,6 +123,24 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 	return pr, err
 }
 
+// limitTasks keeps the first n tasks (one commit's), never part of a group:
+// one cut off goes to the next commit, or whole when it is the first.
+func limitTasks(tasks []task, n int) []task {
+	if len(tasks) <= n {
+		return tasks
+	}
+	if t := tasks[n]; t.members > 0 && tasks[n-1].members > 0 && tasks[n-1].gFrom == t.gFrom {
+		start := n - 1
+		for start > 0 && tasks[start-1].members > 0 && tasks[start-1].gFrom == t.gFrom {
+			start--
+		}
+		if n = start; n == 0 {
+			n = t.members
+		}
+	}
+	return tasks[:n]
+}
+
 // sourceLagSegments are the source's segments as PartitionLag takes them:
 // the rolled ones listed, then one standing for the rest of the log (the
 // active segment and what lies above the high watermark), which counts
@@ -174,6 +197,7 @@ func (u *Uploader) partitionGauges(p Partition, pr PartitionReport) {
 // replace a committed range they rewrote.
 func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) ([]task, error) {
 	var tasks []task
+	var straddled []int64 // cleaned ranges a committed segment crosses
 	appending, historyChecked := false, false
 	for _, s := range p.Segments {
 		if s.NextOffset > p.HighWatermark {
@@ -206,13 +230,16 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 				// A cleaned segment spanning the committed end: the cleaner
 				// may have removed the batch a cut would start at, so the
 				// whole segment replaces the committed range it covers.
-				rt, ok, err := u.spanningReplaceTask(ctx, m, t)
+				rt, ok, crossed, err := u.spanningReplaceTask(ctx, m, t)
 				if err != nil {
 					return nil, err
 				}
 				if ok {
 					tasks = append(tasks, rt)
 					continue
+				}
+				if crossed {
+					straddled = append(straddled, s.BaseOffset)
 				}
 			}
 			t.cut = d.Next
@@ -221,30 +248,62 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 			if !compacted {
 				continue
 			}
-			rt, ok, err := u.replaceTask(ctx, m, t)
+			rt, ok, crossed, err := u.replaceTask(ctx, m, t)
 			if err != nil {
 				return nil, err
 			}
 			if ok {
 				tasks = append(tasks, rt)
 			}
+			if crossed {
+				straddled = append(straddled, s.BaseOffset)
+			}
 		}
 	}
-	drops, err := u.dropTasks(ctx, p, m)
+	drops, crossedDrops, err := u.dropTasks(ctx, p, m)
 	if err != nil {
 		return nil, err
 	}
-	if len(drops) > 0 {
+	straddled = append(straddled, crossedDrops...)
+	var groups []task
+	if len(straddled) > 0 {
+		if groups, err = u.groupTasks(ctx, p, m, straddled); err != nil {
+			return nil, err
+		}
+	}
+	if len(drops) > 0 || len(groups) > 0 {
 		tasks = append(tasks, drops...)
+		if len(groups) > 0 {
+			// A group replaces its range whole: no other task there.
+			tasks = slices.DeleteFunc(tasks, func(t task) bool {
+				return slices.ContainsFunc(groups, func(g task) bool {
+					return t.seg.BaseOffset >= g.gFrom && t.seg.BaseOffset <= g.gTo
+				})
+			})
+			tasks = append(tasks, groups...)
+		}
 		slices.SortStableFunc(tasks, func(a, b task) int { return cmp.Compare(a.seg.BaseOffset, b.seg.BaseOffset) })
 	}
 	if !appending {
 		// A cleaned segment whose range reaches the committed end but whose
 		// last batch ends below it would move the end back (Replace refuses):
-		// it waits until a later segment is appended in the same commit.
+		// it waits until a later segment is appended in the same commit. A
+		// group waits whole unless one of its segments ends there.
+		end := m.NextOffset() - 1
+		waits := map[int64]bool{}
+		for _, t := range tasks {
+			if t.members > 0 && t.gTo == end {
+				if _, ok := waits[t.gFrom]; !ok {
+					waits[t.gFrom] = true
+				}
+				if !t.drop && t.seg.LastOffset() == end {
+					waits[t.gFrom] = false
+				}
+			}
+		}
 		kept := tasks[:0]
 		for _, t := range tasks {
-			if !(t.replace && t.to == m.NextOffset()-1 && t.seg.LastOffset() < t.to) {
+			if t.members > 0 && !waits[t.gFrom] || t.members == 0 && !(t.replace && t.to == end && t.seg.LastOffset() < t.to) {
 				kept = append(kept, t)
 			}
 		}
@@ -253,43 +312,137 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 	return tasks, nil
 }
 
+// groupTasks replaces, for each source segment or emptied range at
+// straddled (base offsets) that a committed segment crosses a boundary of,
+// the committed segments of the smallest run of consecutive cleaned
+// source segments and emptied ranges that no committed segment crosses out
+// of: the segments were rolled at other offsets than the committed ones
+// (another leader's), so no source segment can replace its committed range
+// alone (a replace never cuts), yet the crossing committed segment holds
+// the records the cleaner dropped there, and a deleted key's value once the
+// tombstone after it is cleaned away. The run's cleaned segments hold every
+// record the source kept in the range, so the replace loses none. Its last
+// segment may reach past the committed end (the commit then moves the end,
+// as spanningReplaceTask's). No group is made when the run would need a
+// source segment that is not cleaned or not listed, or offsets below the
+// committed log start: the committed segments stay until it can.
+func (u *Uploader) groupTasks(ctx context.Context, p Partition, m *manifest.Manifest, straddled []int64) ([]task, error) {
+	slices.Sort(straddled)
+	end := m.NextOffset()
+	type piece struct {
+		seg  SegmentMeta
+		drop bool
+		// spans: the segment's records reach past the committed end (the
+		// last piece of a run then; the replace moves the end forward).
+		spans bool
+	}
+	var pcs []piece
+	for _, s := range p.Segments {
+		if s.NextOffset > p.HighWatermark {
+			break
+		}
+		if p.Compacted && s.NextOffset <= p.CleanedUpTo && s.BaseOffset < end && s.NextBase > s.BaseOffset {
+			pcs = append(pcs, piece{seg: s, spans: s.LastOffset() >= end})
+		}
+	}
+	for _, e := range p.Emptied {
+		if p.Compacted && e.NextBase <= p.HighWatermark && e.NextBase <= p.CleanedUpTo && e.BaseOffset < end && e.NextBase > e.BaseOffset {
+			pcs = append(pcs, piece{seg: e, drop: true})
+		}
+	}
+	slices.SortFunc(pcs, func(a, b piece) int { return cmp.Compare(a.seg.BaseOffset, b.seg.BaseOffset) })
+	last := func(i int) int64 {
+		if pcs[i].spans {
+			return pcs[i].seg.LastOffset()
+		}
+		return min(pcs[i].seg.NextBase, end) - 1
+	}
+	var out []task
+	grouped := -1 // pieces up to this index are in a group already
+	for _, base := range straddled {
+		i, found := slices.BinarySearchFunc(pcs, base, func(pc piece, b int64) int { return cmp.Compare(pc.seg.BaseOffset, b) })
+		if !found || i <= grouped {
+			continue
+		}
+		lo, hi := i, i
+		from, to := pcs[i].seg.BaseOffset, last(i)
+		ok := true
+		for ok {
+			first, lastIn, n := int64(math.MaxInt64), int64(-1), 0
+			if err := u.store.segmentsIn(ctx, m, from, to, func(s manifest.Segment) {
+				first, lastIn, n = min(first, s.BaseOffset), max(lastIn, s.LastOffset), n+1
+			}); err != nil {
+				return nil, err
+			}
+			if n == 0 {
+				break
+			}
+			grown := false
+			for ok && first < from {
+				if ok = lo > 0 && pcs[lo-1].seg.NextBase == pcs[lo].seg.BaseOffset; ok {
+					lo--
+					from, grown = pcs[lo].seg.BaseOffset, true
+				}
+			}
+			for ok && lastIn > to {
+				if ok = hi+1 < len(pcs) && pcs[hi+1].seg.BaseOffset == pcs[hi].seg.NextBase; ok {
+					hi++
+					to, grown = last(hi), true
+				}
+			}
+			if !grown {
+				break
+			}
+		}
+		if !ok || lo == hi || from < m.LogStartOffset {
+			continue
+		}
+		for j := lo; j <= hi; j++ {
+			pc := pcs[j]
+			out = append(out, task{seg: pc.seg, cut: pc.seg.BaseOffset, replace: true, drop: pc.drop,
+				from: pc.seg.BaseOffset, to: last(j), compacted: true, members: hi - lo + 1, gFrom: from, gTo: to})
+		}
+		grouped = hi
+	}
+	return out, nil
+}
+
 // replaceTask decides whether a cleaned local segment, whose offsets are all
 // committed, must replace what is committed for its range: unless exactly
 // one committed segment holds the range, compacted, with the same base, last
-// offset and size (the cheap identity of a cleaned segment).
-func (u *Uploader) replaceTask(ctx context.Context, m *manifest.Manifest, t task) (task, bool, error) {
+// offset and size (the cheap identity of a cleaned segment). crossed: it
+// declined because a committed segment straddles the range (groupTasks).
+func (u *Uploader) replaceTask(ctx context.Context, m *manifest.Manifest, t task) (_ task, ok, crossed bool, _ error) {
 	from := t.seg.BaseOffset
 	to := min(t.seg.NextBase, m.NextOffset()) - 1
 	if to < t.seg.LastOffset() || from < m.LogStartOffset {
-		return t, false, nil
+		return t, false, false, nil
 	}
 	var in []manifest.Segment
 	if err := u.store.segmentsIn(ctx, m, from, to, func(s manifest.Segment) { in = append(in, s) }); err != nil {
-		return t, false, err
+		return t, false, false, err
 	}
 	if len(in) == 0 {
-		return t, false, nil
+		return t, false, false, nil
 	}
 	if len(in) == 1 && in[0].Compacted && in[0].BaseOffset == from && in[0].LastOffset == t.seg.LastOffset() && in[0].Log.Size == t.seg.Size {
-		return t, false, nil
+		return t, false, false, nil
 	}
-	// A committed segment straddling the range cannot be replaced (Replace
-	// never cuts); leave it.
+	// A committed segment straddling the range cannot be replaced by this
+	// segment alone (Replace never cuts).
 	if in[0].BaseOffset < from || in[len(in)-1].LastOffset > to {
-		return t, false, nil
+		return t, false, true, nil
 	}
 	t.replace, t.from, t.to = true, from, to
-	return t, true, nil
+	return t, true, false, nil
 }
 
 // dropTasks are the ranges the cleaner emptied (p.Emptied) that still hold
 // committed segments: each is replaced by nothing, leaving a compaction
 // gap, so the remote tier stops serving records the cleaner dropped. A
-// committed segment straddling a boundary of the range keeps it (a
-// replace never cuts): it is left until the cleaner merges the empty
-// segment with a neighbour, whose cleaned segment then replaces the lot.
-func (u *Uploader) dropTasks(ctx context.Context, p Partition, m *manifest.Manifest) ([]task, error) {
-	var out []task
+// range a committed segment straddles a boundary of cannot be removed
+// alone (a replace never cuts): its base is in crossed, for groupTasks.
+func (u *Uploader) dropTasks(ctx context.Context, p Partition, m *manifest.Manifest) (out []task, crossed []int64, _ error) {
 	for _, e := range p.Emptied {
 		if e.NextBase > p.HighWatermark || e.NextBase > p.CleanedUpTo || !p.Compacted {
 			continue
@@ -300,34 +453,39 @@ func (u *Uploader) dropTasks(ctx context.Context, p Partition, m *manifest.Manif
 		}
 		var in []manifest.Segment
 		if err := u.store.segmentsIn(ctx, m, from, to, func(s manifest.Segment) { in = append(in, s) }); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if len(in) == 0 || in[0].BaseOffset < from || in[len(in)-1].LastOffset > to {
+		if len(in) == 0 {
+			continue
+		}
+		if in[0].BaseOffset < from || in[len(in)-1].LastOffset > to {
+			crossed = append(crossed, e.BaseOffset)
 			continue
 		}
 		out = append(out, task{seg: e, cut: e.BaseOffset, replace: true, drop: true, from: from, to: to, compacted: true})
 	}
-	return out, nil
+	return out, crossed, nil
 }
 
 // spanningReplaceTask makes a cleaned segment that starts inside the
 // committed range and ends past it replace every committed segment from its
 // base on (the commit moves the end forward). It declines when a committed
-// segment straddles the segment's base (a replace never cuts).
-func (u *Uploader) spanningReplaceTask(ctx context.Context, m *manifest.Manifest, t task) (task, bool, error) {
+// segment straddles the segment's base (a replace never cuts; crossed, for
+// groupTasks).
+func (u *Uploader) spanningReplaceTask(ctx context.Context, m *manifest.Manifest, t task) (_ task, ok, crossed bool, _ error) {
 	from, end := t.seg.BaseOffset, m.NextOffset()-1
 	if from < m.LogStartOffset || t.seg.LastOffset() <= end {
-		return t, false, nil
+		return t, false, false, nil
 	}
 	var in []manifest.Segment
 	if err := u.store.segmentsIn(ctx, m, from, end, func(s manifest.Segment) { in = append(in, s) }); err != nil {
-		return t, false, err
+		return t, false, false, err
 	}
 	if len(in) == 0 || in[0].BaseOffset < from {
-		return t, false, nil
+		return t, false, len(in) > 0, nil
 	}
 	t.replace, t.from, t.to = true, from, t.seg.LastOffset()
-	return t, true, nil
+	return t, true, false, nil
 }
 
 // ErrDivergedHistory is a source log whose leader epochs disagree with the
