@@ -115,23 +115,33 @@ func ecConsume(t testing.TB, bkt objstore.BucketReader, topic string) ([]ecRecor
 // segment holding Y.
 func ecLog(t testing.TB) (*localtier.LogDir, *localtier.Log) {
 	t.Helper()
-	d := upOpenDir(t, t.TempDir())
-	upTopic(t, d, "c", 1, "cleanup.policy", "compact", "min.cleanable.dirty.ratio", "0",
-		"internal.segment.bytes", "1000", "delete.retention.ms", "1000")
-	l := upPartition(t, d, "c", 0)
-	pad := func(v string, c byte) []byte { return append([]byte(v), bytes.Repeat([]byte{c}, 600)...) }
-	ecAppend(t, l, "K", pad("v1", 'a'))
+	d, l := ecTopic(t)
+	ecAppend(t, l, "K", ecPad("v1", 'a'))
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
 	}
 	ecAppend(t, l, "K", nil)
-	ecAppend(t, l, "X", pad("x1", 'b'))
+	ecAppend(t, l, "X", ecPad("x1", 'b'))
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
 	}
 	ecAppend(t, l, "Y", []byte("y1"))
 	return d, l
 }
+
+// ecTopic makes compacted topic "c" (segment.bytes 1000, everything
+// cleanable, delete.retention.ms 1s) in a new log dir: its partition 0.
+func ecTopic(t testing.TB) (*localtier.LogDir, *localtier.Log) {
+	t.Helper()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "c", 1, "cleanup.policy", "compact", "min.cleanable.dirty.ratio", "0",
+		"internal.segment.bytes", "1000", "delete.retention.ms", "1000")
+	return d, upPartition(t, d, "c", 0)
+}
+
+// ecPad is v padded to 602 bytes with c: two such records do not fit one
+// segment.
+func ecPad(v string, c byte) []byte { return append([]byte(v), bytes.Repeat([]byte{c}, 600)...) }
 
 func ecClean(t testing.TB, d *localtier.LogDir, now time.Time) {
 	t.Helper()

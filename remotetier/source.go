@@ -141,6 +141,8 @@ type SegmentMeta struct {
 	NextOffset int64
 	// NextBase is the next segment's base offset: the segment answers for
 	// offsets [BaseOffset, NextBase) (after cleaning NextOffset may be lower).
+	// NextOffset when a segment between may have been missed (BrokerSource:
+	// the next one listed is AfterGap).
 	NextBase     int64
 	Size         int64
 	MaxTimestamp int64
@@ -646,8 +648,16 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 			}
 			continue
 		}
+		// Likewise a segment answers for the offsets past its last batch
+		// (which its cleaner may have removed) only when nothing was
+		// missed before the next one: otherwise its cleaned copy would
+		// replace the committed copy of the missed segment's records.
+		nextBase := segs[i+1].BaseOffset
+		if segs[i+1].AfterGap {
+			nextBase = sg.NextOffset
+		}
 		p.Segments = append(p.Segments, SegmentMeta{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset,
-			NextBase: segs[i+1].BaseOffset, Size: sg.Size, MaxTimestamp: sg.MaxTimestamp})
+			NextBase: nextBase, Size: sg.Size, MaxTimestamp: sg.MaxTimestamp})
 	}
 	if len(segs) > 0 && logStart < segs[0].BaseOffset {
 		p.LogStartOffset = segs[0].BaseOffset
