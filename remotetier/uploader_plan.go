@@ -193,8 +193,10 @@ func (u *Uploader) partitionGauges(p Partition, pr PartitionReport) {
 
 // plan decides, against the committed manifest m, which of the partition's
 // segments to upload: appends (Reconcile: the first that is not skipped, and
-// every later one), cut copies (conflict), and cleaned segments that
-// replace a committed range they rewrote.
+// every later one), cut copies (conflict), cleaned segments that replace a
+// committed range they rewrote, ranges the cleaner emptied (dropTasks), and
+// runs of these that replace their committed range together because a
+// committed segment crosses a boundary between them (groupTasks).
 func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) ([]task, error) {
 	var tasks []task
 	var straddled []int64 // cleaned ranges a committed segment crosses
