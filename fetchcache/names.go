@@ -17,3 +17,16 @@ func (c ValidatingCatalog) Partition(ctx context.Context, topic string, partitio
 	}
 	return c.Catalog.Partition(ctx, topic, partition)
 }
+
+// unlistedTopicID passes CatalogTopicIDs' look-up of a topic the cached
+// listing lacks on to the wrapped catalog (unlistedResolver), which the
+// embedded interface does not carry: without it a topic first uploaded
+// within the listing's TTL was not served to the Kafka listener's groups. A
+// refused name, or a catalog that cannot tell, is not served.
+func (c ValidatingCatalog) unlistedTopicID(ctx context.Context, topic string) (string, bool, error) {
+	u, ok := c.Catalog.(unlistedResolver)
+	if !ok || topicconfig.ValidateTopicName(topic) != nil {
+		return "", false, nil
+	}
+	return u.unlistedTopicID(ctx, topic)
+}
