@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -35,6 +36,90 @@ const (
 	// MaxTopicObjectBytes caps an encoded topic object.
 	MaxTopicObjectBytes = 1 << 20
 )
+
+// Reserved names in a topic object's configs: not Kafka configs (Kafka
+// refuses topic configs it does not know, so no topic has them), the proof
+// that the current lineage is a topic of one Kafka cluster (LineageProof).
+// They are in configs, not in the lineage, because releases before them
+// decode topic objects strictly and would refuse a new lineage field:
+// configs take any name, and an older writer that replaces the configs or
+// the current lineage drops them, which only takes the proof away.
+const (
+	ConfigClusterID      = "tiered.cluster.id"
+	ConfigMetadataOffset = "tiered.metadata.offset"
+)
+
+// LineageProof says that a Kafka cluster's metadata held the current
+// lineage's topic ID under the topic's name: the cluster's ID (its
+// meta.properties cluster.id) and the offset of that metadata in the
+// cluster's KRaft metadata log (-1: not known, a source without one).
+type LineageProof struct {
+	ClusterID      string
+	MetadataOffset int64
+}
+
+// Proof returns the proof recorded for the current lineage; false when
+// there is none (a deleted topic, an object written before proofs, by an
+// older release, or by a writer that knew no cluster), or one that does
+// not parse.
+func (s *TopicState) Proof() (LineageProof, bool) {
+	if s == nil || s.Current == nil {
+		return LineageProof{}, false
+	}
+	id := s.Configs[ConfigClusterID]
+	if id == "" {
+		return LineageProof{}, false
+	}
+	p := LineageProof{ClusterID: id, MetadataOffset: -1}
+	if v, ok := s.Configs[ConfigMetadataOffset]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return LineageProof{}, false
+		}
+		p.MetadataOffset = n
+	}
+	return p, true
+}
+
+// withProof returns configs (cloned) with proof recorded when it has none
+// and there is room (a topic object holds at most maxTopicConfigs; without
+// room there is no proof, which only keeps the lineage from being found
+// deleted by reconciliation).
+func withProof(configs map[string]string, proof *LineageProof) map[string]string {
+	out := maps.Clone(configs)
+	if proof == nil || proof.ClusterID == "" || len(proof.ClusterID) > maxConfigLen || !utf8.ValidString(proof.ClusterID) || out[ConfigClusterID] != "" {
+		return out
+	}
+	need := 1
+	if proof.MetadataOffset >= 0 {
+		need++
+	}
+	if len(out)+need > maxTopicConfigs {
+		return out
+	}
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[ConfigClusterID] = proof.ClusterID
+	delete(out, ConfigMetadataOffset)
+	if proof.MetadataOffset >= 0 {
+		out[ConfigMetadataOffset] = strconv.FormatInt(proof.MetadataOffset, 10)
+	}
+	return out
+}
+
+// withoutProof returns configs without the reserved names.
+func withoutProof(configs map[string]string) map[string]string {
+	if _, ok := configs[ConfigClusterID]; !ok {
+		if _, ok := configs[ConfigMetadataOffset]; !ok {
+			return configs
+		}
+	}
+	out := maps.Clone(configs)
+	delete(out, ConfigClusterID)
+	delete(out, ConfigMetadataOffset)
+	return out
+}
 
 // Reasons a lineage was superseded.
 const (
@@ -282,6 +367,9 @@ type Observation struct {
 	// before its ID was first seen). It is superseded instead of adopted.
 	NameOnlyForeign bool
 	NowMs           int64
+	// Proof, when set, is a cluster's metadata holding TopicID under the
+	// topic's name: recorded for the current lineage when it has none.
+	Proof *LineageProof
 }
 
 // ObserveTopic returns the topic object after an uploader saw o (s nil:
@@ -296,7 +384,11 @@ type Observation struct {
 //     and the new one is current in its own directories; a deleted topic
 //     is re-created the same way;
 //   - a superseded ID: ErrSupersededLineage; no ID under an object that
-//     names one: ErrNoTopicID.
+//     names one: ErrNoTopicID;
+//   - o.Proof is recorded for o's ID when it becomes current, or when it
+//     is current without one; a proof recorded is kept (configs o gives
+//     replace the others, never the proof). Configs named like the proof
+//     in o.Configs are ignored.
 func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *TopicState, keyID string, write bool, err error) {
 	if o.TopicID == "" {
 		if s == nil {
@@ -312,7 +404,7 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 		if err != nil {
 			return nil, "", false, err
 		}
-		n := &TopicState{Prefix: p, Topic: topic, Configs: maps.Clone(o.Configs), UpdatedMs: o.NowMs,
+		n := &TopicState{Prefix: p, Topic: topic, Configs: withProof(withoutProof(o.Configs), o.Proof), UpdatedMs: o.NowMs,
 			Current: &TopicLineage{TopicID: o.TopicID, NameOnlyKeys: o.NameOnlyExists && !o.NameOnlyForeign, Partitions: o.Partitions}}
 		if o.NameOnlyExists && o.NameOnlyForeign {
 			n.Superseded = []TopicLineage{{NameOnlyKeys: true, Partitions: o.Partitions, SupersededMs: max(o.NowMs, 1), Reason: ReasonRecreated}}
@@ -334,8 +426,26 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 		if o.Partitions > c.Partitions {
 			c.Partitions, changed = o.Partitions, true
 		}
-		if o.Configs != nil && !maps.Equal(o.Configs, n.Configs) {
-			n.Configs, changed = maps.Clone(o.Configs), true
+		want := n.Configs
+		if o.Configs != nil {
+			want = withoutProof(o.Configs)
+			if _, ok := n.Proof(); ok {
+				want = maps.Clone(want)
+				if want == nil {
+					want = map[string]string{}
+				}
+				for _, k := range []string{ConfigClusterID, ConfigMetadataOffset} {
+					if v, ok := n.Configs[k]; ok {
+						want[k] = v
+					}
+				}
+			}
+		}
+		if _, ok := n.Proof(); !ok {
+			want = withProof(withoutProof(want), o.Proof)
+		}
+		if !maps.Equal(want, n.Configs) {
+			n.Configs, changed = want, true
 		}
 		if !changed {
 			return s, c.KeyID(), false, nil
@@ -349,7 +459,7 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 	}
 	n.Current = &TopicLineage{TopicID: o.TopicID, Partitions: o.Partitions}
 	n.DeletedMs = 0
-	n.Configs = maps.Clone(o.Configs)
+	n.Configs = withProof(withoutProof(o.Configs), o.Proof)
 	if err := n.Validate(); err != nil {
 		return s, "", false, err
 	}

@@ -129,6 +129,91 @@ type LineageReport struct {
 	Topics         int `json:"topics"`          // topic objects read
 	Lineages       int `json:"lineages"`        // lineages removed
 	DeletedObjects int `json:"deleted_objects"` // manifests and data objects deleted
+	// Reconciled are the topics marked deleted by ReconcileDeleted.
+	Reconciled int `json:"reconciled,omitempty"`
+}
+
+// LiveTopics is an authoritative view of a Kafka cluster's live topics:
+// the whole state of its metadata, as a KRaft metadata log's image holds
+// it, not a listing that may leave topics out. Only such a view proves a
+// topic deleted by its absence.
+type LiveTopics struct {
+	// ClusterID is the cluster's ID (meta.properties' cluster.id); a view
+	// without one proves nothing.
+	ClusterID string
+	// MetadataOffset is the offset in the cluster's metadata log of the
+	// last record the view applied; -1 when unknown.
+	MetadataOffset int64
+	// IDs are the live topics' IDs by name (Kafka's string form); "" for a
+	// live topic whose ID is not known (never taken for deleted).
+	IDs map[string]string
+}
+
+// proof is what the view records on a lineage it holds live: nil when the
+// view does not hold topic with id.
+func (v *LiveTopics) proof(topic, id string) *manifest.LineageProof {
+	if v == nil || v.ClusterID == "" || id == "" || v.IDs[topic] != id {
+		return nil
+	}
+	return &manifest.LineageProof{ClusterID: v.ClusterID, MetadataOffset: v.MetadataOffset}
+}
+
+// Gone reports whether the view proves the current lineage of s deleted:
+// its proof names the view's cluster and a metadata offset below the
+// view's (the view is later than a metadata that held the lineage, so the
+// lineage was deleted, or its name re-created, in between), and the view
+// does not hold its topic ID under its name (absent, or another ID). A
+// lineage without a proof (written by an older release, by tiered's own
+// engine, or by a sidecar that knew no cluster ID), of another cluster,
+// or recorded from a metadata later than the view (this broker's metadata
+// log lags) is never gone.
+func (v *LiveTopics) Gone(s *manifest.TopicState) bool {
+	if v == nil || v.ClusterID == "" || v.MetadataOffset < 0 || s == nil || s.Current == nil {
+		return false
+	}
+	p, ok := s.Proof()
+	if !ok || p.ClusterID != v.ClusterID || p.MetadataOffset < 0 || v.MetadataOffset <= p.MetadataOffset {
+		return false
+	}
+	id, live := v.IDs[s.Topic]
+	if live && id == "" {
+		return false // live under an unknown ID: cannot tell
+	}
+	return !live || id != s.Current.TopicID
+}
+
+// ReconcileDeleted marks deleted the topic objects whose current lineage
+// the view proves gone (LiveTopics.Gone): deletions no logged record
+// reports, made while no sidecar ran and covered by a metadata snapshot
+// since. The check is made again inside the conditional write, on the
+// object as it is then. It reports whether it marked topic.
+func ReconcileDeleted(ctx context.Context, b objstore.Bucket, prefix, topic string, view *LiveTopics, now time.Time, logger *slog.Logger) (bool, error) {
+	if view == nil {
+		return false, nil
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	marked := false
+	var gone string
+	_, err := UpdateTopicState(ctx, b, prefix, topic, func(s *manifest.TopicState) (*manifest.TopicState, bool, error) {
+		marked = false
+		if !view.Gone(s) {
+			return s, false, nil
+		}
+		gone = s.Current.TopicID
+		next, write := s.MarkDeleted(now.UnixMilli())
+		marked = write
+		return next, write, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark topic %s deleted: %w", topic, err)
+	}
+	if marked {
+		logger.Warn("topic deleted by the broker while no sidecar ran (its metadata no longer holds the lineage): its remote data is no longer served",
+			"topic", topic, "topic_id", gone, "cluster_id", view.ClusterID, "metadata_offset", view.MetadataOffset, "live_topic_id", view.IDs[topic])
+	}
+	return marked, nil
 }
 
 // RemoveExpiredLineages removes every superseded lineage whose retention
@@ -137,8 +222,15 @@ type LineageReport struct {
 // it is a maintenance pass, not a read path). Safe with several processes
 // at once: every step is idempotent.
 func RemoveExpiredLineages(ctx context.Context, b objstore.Bucket, prefix string, retention time.Duration, now time.Time, logger *slog.Logger) (LineageReport, error) {
+	return removeLineages(ctx, b, prefix, retention, now, logger, nil)
+}
+
+// removeLineages is RemoveExpiredLineages that, with a view, first marks
+// deleted each topic the view proves gone (ReconcileDeleted), on the same
+// listing and reads of the topic objects.
+func removeLineages(ctx context.Context, b objstore.Bucket, prefix string, retention time.Duration, now time.Time, logger *slog.Logger, view *LiveTopics) (LineageReport, error) {
 	var rep LineageReport
-	if retention < 0 {
+	if retention < 0 && view == nil {
 		return rep, nil
 	}
 	if logger == nil {
@@ -169,6 +261,17 @@ func RemoveExpiredLineages(ctx context.Context, b objstore.Bucket, prefix string
 		s, _, err := LoadTopicState(ctx, b, p, topic)
 		if err != nil || s == nil {
 			errs = append(errs, err)
+			continue
+		}
+		if view.Gone(s) {
+			marked, err := ReconcileDeleted(ctx, b, p, topic, view, now, logger)
+			if err != nil {
+				errs = append(errs, err)
+			} else if marked {
+				rep.Reconciled++
+			}
+		}
+		if retention < 0 {
 			continue
 		}
 		for _, l := range s.Expired(retention.Milliseconds(), now.UnixMilli()) {
@@ -280,7 +383,7 @@ func RemoveLineage(ctx context.Context, b objstore.Bucket, prefix, topic string,
 // WARN: its data must never mix into the served lineage. A topic object
 // that cannot be read or written drops its topic's partitions (the error
 // is returned); the other topics go on.
-func (u *Uploader) resolveLineages(ctx context.Context, parts []Partition) (kept []Partition, refused int, err error) {
+func (u *Uploader) resolveLineages(ctx context.Context, parts []Partition, live *LiveTopics) (kept []Partition, refused int, err error) {
 	type group struct {
 		topic, id string
 	}
@@ -297,7 +400,7 @@ func (u *Uploader) resolveLineages(ctx context.Context, parts []Partition) (kept
 	var errs []error
 	for _, g := range order {
 		idx := members[g]
-		obs := manifest.Observation{TopicID: g.id, NowMs: u.opts.Now().UnixMilli()}
+		obs := manifest.Observation{TopicID: g.id, NowMs: u.opts.Now().UnixMilli(), Proof: live.proof(g.topic, g.id)}
 		for _, i := range idx {
 			obs.Partitions = max(obs.Partitions, parts[i].Partition+1)
 			if parts[i].Configs != nil {

@@ -92,6 +92,13 @@ type Options struct {
 	// object's current one is marked deleted (MarkDeletedTopics): no
 	// longer served, removed after DeletedTopicRetention.
 	DeletedTopics func(ctx context.Context) ([]DeletedTopic, error)
+	// LiveTopics, when set, is asked at the start of every pass for an
+	// authoritative view of the cluster's live topics (nil: none this
+	// pass). With one, the pass records it as proof on the lineages it
+	// observes live in it, and the pass that removes lineages marks
+	// deleted every current lineage it proves gone (ReconcileDeleted):
+	// the deletions no logged record reports, made while no sidecar ran.
+	LiveTopics func(ctx context.Context) (*LiveTopics, error)
 	// OnPass, when set, is called by Run after every pass that ctx did not
 	// end, with the pass's report and error (a daemon's health and
 	// readiness follow it). It must not block.
@@ -227,6 +234,9 @@ type Report struct {
 	RefusedPartitions int `json:"refused_partitions"`
 	// RemovedLineages is how many superseded lineages the pass removed.
 	RemovedLineages int `json:"removed_lineages"`
+	// ReconciledTopics is how many topics the pass found deleted by the
+	// broker's live topics (Options.LiveTopics) and marked deleted.
+	ReconciledTopics int `json:"reconciled_topics,omitempty"`
 }
 
 // PartitionReport is one partition's outcome.
@@ -339,6 +349,14 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	if u.opts.DeletedTopics != nil {
 		delErr = u.applyDeletions(ctx)
 	}
+	var live *LiveTopics
+	if u.opts.LiveTopics != nil {
+		var err error
+		if live, err = u.opts.LiveTopics(ctx); err != nil {
+			live = nil // never reconciled from a view that failed
+			delErr = errors.Join(delErr, fmt.Errorf("read the broker's live topics: %w", err))
+		}
+	}
 	parts, err := u.src.Partitions(ctx)
 	var unlisted ListErrors
 	if errors.As(err, &unlisted) {
@@ -348,7 +366,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		u.metrics.errors.WithLabelValues(ErrKindSource).Inc()
 		return Report{}, fmt.Errorf("list partitions: %w", err)
 	}
-	parts, refused, lineageErr := u.resolveLineages(ctx, parts)
+	parts, refused, lineageErr := u.resolveLineages(ctx, parts, live)
 	reps := make([]PartitionReport, len(parts))
 	errs := make([]error, len(parts))
 	var g errgroup.Group
@@ -399,8 +417,9 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 	u.metrics.lagBytes.WithLabelValues().Set(float64(rep.LagBytes))
 	u.metrics.lagSegments.WithLabelValues().Set(float64(rep.LagSegments))
 	if u.opts.RemoveLineages && (u.opts.RemovesLineages == nil || u.opts.RemovesLineages()) {
-		lr, err := RemoveExpiredLineages(ctx, u.bkt, u.opts.Prefix, u.opts.DeletedTopicRetention, u.opts.Now(), u.logger)
+		lr, err := removeLineages(ctx, u.bkt, u.opts.Prefix, u.opts.DeletedTopicRetention, u.opts.Now(), u.logger, live)
 		rep.RemovedLineages = lr.Lineages
+		rep.ReconciledTopics = lr.Reconciled
 		u.lineageMetrics.removed.Add(float64(lr.Lineages))
 		errs = append(errs, err)
 	}

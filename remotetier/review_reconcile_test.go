@@ -1,0 +1,161 @@
+package remotetier
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+const (
+	rcCluster = "MkU3OEVBNTcwNTJENDM2Qk"
+	rcOther   = "q1Sh-9_ISia_zwGINzRvyQ"
+)
+
+// rcView is a KRaft image of cluster at metadata offset off holding ids.
+func rcView(cluster string, off int64, ids map[string]string) *LiveTopics {
+	return &LiveTopics{ClusterID: cluster, MetadataOffset: off, IDs: ids}
+}
+
+// rcUploaded uploads orders (topic ID lineA) through an uploader whose
+// passes see the live topics first (nil: a source with none), and returns
+// the bucket: the topic object a sidecar's pass leaves.
+func rcUploaded(t *testing.T, first *LiveTopics) *objstore.Memory {
+	t.Helper()
+	mem := objstore.NewMemory()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "orders", 1)
+	upSegments(t, upPartition(t, d, "orders", 0), 2, 5, 10, 50)
+	o := Options{RemoveLineages: true, DeletedTopicRetention: 24 * 3600e9}
+	if first != nil {
+		o.LiveTopics = func(context.Context) (*LiveTopics, error) { return first, nil }
+	}
+	if rep, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), lineA}, o).RunOnce(context.Background()); err != nil || rep.UploadedSegments != 2 {
+		t.Fatalf("first pass: %+v, %v", rep, err)
+	}
+	return mem
+}
+
+// rcRestart runs one pass of a restarted sidecar whose broker no longer
+// holds orders (Kafka removed its partitions), its view of the live topics
+// given by live.
+func rcRestart(t *testing.T, mem objstore.Bucket, live func(context.Context) (*LiveTopics, error)) (Report, error) {
+	t.Helper()
+	d := upOpenDir(t, t.TempDir())
+	o := Options{RemoveLineages: true, DeletedTopicRetention: 24 * 3600e9, LiveTopics: live}
+	return upUploader(t, mem, NewLocalSource(d, nil), o).RunOnce(context.Background())
+}
+
+func rcServed(t *testing.T, mem objstore.Bucket) (string, bool) {
+	t.Helper()
+	s, _, err := LoadTopicState(context.Background(), mem, "", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, ok := s.Serving()
+	return id, ok
+}
+
+// A topic deleted while no sidecar ran, its RemoveTopicRecord covered by a
+// metadata snapshot before a sidecar started again: no logged deletion
+// reports it. The restarted sidecar's metadata (a KRaft image: the whole
+// state, later than the one the bucket's lineage was seen live in) no
+// longer holds the topic, or holds another ID under its name (re-created
+// while down, the new incarnation not uploaded yet): the lineage is marked
+// deleted, and no longer served.
+func TestReconcileDeletedWhileDown(t *testing.T) {
+	for name, ids := range map[string]map[string]string{
+		"deleted":    {"keep": lineB},
+		"re-created": {"orders": lineB},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mem := rcUploaded(t, rcView(rcCluster, 10, map[string]string{"orders": lineA}))
+			s, _, err := LoadTopicState(context.Background(), mem, "", "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, ok := s.Proof(); !ok || p != (manifest.LineageProof{ClusterID: rcCluster, MetadataOffset: 10}) {
+				t.Fatalf("proof recorded by the first pass: %+v, %v (configs %v)", p, ok, s.Configs)
+			}
+			view := rcView(rcCluster, 20, ids)
+			rep, err := rcRestart(t, mem, func(context.Context) (*LiveTopics, error) { return view, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, ok := rcServed(t, mem); ok {
+				t.Fatalf("orders, deleted while no sidecar ran, is still served (lineage %s)", id)
+			}
+			if rep.ReconciledTopics != 1 {
+				t.Fatalf("reconciled %d topics, want 1", rep.ReconciledTopics)
+			}
+			s, _, err = LoadTopicState(context.Background(), mem, "", "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Superseded) != 1 || s.Superseded[0].TopicID != lineA || s.Superseded[0].Reason != manifest.ReasonDeleted {
+				t.Fatalf("superseded %+v, want lineage %s deleted", s.Superseded, lineA)
+			}
+			// The new incarnation uploads into its own lineage.
+			if name == "re-created" {
+				d := upOpenDir(t, t.TempDir())
+				upTopic(t, d, "orders", 1)
+				upSegments(t, upPartition(t, d, "orders", 0), 1, 5, 10, 50)
+				o := Options{LiveTopics: func(context.Context) (*LiveTopics, error) { return view, nil }}
+				if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), lineB}, o).RunOnce(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if id, ok := rcServed(t, mem); !ok || id != lineB {
+					t.Fatalf("the re-created topic serves %q, %v; want %s", id, ok, lineB)
+				}
+			}
+		})
+	}
+}
+
+// Only proof deletes: a lineage recorded by another cluster, one without a
+// proof (an older release, serve, a source without a cluster ID), a view
+// that failed, none (a bootstrap server's listing, partition.metadata), a
+// view not later than the metadata the lineage was seen live in (this
+// broker's metadata log lags), or one holding the name under an unknown ID
+// leave the lineage served.
+func TestReconcileDeletedGuards(t *testing.T) {
+	seen := rcView(rcCluster, 10, map[string]string{"orders": lineA})
+	gone := rcView(rcCluster, 20, map[string]string{})
+	ok := func(v *LiveTopics) func(context.Context) (*LiveTopics, error) {
+		return func(context.Context) (*LiveTopics, error) { return v, nil }
+	}
+	for _, tt := range []struct {
+		name    string
+		first   *LiveTopics
+		live    func(context.Context) (*LiveTopics, error)
+		wantErr bool
+	}{
+		{name: "other cluster", first: seen, live: ok(rcView(rcOther, 20, map[string]string{}))},
+		{name: "no proof", first: nil, live: ok(gone)},
+		{name: "first view without a cluster id", first: rcView("", 10, map[string]string{"orders": lineA}), live: ok(gone)},
+		{name: "first view did not hold the id", first: rcView(rcCluster, 10, map[string]string{"orders": lineB}), live: ok(gone)},
+		{name: "source error", first: seen, live: func(context.Context) (*LiveTopics, error) { return gone, errors.New("metadata log unreadable") }, wantErr: true},
+		{name: "not authoritative", first: seen, live: ok(nil)},
+		{name: "same offset", first: seen, live: ok(rcView(rcCluster, 10, map[string]string{}))},
+		{name: "lagging metadata", first: seen, live: ok(rcView(rcCluster, 5, map[string]string{}))},
+		{name: "unknown offset", first: seen, live: ok(rcView(rcCluster, -1, map[string]string{}))},
+		{name: "unknown id", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"orders": ""}))},
+		{name: "still live", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"orders": lineA}))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := rcUploaded(t, tt.first)
+			rep, err := rcRestart(t, mem, tt.live)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("pass: %v", err)
+			}
+			if id, ok := rcServed(t, mem); !ok || id != lineA {
+				t.Fatalf("orders serves %q, %v after the restart; want %s", id, ok, lineA)
+			}
+			if rep.ReconciledTopics != 0 {
+				t.Fatalf("reconciled %d", rep.ReconciledTopics)
+			}
+		})
+	}
+}
