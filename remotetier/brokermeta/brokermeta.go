@@ -13,6 +13,9 @@
 //     of its listing), or whose ID changes.
 //   - KRaftSource: the broker's KRaft metadata log in its log dir (__cluster_metadata-0, read
 //     only, localtier/kraft). Deletions are RemoveTopicRecords, with their metadata offsets.
+//     Its snapshots are Authoritative (the whole state at their metadata offset) and carry the
+//     cluster ID of the log dir's meta.properties: a deletion whose record a metadata snapshot
+//     covered while no sidecar ran is found from them (remotetier.LiveTopics).
 //     It sees the dynamic configs the metadata log holds, not the broker's static
 //     server.properties.
 //   - FallbackSource: neither. Topic IDs come from each partition's partition.metadata, the
@@ -72,6 +75,15 @@ type Snapshot struct {
 	BrokerDefaults map[string]string
 	// MetadataOffset is the offset of the last metadata record applied (KRaft); -1 otherwise.
 	MetadataOffset int64
+	// ClusterID is the Kafka cluster's ID (meta.properties' cluster.id in the log dir);
+	// "" when unknown.
+	ClusterID string
+	// Authoritative: Topics is the cluster's whole state at MetadataOffset (a replayed
+	// KRaft metadata log), so a topic ID it does not hold under its name is deleted (at
+	// MetadataOffset at the latest). Listings that may leave topics out (a bootstrap
+	// server's, by what the principal may describe) and log dirs (a partition moved away
+	// looks the same as one deleted) are not.
+	Authoritative bool
 }
 
 // Topic is one live topic.

@@ -122,3 +122,39 @@ func TestFallbackSourceMixedIDs(t *testing.T) {
 		}
 	}
 }
+
+// A KRaft snapshot is the cluster's whole state (Authoritative) and names
+// the cluster of its log dir's meta.properties; without a cluster.id it
+// names none. The fallback source's is never authoritative: a partition
+// moved away looks the same as one deleted.
+func TestSnapshotClusterAndAuthority(t *testing.T) {
+	ctx := context.Background()
+	logDir := t.TempDir()
+	l, err := kraftlog.Create(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id kraft.TopicID
+	id[0] = 1
+	if _, err := l.Append(kraftlog.Topic("orders", id), kraftlog.Partition(id, 0, 1, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	src := &KRaftSource{LogDir: logDir, NodeID: 1}
+	if snap, err := src.Snapshot(ctx); err != nil || !snap.Authoritative || snap.ClusterID != "" {
+		t.Fatalf("no meta.properties: %+v, %v", snap, err)
+	}
+	props := "#\n#Mon Sep 02 15:43:32 IST 2024\ncluster.id = rwd2jqiwRaCycLq7mKVHXA\nnode.id=1\nversion=1\n"
+	if err := os.WriteFile(filepath.Join(logDir, "meta.properties"), []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := src.Snapshot(ctx); err != nil || !snap.Authoritative || snap.ClusterID != "rwd2jqiwRaCycLq7mKVHXA" {
+		t.Fatalf("with meta.properties: %+v, %v", snap, err)
+	}
+	view, err := localtier.OpenBrokerView(vfs.Default, logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := NewFallbackSource(view).Snapshot(ctx); err != nil || snap.Authoritative {
+		t.Fatalf("fallback: %+v, %v", snap, err)
+	}
+}

@@ -62,6 +62,10 @@ func (s *KRaftSource) Snapshot(context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if snap.ClusterID, err = ClusterID(fsys, s.LogDir); err != nil {
+		return nil, err
+	}
+	snap.Authoritative = true
 	logged := snap.Deleted
 	s.dels.observe(snap, clock(s.Now), nil, true)
 	seen := snap.Deleted
@@ -76,6 +80,31 @@ func (s *KRaftSource) Snapshot(context.Context) (*Snapshot, error) {
 
 // Close implements Source.
 func (s *KRaftSource) Close() error { return nil }
+
+// ClusterID reads the cluster.id of logDir's meta.properties: "" when the log dir has no
+// meta.properties or it names no cluster.id.
+func ClusterID(fsys vfs.FS, logDir string) (string, error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	b, err := vfs.ReadFile(fsys, filepath.Join(logDir, "meta.properties"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the cluster id: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "cluster.id" {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", nil
+}
 
 // FromImage converts a replayed metadata log into a Snapshot for broker nodeID (-1: the
 // cluster-wide broker defaults only).

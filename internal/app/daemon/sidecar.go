@@ -123,6 +123,7 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 	uo.RemoveLineages, uo.RemovesLineages = true, s.meta.removesLineages
 	uo.DeletedTopicRetention = time.Duration(cfg.Sidecar.DeletedTopicRetention)
 	uo.DeletedTopics = s.meta.deletedTopics
+	uo.LiveTopics = s.meta.liveTopics
 	uo.RemoteRetention, uo.RetentionMetrics = s.meta.remoteRule(pol), rmetrics
 	if s.uploader, err = remotetier.NewUploader(objstore.WithMetrics(s.bucket, s.reg), src, uo); err != nil {
 		return nil, err

@@ -95,6 +95,36 @@ func (m *sidecarMeta) deletedTopics(ctx context.Context) ([]remotetier.DeletedTo
 	return out, nil
 }
 
+// liveTopics is the uploader's LiveTopics: the live topics of the
+// snapshot the last pass listed partitions by, when its source is
+// authoritative (a KRaft metadata log: the whole state at its offset) and
+// knows the cluster ID; nil otherwise (a bootstrap server's listing, the
+// log dir's partition.metadata: they never prove a topic deleted by its
+// absence). A snapshot that failed is no view: the pass's error.
+func (m *sidecarMeta) liveTopics(ctx context.Context) (*remotetier.LiveTopics, error) {
+	m.mu.Lock()
+	snap := m.snap
+	m.mu.Unlock()
+	if snap == nil {
+		var err error
+		if snap, err = m.src.Snapshot(ctx); err != nil {
+			return nil, fmt.Errorf("read the broker's metadata (%T): %w", m.src, err)
+		}
+	}
+	if !snap.Authoritative || snap.ClusterID == "" || snap.MetadataOffset < 0 {
+		return nil, nil
+	}
+	v := &remotetier.LiveTopics{ClusterID: snap.ClusterID, MetadataOffset: snap.MetadataOffset, IDs: make(map[string]string, len(snap.Topics))}
+	for name, t := range snap.Topics {
+		if t.ID.IsZero() {
+			v.IDs[name] = ""
+			continue
+		}
+		v.IDs[name] = t.ID.String()
+	}
+	return v, nil
+}
+
 // removesLineages reports whether this sidecar removes superseded
 // lineages this pass: the one beside the lowest broker id the metadata
 // names (as a replica or leader of any partition), so that with a sidecar

@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tiered/tiered/internal/app/config"
+	"github.com/tiered/tiered/internal/testkit/brokerdir"
+	"github.com/tiered/tiered/internal/testkit/kraftlog"
+	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/kraft"
+	"github.com/tiered/tiered/localtier/vfs"
+	"github.com/tiered/tiered/remotetier"
+	"github.com/tiered/tiered/remotetier/brokermeta"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// reconcileBroker is the KRaft broker fixture (node 1, topic foo, foo-0
+// rolled) with a metadata log the test writes: foo with its
+// partition.metadata ID, led by node 1.
+func reconcileBroker(t *testing.T) (logDir string, meta *kraftlog.Log, fooID kraft.TopicID) {
+	t.Helper()
+	logDir = brokerdir.Rolled(t, filepath.Join(t.TempDir(), "kafka"))
+	fooID, err := localtier.ReadPartitionMetadata(vfs.Default, filepath.Join(logDir, "foo-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(logDir, kraft.MetadataDir)); err != nil {
+		t.Fatal(err)
+	}
+	if meta, err = kraftlog.Create(logDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.Append(kraftlog.RegisterBroker(1, 1), kraftlog.Topic("foo", fooID), kraftlog.Partition(fooID, 0, 1, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return logDir, meta, fooID
+}
+
+// reconcilePass runs one upload pass of a sidecar started afresh over
+// logDir and bucket, then closes it (the sidecar stops).
+func reconcilePass(t *testing.T, logDir, bucket string) remotetier.Report {
+	t.Helper()
+	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessSidecar, Flags: map[string]string{
+		"kafka-log-dir": logDir, "bucket": bucket}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSidecar(context.Background(), SidecarOptions{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := s.uploader.RunOnce(context.Background())
+	if err != nil {
+		t.Fatalf("pass: %v", err)
+	}
+	return rep
+}
+
+// A topic deleted (or deleted and re-created) while its sidecars were down,
+// the controller writing a metadata snapshot past the RemoveTopicRecord
+// before a sidecar started again: the restarted sidecar replays from the
+// snapshot, which holds state, not history, so no deletion is reported.
+// The topic's lineage must still stop being served: the metadata image,
+// later than the one the lineage was recorded live in, no longer holds it.
+func TestSidecarDeletedWhileDown(t *testing.T) {
+	for _, recreate := range []bool{false, true} {
+		name := map[bool]string{false: "deleted", true: "re-created"}[recreate]
+		t.Run(name, func(t *testing.T) {
+			bucket := "mem://sidecar-deleted-while-down-" + name
+			t.Cleanup(func() { objstore.DropMemory(bucket[len("mem://"):]) })
+			logDir, meta, fooID := reconcileBroker(t)
+			if rep := reconcilePass(t, logDir, bucket); rep.UploadedSegments != 1 {
+				t.Fatalf("first pass: %+v", rep)
+			}
+			b, err := objstore.Open(context.Background(), bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _, err := remotetier.LoadTopicState(context.Background(), b, "", "foo")
+			if err != nil || s == nil || s.Current == nil || s.Current.TopicID != fooID.String() {
+				t.Fatalf("after the first pass: %+v, %v", s, err)
+			}
+			if p, ok := s.Proof(); !ok || p.ClusterID != "rwd2jqiwRaCycLq7mKVHXA" || p.MetadataOffset < 0 {
+				t.Fatalf("the first pass recorded no proof: %+v, %v (configs %v)", p, ok, s.Configs)
+			}
+
+			// While the sidecar is down: foo is deleted (re-created), its
+			// partition directory removed, and a metadata snapshot covers
+			// the removal.
+			recs := []kraft.Record{kraftlog.RemoveTopic(fooID)}
+			newID := kraft.TopicID{7: 7}
+			if recreate {
+				recs = append(recs, kraftlog.Topic("foo", newID), kraftlog.Partition(newID, 0, 1, 0, 1))
+			}
+			if _, err := meta.Append(recs...); err != nil {
+				t.Fatal(err)
+			}
+			im, err := kraft.ReadDir(vfs.Default, meta.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := meta.Snapshot(kraftlog.ImageRecords(im)); err != nil {
+				t.Fatal(err)
+			}
+			if err := meta.Roll(); err != nil {
+				t.Fatal(err)
+			}
+			if err := meta.DeleteSegmentsBefore(meta.Next()); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(filepath.Join(logDir, "foo-0")); err != nil {
+				t.Fatal(err)
+			}
+			// The restarted source indeed reports no deletion.
+			snap, err := (&brokermeta.KRaftSource{LogDir: logDir, NodeID: 1}).Snapshot(context.Background())
+			if err != nil || snap.DeletedID(fooID) {
+				t.Fatalf("restarted source: deleted %+v, %v", snap.Deleted, err)
+			}
+
+			rep := reconcilePass(t, logDir, bucket)
+			s, _, err = remotetier.LoadTopicState(context.Background(), b, "", "foo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, id, ok := s.Serving(); ok {
+				t.Fatalf("foo, deleted while the sidecar was down, is still served (lineage %s)", id)
+			}
+			if rep.ReconciledTopics != 1 || len(s.Superseded) != 1 || s.Superseded[0].TopicID != fooID.String() {
+				t.Fatalf("reconciled %d; superseded %+v", rep.ReconciledTopics, s.Superseded)
+			}
+		})
+	}
+}
+
+// Only an authoritative snapshot that knows its cluster gives a view of
+// the live topics: the partition.metadata fallback, a bootstrap server's
+// listing, a KRaft log dir without a cluster.id, and a snapshot that
+// failed give none (or the error), and so delete nothing.
+func TestSidecarLiveTopicsSources(t *testing.T) {
+	ctx := context.Background()
+	logDir, _, fooID := reconcileBroker(t)
+	v, err := (&sidecarMeta{src: &brokermeta.KRaftSource{LogDir: logDir, NodeID: 1}, nodeID: 1}).liveTopics(ctx)
+	if err != nil || v == nil || v.ClusterID != "rwd2jqiwRaCycLq7mKVHXA" || v.IDs["foo"] != fooID.String() || v.MetadataOffset < 0 {
+		t.Fatalf("KRaft: %+v, %v", v, err)
+	}
+
+	view, err := localtier.OpenBrokerView(vfs.Default, logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := (&sidecarMeta{src: brokermeta.NewFallbackSource(view), nodeID: 1}).liveTopics(ctx); err != nil || v != nil {
+		t.Fatalf("fallback source: %+v, %v; want none", v, err)
+	}
+	admin := metaSnapshot(1)
+	admin.Origin, admin.ClusterID = brokermeta.OriginAdmin, "rwd2jqiwRaCycLq7mKVHXA"
+	if v, err := (&sidecarMeta{src: fixedMeta{admin}, nodeID: 1}).liveTopics(ctx); err != nil || v != nil {
+		t.Fatalf("admin source: %+v, %v; want none", v, err)
+	}
+
+	if err := os.WriteFile(filepath.Join(logDir, "meta.properties"), []byte("version=1\nnode.id=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := (&sidecarMeta{src: &brokermeta.KRaftSource{LogDir: logDir, NodeID: 1}, nodeID: 1}).liveTopics(ctx); err != nil || v != nil {
+		t.Fatalf("KRaft without a cluster.id: %+v, %v; want none", v, err)
+	}
+	if err := os.RemoveAll(filepath.Join(logDir, kraft.MetadataDir)); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := (&sidecarMeta{src: &brokermeta.KRaftSource{LogDir: logDir, NodeID: 1}, nodeID: 1}).liveTopics(ctx); err == nil || v != nil {
+		t.Fatalf("failed snapshot: %+v, %v; want the error", v, err)
+	}
+}
