@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/tiered/tiered/fetchcache/server"
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/kraft"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/brokermeta"
@@ -99,7 +102,14 @@ func NewSidecar(ctx context.Context, o SidecarOptions) (_ *Sidecar, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker metadata: %w", err)
 	}
-	s.meta = &sidecarMeta{src: msrc, nodeID: nodeID}
+	s.meta = &sidecarMeta{src: msrc, nodeID: nodeID, log: s.log}
+	if _, kr := msrc.(*brokermeta.KRaftSource); !kr {
+		// A bootstrap server's listing never proves a topic deleted by
+		// its absence; the broker's own KRaft image does (liveTopics).
+		if fi, err := os.Stat(filepath.Join(cfg.Sidecar.KafkaLogDir, kraft.MetadataDir)); err == nil && fi.IsDir() {
+			s.meta.image = &brokermeta.KRaftSource{LogDir: cfg.Sidecar.KafkaLogDir, NodeID: nodeID}
+		}
+	}
 	if _, err := s.meta.leads(ctx); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"sync"
 
 	"github.com/tiered/tiered/localtier/checkpoint"
@@ -33,6 +34,10 @@ import (
 type sidecarMeta struct {
 	src    brokermeta.Source
 	nodeID int32
+	// image, when src is not authoritative (a bootstrap server's) and the
+	// log dir holds a KRaft metadata log, is read for liveTopics only.
+	image brokermeta.Source
+	log   *slog.Logger
 
 	mu   sync.Mutex
 	snap *brokermeta.Snapshot
@@ -98,13 +103,27 @@ func (m *sidecarMeta) deletedTopics(ctx context.Context) ([]remotetier.DeletedTo
 // liveTopics is the uploader's LiveTopics: the live topics of the
 // snapshot the last pass listed partitions by, when its source is
 // authoritative (a KRaft metadata log: the whole state at its offset) and
-// knows the cluster ID; nil otherwise (a bootstrap server's listing, the
-// log dir's partition.metadata: they never prove a topic deleted by its
-// absence). A snapshot that failed is no view: the pass's error.
+// knows the cluster ID; with a bootstrap server, those of the log dir's
+// KRaft metadata log when it has one; nil otherwise (a bootstrap server's
+// listing may leave out topics the principal may not describe, and a
+// broker that is starting or lags answers UNKNOWN_TOPIC_OR_PARTITION for
+// live topics, with no metadata offset to tell; the log dir's
+// partition.metadata cannot tell deleted from moved away). A snapshot
+// that failed is no view: the pass's error (with a bootstrap server, a
+// WARN: the listing the pass works from did not fail).
 func (m *sidecarMeta) liveTopics(ctx context.Context) (*remotetier.LiveTopics, error) {
 	m.mu.Lock()
 	snap := m.snap
 	m.mu.Unlock()
+	if m.image != nil {
+		var err error
+		if snap, err = m.image.Snapshot(ctx); err != nil {
+			if m.log != nil {
+				m.log.Warn("the broker's KRaft metadata log is unreadable: topics deleted while no sidecar ran are not looked for this pass", "err", err)
+			}
+			return nil, nil
+		}
+	}
 	if snap == nil {
 		var err error
 		if snap, err = m.src.Snapshot(ctx); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/tiered/tiered/internal/app/config"
 	"github.com/tiered/tiered/internal/testkit/brokerdir"
 	"github.com/tiered/tiered/internal/testkit/kraftlog"
@@ -160,6 +162,11 @@ func TestSidecarLiveTopicsSources(t *testing.T) {
 	if v, err := (&sidecarMeta{src: fixedMeta{admin}, nodeID: 1}).liveTopics(ctx); err != nil || v != nil {
 		t.Fatalf("admin source: %+v, %v; want none", v, err)
 	}
+	// With a bootstrap server, the log dir's KRaft image is the view.
+	withImage := &sidecarMeta{src: fixedMeta{admin}, nodeID: 1, image: &brokermeta.KRaftSource{LogDir: logDir, NodeID: 1}}
+	if v, err := withImage.liveTopics(ctx); err != nil || v == nil || v.IDs["foo"] != fooID.String() || len(v.IDs) != 1 {
+		t.Fatalf("admin source with a KRaft log dir: %+v, %v; want the image's", v, err)
+	}
 
 	if err := os.WriteFile(filepath.Join(logDir, "meta.properties"), []byte("version=1\nnode.id=1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -172,5 +179,35 @@ func TestSidecarLiveTopicsSources(t *testing.T) {
 	}
 	if v, err := (&sidecarMeta{src: &brokermeta.KRaftSource{LogDir: logDir, NodeID: 1}, nodeID: 1}).liveTopics(ctx); err == nil || v != nil {
 		t.Fatalf("failed snapshot: %+v, %v; want the error", v, err)
+	}
+	// The admin source's image failing: no view; the pass goes on.
+	if v, err := withImage.liveTopics(ctx); err != nil || v != nil {
+		t.Fatalf("admin source, image failed: %+v, %v; want none", v, err)
+	}
+}
+
+// A sidecar with a bootstrap server over a KRaft broker's log dir reads the
+// log dir's metadata log for its view of the live topics.
+func TestSidecarAdminReadsImage(t *testing.T) {
+	logDir := brokerdir.Rolled(t, filepath.Join(t.TempDir(), "kafka"))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "foo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t.Cleanup(func() { objstore.DropMemory("sidecar-admin-image") })
+	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessSidecar, Flags: map[string]string{
+		"kafka-log-dir": logDir, "bucket": "mem://sidecar-admin-image", "bootstrap-server": c.ListenAddrs()[0]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSidecar(context.Background(), SidecarOptions{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v, err := s.meta.liveTopics(context.Background())
+	if err != nil || v == nil || v.ClusterID != "rwd2jqiwRaCycLq7mKVHXA" {
+		t.Fatalf("live topics with a bootstrap server: %+v, %v; want the log dir's image", v, err)
 	}
 }
