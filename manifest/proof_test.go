@@ -84,6 +84,14 @@ func TestTopicLineageProof(t *testing.T) {
 	if _, ok := f.Proof(); ok {
 		t.Fatal("a proof past the configs limit")
 	}
+	// Configs that fill the object push a recorded proof out.
+	g, _, _, err := ObserveTopic("", "orders", up, Observation{TopicID: idA, Partitions: 1, NowMs: 3, Configs: full, Proof: pA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.Proof(); ok || len(g.Configs) != maxTopicConfigs {
+		t.Fatalf("a full set of configs over a proof: %d configs", len(g.Configs))
+	}
 	// A proof whose offset does not parse is none.
 	bad := up.clone()
 	bad.Configs[ConfigMetadataOffset] = "x"

@@ -439,6 +439,9 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 						want[k] = v
 					}
 				}
+				if len(want) > maxTopicConfigs {
+					want = withoutProof(want) // no room: the proof goes, never the configs
+				}
 			}
 		}
 		if _, ok := n.Proof(); !ok {

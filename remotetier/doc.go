@@ -37,6 +37,14 @@
 // Deleted and re-created topics (lineage.go): MarkDeletedTopics stops a
 // deleted ID being served; RemoveExpiredLineages removes superseded
 // lineages after the deleted-topic retention, manifest first, data after.
+// A deletion no record reports (made while no sidecar ran, its record
+// covered by a metadata snapshot since) is found from an authoritative
+// view of the cluster's live topics (LiveTopics: a KRaft image): each pass
+// records the view's cluster ID and metadata offset on the lineages it
+// holds live (manifest.LineageProof), and the pass that removes lineages
+// marks deleted every current lineage of that cluster recorded at an
+// earlier offset that the view no longer holds under its name
+// (ReconcileDeleted).
 //
 // Remote retention decides from the sub-manifest references' summaries
 // (remoteDecision: retention.RemotePlan, reading only the sub-manifests

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -45,7 +47,12 @@ func rcRestart(t *testing.T, mem objstore.Bucket, live func(context.Context) (*L
 	t.Helper()
 	d := upOpenDir(t, t.TempDir())
 	o := Options{RemoveLineages: true, DeletedTopicRetention: 24 * 3600e9, LiveTopics: live}
-	return upUploader(t, mem, NewLocalSource(d, nil), o).RunOnce(context.Background())
+	u := upUploader(t, mem, NewLocalSource(d, nil), o)
+	rep, err := u.RunOnce(context.Background())
+	if got := testutil.ToFloat64(u.lineageMetrics.reconciled); got != float64(rep.ReconciledTopics) {
+		t.Errorf("tiered_uploader_reconciled_topics_total %v, reported %d", got, rep.ReconciledTopics)
+	}
+	return rep, err
 }
 
 func rcServed(t *testing.T, mem objstore.Bucket) (string, bool) {

@@ -420,6 +420,7 @@ func (u *Uploader) RunOnce(ctx context.Context) (Report, error) {
 		lr, err := removeLineages(ctx, u.bkt, u.opts.Prefix, u.opts.DeletedTopicRetention, u.opts.Now(), u.logger, live)
 		rep.RemovedLineages = lr.Lineages
 		rep.ReconciledTopics = lr.Reconciled
+		u.lineageMetrics.reconciled.Add(float64(lr.Reconciled))
 		u.lineageMetrics.removed.Add(float64(lr.Lineages))
 		errs = append(errs, err)
 	}
