@@ -41,12 +41,10 @@ func reconcileBroker(t *testing.T) (logDir string, meta *kraftlog.Log, fooID kra
 	return logDir, meta, fooID
 }
 
-// reconcilePass runs one upload pass of a sidecar started afresh over
-// logDir and bucket, then closes it (the sidecar stops).
-func reconcilePass(t *testing.T, logDir, bucket string) remotetier.Report {
+// reconcileSidecar opens a sidecar configured by flags; the caller closes it.
+func reconcileSidecar(t *testing.T, flags map[string]string) *Sidecar {
 	t.Helper()
-	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessSidecar, Flags: map[string]string{
-		"kafka-log-dir": logDir, "bucket": bucket}})
+	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessSidecar, Flags: flags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +52,14 @@ func reconcilePass(t *testing.T, logDir, bucket string) remotetier.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// reconcilePass runs one upload pass of a sidecar started afresh over
+// logDir and bucket, then closes it (the sidecar stops).
+func reconcilePass(t *testing.T, logDir, bucket string) remotetier.Report {
+	t.Helper()
+	s := reconcileSidecar(t, map[string]string{"kafka-log-dir": logDir, "bucket": bucket})
 	defer s.Close()
 	rep, err := s.uploader.RunOnce(context.Background())
 	if err != nil {
@@ -196,15 +202,8 @@ func TestSidecarAdminReadsImage(t *testing.T) {
 	}
 	defer c.Close()
 	t.Cleanup(func() { objstore.DropMemory("sidecar-admin-image") })
-	cfg, err := config.Load(config.LoadOptions{Process: config.ProcessSidecar, Flags: map[string]string{
-		"kafka-log-dir": logDir, "bucket": "mem://sidecar-admin-image", "bootstrap-server": c.ListenAddrs()[0]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewSidecar(context.Background(), SidecarOptions{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := reconcileSidecar(t, map[string]string{"kafka-log-dir": logDir, "bucket": "mem://sidecar-admin-image",
+		"bootstrap-server": c.ListenAddrs()[0]})
 	defer s.Close()
 	v, err := s.meta.liveTopics(context.Background())
 	if err != nil || v == nil || v.ClusterID != "rwd2jqiwRaCycLq7mKVHXA" {
