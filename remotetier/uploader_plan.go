@@ -32,6 +32,10 @@ type task struct {
 	// groupTasks).
 	members    int
 	gFrom, gTo int64
+	// needsAppend: a replace (or group) of the newest committed segments
+	// that ends below the committed end; Replace refuses it (the end never
+	// moves back) unless the first append after it is in the same commit.
+	needsAppend bool
 }
 
 // uploaded is a task whose objects are stored.
@@ -124,7 +128,8 @@ func (u *Uploader) uploadPartition(ctx context.Context, p Partition) (PartitionR
 }
 
 // limitTasks keeps the first n tasks (one commit's), never part of a group:
-// one cut off goes to the next commit, or whole when it is the first.
+// one cut off goes to the next commit, or whole when it is the first. A
+// replace that needs the append after it keeps that append, one more.
 func limitTasks(tasks []task, n int) []task {
 	if len(tasks) <= n {
 		return tasks
@@ -137,6 +142,9 @@ func limitTasks(tasks []task, n int) []task {
 		if n = start; n == 0 {
 			n = t.members
 		}
+	}
+	if n < len(tasks) && tasks[n-1].needsAppend && !tasks[n].replace {
+		n++
 	}
 	return tasks[:n]
 }
@@ -286,32 +294,31 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 		}
 		slices.SortStableFunc(tasks, func(a, b task) int { return cmp.Compare(a.seg.BaseOffset, b.seg.BaseOffset) })
 	}
-	if !appending {
-		// A cleaned segment whose range reaches the committed end but whose
-		// last batch ends below it would move the end back (Replace refuses):
-		// it waits until a later segment is appended in the same commit. A
-		// group waits whole unless one of its segments ends there.
-		end := m.NextOffset() - 1
-		waits := map[int64]bool{}
-		for _, t := range tasks {
-			if t.members > 0 && t.gTo == end {
-				if _, ok := waits[t.gFrom]; !ok {
-					waits[t.gFrom] = true
-				}
-				if !t.drop && t.seg.LastOffset() == end {
-					waits[t.gFrom] = false
-				}
+	// A cleaned segment whose range reaches the committed end but whose
+	// last batch ends below it would move the end back (Replace refuses):
+	// it waits until a later segment is appended in the same commit
+	// (needsAppend: limitTasks keeps that append with it). A group waits
+	// whole unless one of its segments ends there.
+	end := m.NextOffset() - 1
+	waits := map[int64]bool{}
+	for _, t := range tasks {
+		if t.members > 0 && t.gTo == end {
+			if _, ok := waits[t.gFrom]; !ok {
+				waits[t.gFrom] = true
+			}
+			if !t.drop && t.seg.LastOffset() == end {
+				waits[t.gFrom] = false
 			}
 		}
-		kept := tasks[:0]
-		for _, t := range tasks {
-			if t.members > 0 && !waits[t.gFrom] || t.members == 0 && !(t.replace && t.to == end && t.seg.LastOffset() < t.to) {
-				kept = append(kept, t)
-			}
-		}
-		tasks = kept
 	}
-	return tasks, nil
+	kept := tasks[:0]
+	for _, t := range tasks {
+		t.needsAppend = t.members > 0 && waits[t.gFrom] || t.members == 0 && t.replace && t.to == end && t.seg.LastOffset() < t.to
+		if appending || !t.needsAppend {
+			kept = append(kept, t)
+		}
+	}
+	return kept, nil
 }
 
 // groupTasks replaces, for each source segment or emptied range at

@@ -1,0 +1,122 @@
+package remotetier
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/tiered/tiered/manifest"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// rgEndGroup commits the old leader's [0, 10) and [10, 20) (T=t at 19)
+// and returns the new leader's cleaned log rolled at 15 and 20: [0, 15),
+// [15, 20) whose cleaner dropped T=t (19, superseded by T=u at 20) and
+// [20, 30). The committed [10, 19] crosses 15, so [0, 14] and [15, 18]
+// replace [0, 19] together; the replace ends below the committed end, so
+// it needs the append of [20, 29] in the same commit.
+func rgEndGroup(t *testing.T, mem objstore.Bucket) *memSource {
+	t.Helper()
+	old := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+	old.p.CleanedUpTo = 0
+	old.p.Segments = []SegmentMeta{
+		old.segment(0, 10, 10, ccRecords(t, 0, ccSeq("k", 0, 10, "v")...)),
+		old.segment(10, 20, 20, ccRecords(t, 10, append(append(ccSeq("k", 10, 15, "v"), ccSeq("x", 15, 19, "o")...), "T=t")...)),
+	}
+	if rep, err := upUploader(t, mem, old, Options{}).RunOnce(context.Background()); err != nil || rep.UploadedSegments != 2 {
+		t.Fatalf("old leader's pass: %+v, %v", rep, err)
+	}
+	lead := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+	lead.p.CleanedUpTo = 30
+	lead.p.Segments = []SegmentMeta{
+		lead.segment(0, 15, 15, ccRecords(t, 0, ccSeq("k", 0, 15, "v")...)),
+		lead.segment(15, 19, 20, ccRecords(t, 15, ccSeq("x", 15, 19, "n")...)),
+		lead.segment(20, 30, 30, ccRecords(t, 20, append([]string{"T=u"}, ccSeq("y", 21, 30, "v")...)...)),
+	}
+	return lead
+}
+
+// TestGroupEndingAtCommittedEndKeepsItsAppend: a group whose replace ends
+// below the committed end commits only with the append after it. When
+// MaxCommitSegments cut the commit after the group, the replace was
+// refused every pass (it would move the end back) and the partition
+// uploaded nothing more: [20, 29] never reached the bucket.
+func TestGroupEndingAtCommittedEndKeepsItsAppend(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	lead := rgEndGroup(t, mem)
+	u := upUploader(t, mem, lead, Options{MaxCommitSegments: 2})
+	for range 3 {
+		if _, err := u.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := upLoad(t, mem, "c", 0)
+	var bases []int64
+	for _, s := range upAllSegments(t, mem, m) {
+		bases = append(bases, s.BaseOffset)
+	}
+	if m.NextOffset() != 30 || !slices.Equal(bases, []int64{0, 15, 20}) {
+		t.Fatalf("after three passes: committed segments at %v, end %d; want [0 15 20] and 30", bases, m.NextOffset())
+	}
+	recs, table := ecConsume(t, mem, "c")
+	if ecHas(recs, "19:T=t") || table["T"] != "u" || table["x15"] != "n" {
+		t.Errorf("the remote tier serves %v", recs)
+	}
+	upCheckConsistent(t, mem, "c", 0)
+	if rep, err := u.RunOnce(ctx); err != nil || rep.Commits != 0 {
+		t.Fatalf("a further pass changed the remote tier: %+v, %v", rep, err)
+	}
+	upCheckNoOrphans(t, mem, manifest.Key{Topic: "c", Partition: 0})
+}
+
+// TestReplaceEndingAtCommittedEndKeepsItsAppend: the same for one cleaned
+// segment (no group) and MaxCommitSegments 1: the replace of [10, 19] by
+// the cleaned [10, 18] commits with the append of [20, 29].
+func TestReplaceEndingAtCommittedEndKeepsItsAppend(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	lead := rgEndGroup(t, mem)
+	lead.p.Segments = []SegmentMeta{
+		lead.segment(0, 10, 10, ccRecords(t, 0, ccSeq("k", 0, 10, "v")...)),
+		lead.segment(10, 19, 20, ccRecords(t, 10, append(ccSeq("k", 10, 15, "v"), ccSeq("x", 15, 19, "n")...)...)),
+		lead.p.Segments[2],
+	}
+	u := upUploader(t, mem, lead, Options{MaxCommitSegments: 1})
+	for range 3 {
+		if _, err := u.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := upLoad(t, mem, "c", 0)
+	if recs, table := ecConsume(t, mem, "c"); m.NextOffset() != 30 || ecHas(recs, "19:T=t") || table["T"] != "u" {
+		t.Fatalf("after three passes the committed end is %d, want 30; the remote tier serves %v", m.NextOffset(), recs)
+	}
+	upCheckConsistent(t, mem, "c", 0)
+	upCheckNoOrphans(t, mem, manifest.Key{Topic: "c", Partition: 0})
+}
+
+// TestLimitTasksKeepsNeededAppend: a commit ending with a replace that
+// needs the append after it keeps that append.
+func TestLimitTasksKeepsNeededAppend(t *testing.T) {
+	r := task{replace: true}
+	ra := task{replace: true, needsAppend: true}
+	g := task{replace: true, members: 2, gFrom: 1, needsAppend: true}
+	a := task{}
+	for _, tc := range []struct {
+		tasks []task
+		n     int
+		want  int
+	}{
+		{[]task{ra, a, a}, 1, 2},
+		{[]task{r, ra, a}, 2, 3},
+		{[]task{r, ra, a}, 1, 1},
+		{[]task{g, g, a, a}, 1, 3},
+		{[]task{r, g, g, a}, 2, 1},
+		{[]task{r, g, g, a}, 3, 4},
+	} {
+		if got := len(limitTasks(tc.tasks, tc.n)); got != tc.want {
+			t.Errorf("limitTasks(%d tasks, %d) kept %d, want %d", len(tc.tasks), tc.n, got, tc.want)
+		}
+	}
+}
