@@ -3,7 +3,11 @@ package remotetier
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/tiered/tiered/localtier/codec"
+	"github.com/tiered/tiered/localtier/record"
 
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -118,5 +122,93 @@ func TestLimitTasksKeepsNeededAppend(t *testing.T) {
 		if got := len(limitTasks(tc.tasks, tc.n)); got != tc.want {
 			t.Errorf("limitTasks(%d tasks, %d) kept %d, want %d", len(tc.tasks), tc.n, got, tc.want)
 		}
+	}
+}
+
+// rgTxnRecords is ccRecords with "t:key=value" a transactional batch of
+// producer 7 and "commit" its commit marker.
+func rgTxnRecords(t testing.TB, base int64, recs ...string) []byte {
+	t.Helper()
+	var enc record.Encoder
+	var out []byte
+	for i, r := range recs {
+		off := base + int64(i)
+		spec := record.NewBatchSpec(off, codec.None)
+		var rec record.Record
+		switch {
+		case r == "-":
+			continue
+		case r == "commit":
+			spec.Transactional, spec.Control, spec.ProducerID, spec.ProducerEpoch = true, true, 7, 0
+			k, v := record.EndTxnMarker(true, 0)
+			rec = record.Record{Key: k, Value: v}
+		default:
+			if after, ok := strings.CutPrefix(r, "t:"); ok {
+				spec.Transactional, spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = true, 7, 0, int32(off)
+				r = after
+			}
+			k, v, _ := strings.Cut(r, "=")
+			rec = record.Record{Key: []byte(k), Value: []byte(v)}
+		}
+		rec.Offset, rec.Timestamp = off, upNow.UnixMilli()
+		var err error
+		if out, err = enc.AppendBatch(out, spec, []record.Record{rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestSpanningReplaceClosesTransactions: a cleaned segment spanning the
+// committed end, replacing alone or in a group (the old leader's [10, 19]
+// crossing 15), commits its records past the end and with them what they
+// do to transactions: the commit marker at 20 closes producer 7's
+// transaction open at the committed end (15). Before, the manifest kept
+// it open, so the remote log's last stable offset stayed at 15 for as long
+// as the producer wrote no other transaction (and the group, which took
+// the place of the cut append of [20, 29], regressed the crossing case).
+func TestSpanningReplaceClosesTransactions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		roll int64 // where the old leader rolled
+	}{{"alone", 15}, {"group", 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			mem := objstore.NewMemory()
+			old := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+			old.p.CleanedUpTo = 0
+			txn := []string{"t:a=1", "t:b=1", "t:c=1", "t:d=1", "t:e=1"}
+			all := append(ccSeq("k", 0, 15, "v"), txn...)
+			old.p.Segments = []SegmentMeta{
+				old.segment(0, tc.roll, tc.roll, rgTxnRecords(t, 0, all[:tc.roll]...)),
+				old.segment(tc.roll, 20, 20, rgTxnRecords(t, tc.roll, all[tc.roll:]...)),
+			}
+			if _, err := upUploader(t, mem, old, Options{}).RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if m := upLoad(t, mem, "c", 0); len(m.OpenTxns) != 1 || m.OpenTxns[0].FirstOffset != 15 {
+				t.Fatalf("old leader's commit: open transactions %v, want producer 7's at 15", m.OpenTxns)
+			}
+			lead := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+			lead.p.CleanedUpTo = 30
+			lead.p.Segments = []SegmentMeta{
+				lead.segment(0, 15, 15, rgTxnRecords(t, 0, ccSeq("k", 0, 15, "v")...)),
+				lead.segment(15, 30, 30, rgTxnRecords(t, 15, append(append(txn, "commit"), ccSeq("y", 21, 30, "v")...)...)),
+			}
+			if _, err := upUploader(t, mem, lead, Options{}).RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			m := upLoad(t, mem, "c", 0)
+			var bases []int64
+			for _, s := range upAllSegments(t, mem, m) {
+				bases = append(bases, s.BaseOffset)
+			}
+			if m.NextOffset() != 30 || !slices.Equal(bases, []int64{0, 15}) {
+				t.Fatalf("committed segments at %v, end %d; want [0 15] and 30", bases, m.NextOffset())
+			}
+			if len(m.OpenTxns) != 0 {
+				t.Errorf("open transactions at the committed end %v, want none (the marker at 20 is committed)", m.OpenTxns)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tiered/tiered/internal/x/ctxsleep"
@@ -302,6 +303,22 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		}
 		if err != nil {
 			return nil, nil, err
+		}
+		if to >= m.NextOffset() {
+			// The replace commits offsets past the end m was committed to
+			// (a cleaned segment spanning it): the transactions open at
+			// the new end are those open before from, then what the
+			// replacing segments and the appends after them did.
+			open := slices.DeleteFunc(slices.Clone(m.OpenTxns), func(t manifest.OpenTxn) bool { return t.FirstOffset >= from })
+			for _, x := range these {
+				open = applyTxns(open, x.txns)
+			}
+			for _, e := range fx {
+				open = applyTxns(open, e)
+			}
+			if err := c.Root.SetOpenTxns(open); err != nil {
+				return nil, nil, fmt.Errorf("commit: %w", err)
+			}
 		}
 		steps = append(steps, c)
 		cur = c.Root
