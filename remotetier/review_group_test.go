@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
@@ -210,5 +211,72 @@ func TestSpanningReplaceClosesTransactions(t *testing.T) {
 				t.Errorf("open transactions at the committed end %v, want none (the marker at 20 is committed)", m.OpenTxns)
 			}
 		})
+	}
+}
+
+// TestGroupCommitWholeWhenClockMoves: buildCommit decides once whether an
+// attempt is too old to commit. It asked the clock twice per attempt (for
+// the group's count of members ready, then to keep each), so a member
+// turning too old in between was dropped while the others were kept as a
+// whole group; with an emptied range's removal after the group (group
+// fields zero, as a group starting at 0 has) the whole-group check passed,
+// and [0, 29] was replaced without the member's [25, 29]: live records
+// gone from the remote tier.
+func TestGroupCommitWholeWhenClockMoves(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	old := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+	old.p.CleanedUpTo = 0
+	for b := int64(0); b < 40; b += 10 {
+		old.p.Segments = append(old.p.Segments, old.segment(b, b+10, b+10, ccRecords(t, b, ccSeq("k", int(b), int(b+10), "v")...)))
+	}
+	if _, err := upUploader(t, mem, old, Options{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := upLoad(t, mem, "c", 0)
+	calls := 0
+	now := func() time.Time {
+		calls++
+		if calls > 3 { // after a look at each of the group's three members
+			return upNow.Add(2 * time.Second)
+		}
+		return upNow
+	}
+	u := upUploader(t, mem, old, Options{Now: now, GCGrace: 2 * time.Hour})
+	member := func(base, last int64, started time.Time) uploaded {
+		seg := upAllSegments(t, mem, m)[0] // a valid committed segment, moved
+		seg.BaseOffset, seg.LastOffset, seg.RecordCount, seg.Compacted = base, last, last-base+1, true
+		seg.AttemptID = manifest.NewAttemptID()
+		keys, err := manifest.DataKeysID("", "c", old.p.keyID, 0, base, seg.AttemptID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seg.Log.Key, seg.Index.Key, seg.TimeIndex.Key = keys.Log, keys.Indexes, keys.Indexes
+		if seg.TxnIndex != nil {
+			x := *seg.TxnIndex
+			x.Key = keys.Indexes
+			seg.TxnIndex = &x
+		}
+		return uploaded{task: task{seg: SegmentMeta{BaseOffset: base, NextOffset: last + 1, NextBase: last + 1}, cut: base,
+			replace: true, from: base, to: last, compacted: true, members: 3, gFrom: 0, gTo: 29}, seg: seg, started: started}
+	}
+	done := []uploaded{
+		member(0, 14, upNow),
+		member(15, 24, upNow),
+		member(25, 29, upNow.Add(-time.Hour+time.Second)), // too old after the clock moves
+		{task: task{seg: SegmentMeta{BaseOffset: 30, NextOffset: 30, NextBase: 40}, cut: 30, replace: true, drop: true,
+			from: 30, to: 39, compacted: true}, started: upNow},
+	}
+	var dropped []uploaded
+	c, _, err := u.buildCommit(ctx, old.p, m, done, &dropped)
+	if err != nil || c == nil {
+		return // refused: nothing lost
+	}
+	var held []int64
+	if err := u.store.segmentsIn(ctx, c.Root, 25, 29, func(s manifest.Segment) { held = append(held, s.BaseOffset) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(held) == 0 {
+		t.Fatalf("the commit holds no segment for [25, 29] (dropped %d attempts): the group was committed without a member", len(dropped))
 	}
 }

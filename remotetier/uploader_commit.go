@@ -172,7 +172,10 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 	var steps []*manifest.Commit
 	cur := m
 	var appends, replaces []uploaded
-	tooOld := func(d uploaded) bool { return u.opts.Now().Sub(d.started) > u.maxAttemptAge() }
+	// Each attempt's age is taken once: the clock moving between a
+	// group's count and its members' checks would split it.
+	now := u.opts.Now()
+	tooOld := func(d uploaded) bool { return now.Sub(d.started) > u.maxAttemptAge() }
 	// A group (task.members) commits whole or not at all: every member
 	// stored and young enough.
 	ready := map[int64]int{}
@@ -185,7 +188,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		if tooOld(d) {
 			// Garbage collection may take objects this old for orphans.
 			u.logger.Warn("upload attempt too old to commit; dropped", "topic", p.Topic, "partition", p.Partition,
-				"base_offset", d.seg.BaseOffset, "age", u.opts.Now().Sub(d.started))
+				"base_offset", d.seg.BaseOffset, "age", now.Sub(d.started))
 			*dropped = append(*dropped, d)
 			continue
 		}
@@ -283,7 +286,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		if d.members > 0 {
 			from, to, n = d.gFrom, d.gTo, d.members
 		}
-		if i+n > len(replaces) || replaces[i+n-1].gFrom != d.gFrom {
+		if i+n > len(replaces) || slices.ContainsFunc(replaces[i:i+n], func(x uploaded) bool { return x.members != d.members || x.gFrom != d.gFrom }) {
 			return nil, nil, fmt.Errorf("commit: replace group [%d, %d] is not whole", from, to) // a planning bug
 		}
 		these := replaces[i : i+n]
