@@ -214,6 +214,26 @@ func TestSpanningReplaceClosesTransactions(t *testing.T) {
 	}
 }
 
+// rgSegment is a valid committed segment of m moved to [base, last] under
+// keys of its own, for commits built by hand.
+func rgSegment(t *testing.T, mem objstore.Bucket, m *manifest.Manifest, base, last int64) manifest.Segment {
+	t.Helper()
+	seg := upAllSegments(t, mem, m)[0]
+	seg.BaseOffset, seg.LastOffset, seg.RecordCount, seg.Compacted = base, last, last-base+1, true
+	seg.AttemptID = manifest.NewAttemptID()
+	keys, err := manifest.DataKeysID("", "c", "", 0, base, seg.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg.Log.Key, seg.Index.Key, seg.TimeIndex.Key = keys.Log, keys.Indexes, keys.Indexes
+	if seg.TxnIndex != nil {
+		x := *seg.TxnIndex
+		x.Key = keys.Indexes
+		seg.TxnIndex = &x
+	}
+	return seg
+}
+
 // TestGroupCommitWholeWhenClockMoves: buildCommit decides once whether an
 // attempt is too old to commit. It asked the clock twice per attempt (for
 // the group's count of members ready, then to keep each), so a member
@@ -244,21 +264,9 @@ func TestGroupCommitWholeWhenClockMoves(t *testing.T) {
 	}
 	u := upUploader(t, mem, old, Options{Now: now, GCGrace: 2 * time.Hour})
 	member := func(base, last int64, started time.Time) uploaded {
-		seg := upAllSegments(t, mem, m)[0] // a valid committed segment, moved
-		seg.BaseOffset, seg.LastOffset, seg.RecordCount, seg.Compacted = base, last, last-base+1, true
-		seg.AttemptID = manifest.NewAttemptID()
-		keys, err := manifest.DataKeysID("", "c", old.p.keyID, 0, base, seg.AttemptID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seg.Log.Key, seg.Index.Key, seg.TimeIndex.Key = keys.Log, keys.Indexes, keys.Indexes
-		if seg.TxnIndex != nil {
-			x := *seg.TxnIndex
-			x.Key = keys.Indexes
-			seg.TxnIndex = &x
-		}
 		return uploaded{task: task{seg: SegmentMeta{BaseOffset: base, NextOffset: last + 1, NextBase: last + 1}, cut: base,
-			replace: true, from: base, to: last, compacted: true, members: 3, gFrom: 0, gTo: 29}, seg: seg, started: started}
+			replace: true, from: base, to: last, compacted: true, members: 3, gFrom: 0, gTo: 29},
+			seg: rgSegment(t, mem, m, base, last), started: started}
 	}
 	done := []uploaded{
 		member(0, 14, upNow),
@@ -278,5 +286,58 @@ func TestGroupCommitWholeWhenClockMoves(t *testing.T) {
 	}
 	if len(held) == 0 {
 		t.Fatalf("the commit holds no segment for [25, 29] (dropped %d attempts): the group was committed without a member", len(dropped))
+	}
+}
+
+// TestDroppedSpanningGroupHoldsAppends: when a group whose last segment
+// spans the committed end cannot commit (a member too old to commit: the
+// upload took long; its Replace conflicts), the appends after it wait too. Before, they were
+// committed past a hole where the spanning segment's records past the old
+// end ([20, 29]; its cut append was left out for the group): readers of
+// the remote tier skipped them as a compaction gap, live records the
+// source holds.
+func TestDroppedSpanningGroupHoldsAppends(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	old := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+	old.p.CleanedUpTo = 0
+	old.p.Segments = []SegmentMeta{
+		old.segment(0, 10, 10, ccRecords(t, 0, ccSeq("k", 0, 10, "v")...)),
+		old.segment(10, 20, 20, ccRecords(t, 10, ccSeq("k", 10, 20, "v")...)),
+	}
+	if _, err := upUploader(t, mem, old, Options{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := upLoad(t, mem, "c", 0)
+	u := upUploader(t, mem, old, Options{GCGrace: 2 * time.Hour})
+	for _, tc := range []struct {
+		name         string
+		gFrom        int64
+		firstStarted time.Time
+	}{
+		{"member too old", 0, upNow.Add(-2 * time.Hour)},
+		{"replace conflicts", 5, upNow}, // [5, 29] cuts the committed [0, 9]
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			member := func(base, last int64, started time.Time) uploaded {
+				return uploaded{task: task{seg: SegmentMeta{BaseOffset: base, NextOffset: last + 1, NextBase: last + 1}, cut: base,
+					replace: true, from: base, to: last, compacted: true, members: 2, gFrom: tc.gFrom, gTo: 29},
+					seg: rgSegment(t, mem, m, base, last), started: started}
+			}
+			done := []uploaded{
+				member(tc.gFrom, 14, tc.firstStarted),
+				member(15, 29, upNow),
+				{task: task{seg: SegmentMeta{BaseOffset: 30, NextOffset: 40, NextBase: 40}, cut: 30, compacted: true},
+					seg: rgSegment(t, mem, m, 30, 39), started: upNow},
+			}
+			var dropped []uploaded
+			c, kept, err := u.buildCommit(ctx, old.p, m, done, &dropped)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c != nil && c.Root.NextOffset() > 20 {
+				t.Fatalf("committed end %d past the hole [20, 29] the dropped group was to fill (kept %d attempts)", c.Root.NextOffset(), len(kept))
+			}
+		})
 	}
 }

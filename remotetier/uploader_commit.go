@@ -184,16 +184,22 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			ready[d.gFrom]++
 		}
 	}
+	// spans: a replace that commits offsets past m's end, which the
+	// appends after it must not leave a hole at (they wait with it).
+	spans := func(d uploaded) bool { return d.replace && max(d.to, d.gTo) >= m.NextOffset() }
+	spanDropped := false
 	for _, d := range done {
 		if tooOld(d) {
 			// Garbage collection may take objects this old for orphans.
 			u.logger.Warn("upload attempt too old to commit; dropped", "topic", p.Topic, "partition", p.Partition,
 				"base_offset", d.seg.BaseOffset, "age", now.Sub(d.started))
 			*dropped = append(*dropped, d)
+			spanDropped = spanDropped || spans(d)
 			continue
 		}
 		if d.members > 0 && ready[d.gFrom] != d.members {
 			*dropped = append(*dropped, d)
+			spanDropped = spanDropped || spans(d)
 			continue
 		}
 		if d.drop && d.members == 0 {
@@ -212,6 +218,10 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		} else {
 			appends = append(appends, d)
 		}
+	}
+	if spanDropped {
+		*dropped = append(*dropped, appends...)
+		appends = nil
 	}
 	// Appends first: a replaced range then lies below the committed end,
 	// which a replace may not move back.
@@ -273,6 +283,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			start = end
 		}
 	}
+	appended := len(segs) > 0
 	for i := 0; i < len(replaces); {
 		// An earlier step may have sealed the replaced range into a
 		// sub-manifest that is stored only with the whole commit.
@@ -302,6 +313,12 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 		if errors.As(err, &ce) {
 			u.logger.Debug("cleaned segment cannot replace its committed range", "topic", p.Topic, "partition", p.Partition, "err", err)
 			*dropped = append(*dropped, these...)
+			if to >= m.NextOffset() && appended {
+				// The appends would leave the records it had past the
+				// end a hole: nothing of this commit.
+				*dropped = append(*dropped, kept...)
+				return nil, nil, nil
+			}
 			continue
 		}
 		if err != nil {
