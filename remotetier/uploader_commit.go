@@ -316,7 +316,7 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			if to >= m.NextOffset() && appended {
 				// The appends would leave the records it had past the
 				// end a hole: nothing of this commit.
-				*dropped = append(*dropped, kept...)
+				*dropped = append(append(*dropped, kept...), replaces[i:]...)
 				return nil, nil, nil
 			}
 			continue
