@@ -251,7 +251,8 @@ func ccCrossBoth(t *testing.T, mem objstore.Bucket) *memSource {
 // group replace their committed range in one commit or not at all: when
 // one of them cannot be stored (gone at the source) nothing is committed
 // and the others' objects are deleted; a later pass commits the group in
-// one commit even with MaxCommitSegments 1 (a commit never splits one).
+// one commit (MaxCommitSegments 3, the group's size: a larger group is not
+// made, TestCrossingRunLargerThanOneCommitKept).
 func TestCrossingGroupCommitsWhole(t *testing.T) {
 	ctx := context.Background()
 	mem := objstore.NewMemory()
@@ -259,7 +260,7 @@ func TestCrossingGroupCommitsWhole(t *testing.T) {
 	before := upLoad(t, mem, "c", 0)
 	held := lead.logs[25]
 	delete(lead.logs, 25)
-	u := upUploader(t, mem, lead, Options{MaxCommitSegments: 1})
+	u := upUploader(t, mem, lead, Options{MaxCommitSegments: 3})
 	if rep, err := u.RunOnce(ctx); err != nil || rep.Commits != 0 || rep.SegmentsGone != 1 {
 		t.Fatalf("pass with [25, 40) gone: %+v, %v", rep, err)
 	}
@@ -384,6 +385,43 @@ func TestCrossingGroupCommitFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			ccWantTable(t, ccConsumeNoStale(t, mem))
+			upCheckNoOrphans(t, mem, manifest.Key{Topic: "c", Partition: 0})
+		})
+	}
+}
+
+// TestCrossingRunLargerThanOneCommitKept: a run of cleaned segments and
+// emptied ranges is replaced as a group only while it fits one commit
+// (MaxCommitSegments pieces). The run [0, 14] + emptied [15, 24] has two
+// pieces: with MaxCommitSegments 1 the old leader's crossing segments
+// stay (a larger run would upload its whole committed range again, and
+// must be stored within the attempt age), with 2 they are replaced.
+func TestCrossingRunLargerThanOneCommitKept(t *testing.T) {
+	for _, tc := range []struct {
+		max       int
+		wantBases []int64
+	}{
+		{1, []int64{0, 10, 20, 25}},
+		{2, []int64{0, 25}},
+	} {
+		t.Run(fmt.Sprint("max=", tc.max), func(t *testing.T) {
+			ctx := context.Background()
+			mem := objstore.NewMemory()
+			ccOldLeader(t, mem)
+			u := upUploader(t, mem, ccNewLeader(t), Options{MaxCommitSegments: tc.max})
+			for range 3 {
+				if _, err := u.RunOnce(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var bases []int64
+			for _, s := range upAllSegments(t, mem, upLoad(t, mem, "c", 0)) {
+				bases = append(bases, s.BaseOffset)
+			}
+			if !slices.Equal(bases, tc.wantBases) {
+				t.Fatalf("committed segments at %v, want %v", bases, tc.wantBases)
+			}
+			upCheckConsistent(t, mem, "c", 0)
 			upCheckNoOrphans(t, mem, manifest.Key{Topic: "c", Partition: 0})
 		})
 	}

@@ -334,7 +334,12 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 // segment may reach past the committed end (the commit then moves the end,
 // as spanningReplaceTask's). No group is made when the run would need a
 // source segment that is not cleaned or not listed, or offsets below the
-// committed log start: the committed segments stay until it can.
+// committed log start: the committed segments stay until it can. Nor when
+// the run has more than MaxCommitSegments pieces: its whole committed
+// range would be uploaded again, and every piece stored within
+// maxAttemptAge, so a long run (a large partition whose leaders rolled
+// everywhere at other offsets) keeps its committed segments, stale records
+// included, rather than re-upload the partition or never commit.
 func (u *Uploader) groupTasks(ctx context.Context, p Partition, m *manifest.Manifest, straddled []int64) ([]task, error) {
 	slices.Sort(straddled)
 	end := m.NextOffset()
@@ -401,6 +406,12 @@ func (u *Uploader) groupTasks(ctx context.Context, p Partition, m *manifest.Mani
 			}
 			if !grown {
 				break
+			}
+			if hi-lo+1 > u.opts.MaxCommitSegments {
+				// Larger than one commit: bounded, as an upload attempt
+				// must be stored within maxAttemptAge and the run's
+				// committed range is uploaded again whole.
+				ok = false
 			}
 		}
 		if !ok || lo == hi || from < m.LogStartOffset {
