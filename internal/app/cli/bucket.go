@@ -86,6 +86,10 @@ func (s *bucketSource) read(ctx context.Context, offset int64) ([]byte, error) {
 
 func (s *bucketSource) bounds() (int64, int64) { return s.l.LogStartOffset(), s.l.LogEndOffset() }
 
+// topicID is the lineage the log reads, after the last read or re-read of
+// its manifest.
+func (s *bucketSource) topicID() string { return s.l.TopicID() }
+
 func (s *bucketSource) offsetForTime(ctx context.Context, ts int64) (int64, bool, error) {
 	off, _, found, err := s.l.OffsetForTimestamp(ctx, ts)
 	return off, found, err

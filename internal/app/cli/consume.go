@@ -112,6 +112,10 @@ type consumeSource interface {
 	// deletedBelow reports, for an error of read, that retention removed
 	// offsets up to the new log start offset.
 	deletedBelow(err error) (logStart int64, ok bool)
+	// topicID is the topic ID of the lineage the last read came from, ""
+	// when the source cannot tell (the data dir, a topic without IDs, a
+	// fetch service that does not say).
+	topicID() string
 	// wait sleeps until the next poll of --follow and refreshes the view.
 	// It returns false when ctx ended.
 	wait(ctx context.Context, every time.Duration) (bool, error)
@@ -147,6 +151,9 @@ func (s *localSource) read(_ context.Context, offset int64) ([]byte, error) {
 }
 
 func (s *localSource) bounds() (int64, int64) { return s.l.LogStartOffset(), s.l.LogEndOffset() }
+
+// topicID: the data dir's log has no topic ID consume could check.
+func (s *localSource) topicID() string { return "" }
 
 func (s *localSource) offsetForTime(_ context.Context, ts int64) (int64, bool, error) {
 	off, _, found, err := s.l.OffsetForTimestamp(ts)
@@ -213,6 +220,26 @@ type consumer struct {
 	left      int64 // records still to print; < 0: no limit
 	dec       record.Decoder
 	line      []byte
+	topic     string
+	topicID   string // of the first read that named one
+}
+
+// checkTopicID refuses an answer read from another lineage than the
+// first one read: the topic was deleted and re-created under the same
+// name while it was read (--follow), and the new topic's records at the
+// offsets still to print are not the old one's. Nothing of the answer is
+// printed.
+func (c *consumer) checkTopicID(src consumeSource) error {
+	id := src.topicID()
+	switch {
+	case id == "" || id == c.topicID:
+		return nil
+	case c.topicID == "":
+		c.topicID = id
+		return nil
+	}
+	return fmt.Errorf("%s-%d was deleted and re-created while it was read: it now has topic ID %s, not %s, and its offsets from %d on are another topic's records; the records printed are the old topic's, up to offset %d; consume the new topic with a new consume",
+		c.topic, c.partition, id, c.topicID, c.offset, c.offset-1)
 }
 
 // drain prints from c.offset to the log end (or until the limit). It
@@ -224,6 +251,9 @@ func (c *consumer) drain(ctx context.Context, src consumeSource) (done bool, err
 		}
 		data, err := src.read(ctx, c.offset)
 		if err != nil {
+			return false, err
+		}
+		if err := c.checkTopicID(src); err != nil {
 			return false, err
 		}
 		if len(data) == 0 {
@@ -327,7 +357,7 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	c := &consumer{out: bufio.NewWriterSize(r.Stdout, 64<<10), partition: int32(*partition), left: -1}
+	c := &consumer{out: bufio.NewWriterSize(r.Stdout, 64<<10), topic: *topic, partition: int32(*partition), left: -1}
 	if set["max-records"] {
 		c.left = *maxRecords
 	}
@@ -406,6 +436,7 @@ type fetchSource struct {
 	path      string // /v1/topics/T/partitions/P
 	start     int64
 	end       int64
+	id        string // the last records answer's topic ID
 	hc        *http.Client
 }
 
@@ -528,8 +559,11 @@ func (s *fetchSource) read(ctx context.Context, offset int64) ([]byte, error) {
 	if v, err := strconv.ParseInt(resp.Header.Get(httpapi.HeaderLogEndOffset), 10, 64); err == nil {
 		s.end = v
 	}
+	s.id = resp.Header.Get(httpapi.HeaderTopicID)
 	return data, nil
 }
+
+func (s *fetchSource) topicID() string { return s.id }
 
 func (s *fetchSource) bounds() (int64, int64) { return s.start, s.end }
 

@@ -152,6 +152,12 @@ func rfc(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339N
 // serveFetch serves the bucket over HTTP in-process (the --fetch path).
 func serveFetch(t *testing.T, bucketURL string) string {
 	t.Helper()
+	return serveFetchWith(t, bucketURL, fetchcache.RemoteCatalogOptions{})
+}
+
+// serveFetchWith is serveFetch with the catalog's options.
+func serveFetchWith(t *testing.T, bucketURL string, o fetchcache.RemoteCatalogOptions) string {
+	t.Helper()
 	loc, err := objstore.ParseURL(bucketURL)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +166,7 @@ func serveFetch(t *testing.T, bucketURL string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{})
+	cat, err := fetchcache.NewRemoteCatalog(b, o)
 	if err != nil {
 		t.Fatal(err)
 	}
