@@ -55,6 +55,26 @@ func reconcileSidecar(t *testing.T, flags map[string]string) *Sidecar {
 	return s
 }
 
+// reconcileSnapshot has the controller write a metadata snapshot of the
+// whole log and the broker drop the segments it covers: the records so
+// far are state, no longer history.
+func reconcileSnapshot(t *testing.T, meta *kraftlog.Log) {
+	t.Helper()
+	im, err := kraft.ReadDir(vfs.Default, meta.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.Snapshot(kraftlog.ImageRecords(im)); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.DeleteSegmentsBefore(meta.Next()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // reconcilePass runs one upload pass of a sidecar started afresh over
 // logDir and bucket, then closes it (the sidecar stops).
 func reconcilePass(t *testing.T, logDir, bucket string) remotetier.Report {
@@ -107,19 +127,7 @@ func TestSidecarDeletedWhileDown(t *testing.T) {
 			if _, err := meta.Append(recs...); err != nil {
 				t.Fatal(err)
 			}
-			im, err := kraft.ReadDir(vfs.Default, meta.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := meta.Snapshot(kraftlog.ImageRecords(im)); err != nil {
-				t.Fatal(err)
-			}
-			if err := meta.Roll(); err != nil {
-				t.Fatal(err)
-			}
-			if err := meta.DeleteSegmentsBefore(meta.Next()); err != nil {
-				t.Fatal(err)
-			}
+			reconcileSnapshot(t, meta)
 			if err := os.RemoveAll(filepath.Join(logDir, "foo-0")); err != nil {
 				t.Fatal(err)
 			}
@@ -209,4 +217,50 @@ func TestSidecarAdminReadsImage(t *testing.T) {
 	if err != nil || v == nil || v.ClusterID != "rwd2jqiwRaCycLq7mKVHXA" {
 		t.Fatalf("live topics with a bootstrap server: %+v, %v; want the log dir's image", v, err)
 	}
+}
+
+// A RemoveTopicRecord inside a metadata transaction (KIP-868) not yet
+// ended, then aborted, deletes nothing: the image that reconciliation reads
+// holds foo live while its offset is past the removal (the transaction's
+// records are held back, as Kafka holds them), and after the abort, also
+// from a metadata snapshot. foo-0 is gone from the log dir meanwhile (a
+// replica moved away), so nothing but the image tells.
+func TestSidecarPendingRemovalNotReconciled(t *testing.T) {
+	bucket := "mem://sidecar-pending-removal"
+	t.Cleanup(func() { objstore.DropMemory(bucket[len("mem://"):]) })
+	logDir, meta, fooID := reconcileBroker(t)
+	reconcilePass(t, logDir, bucket)
+	b, err := objstore.Open(context.Background(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func(when string) {
+		t.Helper()
+		s, _, err := remotetier.LoadTopicState(context.Background(), b, "", "foo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, id, ok := s.Serving(); !ok || id != fooID.String() {
+			t.Fatalf("%s: foo no longer served (%v, %q); superseded %+v", when, ok, id, s.Superseded)
+		}
+	}
+	if _, err := meta.Append(kraftlog.BeginTxn(), kraftlog.RemoveTopic(fooID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.AppendControl(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(logDir, "foo-0")); err != nil {
+		t.Fatal(err)
+	}
+	reconcilePass(t, logDir, bucket)
+	served("removal in a transaction not ended")
+	if _, err := meta.Append(kraftlog.AbortTxn()); err != nil {
+		t.Fatal(err)
+	}
+	reconcilePass(t, logDir, bucket)
+	served("transaction aborted")
+	reconcileSnapshot(t, meta)
+	reconcilePass(t, logDir, bucket)
+	served("aborted transaction covered by a snapshot")
 }
