@@ -7,6 +7,7 @@ import (
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/groups"
+	"github.com/tiered/tiered/internal/testkit/objtesting"
 	"github.com/tiered/tiered/internal/testkit/remotekit"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -111,4 +112,39 @@ func TestCatalogTopicIDsPartitionNewerThanListing(t *testing.T) {
 		}
 	}
 	var _ groups.TopicPartitions = ids
+}
+
+// TestCatalogTopicIDsUnlistedPartitionsBounded: one request (an
+// OffsetCommit naming 1000 partitions its topic does not have) asks the
+// catalog, which reads the store, for at most maxUnlistedPartitions
+// partitions its listing lacks; the others are taken as missing. Before,
+// each cost the store a read: 1000 GETs for one commit.
+func TestCatalogTopicIDsUnlistedPartitionsBounded(t *testing.T) {
+	ctx := context.Background()
+	store := objstore.NewMemory()
+	mem := &objtesting.ReadCounter{BucketReader: store}
+	cat, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := remotekit.NewRemoteID(t, store, "", lineNew, 0, manifest.DefaultPolicy())
+	r.Commit(remotekit.WriteLocal(t, t.TempDir(), 31, 1, 5, false).Files(t)...)
+	s, _, _, err := manifest.ObserveTopic("", remotekit.TestTopic, nil, manifest.Observation{TopicID: lineNew, Partitions: 1, NowMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remotekit.PutTopicState(t, store, s)
+	ids := fetchcache.NewCatalogTopicIDs(cat)
+	if has, err := ids.HasPartition(ctx, remotekit.TestTopic, remotekit.TestPartition); err != nil || !has {
+		t.Fatalf("HasPartition of the listed partition: %v, %v", has, err)
+	}
+	before := mem.Reads()
+	for p := remotekit.TestPartition + 1; p <= remotekit.TestPartition+1000; p++ {
+		if has, err := ids.HasPartition(ctx, remotekit.TestTopic, p); err != nil || has {
+			t.Fatalf("HasPartition(%d) = %v, %v; want false", p, has, err)
+		}
+	}
+	if reads := mem.Reads() - before; reads > 3*32 {
+		t.Fatalf("1000 partitions the topic lacks cost %d store reads in one request, want at most %d", reads, 3*32)
+	}
 }

@@ -14,7 +14,17 @@ import (
 type CatalogTopicIDs struct {
 	cat    Catalog
 	listed map[string]TopicInfo // nil until listed
+	asked  int                  // partitions the listing lacks, asked of the catalog
 }
+
+// maxUnlistedPartitions bounds the partitions one request asks the catalog
+// for (HasPartition) because its listing lacks them: each may read a
+// manifest from the store, and an OffsetCommit may name any number of
+// partitions (it has no cap of its own, unlike Fetch). Past it a partition
+// the listing lacks is taken as missing: a partition added within the
+// listing's TTL that many times over is refused until the listing is read
+// again (TopicsTTL, 30 s), which clients retry.
+const maxUnlistedPartitions = 32
 
 // NewCatalogTopicIDs resolves topic IDs in cat.
 func NewCatalogTopicIDs(cat Catalog) *CatalogTopicIDs { return &CatalogTopicIDs{cat: cat} }
@@ -59,7 +69,8 @@ func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id 
 // (groups.TopicPartitions: a commit on a partition the topic does not have
 // is refused). A partition the listing lacks is asked of the catalog
 // (Partition, which reads its manifest): the listing may predate the
-// topic's new partitions, which are served already.
+// topic's new partitions, which are served already. At most
+// maxUnlistedPartitions a request are asked.
 func (c *CatalogTopicIDs) HasPartition(ctx context.Context, topic string, partition int32) (bool, error) {
 	if err := c.list(ctx); err != nil {
 		return false, err
@@ -69,6 +80,10 @@ func (c *CatalogTopicIDs) HasPartition(ctx context.Context, topic string, partit
 			return true, nil
 		}
 	}
+	if c.asked >= maxUnlistedPartitions {
+		return false, nil
+	}
+	c.asked++
 	_, err := c.cat.Partition(ctx, topic, partition)
 	var ue *UnknownTopicOrPartitionError
 	switch {
