@@ -863,7 +863,7 @@ func (c *Coordinator) becameEmpty(g *group) {
 		})
 		switch {
 		case errors.Is(err, errGroupMoved):
-			c.log.Info("group emptied; its state was not written: the group moved to another coordinator", "group", g.id)
+			c.log.Info("group emptied; its state was not written: this replica no longer holds the group (moved to another coordinator, released, or deleted)", "group", g.id)
 		case err != nil && !errors.Is(err, errNoChange):
 			c.log.Warn("group emptied; its state was not written (offsets expire from their last write instead)", "group", g.id, "err", err)
 		}
