@@ -81,29 +81,42 @@ func (s *KRaftSource) Snapshot(context.Context) (*Snapshot, error) {
 // Close implements Source.
 func (s *KRaftSource) Close() error { return nil }
 
-// ClusterID reads the cluster.id of logDir's meta.properties: "" when the log dir has no
-// meta.properties or it names no cluster.id.
-func ClusterID(fsys vfs.FS, logDir string) (string, error) {
+// MetaProperties reads the properties of logDir's meta.properties (the file a Kafka broker
+// writes in every log dir: cluster.id, node.id or broker.id, directory.id, version). A
+// missing file is an error that matches fs.ErrNotExist.
+func MetaProperties(fsys vfs.FS, logDir string) (map[string]string, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	b, err := vfs.ReadFile(fsys, filepath.Join(logDir, "meta.properties"))
+	path := filepath.Join(logDir, "meta.properties")
+	b, err := vfs.ReadFile(fsys, path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	props := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok {
+			props[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return props, nil
+}
+
+// ClusterID reads the cluster.id of logDir's meta.properties: "" when the log dir has no
+// meta.properties or it names no cluster.id.
+func ClusterID(fsys vfs.FS, logDir string) (string, error) {
+	props, err := MetaProperties(fsys, logDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("read the cluster id: %w", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "!") {
-			continue
-		}
-		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "cluster.id" {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", nil
+	return props["cluster.id"], nil
 }
 
 // FromImage converts a replayed metadata log into a Snapshot for broker nodeID (-1: the
