@@ -75,13 +75,7 @@ func TestCatalogTopicIDsPartitionNewerThanListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := remotekit.NewRemoteID(t, mem, "", lineNew, 0, manifest.DefaultPolicy())
-	r.Commit(remotekit.WriteLocal(t, t.TempDir(), 31, 1, 5, false).Files(t)...)
-	s, _, _, err := manifest.ObserveTopic("", remotekit.TestTopic, nil, manifest.Observation{TopicID: lineNew, Partitions: 4, NowMs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remotekit.PutTopicState(t, mem, s)
+	uploadServed(t, mem, 4)
 	if topics, err := cat.Topics(ctx); err != nil || len(topics) != 1 || len(topics[0].Partitions) != 1 {
 		t.Fatalf("listing: %+v, %v", topics, err)
 	}
@@ -127,13 +121,7 @@ func TestCatalogTopicIDsUnlistedPartitionsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := remotekit.NewRemoteID(t, store, "", lineNew, 0, manifest.DefaultPolicy())
-	r.Commit(remotekit.WriteLocal(t, t.TempDir(), 31, 1, 5, false).Files(t)...)
-	s, _, _, err := manifest.ObserveTopic("", remotekit.TestTopic, nil, manifest.Observation{TopicID: lineNew, Partitions: 1, NowMs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remotekit.PutTopicState(t, store, s)
+	uploadServed(t, store, 1)
 	ids := fetchcache.NewCatalogTopicIDs(cat)
 	if has, err := ids.HasPartition(ctx, remotekit.TestTopic, remotekit.TestPartition); err != nil || !has {
 		t.Fatalf("HasPartition of the listed partition: %v, %v", has, err)
@@ -147,4 +135,18 @@ func TestCatalogTopicIDsUnlistedPartitionsBounded(t *testing.T) {
 	if reads := mem.Reads() - before; reads > 3*32 {
 		t.Fatalf("1000 partitions the topic lacks cost %d store reads in one request, want at most %d", reads, 3*32)
 	}
+}
+
+// uploadServed commits one segment of remotekit's partition under topic ID
+// lineNew and writes the topic object naming lineNew current with
+// partitions partitions.
+func uploadServed(t *testing.T, b objstore.Bucket, partitions int32) {
+	t.Helper()
+	r := remotekit.NewRemoteID(t, b, "", lineNew, 0, manifest.DefaultPolicy())
+	r.Commit(remotekit.WriteLocal(t, t.TempDir(), 31, 1, 5, false).Files(t)...)
+	s, _, _, err := manifest.ObserveTopic("", remotekit.TestTopic, nil, manifest.Observation{TopicID: lineNew, Partitions: partitions, NowMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remotekit.PutTopicState(t, b, s)
 }
