@@ -17,7 +17,7 @@ func TestTopicLineageProof(t *testing.T) {
 	if err != nil || !write {
 		t.Fatal(write, err)
 	}
-	if p, ok := s.Proof(); !ok || p != *pA {
+	if p, ok := s.Proof(); !ok || !p.Equal(*pA) {
 		t.Fatalf("proof %+v, %v", p, ok)
 	}
 	data, err := EncodeTopic(s)
@@ -33,7 +33,7 @@ func TestTopicLineageProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := n.Proof(); !ok || p != *pA || n.Configs["cleanup.policy"] != "compact" {
+	if p, ok := n.Proof(); !ok || !p.Equal(*pA) || n.Configs["cleanup.policy"] != "compact" {
 		t.Fatalf("after a config change: proof %+v, %v, configs %v", p, ok, n.Configs)
 	}
 	// Nothing new: nothing written.
@@ -57,7 +57,7 @@ func TestTopicLineageProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := r.Proof(); !ok || p != (LineageProof{ClusterID: "c", MetadataOffset: -1}) {
+	if p, ok := r.Proof(); !ok || !p.Equal(LineageProof{ClusterID: "c", MetadataOffset: -1}) {
 		t.Fatalf("re-created with a proof: %+v, %v (configs %v)", p, ok, r.Configs)
 	}
 	// A proof added to a current lineage without one.
@@ -69,7 +69,7 @@ func TestTopicLineageProof(t *testing.T) {
 	if err != nil || !write {
 		t.Fatal(write, err)
 	}
-	if p, ok := up.Proof(); !ok || p != *pA || up.Configs["cleanup.policy"] != "delete" {
+	if p, ok := up.Proof(); !ok || !p.Equal(*pA) || up.Configs["cleanup.policy"] != "delete" {
 		t.Fatalf("proof added: %+v, %v, configs %v", p, ok, up.Configs)
 	}
 	// No room: no proof, and the object still valid.

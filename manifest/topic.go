@@ -45,17 +45,38 @@ const (
 // configs take any name, and an older writer that replaces the configs or
 // the current lineage drops them, which only takes the proof away.
 const (
-	ConfigClusterID      = "tiered.cluster.id"
-	ConfigMetadataOffset = "tiered.metadata.offset"
+	ConfigClusterID         = "tiered.cluster.id"
+	ConfigMetadataOffset    = "tiered.metadata.offset"
+	ConfigMetadataWitnesses = "tiered.metadata.witnesses"
 )
+
+// proofConfigs are the reserved names, in the order they are recorded.
+var proofConfigs = []string{ConfigClusterID, ConfigMetadataOffset, ConfigMetadataWitnesses}
+
+// MaxProofWitnesses bounds the witnesses a proof records.
+const MaxProofWitnesses = 4
 
 // LineageProof says that a Kafka cluster's metadata held the current
 // lineage's topic ID under the topic's name: the cluster's ID (its
 // meta.properties cluster.id) and the offset of that metadata in the
 // cluster's KRaft metadata log (-1: not known, a source without one).
+//
+// Witnesses tie the proof to one metadata history, which the cluster ID
+// alone does not: a cluster formatted again with the same cluster.id
+// starts its metadata offsets at 0 again. They are the IDs of other topics
+// the same metadata held live (at most MaxProofWitnesses). Topic IDs are
+// random, so a later metadata that holds any of them is of the same
+// history as the proof, and its offsets can be compared with the proof's;
+// one that holds none of them proves nothing.
 type LineageProof struct {
 	ClusterID      string
 	MetadataOffset int64
+	Witnesses      []string
+}
+
+// Equal reports whether p and q are the same proof.
+func (p LineageProof) Equal(q LineageProof) bool {
+	return p.ClusterID == q.ClusterID && p.MetadataOffset == q.MetadataOffset && slices.Equal(p.Witnesses, q.Witnesses)
 }
 
 // Proof returns the proof recorded for the current lineage; false when
@@ -78,7 +99,38 @@ func (s *TopicState) Proof() (LineageProof, bool) {
 		}
 		p.MetadataOffset = n
 	}
+	p.Witnesses = parseWitnesses(s.Configs[ConfigMetadataWitnesses])
 	return p, true
+}
+
+// parseWitnesses returns the witnesses a proof recorded; none when the
+// value does not parse (the proof then proves nothing deleted).
+func parseWitnesses(v string) []string {
+	if v == "" {
+		return nil
+	}
+	w := strings.Split(v, ",")
+	if len(w) > MaxProofWitnesses {
+		return nil
+	}
+	for _, id := range w {
+		if ValidateTopicID(id) != nil {
+			return nil
+		}
+	}
+	return w
+}
+
+// witnessValue returns the config value recording the valid witnesses of
+// w (at most MaxProofWitnesses); "" for none.
+func witnessValue(w []string) string {
+	var ok []string
+	for _, id := range w {
+		if len(ok) < MaxProofWitnesses && ValidateTopicID(id) == nil && !slices.Contains(ok, id) {
+			ok = append(ok, id)
+		}
+	}
+	return strings.Join(ok, ",")
 }
 
 // withProof returns configs (cloned) with proof recorded when it has none
@@ -90,8 +142,12 @@ func withProof(configs map[string]string, proof *LineageProof) map[string]string
 	if proof == nil || proof.ClusterID == "" || len(proof.ClusterID) > maxConfigLen || !utf8.ValidString(proof.ClusterID) || out[ConfigClusterID] != "" {
 		return out
 	}
+	witnesses := witnessValue(proof.Witnesses)
 	need := 1
 	if proof.MetadataOffset >= 0 {
+		need++
+	}
+	if witnesses != "" {
 		need++
 	}
 	if len(out)+need > maxTopicConfigs {
@@ -102,22 +158,25 @@ func withProof(configs map[string]string, proof *LineageProof) map[string]string
 	}
 	out[ConfigClusterID] = proof.ClusterID
 	delete(out, ConfigMetadataOffset)
+	delete(out, ConfigMetadataWitnesses)
 	if proof.MetadataOffset >= 0 {
 		out[ConfigMetadataOffset] = strconv.FormatInt(proof.MetadataOffset, 10)
+	}
+	if witnesses != "" {
+		out[ConfigMetadataWitnesses] = witnesses
 	}
 	return out
 }
 
 // withoutProof returns configs without the reserved names.
 func withoutProof(configs map[string]string) map[string]string {
-	if _, ok := configs[ConfigClusterID]; !ok {
-		if _, ok := configs[ConfigMetadataOffset]; !ok {
-			return configs
-		}
+	if !slices.ContainsFunc(proofConfigs, func(k string) bool { _, ok := configs[k]; return ok }) {
+		return configs
 	}
 	out := maps.Clone(configs)
-	delete(out, ConfigClusterID)
-	delete(out, ConfigMetadataOffset)
+	for _, k := range proofConfigs {
+		delete(out, k)
+	}
 	return out
 }
 
@@ -370,6 +429,34 @@ type Observation struct {
 	// Proof, when set, is a cluster's metadata holding TopicID under the
 	// topic's name: recorded for the current lineage when it has none.
 	Proof *LineageProof
+	// ProofHolds reports whether the metadata that gave Proof holds a
+	// topic ID live, under any name. A recorded proof of Proof's cluster
+	// whose witnesses are not all held gets Proof's witnesses instead
+	// (the metadata holds TopicID, so it is of the same history): a
+	// witness deleted is replaced before the lineage's proof is needed.
+	// nil: recorded witnesses are kept unless there are none.
+	ProofHolds func(topicID string) bool
+}
+
+// refreshWitnesses reports whether the recorded proof rec should take the
+// witnesses of o's proof: of the same cluster, o has some, and rec has
+// none or one o's metadata no longer holds.
+func (o *Observation) refreshWitnesses(rec LineageProof) bool {
+	if o.Proof == nil || o.Proof.ClusterID != rec.ClusterID || witnessValue(o.Proof.Witnesses) == "" {
+		return false
+	}
+	if len(rec.Witnesses) == 0 {
+		return witnessValue(o.Proof.Witnesses) != ""
+	}
+	if o.ProofHolds == nil {
+		return false
+	}
+	for _, id := range rec.Witnesses {
+		if !o.ProofHolds(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // ObserveTopic returns the topic object after an uploader saw o (s nil:
@@ -387,8 +474,10 @@ type Observation struct {
 //     names one: ErrNoTopicID;
 //   - o.Proof is recorded for o's ID when it becomes current, or when it
 //     is current without one; a proof recorded is kept (configs o gives
-//     replace the others, never the proof). Configs named like the proof
-//     in o.Configs are ignored.
+//     replace the others, never the proof), except that its witnesses
+//     become o.Proof's when it has none or one o's metadata no longer
+//     holds (Observation.ProofHolds). Configs named like the proof in
+//     o.Configs are ignored.
 func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *TopicState, keyID string, write bool, err error) {
 	if o.TopicID == "" {
 		if s == nil {
@@ -434,7 +523,7 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 				if want == nil {
 					want = map[string]string{}
 				}
-				for _, k := range []string{ConfigClusterID, ConfigMetadataOffset} {
+				for _, k := range proofConfigs {
 					if v, ok := n.Configs[k]; ok {
 						want[k] = v
 					}
@@ -444,8 +533,19 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 				}
 			}
 		}
-		if _, ok := n.Proof(); !ok {
+		if rec, ok := n.Proof(); !ok {
 			want = withProof(withoutProof(want), o.Proof)
+		} else if rec.ClusterID == want[ConfigClusterID] && o.refreshWitnesses(rec) {
+			// The proof's cluster and offset stay; its witnesses are
+			// those of a metadata that holds the lineage now.
+			add := 0
+			if _, had := want[ConfigMetadataWitnesses]; !had {
+				add = 1
+			}
+			if len(want)+add <= maxTopicConfigs {
+				want = maps.Clone(want)
+				want[ConfigMetadataWitnesses] = witnessValue(o.Proof.Witnesses)
+			}
 		}
 		if !maps.Equal(want, n.Configs) {
 			n.Configs, changed = want, true

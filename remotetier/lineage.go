@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tiered/tiered/internal/x/ctxsleep"
@@ -147,6 +149,53 @@ type LiveTopics struct {
 	// IDs are the live topics' IDs by name (Kafka's string form); "" for a
 	// live topic whose ID is not known (never taken for deleted).
 	IDs map[string]string
+
+	index     sync.Once
+	held      map[string]struct{} // the IDs of IDs
+	witnesses []string            // candidates, best first (witnessOrder)
+}
+
+// indexed builds, once, the set of topic IDs the view holds and its
+// witness candidates: internal topics (__consumer_offsets,
+// __transaction_state: created once in a cluster's life and seldom if ever
+// deleted) first, by name, then the others by ID (a stable order, so the
+// proofs one view records name the same witnesses). One more than a proof
+// records, since a proof's own topic is never its witness.
+func (v *LiveTopics) indexed() {
+	v.index.Do(func() {
+		v.held = make(map[string]struct{}, len(v.IDs))
+		type cand struct{ name, id string }
+		var cs []cand
+		for name, id := range v.IDs {
+			if manifest.ValidateTopicID(id) != nil {
+				continue
+			}
+			v.held[id] = struct{}{}
+			cs = append(cs, cand{name, id})
+		}
+		slices.SortFunc(cs, func(a, b cand) int {
+			ai, bi := strings.HasPrefix(a.name, "__"), strings.HasPrefix(b.name, "__")
+			switch {
+			case ai && !bi:
+				return -1
+			case bi && !ai:
+				return 1
+			case ai:
+				return strings.Compare(a.name, b.name)
+			}
+			return strings.Compare(a.id, b.id)
+		})
+		for _, c := range cs[:min(len(cs), manifest.MaxProofWitnesses+1)] {
+			v.witnesses = append(v.witnesses, c.id)
+		}
+	})
+}
+
+// holds reports whether the view holds topic ID id live, under any name.
+func (v *LiveTopics) holds(id string) bool {
+	v.indexed()
+	_, ok := v.held[id]
+	return ok
 }
 
 // proof is what the view records on a lineage it holds live: nil when the
@@ -155,17 +204,35 @@ func (v *LiveTopics) proof(topic, id string) *manifest.LineageProof {
 	if v == nil || v.ClusterID == "" || id == "" || v.IDs[topic] != id {
 		return nil
 	}
-	return &manifest.LineageProof{ClusterID: v.ClusterID, MetadataOffset: v.MetadataOffset}
+	v.indexed()
+	p := &manifest.LineageProof{ClusterID: v.ClusterID, MetadataOffset: v.MetadataOffset}
+	for _, w := range v.witnesses {
+		if w != id && len(p.Witnesses) < manifest.MaxProofWitnesses {
+			p.Witnesses = append(p.Witnesses, w)
+		}
+	}
+	return p
+}
+
+// proofHolds is the Observation.ProofHolds of the view's proofs.
+func (v *LiveTopics) proofHolds() func(string) bool {
+	if v == nil {
+		return nil
+	}
+	return v.holds
 }
 
 // Gone reports whether the view proves the current lineage of s deleted:
-// its proof names the view's cluster and a metadata offset below the
-// view's (the view is later than a metadata that held the lineage, so the
-// lineage was deleted, or its name re-created, in between), and the view
-// does not hold its topic ID under its name (absent, or another ID). A
-// lineage without a proof (written by an older release, by tiered's own
-// engine, or by a sidecar that knew no cluster ID), of another cluster,
-// or recorded from a metadata later than the view (this broker's metadata
+// its proof names the view's cluster, the view holds one of the proof's
+// witnesses (so it is of the same metadata history: not a cluster
+// formatted again with the same cluster.id, whose offsets start again at
+// 0), and a metadata offset below the view's (the view is later than a
+// metadata that held the lineage, so the lineage was deleted, or its name
+// re-created, in between), and the view does not hold its topic ID under
+// its name (absent, or another ID). A lineage without a proof (written by
+// an older release, by tiered's own engine, or by a sidecar that knew no
+// cluster ID), of another cluster, without a witness the view holds, or
+// recorded from a metadata later than the view (this broker's metadata
 // log lags) is never gone.
 func (v *LiveTopics) Gone(s *manifest.TopicState) bool {
 	if v == nil || v.ClusterID == "" || v.MetadataOffset < 0 || s == nil || s.Current == nil {
@@ -174,6 +241,9 @@ func (v *LiveTopics) Gone(s *manifest.TopicState) bool {
 	p, ok := s.Proof()
 	if !ok || p.ClusterID != v.ClusterID || p.MetadataOffset < 0 || v.MetadataOffset <= p.MetadataOffset {
 		return false
+	}
+	if !slices.ContainsFunc(p.Witnesses, func(w string) bool { return w != s.Current.TopicID && v.holds(w) }) {
+		return false // another history, or every witness deleted too: cannot tell
 	}
 	id, live := v.IDs[s.Topic]
 	if live && id == "" {
@@ -400,7 +470,7 @@ func (u *Uploader) resolveLineages(ctx context.Context, parts []Partition, live 
 	var errs []error
 	for _, g := range order {
 		idx := members[g]
-		obs := manifest.Observation{TopicID: g.id, NowMs: u.opts.Now().UnixMilli(), Proof: live.proof(g.topic, g.id)}
+		obs := manifest.Observation{TopicID: g.id, NowMs: u.opts.Now().UnixMilli(), Proof: live.proof(g.topic, g.id), ProofHolds: live.proofHolds()}
 		for _, i := range idx {
 			obs.Partitions = max(obs.Partitions, parts[i].Partition+1)
 			if parts[i].Configs != nil {

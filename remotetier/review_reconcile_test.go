@@ -14,6 +14,12 @@ import (
 const (
 	rcCluster = "MkU3OEVBNTcwNTJENDM2Qk"
 	rcOther   = "q1Sh-9_ISia_zwGINzRvyQ"
+	// Topic IDs of other topics: witnesses of one metadata history
+	// (rcOffsets, rcTxn), and one a re-formatted cluster gave its
+	// __consumer_offsets (rcNewHistory).
+	rcOffsets    = "Ak2gHfBYT9-xXwpLtyqY9Q"
+	rcTxn        = "ZQ4PCuBeRWWv3Nn0tmVE6g"
+	rcNewHistory = "9bJ6IxxkQ0i0rT1YLNv0mw"
 )
 
 // rcView is a KRaft image of cluster at metadata offset off holding ids.
@@ -74,16 +80,16 @@ func rcServed(t *testing.T, mem objstore.Bucket) (string, bool) {
 // deleted, and no longer served.
 func TestReconcileDeletedWhileDown(t *testing.T) {
 	for name, ids := range map[string]map[string]string{
-		"deleted":    {"keep": lineB},
-		"re-created": {"orders": lineB},
+		"deleted":    {"keep": lineB, "__consumer_offsets": rcOffsets},
+		"re-created": {"orders": lineB, "__consumer_offsets": rcOffsets},
 	} {
 		t.Run(name, func(t *testing.T) {
-			mem := rcUploaded(t, rcView(rcCluster, 10, map[string]string{"orders": lineA}))
+			mem := rcUploaded(t, rcView(rcCluster, 10, map[string]string{"orders": lineA, "__consumer_offsets": rcOffsets}))
 			s, _, err := LoadTopicState(context.Background(), mem, "", "orders")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p, ok := s.Proof(); !ok || p != (manifest.LineageProof{ClusterID: rcCluster, MetadataOffset: 10}) {
+			if p, ok := s.Proof(); !ok || !p.Equal(manifest.LineageProof{ClusterID: rcCluster, MetadataOffset: 10, Witnesses: []string{rcOffsets}}) {
 				t.Fatalf("proof recorded by the first pass: %+v, %v (configs %v)", p, ok, s.Configs)
 			}
 			view := rcView(rcCluster, 20, ids)
@@ -128,8 +134,8 @@ func TestReconcileDeletedWhileDown(t *testing.T) {
 // broker's metadata log lags), or one holding the name under an unknown ID
 // leave the lineage served.
 func TestReconcileDeletedGuards(t *testing.T) {
-	seen := rcView(rcCluster, 10, map[string]string{"orders": lineA})
-	gone := rcView(rcCluster, 20, map[string]string{})
+	seen := rcView(rcCluster, 10, map[string]string{"orders": lineA, "__consumer_offsets": rcOffsets})
+	gone := rcView(rcCluster, 20, map[string]string{"__consumer_offsets": rcOffsets})
 	ok := func(v *LiveTopics) func(context.Context) (*LiveTopics, error) {
 		return func(context.Context) (*LiveTopics, error) { return v, nil }
 	}
@@ -139,17 +145,23 @@ func TestReconcileDeletedGuards(t *testing.T) {
 		live    func(context.Context) (*LiveTopics, error)
 		wantErr bool
 	}{
-		{name: "other cluster", first: seen, live: ok(rcView(rcOther, 20, map[string]string{}))},
+		{name: "other cluster", first: seen, live: ok(rcView(rcOther, 20, map[string]string{"__consumer_offsets": rcOffsets}))},
+		// The same cluster.id formatted again: a new metadata history,
+		// whose offsets passed the proof's, holds none of its witnesses.
+		{name: "re-formatted with the same cluster id", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"__consumer_offsets": rcNewHistory}))},
+		{name: "re-formatted, the name re-created", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"orders": lineB, "__consumer_offsets": rcNewHistory}))},
+		{name: "no witness when proved", first: rcView(rcCluster, 10, map[string]string{"orders": lineA}), live: ok(gone)},
+		{name: "witnesses deleted too", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"keep": lineB}))},
 		{name: "no proof", first: nil, live: ok(gone)},
-		{name: "first view without a cluster id", first: rcView("", 10, map[string]string{"orders": lineA}), live: ok(gone)},
-		{name: "first view did not hold the id", first: rcView(rcCluster, 10, map[string]string{"orders": lineB}), live: ok(gone)},
+		{name: "first view without a cluster id", first: rcView("", 10, map[string]string{"orders": lineA, "__consumer_offsets": rcOffsets}), live: ok(gone)},
+		{name: "first view did not hold the id", first: rcView(rcCluster, 10, map[string]string{"orders": lineB, "__consumer_offsets": rcOffsets}), live: ok(gone)},
 		{name: "source error", first: seen, live: func(context.Context) (*LiveTopics, error) { return gone, errors.New("metadata log unreadable") }, wantErr: true},
 		{name: "not authoritative", first: seen, live: ok(nil)},
-		{name: "same offset", first: seen, live: ok(rcView(rcCluster, 10, map[string]string{}))},
-		{name: "lagging metadata", first: seen, live: ok(rcView(rcCluster, 5, map[string]string{}))},
-		{name: "unknown offset", first: seen, live: ok(rcView(rcCluster, -1, map[string]string{}))},
-		{name: "unknown id", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"orders": ""}))},
-		{name: "still live", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"orders": lineA}))},
+		{name: "same offset", first: seen, live: ok(rcView(rcCluster, 10, map[string]string{"__consumer_offsets": rcOffsets}))},
+		{name: "lagging metadata", first: seen, live: ok(rcView(rcCluster, 5, map[string]string{"__consumer_offsets": rcOffsets}))},
+		{name: "unknown offset", first: seen, live: ok(rcView(rcCluster, -1, map[string]string{"__consumer_offsets": rcOffsets}))},
+		{name: "unknown id", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"orders": "", "__consumer_offsets": rcOffsets}))},
+		{name: "still live", first: seen, live: ok(rcView(rcCluster, 20, map[string]string{"orders": lineA, "__consumer_offsets": rcOffsets}))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := rcUploaded(t, tt.first)
@@ -164,5 +176,65 @@ func TestReconcileDeletedGuards(t *testing.T) {
 				t.Fatalf("reconciled %d", rep.ReconciledTopics)
 			}
 		})
+	}
+}
+
+// A proof's witnesses follow its history: a proof recorded without any (by
+// the release before witnesses, or from a metadata holding no other
+// topic) gets them from the first metadata that holds its lineage and
+// others, and one whose witness was deleted gets the current ones, while
+// the proof's cluster and offset stay. Only then can the lineage be found
+// deleted.
+func TestReconcileWitnessesRefreshed(t *testing.T) {
+	mem := objstore.NewMemory()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "orders", 1)
+	upSegments(t, upPartition(t, d, "orders", 0), 2, 5, 10, 50)
+	var view *LiveTopics
+	o := Options{LiveTopics: func(context.Context) (*LiveTopics, error) { return view, nil }}
+	pass := func(v *LiveTopics) manifest.LineageProof {
+		t.Helper()
+		view = v
+		if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), lineA}, o).RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s, _, err := LoadTopicState(context.Background(), mem, "", "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := s.Proof()
+		if !ok {
+			t.Fatalf("no proof (configs %v)", s.Configs)
+		}
+		return p
+	}
+	want := func(p manifest.LineageProof, witnesses ...string) {
+		t.Helper()
+		if w := (manifest.LineageProof{ClusterID: rcCluster, MetadataOffset: 10, Witnesses: witnesses}); !p.Equal(w) {
+			t.Fatalf("proof %+v, want %+v", p, w)
+		}
+	}
+	want(pass(rcView(rcCluster, 10, map[string]string{"orders": lineA})))
+	// Internal topics first, then the others by ID; never the lineage's own.
+	want(pass(rcView(rcCluster, 15, map[string]string{"orders": lineA, "b": lineB, "__transaction_state": rcTxn, "__consumer_offsets": rcOffsets})),
+		rcOffsets, rcTxn, lineB)
+	// Unchanged while every witness is live.
+	want(pass(rcView(rcCluster, 16, map[string]string{"orders": lineA, "b": lineB, "__transaction_state": rcTxn, "__consumer_offsets": rcOffsets, "c": rcNewHistory})),
+		rcOffsets, rcTxn, lineB)
+	// b deleted: the witnesses are the live ones again.
+	want(pass(rcView(rcCluster, 17, map[string]string{"orders": lineA, "__transaction_state": rcTxn, "__consumer_offsets": rcOffsets, "c": rcNewHistory})),
+		rcOffsets, rcTxn, rcNewHistory)
+	// A view of another cluster changes nothing.
+	want(pass(rcView(rcOther, 30, map[string]string{"orders": lineA, "__consumer_offsets": lineB})),
+		rcOffsets, rcTxn, rcNewHistory)
+	// Deleted while down, its earlier witnesses gone but c still live.
+	rep, err := rcRestart(t, mem, func(context.Context) (*LiveTopics, error) {
+		return rcView(rcCluster, 40, map[string]string{"c": rcNewHistory}), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := rcServed(t, mem); ok || rep.ReconciledTopics != 1 {
+		t.Fatalf("orders serves %q, %v (reconciled %d); want it deleted", id, ok, rep.ReconciledTopics)
 	}
 }

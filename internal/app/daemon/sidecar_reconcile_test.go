@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -19,9 +20,14 @@ import (
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
+// reconcileOffsetsID is the topic ID of __consumer_offsets in the metadata
+// reconcileBroker writes: the witness of its history in foo's proof.
+var reconcileOffsetsID = kraft.TopicID{1: 1, 15: 9}
+
 // reconcileBroker is the KRaft broker fixture (node 1, topic foo, foo-0
 // rolled) with a metadata log the test writes: foo with its
-// partition.metadata ID, led by node 1.
+// partition.metadata ID, led by node 1, and __consumer_offsets (on no
+// broker of the fixture).
 func reconcileBroker(t *testing.T) (logDir string, meta *kraftlog.Log, fooID kraft.TopicID) {
 	t.Helper()
 	logDir = brokerdir.Rolled(t, filepath.Join(t.TempDir(), "kafka"))
@@ -35,7 +41,8 @@ func reconcileBroker(t *testing.T) (logDir string, meta *kraftlog.Log, fooID kra
 	if meta, err = kraftlog.Create(logDir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := meta.Append(kraftlog.RegisterBroker(1, 1), kraftlog.Topic("foo", fooID), kraftlog.Partition(fooID, 0, 1, 0, 1)); err != nil {
+	if _, err := meta.Append(kraftlog.RegisterBroker(1, 1), kraftlog.Topic("foo", fooID), kraftlog.Partition(fooID, 0, 1, 0, 1),
+		kraftlog.Topic("__consumer_offsets", reconcileOffsetsID)); err != nil {
 		t.Fatal(err)
 	}
 	return logDir, meta, fooID
@@ -112,7 +119,7 @@ func TestSidecarDeletedWhileDown(t *testing.T) {
 			if err != nil || s == nil || s.Current == nil || s.Current.TopicID != fooID.String() {
 				t.Fatalf("after the first pass: %+v, %v", s, err)
 			}
-			if p, ok := s.Proof(); !ok || p.ClusterID != "rwd2jqiwRaCycLq7mKVHXA" || p.MetadataOffset < 0 {
+			if p, ok := s.Proof(); !ok || p.ClusterID != "rwd2jqiwRaCycLq7mKVHXA" || p.MetadataOffset < 0 || len(p.Witnesses) != 1 || p.Witnesses[0] != reconcileOffsetsID.String() {
 				t.Fatalf("the first pass recorded no proof: %+v, %v (configs %v)", p, ok, s.Configs)
 			}
 
@@ -152,6 +159,67 @@ func TestSidecarDeletedWhileDown(t *testing.T) {
 	}
 }
 
+// A cluster whose metadata is formatted again with the same cluster.id (a
+// fixed CLUSTER_ID in a container image or deployment template): its
+// metadata offsets start again at 0 and pass the proof's, and its image
+// holds neither foo nor any topic of the old history. Nothing tells that
+// foo was deleted rather than not yet re-created by an operator restoring
+// the cluster: foo stays served. The same with foo re-created under a new
+// ID: that is a new lineage when its data is uploaded, not a deletion.
+func TestSidecarReformattedSameClusterID(t *testing.T) {
+	for _, recreate := range []bool{false, true} {
+		name := map[bool]string{false: "absent", true: "re-created"}[recreate]
+		t.Run(name, func(t *testing.T) {
+			bucket := "mem://sidecar-reformatted-" + name
+			t.Cleanup(func() { objstore.DropMemory(bucket[len("mem://"):]) })
+			logDir, _, fooID := reconcileBroker(t)
+			if rep := reconcilePass(t, logDir, bucket); rep.UploadedSegments != 1 {
+				t.Fatalf("first pass: %+v", rep)
+			}
+			// Formatted again (meta.properties keeps its cluster.id): a new
+			// metadata log, longer than the old one, with a new
+			// __consumer_offsets; foo-0 gone with the old data.
+			if err := os.RemoveAll(filepath.Join(logDir, kraft.MetadataDir)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(filepath.Join(logDir, "foo-0")); err != nil {
+				t.Fatal(err)
+			}
+			meta, err := kraftlog.Create(logDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs := []kraft.Record{kraftlog.RegisterBroker(1, 1), kraftlog.Topic("__consumer_offsets", kraft.TopicID{3: 3})}
+			for i := range 8 {
+				recs = append(recs, kraftlog.BrokerConfig("1", "log.retention.ms", kraftlog.Value(strconv.Itoa(i+1))))
+			}
+			if recreate {
+				newID := kraft.TopicID{7: 7}
+				recs = append(recs, kraftlog.Topic("foo", newID))
+			}
+			if _, err := meta.Append(recs...); err != nil {
+				t.Fatal(err)
+			}
+			rep := reconcilePass(t, logDir, bucket)
+			b, err := objstore.Open(context.Background(), bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _, err := remotetier.LoadTopicState(context.Background(), b, "", "foo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := s.Proof()
+			if snap, err := (&brokermeta.KRaftSource{LogDir: logDir, NodeID: 1}).Snapshot(context.Background()); err != nil || snap.MetadataOffset <= p.MetadataOffset {
+				t.Fatalf("the new metadata (offset %d, %v) is not past the proof's (%d): the test proves nothing", snap.MetadataOffset, err, p.MetadataOffset)
+			}
+			if _, id, ok := s.Serving(); !ok || id != fooID.String() || rep.ReconciledTopics != 0 {
+				t.Fatalf("foo serves %q, %v (reconciled %d) after its cluster was formatted again; want %s", id, ok, rep.ReconciledTopics, fooID)
+			}
+		})
+	}
+}
+
 // Only an authoritative snapshot that knows its cluster gives a view of
 // the live topics: the partition.metadata fallback, a bootstrap server's
 // listing, a KRaft log dir without a cluster.id, and a snapshot that
@@ -178,7 +246,7 @@ func TestSidecarLiveTopicsSources(t *testing.T) {
 	}
 	// With a bootstrap server, the log dir's KRaft image is the view.
 	withImage := &sidecarMeta{src: fixedMeta{admin}, nodeID: 1, image: &brokermeta.KRaftSource{LogDir: logDir, NodeID: 1}}
-	if v, err := withImage.liveTopics(ctx); err != nil || v == nil || v.IDs["foo"] != fooID.String() || len(v.IDs) != 1 {
+	if v, err := withImage.liveTopics(ctx); err != nil || v == nil || v.IDs["foo"] != fooID.String() || len(v.IDs) != 2 {
 		t.Fatalf("admin source with a KRaft log dir: %+v, %v; want the image's", v, err)
 	}
 
