@@ -90,6 +90,9 @@ func (s *bucketSource) bounds() (int64, int64) { return s.l.LogStartOffset(), s.
 // its manifest.
 func (s *bucketSource) topicID() string { return s.l.TopicID() }
 
+// replaced: the bucket tells another topic by its topic ID alone.
+func (s *bucketSource) replaced() string { return "" }
+
 func (s *bucketSource) offsetForTime(ctx context.Context, ts int64) (int64, bool, error) {
 	off, _, found, err := s.l.OffsetForTimestamp(ctx, ts)
 	return off, found, err

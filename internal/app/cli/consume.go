@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/tiered/tiered/internal/x/recordjson"
 	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/record"
+	"github.com/tiered/tiered/localtier/vfs"
 )
 
 // consumeFetchBytes is how much of the log one read returns (at least one
@@ -70,6 +72,9 @@ Flags:
   --follow           at the log end, keep polling for new records until interrupted
                      (SIGINT/SIGTERM exit 0). Between polls the data dir is released so
                      that produce can write to it; with --bucket the manifest is re-read.
+                     A topic deleted and re-created under the same name meanwhile (another
+                     topic ID, or in the data dir a new partition directory) stops consume
+                     with exit status 1, before any of the new topic's records.
 
 Example:
   tiered consume --topic orders --partition 0 --from-time 2024-05-01T00:00:00Z --max-records 10
@@ -113,9 +118,15 @@ type consumeSource interface {
 	// offsets up to the new log start offset.
 	deletedBelow(err error) (logStart int64, ok bool)
 	// topicID is the topic ID of the lineage the last read came from, ""
-	// when the source cannot tell (the data dir, a topic without IDs, a
-	// fetch service that does not say).
+	// when the source cannot tell (a data dir partition without a
+	// partition.metadata, a topic without IDs, a fetch service that does
+	// not say).
 	topicID() string
+	// replaced says how the partition read now is another one than the
+	// partition first read, when the source can tell without topic IDs
+	// (the data dir: its partition directory removed and made again); ""
+	// when it is the same one or the source cannot tell.
+	replaced() string
 	// wait sleeps until the next poll of --follow and refreshes the view.
 	// It returns false when ctx ended.
 	wait(ctx context.Context, every time.Duration) (bool, error)
@@ -130,6 +141,20 @@ type localSource struct {
 	partition      int32
 	d              *localtier.LogDir
 	l              *localtier.Log
+	// The partition's identity, to tell the topic deleted and re-created
+	// (its partition directory removed and made again) between the polls
+	// of --follow, which open the data dir anew each time: the topic ID
+	// of the directory's partition.metadata when it has one (a broker
+	// writes it), and the directory first opened, held open so that its
+	// inode cannot be freed and given to a directory made under the same
+	// name (ext4 gives a removed directory's inode number to the next one
+	// made at once, so an inode number alone would not tell them apart).
+	firstID string   // the topic ID of the directory first opened, or ""
+	id      string   // the topic ID of the directory open now, or ""
+	pinned  *os.File // the directory first opened
+	first   os.FileInfo
+	replace string // what replaced() says; set by each reopen
+	warned  bool   // of a damaged partition.metadata
 }
 
 func (r *Runner) openLocalSource(dataDir, topic string, partition int32) (*localSource, error) {
@@ -137,12 +162,69 @@ func (r *Runner) openLocalSource(dataDir, topic string, partition int32) (*local
 	if err != nil {
 		return nil, err
 	}
-	l, err := d.Partition(topic, partition)
-	if err != nil {
-		d.Close()
+	s := &localSource{r: r, dataDir: dataDir, topic: topic, partition: partition, d: d}
+	if err := s.openPartition(); err != nil {
+		s.close()
 		return nil, err
 	}
-	return &localSource{r: r, dataDir: dataDir, topic: topic, partition: partition, d: d, l: l}, nil
+	return s, nil
+}
+
+// openPartition takes the partition from the data dir just opened and
+// compares its identity with the first one's. The data dir's lock is
+// held, so no other tiered process makes the directory anew meanwhile.
+func (s *localSource) openPartition() error {
+	l, err := s.d.Partition(s.topic, s.partition)
+	if err != nil {
+		return err
+	}
+	s.l = l
+	id, err := localtier.ReadPartitionMetadata(vfs.Default, l.Dir())
+	if pme := (*localtier.PartitionMetadataError)(nil); errors.As(err, &pme) {
+		// A damaged partition.metadata does not keep the records from
+		// being read: the directory still tells a re-created topic.
+		if !s.warned {
+			fmt.Fprintf(s.r.Stderr, "tiered consume: warning: %v; consume tells a re-created topic by its partition directory instead\n", err)
+			s.warned = true
+		}
+		id, err = localtier.TopicID{}, nil
+	}
+	if err != nil {
+		return fmt.Errorf("read topic ID of %s-%d: %w", s.topic, s.partition, err)
+	}
+	s.id = ""
+	if !id.IsZero() {
+		s.id = id.String()
+	}
+	if s.pinned == nil {
+		f, err := os.Open(l.Dir())
+		if err != nil {
+			return fmt.Errorf("open partition directory: %w", err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("stat partition directory: %w", err)
+		}
+		s.pinned, s.first, s.firstID = f, fi, s.id
+		return nil
+	}
+	// Two topic IDs decide alone: a broker may remove a replica's
+	// directory and fetch it again from the leader (a reassignment away
+	// and back), the same topic's records in a new directory. Without
+	// them the directory does.
+	s.replace = ""
+	if s.firstID != "" && s.id != "" {
+		return nil
+	}
+	fi, err := os.Stat(l.Dir())
+	if err != nil {
+		return fmt.Errorf("stat partition directory: %w", err)
+	}
+	if !os.SameFile(s.first, fi) {
+		s.replace = fmt.Sprintf("its partition directory %s was removed and made again since consume first opened it", l.Dir())
+	}
+	return nil
 }
 
 func (s *localSource) read(_ context.Context, offset int64) ([]byte, error) {
@@ -152,8 +234,12 @@ func (s *localSource) read(_ context.Context, offset int64) ([]byte, error) {
 
 func (s *localSource) bounds() (int64, int64) { return s.l.LogStartOffset(), s.l.LogEndOffset() }
 
-// topicID: the data dir's log has no topic ID consume could check.
-func (s *localSource) topicID() string { return "" }
+// topicID is the topic ID of the partition.metadata of the partition
+// directory open now (a broker's log dir has one; tiered's own data dir
+// does not).
+func (s *localSource) topicID() string { return s.id }
+
+func (s *localSource) replaced() string { return s.replace }
 
 func (s *localSource) offsetForTime(_ context.Context, ts int64) (int64, bool, error) {
 	off, _, found, err := s.l.OffsetForTimestamp(ts)
@@ -170,7 +256,7 @@ func (s *localSource) deletedBelow(err error) (int64, bool) {
 
 // wait releases the data dir between polls so a producer can append.
 func (s *localSource) wait(ctx context.Context, every time.Duration) (bool, error) {
-	if err := s.close(); err != nil {
+	if err := s.release(); err != nil {
 		return false, fmt.Errorf("close data dir: %w", err)
 	}
 	for s.d == nil {
@@ -188,21 +274,30 @@ func (s *localSource) wait(ctx context.Context, every time.Duration) (bool, erro
 		}
 		s.d = nd
 	}
-	l, err := s.d.Partition(s.topic, s.partition)
-	if err != nil {
+	if err := s.openPartition(); err != nil {
 		return false, err
 	}
-	s.l = l
 	return true, nil
 }
 
-func (s *localSource) close() error {
+// release closes the data dir (and its lock) but keeps the partition
+// directory first opened, whose identity later opens are compared with.
+func (s *localSource) release() error {
 	if s.d == nil {
 		return nil
 	}
 	d := s.d
 	s.d, s.l = nil, nil
 	return d.Close()
+}
+
+func (s *localSource) close() error {
+	err := s.release()
+	if s.pinned != nil {
+		err = errors.Join(err, s.pinned.Close())
+		s.pinned = nil
+	}
+	return err
 }
 
 func (s *localSource) String() string {
@@ -230,6 +325,9 @@ type consumer struct {
 // offsets still to print are not the old one's. Nothing of the answer is
 // printed.
 func (c *consumer) checkTopicID(src consumeSource) error {
+	if how := src.replaced(); how != "" {
+		return c.recreated(how)
+	}
 	id := src.topicID()
 	switch {
 	case id == "" || id == c.topicID:
@@ -238,8 +336,14 @@ func (c *consumer) checkTopicID(src consumeSource) error {
 		c.topicID = id
 		return nil
 	}
-	return fmt.Errorf("%s-%d was deleted and re-created while it was read: it now has topic ID %s, not %s, and its offsets from %d on are another topic's records; the records printed are the old topic's, up to offset %d; consume the new topic with a new consume",
-		c.topic, c.partition, id, c.topicID, c.offset, c.offset-1)
+	return c.recreated(fmt.Sprintf("it now has topic ID %s, not %s", id, c.topicID))
+}
+
+// recreated is checkTopicID's error; how says what shows the topic to be
+// another one.
+func (c *consumer) recreated(how string) error {
+	return fmt.Errorf("%s-%d was deleted and re-created while it was read: %s, and its offsets from %d on are another topic's records; the records printed are the old topic's, up to offset %d; consume the new topic with a new consume",
+		c.topic, c.partition, how, c.offset, c.offset-1)
 }
 
 // drain prints from c.offset to the log end (or until the limit). It
@@ -250,10 +354,12 @@ func (c *consumer) drain(ctx context.Context, src consumeSource) (done bool, err
 			return true, nil
 		}
 		data, err := src.read(ctx, c.offset)
-		if err != nil {
+		// The lineage first: a re-created topic shorter than the offset
+		// reached fails the read as out of range, which would hide why.
+		if err := c.checkTopicID(src); err != nil {
 			return false, err
 		}
-		if err := c.checkTopicID(src); err != nil {
+		if err != nil {
 			return false, err
 		}
 		if len(data) == 0 {
@@ -564,6 +670,9 @@ func (s *fetchSource) read(ctx context.Context, offset int64) ([]byte, error) {
 }
 
 func (s *fetchSource) topicID() string { return s.id }
+
+// replaced: a fetch service tells another topic by its topic ID alone.
+func (s *fetchSource) replaced() string { return "" }
 
 func (s *fetchSource) bounds() (int64, int64) { return s.start, s.end }
 
