@@ -176,6 +176,13 @@ func (d *deletions) observe(snap *Snapshot, now time.Time, unsure map[string]boo
 	if d.seen == nil {
 		d.seen = map[string]TopicID{}
 	}
+	if goneIsDeleted && len(unsure) == 0 && d.otherHistory(snap) {
+		// Not one topic ID seen before is live: the cluster's metadata was
+		// formatted again (the same cluster.id, new topic IDs) while the
+		// source ran, not every topic deleted. Its topics are a new history,
+		// of which nothing was deleted (as in TopicState proofs' witnesses).
+		clear(d.seen)
+	}
 	for _, name := range sortedNames(d.seen) {
 		old := d.seen[name]
 		t, live := snap.Topics[name]
@@ -195,6 +202,29 @@ func (d *deletions) observe(snap *Snapshot, now time.Time, unsure map[string]boo
 		}
 	}
 	snap.Deleted = append([]DeletedTopic(nil), d.deleted...)
+}
+
+// otherHistory reports whether snap holds none of the topic IDs seen before
+// while some were seen: topic IDs are random, so such a snapshot is of
+// another metadata history. A cluster that deleted every topic at once
+// looks the same, and its deletions are then not reported (its remote data
+// stays served, which only costs storage).
+func (d *deletions) otherHistory(snap *Snapshot) bool {
+	ids := map[TopicID]bool{}
+	for _, id := range d.seen {
+		if !id.IsZero() {
+			ids[id] = true
+		}
+	}
+	if len(ids) == 0 {
+		return false
+	}
+	for _, t := range snap.Topics {
+		if ids[t.ID] {
+			return false
+		}
+	}
+	return true
 }
 
 // missing lists the topics seen before that are neither in snap nor unsure.
