@@ -430,19 +430,25 @@ type Observation struct {
 	// topic's name: recorded for the current lineage when it has none.
 	Proof *LineageProof
 	// ProofHolds reports whether the metadata that gave Proof holds a
-	// topic ID live, under any name. A recorded proof of Proof's cluster
-	// whose witnesses are not all held gets Proof's witnesses instead
-	// (the metadata holds TopicID, so it is of the same history): a
+	// topic ID live, under any name. A recorded proof of Proof's cluster,
+	// below Proof's offset, whose witnesses are not all held becomes
+	// Proof (the metadata holds TopicID, so it is of the same history): a
 	// witness deleted is replaced before the lineage's proof is needed.
 	// nil: recorded witnesses are kept unless there are none.
 	ProofHolds func(topicID string) bool
 }
 
-// refreshWitnesses reports whether the recorded proof rec should take the
-// witnesses of o's proof: of the same cluster, o has some, and rec has
-// none or one o's metadata no longer holds.
+// refreshWitnesses reports whether the recorded proof rec should become
+// o's proof: of the same cluster at a greater offset, o has witnesses, and
+// rec has none or one o's metadata no longer holds.
 func (o *Observation) refreshWitnesses(rec LineageProof) bool {
 	if o.Proof == nil || o.Proof.ClusterID != rec.ClusterID || witnessValue(o.Proof.Witnesses) == "" {
+		return false
+	}
+	if o.Proof.MetadataOffset <= rec.MetadataOffset {
+		// Not later than the proof (a broker whose metadata log lags): its
+		// witnesses would replace a later metadata's, and that one's
+		// theirs again on the next pass, every pass until it catches up.
 		return false
 	}
 	if len(rec.Witnesses) == 0 {
@@ -474,10 +480,11 @@ func (o *Observation) refreshWitnesses(rec LineageProof) bool {
 //     names one: ErrNoTopicID;
 //   - o.Proof is recorded for o's ID when it becomes current, or when it
 //     is current without one; a proof recorded is kept (configs o gives
-//     replace the others, never the proof), except that its witnesses
-//     become o.Proof's when it has none or one o's metadata no longer
-//     holds (Observation.ProofHolds). Configs named like the proof in
-//     o.Configs are ignored.
+//     replace the others, never the proof), except that it becomes
+//     o.Proof (offset and witnesses) when o.Proof is of the same cluster
+//     at a greater offset and the recorded one has no witnesses or one
+//     o's metadata no longer holds (Observation.ProofHolds). Configs
+//     named like the proof in o.Configs are ignored.
 func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *TopicState, keyID string, write bool, err error) {
 	if o.TopicID == "" {
 		if s == nil {
@@ -536,15 +543,15 @@ func ObserveTopic(prefix, topic string, s *TopicState, o Observation) (next *Top
 		if rec, ok := n.Proof(); !ok {
 			want = withProof(withoutProof(want), o.Proof)
 		} else if rec.ClusterID == want[ConfigClusterID] && o.refreshWitnesses(rec) {
-			// The proof's cluster and offset stay; its witnesses are
-			// those of a metadata that holds the lineage now.
-			add := 0
-			if _, had := want[ConfigMetadataWitnesses]; !had {
-				add = 1
-			}
-			if len(want)+add <= maxTopicConfigs {
-				want = maps.Clone(want)
-				want[ConfigMetadataWitnesses] = witnessValue(o.Proof.Witnesses)
+			// The proof becomes o's, offset and witnesses: a later
+			// metadata of the same history (it holds the lineage), so
+			// the proof only moves forward and views that lag behind it
+			// never take its witnesses back.
+			w := maps.Clone(want)
+			w[ConfigMetadataOffset] = strconv.FormatInt(o.Proof.MetadataOffset, 10)
+			w[ConfigMetadataWitnesses] = witnessValue(o.Proof.Witnesses)
+			if len(w) <= maxTopicConfigs {
+				want = w
 			}
 		}
 		if !maps.Equal(want, n.Configs) {

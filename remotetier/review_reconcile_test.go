@@ -183,7 +183,7 @@ func TestReconcileDeletedGuards(t *testing.T) {
 // the release before witnesses, or from a metadata holding no other
 // topic) gets them from the first metadata that holds its lineage and
 // others, and one whose witness was deleted gets the current ones, while
-// the proof's cluster and offset stay. Only then can the lineage be found
+// the proof takes that metadata's offset too. Only then can the lineage be found
 // deleted.
 func TestReconcileWitnessesRefreshed(t *testing.T) {
 	mem := objstore.NewMemory()
@@ -208,25 +208,25 @@ func TestReconcileWitnessesRefreshed(t *testing.T) {
 		}
 		return p
 	}
-	want := func(p manifest.LineageProof, witnesses ...string) {
+	want := func(p manifest.LineageProof, off int64, witnesses ...string) {
 		t.Helper()
-		if w := (manifest.LineageProof{ClusterID: rcCluster, MetadataOffset: 10, Witnesses: witnesses}); !p.Equal(w) {
+		if w := (manifest.LineageProof{ClusterID: rcCluster, MetadataOffset: off, Witnesses: witnesses}); !p.Equal(w) {
 			t.Fatalf("proof %+v, want %+v", p, w)
 		}
 	}
-	want(pass(rcView(rcCluster, 10, map[string]string{"orders": lineA})))
+	want(pass(rcView(rcCluster, 10, map[string]string{"orders": lineA})), 10)
 	// Internal topics first, then the others by ID; never the lineage's own.
 	want(pass(rcView(rcCluster, 15, map[string]string{"orders": lineA, "b": lineB, "__transaction_state": rcTxn, "__consumer_offsets": rcOffsets})),
-		rcOffsets, rcTxn, lineB)
+		15, rcOffsets, rcTxn, lineB)
 	// Unchanged while every witness is live.
 	want(pass(rcView(rcCluster, 16, map[string]string{"orders": lineA, "b": lineB, "__transaction_state": rcTxn, "__consumer_offsets": rcOffsets, "c": rcNewHistory})),
-		rcOffsets, rcTxn, lineB)
+		15, rcOffsets, rcTxn, lineB)
 	// b deleted: the witnesses are the live ones again.
 	want(pass(rcView(rcCluster, 17, map[string]string{"orders": lineA, "__transaction_state": rcTxn, "__consumer_offsets": rcOffsets, "c": rcNewHistory})),
-		rcOffsets, rcTxn, rcNewHistory)
+		17, rcOffsets, rcTxn, rcNewHistory)
 	// A view of another cluster changes nothing.
 	want(pass(rcView(rcOther, 30, map[string]string{"orders": lineA, "__consumer_offsets": lineB})),
-		rcOffsets, rcTxn, rcNewHistory)
+		17, rcOffsets, rcTxn, rcNewHistory)
 	// Deleted while down, its earlier witnesses gone but c still live.
 	rep, err := rcRestart(t, mem, func(context.Context) (*LiveTopics, error) {
 		return rcView(rcCluster, 40, map[string]string{"c": rcNewHistory}), nil
