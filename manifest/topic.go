@@ -458,7 +458,9 @@ func (o *Observation) refreshWitnesses(rec LineageProof) bool {
 		return false
 	}
 	for _, id := range rec.Witnesses {
-		if !o.ProofHolds(id) {
+		// The lineage's own ID witnesses nothing (Gone skips it): one
+		// recorded is replaced like a witness deleted.
+		if id == o.TopicID || !o.ProofHolds(id) {
 			return true
 		}
 	}
