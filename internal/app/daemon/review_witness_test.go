@@ -2,12 +2,8 @@ package daemon
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/tiered/tiered/internal/testkit/kraftlog"
-	"github.com/tiered/tiered/localtier/kraft"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -30,19 +26,7 @@ func TestSidecarReformattedWhileRunning(t *testing.T) {
 	if rep, err := s.uploader.RunOnce(ctx); err != nil || rep.UploadedSegments != 1 {
 		t.Fatalf("first pass: %+v, %v", rep, err)
 	}
-	if err := os.RemoveAll(filepath.Join(logDir, kraft.MetadataDir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(filepath.Join(logDir, "foo-0")); err != nil {
-		t.Fatal(err)
-	}
-	meta, err := kraftlog.Create(logDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := meta.Append(kraftlog.RegisterBroker(1, 1), kraftlog.Topic("__consumer_offsets", kraft.TopicID{3: 3})); err != nil {
-		t.Fatal(err)
-	}
+	reconcileReformat(t, logDir)
 	_, _ = s.uploader.RunOnce(ctx)
 	_, _ = s.uploader.RunOnce(ctx)
 	b, err := objstore.Open(ctx, bucket)

@@ -48,6 +48,28 @@ func reconcileBroker(t *testing.T) (logDir string, meta *kraftlog.Log, fooID kra
 	return logDir, meta, fooID
 }
 
+// reconcileReformat formats reconcileBroker's log dir again as an operator
+// keeping its cluster.id would (meta.properties unchanged): a new metadata
+// log, holding broker 1, a new __consumer_offsets and then recs; foo-0 gone
+// with the old data.
+func reconcileReformat(t *testing.T, logDir string, recs ...kraft.Record) {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(logDir, kraft.MetadataDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(logDir, "foo-0")); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := kraftlog.Create(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = append([]kraft.Record{kraftlog.RegisterBroker(1, 1), kraftlog.Topic("__consumer_offsets", kraft.TopicID{3: 3})}, recs...)
+	if _, err := meta.Append(recs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // reconcileSidecar opens a sidecar configured by flags; the caller closes it.
 func reconcileSidecar(t *testing.T, flags map[string]string) *Sidecar {
 	t.Helper()
@@ -176,20 +198,8 @@ func TestSidecarReformattedSameClusterID(t *testing.T) {
 			if rep := reconcilePass(t, logDir, bucket); rep.UploadedSegments != 1 {
 				t.Fatalf("first pass: %+v", rep)
 			}
-			// Formatted again (meta.properties keeps its cluster.id): a new
-			// metadata log, longer than the old one, with a new
-			// __consumer_offsets; foo-0 gone with the old data.
-			if err := os.RemoveAll(filepath.Join(logDir, kraft.MetadataDir)); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.RemoveAll(filepath.Join(logDir, "foo-0")); err != nil {
-				t.Fatal(err)
-			}
-			meta, err := kraftlog.Create(logDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs := []kraft.Record{kraftlog.RegisterBroker(1, 1), kraftlog.Topic("__consumer_offsets", kraft.TopicID{3: 3})}
+			// A metadata log longer than the old one.
+			var recs []kraft.Record
 			for i := range 8 {
 				recs = append(recs, kraftlog.BrokerConfig("1", "log.retention.ms", kraftlog.Value(strconv.Itoa(i+1))))
 			}
@@ -197,9 +207,7 @@ func TestSidecarReformattedSameClusterID(t *testing.T) {
 				newID := kraft.TopicID{7: 7}
 				recs = append(recs, kraftlog.Topic("foo", newID))
 			}
-			if _, err := meta.Append(recs...); err != nil {
-				t.Fatal(err)
-			}
+			reconcileReformat(t, logDir, recs...)
 			rep := reconcilePass(t, logDir, bucket)
 			b, err := objstore.Open(context.Background(), bucket)
 			if err != nil {
