@@ -114,6 +114,7 @@ type LogDir struct {
 	logFS  vfs.FS     // what partitions are opened through: fs, or fs through files
 
 	mu       sync.RWMutex
+	ckMu     sync.Mutex // serializes checkpoint writes: each file has one fixed temporary name
 	topics   map[string]*Topic
 	defaults map[string]string // broker-wide topic defaults under the overrides
 	readOnly bool              // opened with LogDirOptions.ReadOnly: fs is an overlay
@@ -672,6 +673,12 @@ func (d *LogDir) checkpointLocked() error {
 	if d.readOnly {
 		return nil // nothing of a read-only dir is written
 	}
+	// Callers hold d.mu for reading only (Checkpoint, Flush), so two may
+	// run at once (serve's local and remote retention loops): without this
+	// they truncate and rename each other's <checkpoint>.tmp. Taking the
+	// offsets under it also makes the last writer write the latest ones.
+	d.ckMu.Lock()
+	defer d.ckMu.Unlock()
 	rps := map[checkpoint.TopicPartition]int64{}
 	starts := map[checkpoint.TopicPartition]int64{}
 	for name, t := range d.topics {
