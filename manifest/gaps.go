@@ -89,6 +89,36 @@ func gapsFrom(gaps []Gap, logStart int64) []Gap {
 	return slices.Clone(gaps[i:])
 }
 
+// gapsOutside is gaps without the offsets segs (in offset order) hold. A
+// gap partly inside a segment keeps the parts outside it.
+func gapsOutside(gaps []Gap, segs []Segment) []Gap {
+	if len(gaps) == 0 || len(segs) == 0 {
+		return gaps
+	}
+	out := make([]Gap, 0, len(gaps))
+	for _, g := range gaps {
+		parts := []Gap{g}
+		for _, s := range segs {
+			var next []Gap
+			for _, p := range parts {
+				if s.LastOffset < p.BaseOffset || s.BaseOffset > p.LastOffset {
+					next = append(next, p)
+					continue
+				}
+				if p.BaseOffset < s.BaseOffset {
+					next = append(next, Gap{BaseOffset: p.BaseOffset, LastOffset: s.BaseOffset - 1, DetectedMs: p.DetectedMs})
+				}
+				if p.LastOffset > s.LastOffset {
+					next = append(next, Gap{BaseOffset: s.LastOffset + 1, LastOffset: p.LastOffset, DetectedMs: p.DetectedMs})
+				}
+			}
+			parts = next
+		}
+		out = append(out, parts...)
+	}
+	return out
+}
+
 // validateGaps checks the gaps are sorted, apart, below the end of the
 // committed offsets, and clear of every inline segment.
 func (m *Manifest) validateGaps() error {

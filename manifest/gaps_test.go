@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,6 +112,50 @@ func TestGapsRefused(t *testing.T) {
 			var ce *CorruptManifestError
 			if _, err := DecodeRoot(c.Root.Key(), b); !errors.As(err, &ce) || !strings.Contains(err.Error(), "gaps[") {
 				t.Fatalf("DecodeRoot = %v, want a corrupt manifest naming the gap", err)
+			}
+		})
+	}
+}
+
+// TestReplaceTrimsGapsItsSegmentsHold: a replacing segment holding offsets
+// recorded lost (a compacted partition's cleaner hole taken for a loss)
+// takes them out of the gap; the parts of the gap it does not hold stay,
+// and a replace without segments keeps the gap whole.
+func TestReplaceTrimsGapsItsSegmentsHold(t *testing.T) {
+	ctx := context.Background()
+	st := newMemStore()
+	p := DefaultPolicy()
+	m := build(t, st, p, []Segment{testSeg(t, 0, 99, 1000)}, 1)
+	lost := Gap{BaseOffset: 100, LastOffset: 199, DetectedMs: 1}
+	c, err := AppendLost(m, p, lost, testSeg(t, 200, 299, 2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.apply(t, c)
+	m = c.Root
+	for _, tc := range []struct {
+		name     string
+		from, to int64
+		segs     []Segment
+		want     []Gap
+	}{
+		{"whole", 0, 299, []Segment{testSeg(t, 0, 299, 3000)}, nil},
+		{"head", 0, 149, []Segment{testSeg(t, 0, 149, 3000)}, []Gap{{150, 199, 1}}},
+		{"tail", 150, 299, []Segment{testSeg(t, 150, 299, 3000)}, []Gap{{100, 149, 1}}},
+		{"inside", 0, 299, []Segment{testSeg(t, 0, 99, 3000), testSeg(t, 120, 129, 3000), testSeg(t, 200, 299, 3000)},
+			[]Gap{{100, 119, 1}, {130, 199, 1}}},
+		{"none held", 0, 99, nil, []Gap{lost}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Replace(ctx, st, m, p, tc.from, tc.to, tc.segs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(c.Root.Gaps, tc.want) {
+				t.Fatalf("gaps %+v, want %+v", c.Root.Gaps, tc.want)
+			}
+			if len(m.Gaps) != 1 || m.Gaps[0] != lost {
+				t.Fatalf("the replace changed the manifest it started from: %+v", m.Gaps)
 			}
 		})
 	}

@@ -103,7 +103,9 @@ func Append(m *Manifest, p Policy, segs ...Segment) (*Commit, error) {
 // inside the range are allowed, but the end of the committed offsets never
 // moves back: a replace of the newest segments must keep one ending where
 // they ended (Kafka's cleaner keeps the last batch), or an uploader would
-// offer those offsets again. segs may be empty: a range the cleaner
+// offer those offsets again. A recorded gap loses the offsets a new
+// segment holds: the source had them (a compacted partition's cleaner hole
+// taken for a loss before the uploader knew it compacted). segs may be empty: a range the cleaner
 // emptied loses its segments and becomes a compaction gap (the log start
 // offset stays). Sealed sub-manifests holding replaced segments are loaded
 // through r and rewritten as new immutable objects.
@@ -197,7 +199,13 @@ func Replace(ctx context.Context, r Resolver, m *Manifest, p Policy, from, to in
 	// A sub-manifest with unchanged content has an unchanged key: it is
 	// neither written again nor unreferenced.
 	subs = slices.DeleteFunc(subs, func(ns NewSub) bool { return oldKeys[ns.Ref.Key] })
-	c, err := finish(m, m.LogStartOffset, sealed, inline, subs, minus(oldKeys, newKeys))
+	base := m
+	if gaps := gapsOutside(m.Gaps, segs); !slices.Equal(gaps, m.Gaps) {
+		cp := *m
+		cp.Gaps = gaps
+		base = &cp
+	}
+	c, err := finish(base, m.LogStartOffset, sealed, inline, subs, minus(oldKeys, newKeys))
 	if err == nil && c.Root.NextOffset() < m.NextOffset() {
 		return nil, &ConflictError{Base: from, Last: to, Reason: fmt.Sprintf(
 			"the replace would move the end of the committed offsets back from %d to %d; keep a segment ending at %d",
