@@ -188,6 +188,11 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 	// appends after it must not leave a hole at (they wait with it).
 	spans := func(d uploaded) bool { return d.replace && max(d.to, d.gTo) >= m.NextOffset() }
 	spanDropped := false
+	// appendDropped: an append was too old to commit. The appends after it
+	// wait with it: committed past its records they would leave a hole
+	// (recorded lost, or a compaction gap) that nothing fills again, every
+	// offset of it then lying below the committed end.
+	appendDropped := false
 	for _, d := range done {
 		if tooOld(d) {
 			// Garbage collection may take objects this old for orphans.
@@ -195,6 +200,11 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 				"base_offset", d.seg.BaseOffset, "age", now.Sub(d.started))
 			*dropped = append(*dropped, d)
 			spanDropped = spanDropped || spans(d)
+			appendDropped = appendDropped || !d.replace
+			continue
+		}
+		if !d.replace && appendDropped {
+			*dropped = append(*dropped, d)
 			continue
 		}
 		if d.members > 0 && ready[d.gFrom] != d.members {
