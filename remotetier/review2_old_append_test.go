@@ -22,11 +22,17 @@ type agedSource struct {
 	opened      chan struct{}
 	once        sync.Once
 	failed      atomic.Bool
+	// slowEarly: every open of early takes past the attempt age (a segment
+	// too slow to store in time).
+	slowEarly atomic.Bool
 }
 
 func (s *agedSource) Open(ctx context.Context, p Partition, seg SegmentMeta) (SegmentReader, error) {
 	switch seg.BaseOffset {
 	case s.early:
+		if s.slowEarly.Load() {
+			s.clock.Add(int64(2 * time.Hour))
+		}
 		s.once.Do(func() { close(s.opened) })
 	case s.late:
 		if !s.failed.Swap(true) {
@@ -98,4 +104,57 @@ func TestTooOldAppendHoldsLaterAppends(t *testing.T) {
 			upCheckNoOrphans(t, mem, manifest.Key{Topic: "c", Partition: 0})
 		})
 	}
+}
+
+// TestTooOldReplaceHoldsLaterReplaces: the cleaner dropped K=v (17) and,
+// later, K's tombstone (35); [0, 19] and [20, 39] are replaced in offset
+// order, so the value goes before its tombstone. When the replace of
+// [0, 19] was too old to commit and the one of [20, 39] (retried) was not,
+// the tombstone went alone: the remote tier served deleted key K again,
+// until a pass stored [0, 19] in time (never, for a segment too slow to
+// store within the attempt age).
+func TestTooOldReplaceHoldsLaterReplaces(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	r0 := append(ccSeq("k", 0, 17, "v"), "K=v", "x18=v", "x19=v")
+	r1 := append(append(ccSeq("x", 20, 35, "v"), "K="), ccSeq("y", 36, 40, "v")...)
+	ms := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+	ms.p.CleanedUpTo = 0
+	ms.p.Segments = []SegmentMeta{
+		ms.segment(0, 20, 20, ccRecords(t, 0, r0...)),
+		ms.segment(20, 40, 40, ccRecords(t, 20, r1...)),
+	}
+	var clock atomic.Int64
+	clock.Store(upNow.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	if _, err := upUploader(t, mem, ms, Options{Now: now}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c0 := append([]string(nil), r0...)
+	c0[17] = "-"
+	c1 := append([]string(nil), r1...)
+	c1[15] = "-"
+	ms.logs = map[int64][]byte{}
+	ms.p.CleanedUpTo = 40
+	ms.p.Segments = []SegmentMeta{
+		ms.segment(0, 20, 20, ccRecords(t, 0, c0...)),
+		ms.segment(20, 40, 40, ccRecords(t, 20, c1...)),
+	}
+	src := &agedSource{memSource: ms, clock: &clock, early: 0, late: 20, opened: make(chan struct{})}
+	src.slowEarly.Store(true)
+	u := upUploader(t, mem, src, Options{Now: now})
+	if _, err := u.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if recs, table := ecConsume(t, mem, "c"); table["K"] != "" {
+		t.Fatalf("the remote tier serves deleted key K=%s (its tombstone replaced away before it): %v", table["K"], recs)
+	}
+	src.slowEarly.Store(false)
+	if _, err := u.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if recs, table := ecConsume(t, mem, "c"); table["K"] != "" || ecHas(recs, "35:K=<tombstone>") || ecHas(recs, "17:K=v") {
+		t.Fatalf("after a further pass the remote tier serves %v", recs)
+	}
+	upCheckNoOrphans(t, mem, manifest.Key{Topic: "c", Partition: 0})
 }
