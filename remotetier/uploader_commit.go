@@ -191,8 +191,11 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 	// appendDropped: an append was too old to commit. The appends after it
 	// wait with it: committed past its records they would leave a hole
 	// (recorded lost, or a compaction gap) that nothing fills again, every
-	// offset of it then lying below the committed end.
-	appendDropped := false
+	// offset of it then lying below the committed end. replaceDropped: a
+	// replace was; the replaces after it wait too, as replaces go in offset
+	// order: one after it may remove a key's tombstone whose older value
+	// only the dropped one removes (a deleted key served again).
+	appendDropped, replaceDropped := false, false
 	for _, d := range done {
 		if tooOld(d) {
 			// Garbage collection may take objects this old for orphans.
@@ -201,10 +204,12 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 			*dropped = append(*dropped, d)
 			spanDropped = spanDropped || spans(d)
 			appendDropped = appendDropped || !d.replace
+			replaceDropped = replaceDropped || d.replace
 			continue
 		}
-		if !d.replace && appendDropped {
+		if d.replace && replaceDropped || !d.replace && appendDropped {
 			*dropped = append(*dropped, d)
+			spanDropped = spanDropped || spans(d)
 			continue
 		}
 		if d.members > 0 && ready[d.gFrom] != d.members {
