@@ -209,6 +209,10 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 	var tasks []task
 	var straddled []int64 // cleaned ranges a committed segment crosses
 	appending, historyChecked := false, false
+	lags, err := u.cleanerLags(ctx, p, m)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range p.Segments {
 		if s.NextOffset > p.HighWatermark {
 			break
@@ -255,7 +259,7 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 			t.cut = d.Next
 			tasks = append(tasks, t)
 		case manifest.ActionSkip:
-			if !compacted {
+			if !compacted || lags {
 				continue
 			}
 			rt, ok, crossed, err := u.replaceTask(ctx, m, t)
@@ -270,9 +274,12 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 			}
 		}
 	}
-	drops, crossedDrops, err := u.dropTasks(ctx, p, m)
-	if err != nil {
-		return nil, err
+	var drops []task
+	var crossedDrops []int64
+	if !lags {
+		if drops, crossedDrops, err = u.dropTasks(ctx, p, m); err != nil {
+			return nil, err
+		}
 	}
 	straddled = append(straddled, crossedDrops...)
 	var groups []task
@@ -319,6 +326,29 @@ func (u *Uploader) plan(ctx context.Context, p Partition, m *manifest.Manifest) 
 		}
 	}
 	return kept, nil
+}
+
+// cleanerLags reports whether a committed segment that a cleaner wrote
+// reaches the source's cleaner checkpoint: another replica's cleaner (an
+// earlier leader's) has been further than the source's, and may have
+// dropped there a record (a key's tombstone, past delete.retention.ms; a
+// transaction's marker) that supersedes one the source's cleaned segments
+// below still hold, its own cleaner not having been that far. A replace
+// below it would then bring the superseded record back with nothing after
+// it in the bucket (a deleted key served again), so none is planned, nor
+// any removal, until the source's cleaner is past every such segment (it
+// then cleans below with those records in its map). The source's own
+// cleaned segments are committed only below its checkpoint.
+func (u *Uploader) cleanerLags(ctx context.Context, p Partition, m *manifest.Manifest) (bool, error) {
+	end := m.NextOffset()
+	if !p.Compacted || m.SegmentCount() == 0 || p.CleanedUpTo >= end {
+		return false, nil
+	}
+	lags := false
+	err := u.store.segmentsIn(ctx, m, max(p.CleanedUpTo, m.LogStartOffset), end-1, func(s manifest.Segment) {
+		lags = lags || s.Compacted
+	})
+	return lags, err
 }
 
 // groupTasks replaces, for each source segment or emptied range at
