@@ -242,16 +242,25 @@ func (u *Uploader) buildCommit(ctx context.Context, p Partition, m *manifest.Man
 	// which a replace may not move back.
 	var segs []manifest.Segment
 	var fx []map[int64]txnEffect // segs' transaction effects
-	for _, d := range appends {
+	for i, d := range appends {
 		r := manifest.Range{Base: d.seg.BaseOffset, Last: d.seg.LastOffset}
 		if len(segs) == 0 {
-			if dec := manifest.Reconcile(cur, r); dec.Action != manifest.ActionAppend {
-				*dropped = append(*dropped, d)
+			dec := manifest.Reconcile(cur, r)
+			if dec.Action == manifest.ActionSkip {
+				*dropped = append(*dropped, d) // committed by another writer
 				continue
 			}
+			if dec.Action != manifest.ActionAppend {
+				// It overlaps the end another writer committed (rolled
+				// elsewhere): the appends after it would leave a hole where
+				// its records past that end are, which nothing fills again
+				// (every offset of it then lies below the committed end).
+				*dropped = append(*dropped, appends[i:]...)
+				break
+			}
 		} else if d.seg.BaseOffset <= segs[len(segs)-1].LastOffset {
-			*dropped = append(*dropped, d)
-			continue
+			*dropped = append(*dropped, appends[i:]...)
+			break
 		}
 		segs = append(segs, d.seg)
 		fx = append(fx, d.txns)
