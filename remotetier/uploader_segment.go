@@ -255,7 +255,12 @@ func (u *Uploader) check(ctx context.Context, p Partition, t task) (_ *checkedSe
 	seg := manifest.Segment{
 		BaseOffset: t.cut, LastOffset: stats.LastOffset, RecordCount: stats.Records,
 		MinTimestamp: stats.MinTimestamp, MaxTimestamp: stats.MaxTimestamp,
-		Compacted: t.compacted, Uploader: u.opts.UploaderID, AttemptID: attempt,
+		// A copy whose first batch starts past its base holds a cleaner's
+		// hole (a cut of a compacted partition's segment past the batch at
+		// the cut, gone with an earlier leader's cleaning, though the
+		// source's own cleaner has not been over it): readers and verify
+		// take it for compacted, not for a mismatch.
+		Compacted: t.compacted || stats.FirstOffset > t.cut, Uploader: u.opts.UploaderID, AttemptID: attempt,
 	}
 	if len(p.LeaderEpochs) > 0 {
 		seg.LeaderEpochs = manifest.EpochsForSegment(p.LeaderEpochs, t.cut, stats.LastOffset)
