@@ -57,6 +57,34 @@ func ccSeq(prefix string, from, to int, value string) []string {
 	return out
 }
 
+// ccUniformLog is a compacted partition's log not cleaned yet: segments of
+// 10 single-record batches from 0 to end, key k<offset>, value value.
+func ccUniformLog(t *testing.T, end int64, value string) *memSource {
+	t.Helper()
+	ms := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+	ms.p.CleanedUpTo = 0
+	for b := int64(0); b < end; b += 10 {
+		ms.p.Segments = append(ms.p.Segments, ms.segment(b, b+10, b+10, ccRecords(t, b, ccSeq("k", int(b), int(b+10), value)...)))
+	}
+	return ms
+}
+
+// ccDeletedKeyLog is a compacted partition's log not cleaned yet, rolled at
+// 20: key K's value at 17 in [0, 20), its tombstone at 35 in [20, 40); r0
+// and r1 are the two segments' entries (ccRecords).
+func ccDeletedKeyLog(t *testing.T) (ms *memSource, r0, r1 []string) {
+	t.Helper()
+	r0 = append(ccSeq("k", 0, 17, "v"), "K=v", "x18=v", "x19=v")
+	r1 = append(append(ccSeq("x", 20, 35, "v"), "K="), ccSeq("y", 36, 40, "v")...)
+	ms = &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
+	ms.p.CleanedUpTo = 0
+	ms.p.Segments = []SegmentMeta{
+		ms.segment(0, 20, 20, ccRecords(t, 0, r0...)),
+		ms.segment(20, 40, 40, ccRecords(t, 20, r1...)),
+	}
+	return ms, r0, r1
+}
+
 // ccOldLeader commits the old leader's log of compacted partition c-0,
 // not cleaned yet, rolled at 10, 20 and 25:
 //

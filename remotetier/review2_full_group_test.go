@@ -24,11 +24,7 @@ func TestFullGroupNeedingAppend(t *testing.T) {
 		t.Run(fmt.Sprint("max=", tc.max), func(t *testing.T) {
 			ctx := context.Background()
 			mem := objstore.NewMemory()
-			old := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
-			old.p.CleanedUpTo = 0
-			for b := int64(0); b < 80; b += 10 {
-				old.p.Segments = append(old.p.Segments, old.segment(b, b+10, b+10, ccRecords(t, b, ccSeq("k", int(b), int(b+10), "o")...)))
-			}
+			old := ccUniformLog(t, 80, "o")
 			if _, err := upUploader(t, mem, old, Options{}).RunOnce(ctx); err != nil {
 				t.Fatal(err)
 			}

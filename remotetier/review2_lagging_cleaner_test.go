@@ -20,14 +20,7 @@ import (
 func TestLaggingCleanerReplaceKeepsDeletedKeyDeleted(t *testing.T) {
 	ctx := context.Background()
 	mem := objstore.NewMemory()
-	r0 := append(ccSeq("k", 0, 17, "v"), "K=v", "x18=v", "x19=v")
-	r1 := append(append(ccSeq("x", 20, 35, "v"), "K="), ccSeq("y", 36, 40, "v")...)
-	old := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
-	old.p.CleanedUpTo = 0
-	old.p.Segments = []SegmentMeta{
-		old.segment(0, 20, 20, ccRecords(t, 0, r0...)),
-		old.segment(20, 40, 40, ccRecords(t, 20, r1...)),
-	}
+	old, r0, r1 := ccDeletedKeyLog(t)
 	if _, err := upUploader(t, mem, old, Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -116,14 +116,7 @@ func TestTooOldAppendHoldsLaterAppends(t *testing.T) {
 func TestTooOldReplaceHoldsLaterReplaces(t *testing.T) {
 	ctx := context.Background()
 	mem := objstore.NewMemory()
-	r0 := append(ccSeq("k", 0, 17, "v"), "K=v", "x18=v", "x19=v")
-	r1 := append(append(ccSeq("x", 20, 35, "v"), "K="), ccSeq("y", 36, 40, "v")...)
-	ms := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
-	ms.p.CleanedUpTo = 0
-	ms.p.Segments = []SegmentMeta{
-		ms.segment(0, 20, 20, ccRecords(t, 0, r0...)),
-		ms.segment(20, 40, 40, ccRecords(t, 20, r1...)),
-	}
+	ms, r0, r1 := ccDeletedKeyLog(t)
 	var clock atomic.Int64
 	clock.Store(upNow.UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }

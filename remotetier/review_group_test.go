@@ -245,11 +245,7 @@ func rgSegment(t *testing.T, mem objstore.Bucket, m *manifest.Manifest, base, la
 func TestGroupCommitWholeWhenClockMoves(t *testing.T) {
 	ctx := context.Background()
 	mem := objstore.NewMemory()
-	old := &memSource{p: cleanedPartition(), logs: map[int64][]byte{}}
-	old.p.CleanedUpTo = 0
-	for b := int64(0); b < 40; b += 10 {
-		old.p.Segments = append(old.p.Segments, old.segment(b, b+10, b+10, ccRecords(t, b, ccSeq("k", int(b), int(b+10), "v")...)))
-	}
+	old := ccUniformLog(t, 40, "v")
 	if _, err := upUploader(t, mem, old, Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
