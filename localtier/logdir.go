@@ -93,11 +93,23 @@ type LogDirOptions struct {
 	// MaxOpenFiles bounds the file descriptors the dir's partitions hold
 	// (see FileTable): 0 means DefaultMaxOpenFiles, -1 no bound.
 	MaxOpenFiles int
+	// WithoutTopicIDs creates topics without a topic ID (no
+	// partition.metadata), as releases before topic IDs did: their remote
+	// data is the bucket's name-only lineage. For tests of that format and
+	// of upgrades from it; a topic that has an ID keeps it.
+	WithoutTopicIDs bool
 }
 
 // Topic is one topic of a log dir.
 type Topic struct {
-	Name       string
+	Name string
+	// ID is the topic ID, from its partition directories'
+	// partition.metadata (Kafka's file): given at random when the topic is
+	// created, so a topic created again by the same name (a data dir lost
+	// and started anew over the same bucket) is another lineage in the
+	// remote tier. Zero for a topic created before tiered wrote topic IDs:
+	// it stays without one (the bucket's name-only lineage).
+	ID         TopicID
 	Overrides  map[string]string
 	Partitions []*Log
 }
@@ -118,6 +130,7 @@ type LogDir struct {
 	topics   map[string]*Topic
 	defaults map[string]string // broker-wide topic defaults under the overrides
 	readOnly bool              // opened with LogDirOptions.ReadOnly: fs is an overlay
+	noIDs    bool              // LogDirOptions.WithoutTopicIDs
 	closed   bool
 }
 
@@ -165,7 +178,7 @@ func OpenLogDir(fsys vfs.FS, dir string, opts LogDirOptions) (*LogDir, LoadRepor
 		return nil, rep, fmt.Errorf("lock data dir: %w", err)
 	}
 	d := &LogDir{fs: fsys, dir: dir, now: opts.Now, logger: opts.Logger, lock: lk, topics: map[string]*Topic{}, defaults: maps.Clone(opts.TopicDefaults),
-		readOnly: opts.ReadOnly}
+		readOnly: opts.ReadOnly, noIDs: opts.WithoutTopicIDs}
 	d.logFS = fsys
 	if opts.MaxOpenFiles >= 0 {
 		d.files = NewFileTable(opts.MaxOpenFiles)
@@ -221,6 +234,19 @@ func (d *LogDir) load(rep *LoadReport) error {
 		for i, p := range ps {
 			if int32(i) != p {
 				return fmt.Errorf("load topic %s: partition %d is missing (found %v)", name, i, ps)
+			}
+			id, err := ReadPartitionMetadata(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, p)))
+			if err != nil {
+				return fmt.Errorf("load topic %s: %w", name, err)
+			}
+			if i == 0 {
+				t.ID = id
+			} else if id != t.ID {
+				// Kafka refuses such a log too (InconsistentTopicIdException):
+				// the directories are of two incarnations of the topic, and
+				// uploading either into the other's lineage would mix them.
+				return fmt.Errorf("load topic %s: partition %d has topic id %q in its %s, partition 0 has %q: the partition directories are not of one topic",
+					name, p, idString(id), PartitionMetadataFile, idString(t.ID))
 			}
 			tp := checkpoint.TopicPartition{Topic: name, Partition: p}
 			rp, ok := recovery[tp]
@@ -388,7 +414,7 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	d.topics[name] = t
-	d.logger.Info("created topic", "topic", name, "partitions", partitions)
+	d.logger.Info("created topic", "topic", name, "partitions", partitions, "topic_id", idString(t.ID))
 	return t, nil
 }
 
@@ -405,6 +431,9 @@ func (d *LogDir) createTopicLocked(name string, partitions int, overrides map[st
 		return nil, err
 	}
 	t := &Topic{Name: name, Overrides: overrides}
+	if !d.noIDs {
+		t.ID = NewTopicID()
+	}
 	defer func() {
 		if err == nil {
 			return
@@ -423,13 +452,22 @@ func (d *LogDir) createTopicLocked(name string, partitions int, overrides map[st
 		return nil, err
 	}
 	for p := 0; p < partitions; p++ {
-		l, _, err := OpenLog(d.logFS, filepath.Join(d.dir, topicconfig.DirName(name, int32(p))), LogOptions{
+		pdir := filepath.Join(d.dir, topicconfig.DirName(name, int32(p)))
+		l, _, err := OpenLog(d.logFS, pdir, LogOptions{
 			Config: cfg, RecoveryPoint: 0, Now: d.now, Logger: d.logger,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("partition %d of %d: %w", p, partitions, err)
 		}
 		t.Partitions = append(t.Partitions, l)
+		// Durable (tmp, fsync, rename, fsync dir) before the intent goes:
+		// a committed topic always has its ID.
+		if t.ID.IsZero() {
+			continue
+		}
+		if err := WritePartitionMetadata(d.fs, pdir, t.ID); err != nil {
+			return nil, fmt.Errorf("partition %d of %d: %w", p, partitions, err)
+		}
 	}
 	if err := d.fs.SyncDir(d.dir); err != nil {
 		return nil, err
@@ -621,7 +659,9 @@ func (d *LogDir) SelectTopics(topic string) ([]string, error) {
 type PartitionLog struct {
 	Topic     string
 	Partition int32
-	Log       *Log
+	// TopicID is the topic's ID (Topic.ID); zero for a topic without one.
+	TopicID TopicID
+	Log     *Log
 }
 
 // RemotePartitions returns the partitions of topics (every topic when
@@ -640,7 +680,7 @@ func (d *LogDir) RemotePartitions(topics []string) []PartitionLog {
 		}
 		for p, l := range t.Partitions {
 			if l.Config().RemoteStorageEnable {
-				out = append(out, PartitionLog{Topic: name, Partition: int32(p), Log: l})
+				out = append(out, PartitionLog{Topic: name, Partition: int32(p), TopicID: t.ID, Log: l})
 			}
 		}
 	}
@@ -659,6 +699,24 @@ func (d *LogDir) Partition(topic string, partition int32) (*Log, error) {
 		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
 	return t.Partitions[partition], nil
+}
+
+// TopicID returns a topic's ID (Topic.ID: zero for a topic created before
+// tiered wrote topic IDs), or an *UnknownTopicOrPartitionError.
+func (d *LogDir) TopicID(topic string) (TopicID, error) {
+	t, ok := d.Topic(topic)
+	if !ok {
+		return TopicID{}, &UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
+	}
+	return t.ID, nil
+}
+
+// idString is id's string form, "" for the zero ID.
+func idString(id TopicID) string {
+	if id.IsZero() {
+		return ""
+	}
+	return id.String()
 }
 
 // Checkpoint flushes nothing; it records every partition's recovery point and

@@ -1,6 +1,7 @@
 package localtier
 
 import (
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -20,6 +21,22 @@ const PartitionMetadataFile = "partition.metadata"
 // value is Kafka's Uuid.ZERO_UUID: no ID (brokers before 2.8, or a topic
 // whose ID is not known).
 type TopicID [16]byte
+
+// NewTopicID returns a random topic ID as Kafka's Uuid.randomUuid does: a
+// version 4 UUID, never the zero UUID, Kafka's metadata topic ID
+// (AAAAAAAAAAAAAAAAAAAAAQ) nor one whose string form starts with '-'
+// (which command-line tools would take for a flag).
+func NewTopicID() TopicID {
+	for {
+		var id TopicID
+		_, _ = rand.Read(id[:])   // crypto/rand.Read never fails (Go 1.24+)
+		id[6] = id[6]&0x0f | 0x40 // version 4
+		id[8] = id[8]&0x3f | 0x80 // IETF variant
+		if s := id.String(); s[0] != '-' && s != "AAAAAAAAAAAAAAAAAAAAAQ" {
+			return id
+		}
+	}
+}
 
 // IsZero reports whether id is the zero UUID.
 func (id TopicID) IsZero() bool { return id == TopicID{} }
