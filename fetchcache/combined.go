@@ -44,7 +44,15 @@ func (c *CombinedCatalog) Partition(ctx context.Context, topic string, partition
 	if err != nil {
 		return nil, err
 	}
-	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, partition: partition}, nil
+	id, err := c.dir.TopicID(topic)
+	if err != nil {
+		return nil, err
+	}
+	topicID := ""
+	if !id.IsZero() {
+		topicID = id.String()
+	}
+	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, topicID: topicID, partition: partition}, nil
 }
 
 var (
@@ -58,6 +66,7 @@ type CombinedPartition struct {
 	log       *localtier.Log
 	remote    Catalog
 	topic     string
+	topicID   string // the local topic's ID, "" for a topic without one
 	partition int32
 }
 
@@ -72,7 +81,30 @@ func (p *CombinedPartition) remotePart(ctx context.Context) (Partition, error) {
 	if errors.As(err, &ue) {
 		return nil, nil
 	}
-	return rp, err
+	if err != nil {
+		return rp, err
+	}
+	// The bucket serves the topic's current lineage: one of another topic
+	// ID (the topic was created again on a fresh data dir, another data
+	// dir shares the bucket), or an older name-only one under a topic
+	// with an ID, holds another incarnation's records at these offsets.
+	// The lineage read may be stale (the uploader starts the topic's own
+	// lineage at its first pass): re-read it, spaced by MinRefresh.
+	ider, ok := rp.(TopicIDer)
+	if !ok || ider.TopicID() == p.topicID {
+		return rp, nil
+	}
+	if r, ok := rp.(refresher); ok {
+		if _, err := r.forceRefresh(ctx, true); errors.As(err, &ue) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if ider.TopicID() != p.topicID {
+		return nil, nil
+	}
+	return rp, nil
 }
 
 // remoteOffsets returns the remote partition and its offsets when it holds

@@ -113,7 +113,7 @@ func TestRemoteRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nothing uploaded yet: the remote tier holds nothing, local stays.
-	st, err := lookup(ctx, "ret", 0)
+	st, err := lookup(ctx, upPartitionLog(t, d, "ret", 0))
 	if err != nil || !st.Consulted || st.HighestOffset != -1 {
 		t.Fatalf("empty remote: %+v, %v", st, err)
 	}
@@ -122,7 +122,7 @@ func TestRemoteRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	segs := l.Segments()
-	st, err = lookup(ctx, "ret", 0)
+	st, err = lookup(ctx, upPartitionLog(t, d, "ret", 0))
 	if err != nil || st.HighestOffset != segs[1].NextOffset-1 {
 		t.Fatalf("remote state %+v, want highest %d", st, segs[1].NextOffset-1)
 	}

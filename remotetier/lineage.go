@@ -537,7 +537,11 @@ func (u *Uploader) observe(ctx context.Context, topic string, parts []Partition,
 			if err != nil {
 				return nil, false, err
 			}
-			o.NameOnlyExists, o.NameOnlyForeign = exists, foreign
+			// A topic ID tiered's own engine gave at creation never wrote
+			// the name-only lineage: whatever its offsets, it is another
+			// incarnation's (a data dir lost and started anew).
+			foreign = foreign || slices.ContainsFunc(idx, func(i int) bool { return parts[i].ownsID })
+			o.NameOnlyExists, o.NameOnlyForeign = exists, exists && foreign
 		}
 		next, k, write, err := manifest.ObserveTopic(u.store.prefix, topic, s, o)
 		*keyID = k

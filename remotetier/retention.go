@@ -21,19 +21,81 @@ import (
 // committed segments that follow one another from the start of the remote
 // log without a gap. A gap next to a compacted segment does not end the run
 // (the cleaner removed those offsets); any other gap does, so a local segment
-// past it is kept until the gap is filled.
+// past it is kept until the gap is filled. Only the manifest of the
+// partition's own lineage counts (ownLineage): one the bucket holds of
+// another lineage (a topic created again, another data dir's), or one that
+// ends past the local log's end (offsets this log never had), holds nothing
+// of this log, and every local segment is kept.
 func RemoteLookup(b objstore.Bucket, prefix string) (retention.RemoteLookup, error) {
 	store, err := newManifestStore(b, prefix)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, topic string, partition int32) (retention.RemoteState, error) {
-		m, _, err := store.load(ctx, topic, partition, 0)
+	return func(ctx context.Context, pl localtier.PartitionLog) (retention.RemoteState, error) {
+		m, _, why, err := store.ownManifest(ctx, pl)
 		if err != nil {
-			return retention.RemoteState{}, fmt.Errorf("remote state of %s-%d: %w", topic, partition, err)
+			return retention.RemoteState{}, fmt.Errorf("remote state of %s-%d: %w", pl.Topic, pl.Partition, err)
+		}
+		if why != "" {
+			return retention.RemoteState{Consulted: true, HighestOffset: -1, NotOurs: why}, nil
 		}
 		return retention.RemoteState{Consulted: true, HighestOffset: contiguousEnd(ctx, store, m)}, nil
 	}, nil
+}
+
+// ownLineage is the lineage (keyID for manifest.ManifestKeyID, "" =
+// name-only) in which the bucket holds the local partition pl, or why it
+// holds none. A topic with an ID is its topic object's current lineage of
+// that ID (before the topic's first upload pass there is no object, or one
+// naming another ID: nothing of it is in the bucket; the name-only lineage
+// is never its own). A topic without one (created before tiered wrote
+// topic IDs) is the name-only lineage while the bucket has no topic
+// object; once one names a topic ID, the bucket serves another lineage,
+// which the uploader refuses to write the topic into (manifest.ErrNoTopicID).
+func (s *manifestStore) ownLineage(ctx context.Context, pl localtier.PartitionLog) (keyID, why string, err error) {
+	st, _, err := LoadTopicState(ctx, s.bkt, s.prefix, pl.Topic)
+	if err != nil {
+		return "", "", err
+	}
+	id := ""
+	if !pl.TopicID.IsZero() {
+		id = pl.TopicID.String()
+	}
+	keyID, served, ok := st.Serving()
+	switch {
+	case st == nil && id == "":
+		return "", "", nil
+	case st == nil:
+		return "", fmt.Sprintf("the bucket has no lineage of topic id %s yet (a name-only manifest there is another incarnation's)", id), nil
+	case !ok:
+		return "", "the topic object marks the topic deleted", nil
+	case id == "":
+		return "", fmt.Sprintf("the bucket serves topic id %s, and this topic has no id", served), nil
+	case served != id:
+		return "", fmt.Sprintf("the bucket serves topic id %s, not this topic's %s (the topic was created again, or another data dir shares the bucket)", served, id), nil
+	}
+	return keyID, "", nil
+}
+
+// ownManifest loads the manifest of pl's own lineage (ownLineage) and its
+// ETag, or says why the bucket holds nothing of pl. A manifest that ends
+// past the local log's end holds offsets this log never had (the uploader
+// commits only offsets below the log's last stable offset): not this
+// log's either. That covers a topic without an ID whose name-only manifest
+// another data dir wrote.
+func (s *manifestStore) ownManifest(ctx context.Context, pl localtier.PartitionLog) (*manifest.Manifest, string, string, error) {
+	keyID, why, err := s.ownLineage(ctx, pl)
+	if err != nil || why != "" {
+		return nil, "", why, err
+	}
+	m, etag, err := s.loadID(ctx, pl.Topic, keyID, pl.Partition, 0)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if end := pl.Log.LogEndOffset(); m.NextOffset() > end {
+		return nil, "", fmt.Sprintf("the remote log ends at offset %d, past the local log end %d: another incarnation's offsets", m.NextOffset(), end), nil
+	}
+	return m, etag, "", nil
 }
 
 // contiguousEnd is the last offset of the gap-free run of committed segments
@@ -154,7 +216,7 @@ func RemoteRetention(ctx context.Context, b objstore.Bucket, dir *localtier.LogD
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		pr, segs, nLocal, err := remoteRetentionPartition(ctx, store, pl.Log, pl.Topic, pl.Partition, pl.Log.Config(), opts, logger)
+		pr, segs, nLocal, err := remoteRetentionPartition(ctx, store, pl, pl.Log.Config(), opts, logger)
 		if err != nil {
 			pr.Error = err.Error()
 			errs = append(errs, fmt.Errorf("remote retention %s-%d: %w", pl.Topic, pl.Partition, err))
@@ -176,13 +238,21 @@ func RemoteRetention(ctx context.Context, b objstore.Bucket, dir *localtier.LogD
 	return rep, errors.Join(errs...)
 }
 
-func remoteRetentionPartition(ctx context.Context, store *manifestStore, l *localtier.Log, topic string, partition int32,
+func remoteRetentionPartition(ctx context.Context, store *manifestStore, pl localtier.PartitionLog,
 	cfg topicconfig.Config, opts RetentionOptions, logger *slog.Logger) (RemotePartitionRetention, []retention.SegmentReport, int, error) {
+	topic, partition, l := pl.Topic, pl.Partition, pl.Log
 	pr := RemotePartitionRetention{Topic: topic, Partition: partition}
 	for attempt := 1; ; attempt++ {
-		m, etag, err := store.load(ctx, topic, partition, 0)
+		// Only the partition's own lineage: another's log start says
+		// nothing of this log, whose local segments below it are its only
+		// copy, and its segments are not this topic's to delete.
+		m, etag, why, err := store.ownManifest(ctx, pl)
 		if err != nil {
 			return pr, nil, 0, err
+		}
+		if why != "" {
+			logger.Debug("remote retention: skipped, the bucket holds nothing of the partition", "topic", topic, "partition", partition, "why", why)
+			return pr, nil, 0, nil
 		}
 		local, err := l.RetentionSegments()
 		if err != nil {

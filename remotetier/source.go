@@ -123,7 +123,8 @@ type Partition struct {
 	Led bool
 	// TopicID is the partition's topic ID in Kafka's string form, from
 	// partition.metadata; "" when the log dir has none (brokers before 2.8,
-	// tiered's own engine): the name-only lineage.
+	// topics tiered's own engine created before it wrote topic IDs): the
+	// name-only lineage.
 	TopicID string
 	// Configs are topic configs to record in the topic object (nil: leave
 	// them as they are).
@@ -132,6 +133,13 @@ type Partition struct {
 	// keyID is the lineage the uploader writes the partition to
 	// (resolveLineages).
 	keyID string
+	// ownsID is set by LocalSource: tiered's own engine gave TopicID at
+	// random when it created the topic, and never wrote a name-only
+	// lineage under it, so a name-only lineage the bucket holds is
+	// another incarnation's, superseded rather than adopted whatever its
+	// offsets (a broker's ID may be new to a bucket its own partitions
+	// filled without IDs before an upgrade: adopted then).
+	ownsID bool
 }
 
 // SegmentMeta describes one segment as listed.
@@ -314,6 +322,11 @@ func (s *LocalSource) Partitions(ctx context.Context) ([]Partition, error) {
 		if err != nil {
 			failed = append(failed, &PartitionListError{Topic: pl.Topic, Partition: pl.Partition, Err: err})
 			continue
+		}
+		if !pl.TopicID.IsZero() {
+			// Given at random when this data dir created the topic: no
+			// name-only lineage in the bucket is this topic's.
+			p.TopicID, p.ownsID = pl.TopicID.String(), true
 		}
 		out = append(out, p)
 	}

@@ -27,9 +27,24 @@ import (
 
 var upNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// upOpenDir opens a data dir that creates topics without topic IDs (the
+// name-only lineage, as releases before topic IDs did): most tests are of
+// the bucket's mechanics, written against name-only keys. upOpenDirIDs
+// opens one that gives topics IDs, as serve does.
 func upOpenDir(t testing.TB, dir string) *localtier.LogDir {
 	t.Helper()
-	d, _, err := localtier.OpenLogDir(vfs.Default, dir, localtier.LogDirOptions{Now: func() time.Time { return upNow }})
+	return upOpenDirOpts(t, dir, true)
+}
+
+// upOpenDirIDs opens a data dir as serve does: topics created get IDs.
+func upOpenDirIDs(t testing.TB, dir string) *localtier.LogDir {
+	t.Helper()
+	return upOpenDirOpts(t, dir, false)
+}
+
+func upOpenDirOpts(t testing.TB, dir string, noIDs bool) *localtier.LogDir {
+	t.Helper()
+	d, _, err := localtier.OpenLogDir(vfs.Default, dir, localtier.LogDirOptions{Now: func() time.Time { return upNow }, WithoutTopicIDs: noIDs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +109,17 @@ func upPartition(t testing.TB, d *localtier.LogDir, topic string, p int32) *loca
 		t.Fatal(err)
 	}
 	return l
+}
+
+// upPartitionLog is one partition of d as retention.RunOnce hands it to a
+// RemoteLookup.
+func upPartitionLog(t testing.TB, d *localtier.LogDir, topic string, p int32) localtier.PartitionLog {
+	t.Helper()
+	id, err := d.TopicID(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return localtier.PartitionLog{Topic: topic, Partition: p, TopicID: id, Log: upPartition(t, d, topic, p)}
 }
 
 func upUploader(t testing.TB, bkt objstore.Bucket, src Source, opts Options) *Uploader {

@@ -12,10 +12,11 @@ import (
 	"github.com/tiered/tiered/localtier"
 )
 
-// RemoteLookup asks the remote tier what it holds of one partition. It is how
-// the retention pass learns which local segments of a remote-enabled topic are
-// safe to delete.
-type RemoteLookup func(ctx context.Context, topic string, partition int32) (RemoteState, error)
+// RemoteLookup asks the remote tier what it holds of one partition of the
+// log dir (its topic ID tells which lineage in the bucket is its own). It is
+// how the retention pass learns which local segments of a remote-enabled
+// topic are safe to delete.
+type RemoteLookup func(ctx context.Context, p localtier.PartitionLog) (RemoteState, error)
 
 // PassOptions configure one retention pass.
 type PassOptions struct {
@@ -144,7 +145,7 @@ func RunOnce(ctx context.Context, dir *localtier.LogDir, opts PassOptions) (Pass
 				errs = append(errs, err)
 				return finish(rep, dir, deleted, opts, errs)
 			}
-			pr, segs, err := runPartition(ctx, name, int32(p), l, rep.Time, opts)
+			pr, segs, err := runPartition(ctx, localtier.PartitionLog{Topic: name, Partition: int32(p), TopicID: t.ID, Log: l}, rep.Time, opts)
 			if err != nil {
 				pr.Error = err.Error()
 				errs = append(errs, fmt.Errorf("retention %s-%d: %w", name, p, err))
@@ -170,7 +171,8 @@ func finish(rep PassReport, dir *localtier.LogDir, deleted bool, opts PassOption
 	return rep, errors.Join(errs...)
 }
 
-func runPartition(ctx context.Context, topic string, partition int32, l *localtier.Log, now time.Time, opts PassOptions) (PartitionReport, []SegmentReport, error) {
+func runPartition(ctx context.Context, pl localtier.PartitionLog, now time.Time, opts PassOptions) (PartitionReport, []SegmentReport, error) {
+	topic, partition, l := pl.Topic, pl.Partition, pl.Log
 	pr := PartitionReport{Topic: topic, Partition: partition, LogStartOffset: l.LogStartOffset(), LogEndOffset: l.LogEndOffset()}
 	pr.NewLogStartOffset = pr.LogStartOffset
 	cfg := l.Config()
@@ -180,7 +182,7 @@ func runPartition(ctx context.Context, topic string, partition int32, l *localti
 	}
 	var remote RemoteState
 	if cfg.RemoteStorageEnable && opts.Remote != nil {
-		if remote, err = opts.Remote(ctx, topic, partition); err != nil {
+		if remote, err = opts.Remote(ctx, pl); err != nil {
 			return pr, nil, fmt.Errorf("ask remote tier: %w", err)
 		}
 	}

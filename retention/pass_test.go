@@ -322,7 +322,8 @@ func TestRunOnceRemoteGate(t *testing.T) {
 		t.Errorf("text report does not say why:\n%s", rep)
 	}
 	asked := 0
-	lookup := func(_ context.Context, topic string, p int32) (RemoteState, error) {
+	lookup := func(_ context.Context, pl localtier.PartitionLog) (RemoteState, error) {
+		topic, p := pl.Topic, pl.Partition
 		asked++
 		if topic != "tiered" || p != 0 {
 			t.Errorf("asked about %s-%d", topic, p)
@@ -339,7 +340,7 @@ func TestRunOnceRemoteGate(t *testing.T) {
 	if !strings.Contains(rep.Partitions[0].Held, "not yet in the remote tier") {
 		t.Errorf("held: %q", rep.Partitions[0].Held)
 	}
-	failing := func(context.Context, string, int32) (RemoteState, error) {
+	failing := func(context.Context, localtier.PartitionLog) (RemoteState, error) {
 		return RemoteState{}, errors.New("bucket down")
 	}
 	rep, err = RunOnce(context.Background(), d, PassOptions{Now: fixedNow, Remote: failing})

@@ -75,6 +75,11 @@ type RemoteState struct {
 	// from the start of the log (Kafka's highestOffsetInRemoteStorage); -1
 	// when it holds nothing.
 	HighestOffset int64
+	// NotOurs, when set, says why what the bucket holds under the
+	// partition's name is not this log's (another lineage: a topic created
+	// again, another data dir's): HighestOffset is -1 then, and the local
+	// segments are all kept.
+	NotOurs string
 }
 
 // Holds reports whether the remote tier holds every offset of s.
@@ -162,6 +167,8 @@ func Local(segs []Segment, cfg topicconfig.Config, logStart int64, now time.Time
 		if cfg.RemoteStorageEnable && !remote.Holds(s) {
 			if !remote.Consulted {
 				d.Held = fmt.Sprintf("%s=true and no remote tier was consulted: local segments are kept until their upload can be confirmed", topicconfig.RemoteStorageEnableConfig)
+			} else if remote.NotOurs != "" {
+				d.Held = fmt.Sprintf("segment %d..%d (%s) is not in the remote tier: %s", s.BaseOffset, s.LastOffset, r, remote.NotOurs)
 			} else {
 				d.Held = fmt.Sprintf("segment %d..%d (%s) is not yet in the remote tier, which holds offsets up to %d", s.BaseOffset, s.LastOffset, r, remote.HighestOffset)
 			}
