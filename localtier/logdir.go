@@ -231,22 +231,31 @@ func (d *LogDir) load(rep *LoadReport) error {
 		}
 		sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
 		t := &Topic{Name: name, Overrides: overrides}
+		idUnknown := false
 		for i, p := range ps {
 			if int32(i) != p {
 				return fmt.Errorf("load topic %s: partition %d is missing (found %v)", name, i, ps)
 			}
 			id, err := ReadPartitionMetadata(d.fs, filepath.Join(d.dir, topicconfig.DirName(name, p)))
-			if err != nil {
-				return fmt.Errorf("load topic %s: %w", name, err)
-			}
-			if i == 0 {
-				t.ID = id
-			} else if id != t.ID {
+			if err == nil && i > 0 && id != t.ID {
 				// Kafka refuses such a log too (InconsistentTopicIdException):
 				// the directories are of two incarnations of the topic, and
 				// uploading either into the other's lineage would mix them.
-				return fmt.Errorf("load topic %s: partition %d has topic id %q in its %s, partition 0 has %q: the partition directories are not of one topic",
-					name, p, idString(id), PartitionMetadataFile, idString(t.ID))
+				err = fmt.Errorf("partition %d has topic id %q in its %s, partition 0 has %q: the partition directories are not of one topic",
+					p, idString(id), PartitionMetadataFile, idString(t.ID))
+			}
+			if err != nil && d.readOnly {
+				// A reader needs no lineage: it reads the records, and says
+				// the topic's ID is unknown.
+				d.logger.Warn("topic id unknown", "topic", name, "partition", p, "err", err)
+				t.ID, idUnknown = TopicID{}, true
+				err = nil
+			}
+			if err != nil {
+				return fmt.Errorf("load topic %s: %w (the topic id names the topic's lineage in the bucket: restore the file from another partition of the topic)", name, err)
+			}
+			if i == 0 && !idUnknown {
+				t.ID = id
 			}
 			tp := checkpoint.TopicPartition{Topic: name, Partition: p}
 			rp, ok := recovery[tp]

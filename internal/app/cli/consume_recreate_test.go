@@ -231,10 +231,14 @@ func produceTagged(t *testing.T, dir, tag string, from, n int) {
 }
 
 // writeTopicID writes a broker's partition.metadata naming id into the
-// partition directory pdir ("" = none).
+// partition directory pdir ("" = none: the file tiered's own topic create
+// wrote is removed, as a topic created before tiered wrote topic IDs).
 func writeTopicID(t *testing.T, pdir, id string) {
 	t.Helper()
 	if id == "" {
+		if err := os.Remove(filepath.Join(pdir, localtier.PartitionMetadataFile)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
 		return
 	}
 	tid, err := localtier.ParseTopicID(id)
