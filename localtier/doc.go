@@ -8,6 +8,13 @@
 // checkpoint files, the flock that keeps one process per data dir), and a
 // read-only view of a real broker's log dir.
 //
+// A topic the log dir creates gets a random topic ID, written durably in
+// every partition directory's partition.metadata (Kafka's file) before the
+// create commits: it names the topic's lineage in the bucket, so a topic
+// created again by the same name (a data dir lost and started anew) is not
+// taken for the earlier one. Topics created before tiered wrote IDs keep
+// none (LogDir.TopicID is zero for them).
+//
 // The byte formats live in subpackages: record (batches and records), codec
 // (compression), index (the three index files), checkpoint (checkpoint
 // files), topicconfig (Kafka's topic configs and names), and vfs (the

@@ -14,6 +14,10 @@
 //     topic object (docs/format/topic-object.md), updated with a
 //     conditional PUT — adopted on upgrade, a new lineage on re-creation,
 //     a superseded ID refused. Everything below happens in that lineage.
+//     LocalSource reports the topic ID tiered's own engine gave each topic
+//     at creation (partition.metadata; none for topics created before it
+//     wrote IDs): such an ID never adopts a name-only lineage, which is
+//     another incarnation's (a data dir lost and started anew).
 //  1. Read the root manifest once and cache it with its ETag.
 //  2. Reconcile every rolled segment below the high watermark against it:
 //     skip what is committed, append what follows, cut a segment that
@@ -50,7 +54,11 @@
 // (remoteDecision: retention.RemotePlan, reading only the sub-manifests
 // holding deleted segments and the one the deletion stops in), commits
 // manifest.RemoveBelow first and deletes objects after; RemoteLookup tells retention.RunOnce how far the remote tier holds
-// a partition, so local segments are deleted only once uploaded. The
+// a partition, so local segments are deleted only once uploaded. Both use
+// only the partition's own lineage (ownLineage: the current one when its
+// topic ID is the local topic's; name-only for a topic without an ID and no
+// topic object), and no manifest that ends past the local log end: any
+// other holds nothing of the local log, whose segments are then all kept. The
 // sidecar runs it inside its upload passes (Options.RemoteRetention,
 // retentionStep shared with RemoteRetention), on the uploader's cached
 // manifest: a lost conditional write re-reads and plans again, and only the

@@ -549,7 +549,7 @@ func (u *Uploader) observe(ctx context.Context, topic string, parts []Partition,
 			u.logger.Warn("topic re-created: a new lineage starts; the old one is no longer served",
 				"topic", topic, "old_topic_id", s.Current.TopicID, "topic_id", next.Current.TopicID)
 		} else if err == nil && write && s == nil && o.NameOnlyForeign {
-			u.logger.Warn("the bucket's name-only lineage holds offsets the partitions never reached: another incarnation of the topic, superseded, not served",
+			u.logger.Warn("the bucket's name-only lineage is another incarnation of the topic (it holds offsets the partitions never reached, or the topic ID was given when this data dir created the topic): superseded, not served",
 				"topic", topic, "topic_id", o.TopicID)
 		} else if err == nil && write && s == nil && o.NameOnlyExists {
 			u.logger.Info("topic id adopts the bucket's name-only lineage", "topic", topic, "topic_id", o.TopicID)

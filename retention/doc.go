@@ -28,7 +28,10 @@
 //     and local.retention.bytes (-2 = the retention.* value) and a local segment
 //     is deleted only once the remote tier holds all its offsets; without a
 //     remote tier to ask, nothing local is deleted. Remote deletion follows
-//     retention.ms/bytes over the whole log, local and remote.
+//     retention.ms/bytes over the whole log, local and remote. The remote
+//     tier is asked per localtier.PartitionLog (RemoteLookup), whose topic
+//     ID tells its lineage in the bucket; another lineage's offsets hold
+//     nothing of it (RemoteState.NotOurs).
 //   - The log start offset only moves forward.
 //
 // When retention.bytes deletes a segment that retention.ms would still keep,
