@@ -174,3 +174,54 @@ func TestCombinedCatalogReadsAcrossTiers(t *testing.T) {
 }
 
 const ts0 = fetchkit.Ts0
+
+// TestCombinedCatalogOtherLineageNotServed: serve on a fresh data dir over
+// a bucket holding an earlier incarnation of the topic (another topic ID,
+// the lineage the bucket serves). Below the new log's start the combined
+// reader must not serve the old incarnation's records as this topic's:
+// the bucket holds nothing of it until its own uploads make its lineage
+// current.
+func TestCombinedCatalogOtherLineageNotServed(t *testing.T) {
+	old := fetchkit.NewEnv(t)
+	_, mem := fetchkit.OffloadedTopic(t, old, "cold", 0)
+
+	e := fetchkit.NewEnv(t)
+	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
+	l := e.Log("cold", 0)
+	recs := e.Produce(l, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(40, ts0, "new"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	// The local log start moved past offsets no upload of this topic
+	// holds (records deleted): what lies below is this topic's, gone.
+	if _, err := l.DeleteSegments(l.Segments()[1].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	localStart := l.LogStartOffset()
+	if localStart == 0 {
+		t.Fatal("test setup: the local log start did not move")
+	}
+	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := fetchcache.NewCombinedCatalog(e.Dir, remote).Partition(ctx, "cold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := p.Offsets(ctx)
+	if err != nil || o.LogStart != localStart {
+		t.Fatalf("offsets %+v, %v: want the local log start %d (the bucket's lineage is another topic id's)", o, err, localStart)
+	}
+	if _, err := p.Read(ctx, 0, 100); err == nil {
+		t.Fatal("read offset 0 from the other incarnation's lineage")
+	}
+	var want []fetchkit.Rec
+	for _, r := range recs {
+		if r.Offset >= localStart {
+			want = append(want, r)
+		}
+	}
+	fetchkit.SameRecs(t, readPartition(t, p, localStart), want)
+}
