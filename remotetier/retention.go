@@ -66,7 +66,7 @@ func (s *manifestStore) ownLineage(ctx context.Context, pl localtier.PartitionLo
 	case st == nil && id == "":
 		return "", "", nil
 	case st == nil:
-		return "", fmt.Sprintf("the bucket has no lineage of topic id %s yet (a name-only manifest there is another incarnation's)", id), nil
+		return "", fmt.Sprintf("the bucket has no lineage of topic id %s yet (its first upload pass starts it; any name-only manifest there is another incarnation's)", id), nil
 	case !ok:
 		return "", "the topic object marks the topic deleted", nil
 	case id == "":

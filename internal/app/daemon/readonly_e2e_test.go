@@ -263,7 +263,8 @@ func TestFetchFIFOInFileBucket(t *testing.T) {
 	}
 	url := "file://" + bucketDir
 	want := uploadFixture(t, bin, url)
-	logs, err := filepath.Glob(filepath.Join(bucketDir, "data", "*", "ro-0", "*.log"))
+	// ro-0~<topic id>: serve and upload give topics IDs (the lineage's keys).
+	logs, err := filepath.Glob(filepath.Join(bucketDir, "data", "*", "ro-0*", "*.log"))
 	if err != nil || len(logs) < 2 {
 		t.Fatalf("segment objects %q, %v", logs, err)
 	}
