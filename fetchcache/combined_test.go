@@ -182,10 +182,10 @@ const ts0 = fetchkit.Ts0
 // the bucket holds nothing of it until its own uploads make its lineage
 // current.
 func TestCombinedCatalogOtherLineageNotServed(t *testing.T) {
-	old := fetchkit.NewEnv(t)
+	old := fetchkit.NewEnvWithTopicIDs(t)
 	_, mem := fetchkit.OffloadedTopic(t, old, "cold", 0)
 
-	e := fetchkit.NewEnv(t)
+	e := fetchkit.NewEnvWithTopicIDs(t)
 	e.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
 	l := e.Log("cold", 0)
 	recs := e.Produce(l, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(40, ts0, "new"))

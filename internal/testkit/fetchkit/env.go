@@ -38,9 +38,25 @@ type Env struct {
 	seq map[int64]int32 // next base sequence per producer id
 }
 
+// NewEnv makes an Env whose topics have no topic ID (as releases before
+// topic IDs created them): uploaded, they are the bucket's name-only
+// lineage, and the fetch service does not advertise Fetch v13 (by topic ID)
+// for them, so the tests' requests built by topic name stay by name.
 func NewEnv(t testing.TB) *Env {
 	t.Helper()
-	d, _, err := localtier.OpenLogDir(vfs.Default, t.TempDir(), localtier.LogDirOptions{})
+	return newEnv(t, true)
+}
+
+// NewEnvWithTopicIDs makes an Env whose topics get topic IDs, as serve's
+// data dir gives them now: uploaded, each is its ID's lineage.
+func NewEnvWithTopicIDs(t testing.TB) *Env {
+	t.Helper()
+	return newEnv(t, false)
+}
+
+func newEnv(t testing.TB, noIDs bool) *Env {
+	t.Helper()
+	d, _, err := localtier.OpenLogDir(vfs.Default, t.TempDir(), localtier.LogDirOptions{WithoutTopicIDs: noIDs})
 	if err != nil {
 		t.Fatal(err)
 	}
