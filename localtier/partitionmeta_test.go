@@ -111,3 +111,22 @@ func TestBrokerViewTopicIDFromFixtures(t *testing.T) {
 		}
 	}
 }
+
+// TestNewTopicID: random topic IDs are Kafka's: version-4 UUIDs whose
+// string form parses back, never the zero UUID, the metadata topic's or
+// one starting with '-'; no two alike.
+func TestNewTopicID(t *testing.T) {
+	seen := map[TopicID]bool{}
+	for range 2000 {
+		id := NewTopicID()
+		s := id.String()
+		back, err := ParseTopicID(s)
+		if err != nil || back != id || id.IsZero() || s[0] == '-' || s == "AAAAAAAAAAAAAAAAAAAAAQ" || id[6]>>4 != 4 || id[8]>>6 != 2 {
+			t.Fatalf("topic id %s (%x): parsed %v, %v", s, id[:], back, err)
+		}
+		if seen[id] {
+			t.Fatalf("topic id %s drawn twice", s)
+		}
+		seen[id] = true
+	}
+}
