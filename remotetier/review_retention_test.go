@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/remotetier/objstore"
 	"github.com/tiered/tiered/retention"
 )
@@ -23,9 +24,7 @@ func TestReviewRetentionForeignManifestLocalPass(t *testing.T) {
 	mem := objstore.NewMemory()
 
 	// The old incarnation: 6 segments uploaded.
-	old := upOpenDir(t, t.TempDir())
-	upTopic(t, old, "t", 1, "local.retention.bytes", "0")
-	upSegments(t, upPartition(t, old, "t", 0), 6, 2, 3, 10)
+	old, _ := rrIncarnation(t, 6, "local.retention.bytes", "0")
 	if _, err := upUploader(t, mem, NewLocalSource(old, nil), Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +32,7 @@ func TestReviewRetentionForeignManifestLocalPass(t *testing.T) {
 
 	// The new incarnation on a fresh data dir: 2 rolled segments, fewer
 	// offsets than the bucket holds.
-	d := upOpenDir(t, t.TempDir())
-	upTopic(t, d, "t", 1, "local.retention.bytes", "0")
-	l := upPartition(t, d, "t", 0)
-	upSegments(t, l, 2, 2, 3, 10)
+	d, l := rrIncarnation(t, 2, "local.retention.bytes", "0")
 	if l.LogEndOffset() >= remoteEnd {
 		t.Fatalf("test setup: local log end %d, remote end %d", l.LogEndOffset(), remoteEnd)
 	}
@@ -67,9 +63,7 @@ func TestReviewRetentionForeignManifestRemotePass(t *testing.T) {
 	ctx := context.Background()
 	mem := objstore.NewMemory()
 
-	old := upOpenDir(t, t.TempDir())
-	upTopic(t, old, "t", 1, "retention.ms", "3600000")
-	upSegments(t, upPartition(t, old, "t", 0), 6, 2, 3, 10)
+	old, _ := rrIncarnation(t, 6, "retention.ms", "3600000")
 	if _, err := upUploader(t, mem, NewLocalSource(old, nil), Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +73,7 @@ func TestReviewRetentionForeignManifestRemotePass(t *testing.T) {
 	}
 	remoteStart := upLoad(t, mem, "t", 0).LogStartOffset
 
-	d := upOpenDir(t, t.TempDir())
-	upTopic(t, d, "t", 1, "retention.ms", "3600000")
-	l := upPartition(t, d, "t", 0)
-	upSegments(t, l, 2, 2, 3, 10)
+	d, l := rrIncarnation(t, 2, "retention.ms", "3600000")
 	if l.LogEndOffset() >= remoteStart {
 		t.Fatalf("test setup: local log end %d, remote log start %d", l.LogEndOffset(), remoteStart)
 	}
@@ -96,4 +87,16 @@ func TestReviewRetentionForeignManifestRemotePass(t *testing.T) {
 		t.Fatalf("remote retention deleted %d local segments (log start now %d) below a remote log start %d past the local log end %d",
 			rep.LocalDeleted, l.LogStartOffset(), remoteStart, l.LogEndOffset())
 	}
+}
+
+// rrIncarnation is one incarnation of topic t on a data dir of its own:
+// one partition of segs rolled segments, the topic's configs cfg (name,
+// value pairs).
+func rrIncarnation(t *testing.T, segs int, cfg ...string) (*localtier.LogDir, *localtier.Log) {
+	t.Helper()
+	d := upOpenDir(t, t.TempDir())
+	upTopic(t, d, "t", 1, cfg...)
+	l := upPartition(t, d, "t", 0)
+	upSegments(t, l, segs, 2, 3, 10)
+	return d, l
 }
