@@ -120,10 +120,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 		appendSegments(t, d, 1, 4, 200<<10)
 	})
 	ctx := context.Background()
-	key, err := manifest.ManifestKey("", "events", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := lineageManifestKey(t, storeGetter(cd.store), "", "events", 0)
 	m, err := remotelog.LoadRoot(ctx, cd.store, key)
 	if err != nil {
 		t.Fatal(err)
@@ -169,11 +166,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 	idxFirst, idxLast := segs[2].BaseOffset, segs[2].LastOffset
 
 	fs := startFetch(t, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := byNameClient(t, fs.kafkaAddr)
 
 	checked, refused := 0, 0
 	for off := int64(0); off < end; {
@@ -231,11 +224,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 		t.Fatal("segment 2 has a single batch; the index is never needed")
 	}
 	fs2 := startFetch(t, cd.store, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
-	cl2, err := kgo.NewClient(kgo.SeedBrokers(fs2.kafkaAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl2.Close()
+	cl2 := byNameClient(t, fs2.kafkaAddr)
 	if h := httpFetch(t, fs2.httpURL, "events", 0, mid2); h.status != http.StatusInternalServerError || h.code != fetchcache.CodeCorruptMessage {
 		t.Fatalf("HTTP inside the segment with the corrupt index (offset %d): %d %q %.80q", mid2, h.status, h.code, h.data)
 	}

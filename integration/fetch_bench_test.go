@@ -153,7 +153,7 @@ func BenchmarkFetchKafkaLatency(b *testing.B) {
 	}
 	c.close()
 	gets := fs.counter(b, "tiered_fetch_store_gets_total")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr), byNameVersions())
 	if err != nil {
 		b.Fatal(err)
 	}

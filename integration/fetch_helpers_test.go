@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/fetchcache/chunkcache"
@@ -189,10 +191,7 @@ func buildCold(t testing.TB, fill func(d *localtier.LogDir)) *coldData {
 			}
 			cd.logBytes[name] = append(cd.logBytes[name], data...)
 		}
-		key, err := manifest.ManifestKey("", p.topic, p.p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		key := lineageManifestKey(t, storeGetter(cd.store), "", p.topic, p.p)
 		m, err := remotelog.LoadRoot(context.Background(), cd.store, key)
 		if err != nil {
 			t.Fatalf("manifest of %s: %v", name, err)
@@ -595,4 +594,26 @@ func (s *liveHeapSampler) finish() (live, alloc uint64) {
 	close(s.stop)
 	s.done.Wait()
 	return s.peakLive.Load(), s.peakAlloc.Load()
+}
+
+// byNameVersions caps a franz-go client's Fetch at v12, which names topics:
+// the raw Fetch requests the tests build carry a topic name and no topic
+// ID, which v13 on would send as the zero ID (UNKNOWN_TOPIC_ID from a
+// fetch service serving the topic's lineage by its ID).
+func byNameVersions() kgo.Opt {
+	vers := kversion.Stable()
+	vers.SetMaxKeyVersion(1, 12) // Fetch
+	return kgo.MaxVersions(vers)
+}
+
+// byNameClient is a franz-go client of addr with byNameVersions, closed at
+// the test's end.
+func byNameClient(t testing.TB, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), byNameVersions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -400,7 +400,7 @@ func TestFetchOverloadThrottles(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr))
+				cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr), byNameVersions())
 				if err != nil {
 					t.Error(err)
 					return

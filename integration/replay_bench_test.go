@@ -675,7 +675,7 @@ func BenchmarkReplayFirstByte(b *testing.B) {
 
 		tb := &timedBucket{BucketReader: cd.store}
 		fs := startFetch(b, tb, chunkcache.CacheOptions{}, kafkasrv.KafkaOptions{})
-		cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(fs.kafkaAddr), byNameVersions())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -111,11 +111,13 @@ func minioGet(t testing.TB, c *minio.Client, bucket, key string) ([]byte, error)
 // the local log's. It returns the committed keys (with the manifest's).
 func checkWithMinio(t testing.TB, c *minio.Client, bucket, prefix string, l *localtier.Log, topic string, p int32, complete bool) map[string]bool {
 	t.Helper()
-	key, err := manifest.ManifestKey(prefix, topic, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := lineageManifestKey(t, minioGetter(t, c, bucket), prefix, topic, p)
 	live := map[string]bool{}
+	if tk, err := manifest.TopicKey(prefix, topic); err == nil {
+		if data, err := minioGetter(t, c, bucket)(tk); err == nil && data != nil {
+			live[tk] = true // the topic object naming the lineage: not garbage
+		}
+	}
 	data, err := minioGet(t, c, bucket, key)
 	if err != nil {
 		if minio.ToErrorResponse(err).Code == "NoSuchKey" && !complete {
@@ -367,11 +369,11 @@ func TestUploadMinIOOutage(t *testing.T) {
 		<-done
 	}()
 	store := func() int64 {
-		data, err := minioGet(t, srv.Client(), bucket, mustKey(t, "events", 0))
+		data, err := minioGet(t, srv.Client(), bucket, mustKey(t, srv.Client(), bucket, "events", 0))
 		if err != nil {
 			return -1
 		}
-		m, err := manifest.DecodeRoot(mustKey(t, "events", 0), data)
+		m, err := manifest.DecodeRoot(mustKey(t, srv.Client(), bucket, "events", 0), data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -385,12 +387,68 @@ func TestUploadMinIOOutage(t *testing.T) {
 	checkWithMinio(t, srv.Client(), bucket, "", l, "events", 0, true)
 }
 
-func mustKey(t testing.TB, topic string, p int32) string {
-	k, err := manifest.ManifestKey("", topic, p)
+// mustKey is the root manifest key of topic's partition p in the lineage
+// bucket serves (lineageManifestKey).
+func mustKey(t testing.TB, c *minio.Client, bucket, topic string, p int32) string {
+	t.Helper()
+	return lineageManifestKey(t, minioGetter(t, c, bucket), "", topic, p)
+}
+
+// lineageManifestKey is the root manifest key of topic's partition p in the
+// lineage the bucket serves: its topic object's current one (the topic ID
+// tiered's data dir gave the topic at creation), or the name-only one while
+// the bucket has no topic object. get returns nil, nil for a missing key.
+func lineageManifestKey(t testing.TB, get func(key string) ([]byte, error), prefix, topic string, p int32) string {
+	t.Helper()
+	tk, err := manifest.TopicKey(prefix, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := get(tk)
+	if err != nil {
+		t.Fatalf("get topic object %s: %v", tk, err)
+	}
+	keyID := ""
+	if data != nil {
+		s, err := manifest.DecodeTopic(tk, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Current != nil {
+			keyID = s.Current.KeyID()
+		}
+	}
+	k, err := manifest.ManifestKeyID(prefix, topic, keyID, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// minioGetter reads keys of bucket with minio-go for lineageManifestKey.
+func minioGetter(t testing.TB, c *minio.Client, bucket string) func(string) ([]byte, error) {
+	return func(key string) ([]byte, error) {
+		data, err := minioGet(t, c, bucket, key)
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+			return nil, nil
+		}
+		return data, err
+	}
+}
+
+// storeGetter reads keys of b for lineageManifestKey.
+func storeGetter(b objstore.Bucket) func(string) ([]byte, error) {
+	return func(key string) ([]byte, error) {
+		rc, err := b.Get(context.Background(), key)
+		if objstore.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
 }
 
 func waitFor(t testing.TB, limit time.Duration, cond func() bool) {
@@ -534,11 +592,11 @@ func TestKillUploader(t *testing.T) {
 			waitFor(t, 30*time.Second, func() bool { return strings.Contains(stderr.String(), "sidecar started") })
 			waitFor(t, 60*time.Second, func() bool {
 				for p := int32(0); p < 2; p++ {
-					data, err := minioGet(t, srv.Client(), bucket, mustKey(t, "events", p))
+					data, err := minioGet(t, srv.Client(), bucket, mustKey(t, srv.Client(), bucket, "events", p))
 					if err != nil {
 						return false
 					}
-					m, err := manifest.DecodeRoot(mustKey(t, "events", p), data)
+					m, err := manifest.DecodeRoot(mustKey(t, srv.Client(), bucket, "events", p), data)
 					if err != nil || m.NextOffset() != activeBase[p] {
 						return false
 					}
