@@ -81,8 +81,11 @@ func (s *manifestStore) ownLineage(ctx context.Context, pl localtier.PartitionLo
 // ETag, or says why the bucket holds nothing of pl. A manifest that ends
 // past the local log's end holds offsets this log never had (the uploader
 // commits only offsets below the log's last stable offset): not this
-// log's either. That covers a topic without an ID whose name-only manifest
-// another data dir wrote.
+// log's either. For a topic without an ID whose name-only manifest another
+// data dir wrote, that protection is partial: once the local log has grown
+// past the foreign manifest's end, nothing tells the two apart, and local
+// retention takes its offsets for this log's (topics created with an ID
+// are not exposed).
 func (s *manifestStore) ownManifest(ctx context.Context, pl localtier.PartitionLog) (*manifest.Manifest, string, string, error) {
 	keyID, why, err := s.ownLineage(ctx, pl)
 	if err != nil || why != "" {
