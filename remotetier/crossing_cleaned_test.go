@@ -85,6 +85,21 @@ func ccDeletedKeyLog(t *testing.T) (ms *memSource, r0, r1 []string) {
 	return ms, r0, r1
 }
 
+// ccCleanDeletedKey makes ms, a ccDeletedKeyLog of entries r0 and r1, the
+// log after a cleaning up to 40 past delete.retention.ms: K's value (17)
+// and then its tombstone (35) gone, the rolls kept.
+func ccCleanDeletedKey(t *testing.T, ms *memSource, r0, r1 []string) {
+	t.Helper()
+	c0, c1 := slices.Clone(r0), slices.Clone(r1)
+	c0[17], c1[15] = "-", "-"
+	ms.logs = map[int64][]byte{}
+	ms.p.CleanedUpTo = 40
+	ms.p.Segments = []SegmentMeta{
+		ms.segment(0, 20, 20, ccRecords(t, 0, c0...)),
+		ms.segment(20, 40, 40, ccRecords(t, 20, c1...)),
+	}
+}
+
 // ccOldLeader commits the old leader's log of compacted partition c-0,
 // not cleaned yet, rolled at 10, 20 and 25:
 //
@@ -242,10 +257,7 @@ func TestCrossingSegmentKeptUnlessRunCleaned(t *testing.T) {
 			if _, err := upUploader(t, mem, lead, Options{}).RunOnce(ctx); err != nil {
 				t.Fatal(err)
 			}
-			var bases []int64
-			for _, s := range upAllSegments(t, mem, upLoad(t, mem, "c", 0)) {
-				bases = append(bases, s.BaseOffset)
-			}
+			bases := upBases(t, mem, upLoad(t, mem, "c", 0))
 			if !slices.Equal(bases, []int64{0, 10, 20, 25}) {
 				t.Fatalf("committed segments at %v, want the old leader's [0 10 20 25] kept", bases)
 			}
@@ -370,10 +382,7 @@ func TestCrossingSegmentOfSpanningCleanedSegment(t *testing.T) {
 	if _, ok := table["K"]; ok || len(table) != 24 || table["k14"] != "v" || table["x19"] != "n" || table["k29"] != "v" {
 		t.Errorf("remote table %v, want k0..k14, x15..x19=n, k26..k29 (no K)", table)
 	}
-	var bases []int64
-	for _, s := range upAllSegments(t, mem, upLoad(t, mem, "c", 0)) {
-		bases = append(bases, s.BaseOffset)
-	}
+	bases := upBases(t, mem, upLoad(t, mem, "c", 0))
 	if m := upLoad(t, mem, "c", 0); !slices.Equal(bases, []int64{0, 15}) || m.NextOffset() != 30 {
 		t.Errorf("committed segments at %v, end %d; want [0 15] and 30", bases, m.NextOffset())
 	}
@@ -402,10 +411,7 @@ func TestCrossingGroupCommitFaults(t *testing.T) {
 				t.Fatalf("faulty pass: %v", err)
 			}
 			upCheckConsistent(t, mem, "c", 0)
-			var bases []int64
-			for _, s := range upAllSegments(t, mem, upLoad(t, mem, "c", 0)) {
-				bases = append(bases, s.BaseOffset)
-			}
+			bases := upBases(t, mem, upLoad(t, mem, "c", 0))
 			if !slices.Equal(bases, []int64{0, 10, 20, 30}) && !slices.Equal(bases, []int64{0, 25}) {
 				t.Fatalf("committed segments at %v: neither before ([0 10 20 30]) nor after ([0 25]) the group", bases)
 			}
@@ -442,10 +448,7 @@ func TestCrossingRunLargerThanOneCommitKept(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var bases []int64
-			for _, s := range upAllSegments(t, mem, upLoad(t, mem, "c", 0)) {
-				bases = append(bases, s.BaseOffset)
-			}
+			bases := upBases(t, mem, upLoad(t, mem, "c", 0))
 			if !slices.Equal(bases, tc.wantBases) {
 				t.Fatalf("committed segments at %v, want %v", bases, tc.wantBases)
 			}

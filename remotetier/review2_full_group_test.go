@@ -47,10 +47,7 @@ func TestFullGroupNeedingAppend(t *testing.T) {
 				}
 			}
 			m := upLoad(t, mem, "c", 0)
-			var bases []int64
-			for _, s := range upAllSegments(t, mem, m) {
-				bases = append(bases, s.BaseOffset)
-			}
+			bases := upBases(t, mem, m)
 			if m.NextOffset() != 90 {
 				t.Fatalf("committed end %d, want 90 (segments at %v)", m.NextOffset(), bases)
 			}

@@ -25,17 +25,7 @@ func TestLaggingCleanerReplaceKeepsDeletedKeyDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The old leader cleans: K=v and then K's tombstone go.
-	c0 := append(append([]string(nil), r0...), "")
-	c0[17] = "-"
-	c0 = c0[:20]
-	c1 := append([]string(nil), r1...)
-	c1[15] = "-"
-	old.logs = map[int64][]byte{}
-	old.p.CleanedUpTo = 40
-	old.p.Segments = []SegmentMeta{
-		old.segment(0, 20, 20, ccRecords(t, 0, c0...)),
-		old.segment(20, 40, 40, ccRecords(t, 20, c1...)),
-	}
+	ccCleanDeletedKey(t, old, r0, r1)
 	if _, err := upUploader(t, mem, old, Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -123,16 +123,7 @@ func TestTooOldReplaceHoldsLaterReplaces(t *testing.T) {
 	if _, err := upUploader(t, mem, ms, Options{Now: now}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c0 := append([]string(nil), r0...)
-	c0[17] = "-"
-	c1 := append([]string(nil), r1...)
-	c1[15] = "-"
-	ms.logs = map[int64][]byte{}
-	ms.p.CleanedUpTo = 40
-	ms.p.Segments = []SegmentMeta{
-		ms.segment(0, 20, 20, ccRecords(t, 0, c0...)),
-		ms.segment(20, 40, 40, ccRecords(t, 20, c1...)),
-	}
+	ccCleanDeletedKey(t, ms, r0, r1)
 	src := &agedSource{memSource: ms, clock: &clock, early: 0, late: 20, opened: make(chan struct{})}
 	src.slowEarly.Store(true)
 	u := upUploader(t, mem, src, Options{Now: now})

@@ -57,10 +57,7 @@ func TestGroupEndingAtCommittedEndKeepsItsAppend(t *testing.T) {
 		}
 	}
 	m := upLoad(t, mem, "c", 0)
-	var bases []int64
-	for _, s := range upAllSegments(t, mem, m) {
-		bases = append(bases, s.BaseOffset)
-	}
+	bases := upBases(t, mem, m)
 	if m.NextOffset() != 30 || !slices.Equal(bases, []int64{0, 15, 20}) {
 		t.Fatalf("after three passes: committed segments at %v, end %d; want [0 15 20] and 30", bases, m.NextOffset())
 	}
@@ -200,10 +197,7 @@ func TestSpanningReplaceClosesTransactions(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := upLoad(t, mem, "c", 0)
-			var bases []int64
-			for _, s := range upAllSegments(t, mem, m) {
-				bases = append(bases, s.BaseOffset)
-			}
+			bases := upBases(t, mem, m)
 			if m.NextOffset() != 30 || !slices.Equal(bases, []int64{0, 15}) {
 				t.Fatalf("committed segments at %v, end %d; want [0 15] and 30", bases, m.NextOffset())
 			}

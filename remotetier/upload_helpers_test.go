@@ -168,6 +168,16 @@ func upKeyID(t testing.TB, bkt objstore.Bucket, topic string) string {
 	return k
 }
 
+// upBases is the base offsets of every segment m commits, sealed ones included.
+func upBases(t testing.TB, bkt objstore.Bucket, m *manifest.Manifest) []int64 {
+	t.Helper()
+	var bases []int64
+	for _, s := range upAllSegments(t, bkt, m) {
+		bases = append(bases, s.BaseOffset)
+	}
+	return bases
+}
+
 func upAllSegments(t testing.TB, bkt objstore.Bucket, m *manifest.Manifest) []manifest.Segment {
 	t.Helper()
 	store, err := newManifestStore(bkt, "")
