@@ -120,7 +120,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 		appendSegments(t, d, 1, 4, 200<<10)
 	})
 	ctx := context.Background()
-	key := lineageManifestKey(t, storeGetter(cd.store), "", "events", 0)
+	key := storeManifestKey(t, cd.store, "events", 0)
 	m, err := remotelog.LoadRoot(ctx, cd.store, key)
 	if err != nil {
 		t.Fatal(err)

@@ -191,7 +191,7 @@ func buildCold(t testing.TB, fill func(d *localtier.LogDir)) *coldData {
 			}
 			cd.logBytes[name] = append(cd.logBytes[name], data...)
 		}
-		key := lineageManifestKey(t, storeGetter(cd.store), "", p.topic, p.p)
+		key := storeManifestKey(t, cd.store, p.topic, p.p)
 		m, err := remotelog.LoadRoot(context.Background(), cd.store, key)
 		if err != nil {
 			t.Fatalf("manifest of %s: %v", name, err)

@@ -32,6 +32,7 @@ import (
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // localLog writes a data dir with one remote-enabled topic of parts
@@ -436,19 +437,19 @@ func minioGetter(t testing.TB, c *minio.Client, bucket string) func(string) ([]b
 	}
 }
 
-// storeGetter reads keys of b for lineageManifestKey.
-func storeGetter(b objstore.Bucket) func(string) ([]byte, error) {
-	return func(key string) ([]byte, error) {
-		rc, err := b.Get(context.Background(), key)
-		if objstore.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		defer rc.Close()
-		return io.ReadAll(rc)
+// storeManifestKey is lineageManifestKey through tiered's own reader
+// (remotelog.ResolveTopic), for tests that read the bucket with it.
+func storeManifestKey(t testing.TB, b objstore.BucketReader, topic string, p int32) string {
+	t.Helper()
+	keyID, _, err := remotelog.ResolveTopic(context.Background(), b, "", topic)
+	if err != nil {
+		t.Fatal(err)
 	}
+	k, err := manifest.ManifestKeyID("", topic, keyID, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func waitFor(t testing.TB, limit time.Duration, cond func() bool) {
