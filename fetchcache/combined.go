@@ -22,12 +22,12 @@ import (
 type CombinedCatalog struct {
 	local  *LocalCatalog
 	dir    *localtier.LogDir
-	remote Catalog
+	remote *RemoteCatalog
 }
 
 // NewCombinedCatalog returns a catalog over dir and remote. The caller keeps
 // ownership of both.
-func NewCombinedCatalog(dir *localtier.LogDir, remote Catalog) *CombinedCatalog {
+func NewCombinedCatalog(dir *localtier.LogDir, remote *RemoteCatalog) *CombinedCatalog {
 	return &CombinedCatalog{local: NewLocalCatalog(dir), dir: dir, remote: remote}
 }
 
@@ -55,6 +55,18 @@ func (c *CombinedCatalog) Partition(ctx context.Context, topic string, partition
 	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, topicID: topicID, partition: partition}, nil
 }
 
+// RemotePartition is the remote part of a partition of the log dir: its
+// topic's own lineage in the bucket (CombinedPartition's remote tier); nil
+// when the topic does not use the remote tier, or nothing of that lineage
+// was uploaded, or the bucket serves another lineage of the topic now.
+func (c *CombinedCatalog) RemotePartition(ctx context.Context, topic string, partition int32) (Partition, error) {
+	p, err := c.Partition(ctx, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	return p.(*CombinedPartition).remotePart(ctx)
+}
+
 var (
 	_ SharedReader = (*CombinedPartition)(nil)
 	_ SharedReader = (*remotePartition)(nil)
@@ -64,47 +76,32 @@ var (
 type CombinedPartition struct {
 	local     *LocalPartition
 	log       *localtier.Log
-	remote    Catalog
+	remote    *RemoteCatalog
 	topic     string
 	topicID   string // the local topic's ID, "" for a topic without one
 	partition int32
 }
 
 // remotePart returns the remote partition, nil when the topic does not use
-// the remote tier or nothing of it was uploaded yet.
+// the remote tier or nothing of its lineage was uploaded yet.
+//
+// The bucket may serve another lineage of the topic: one of another topic
+// ID (the topic was created again on a fresh data dir, another data dir
+// shares the bucket), or an older name-only one under a topic with an ID,
+// holds another incarnation's records at these offsets. The partition is
+// pinned to the local topic's own lineage (RemoteCatalog.LineagePartition),
+// so it reads no other, however the topic object changes between the calls
+// of one request.
 func (p *CombinedPartition) remotePart(ctx context.Context) (Partition, error) {
 	if p.remote == nil || !p.log.Config().RemoteStorageEnable {
 		return nil, nil
 	}
-	rp, err := p.remote.Partition(ctx, p.topic, p.partition)
+	rp, err := p.remote.LineagePartition(ctx, p.topic, p.partition, p.topicID)
 	var ue *UnknownTopicOrPartitionError
 	if errors.As(err, &ue) {
 		return nil, nil
 	}
-	if err != nil {
-		return rp, err
-	}
-	// The bucket serves the topic's current lineage: one of another topic
-	// ID (the topic was created again on a fresh data dir, another data
-	// dir shares the bucket), or an older name-only one under a topic
-	// with an ID, holds another incarnation's records at these offsets.
-	// The lineage read may be stale (the uploader starts the topic's own
-	// lineage at its first pass): re-read it, spaced by MinRefresh.
-	ider, ok := rp.(TopicIDer)
-	if !ok || ider.TopicID() == p.topicID {
-		return rp, nil
-	}
-	if r, ok := rp.(refresher); ok {
-		if _, err := r.forceRefresh(ctx, true); errors.As(err, &ue) {
-			return nil, nil
-		} else if err != nil {
-			return nil, err
-		}
-	}
-	if ider.TopicID() != p.topicID {
-		return nil, nil
-	}
-	return rp, nil
+	return rp, err
 }
 
 // remoteOffsets returns the remote partition and its offsets when it holds

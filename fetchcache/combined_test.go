@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
@@ -13,6 +15,7 @@ import (
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // readAll reads p from offset to its log end through Read, the way the
@@ -224,4 +227,86 @@ func TestCombinedCatalogOtherLineageNotServed(t *testing.T) {
 		}
 	}
 	fetchkit.SameRecs(t, readPartition(t, p, localStart), want)
+}
+
+// TestCombinedCatalogLineageSwitchedMidRequest: another data dir creates
+// the topic again over the same bucket, and its lineage becomes the one the
+// topic object serves while serve's partition has its own lineage open.
+// The first request after that, which re-reads the manifest (past
+// ManifestTTL) after it checked which lineage the partition reads, must
+// not read the other lineage's records at offsets below the local log
+// start; neither must later ones.
+func TestCombinedCatalogLineageSwitchedMidRequest(t *testing.T) {
+	own := fetchkit.NewEnvWithTopicIDs(t)
+	_, mem := fetchkit.OffloadedTopic(t, own, "cold", 6)
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := fetchcache.NewCombinedCatalog(own.Dir, remote).Partition(ctx, "cold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := p.Offsets(ctx); err != nil || o.LogStart != 0 {
+		t.Fatalf("offsets %+v, %v: want the own lineage's log start 0", o, err)
+	}
+	ownRecs := readPartition(t, p, 0)
+	ownEnd := ownRecs[len(ownRecs)-1].Offset + 1
+	if len(ownRecs) == 0 || string(ownRecs[0].Key) != "a-key-0" {
+		t.Fatalf("test setup: the own lineage reads %d records", len(ownRecs))
+	}
+
+	other := fetchkit.NewEnvWithTopicIDs(t)
+	other.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
+	ol := other.Log("cold", 0)
+	other.Produce(ol, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(200, fetchkit.Ts0, "x"))
+	if err := ol.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	fetchkit.UploadAll(t, other, mem)
+	ownID, err := own.Dir.TopicID("cold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, served, err := remotelog.ResolveTopic(ctx, mem, "", "cold"); err != nil || served == "" || served == ownID.String() {
+		t.Fatalf("test setup: the bucket serves lineage %q (%v), want the other data dir's", served, err)
+	}
+	// Each request may still read the own lineage (its objects stay until
+	// the superseded lineage's retention), or find no remote tier: never
+	// the other lineage's records.
+	for range 3 {
+		mu.Lock()
+		now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second)
+		mu.Unlock()
+		data, err := p.Read(ctx, 0, 1<<20)
+		var oe *fetchcache.OffsetOutOfRangeError
+		var ue *fetchcache.UnknownTopicOrPartitionError
+		if err != nil && !errors.As(err, &oe) && !errors.As(err, &ue) {
+			t.Fatalf("read at offset 0: %v, want out of range or the remote tier unknown", err)
+		}
+		if err != nil {
+			continue
+		}
+		var dec record.Decoder
+		it := record.NewIter(data)
+		b, _ := it.Next()
+		recs, err := dec.Records(b)
+		if err != nil || len(recs) == 0 {
+			t.Fatalf("read at offset 0: %d records, %v", len(recs), err)
+		}
+		if k := string(recs[0].Key); k != "a-key-0" {
+			t.Fatalf("read at offset 0 the record of key %q, not the own lineage's a-key-0: another data dir's lineage was served", k)
+		}
+	}
+	// Nor a listing of offsets, which re-reads the manifest first too.
+	mu.Lock()
+	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second)
+	mu.Unlock()
+	if o, err := p.Offsets(ctx); err != nil || o.LogEnd != ownEnd {
+		t.Fatalf("offsets %+v, %v: want the own log end %d", o, err, ownEnd)
+	}
 }

@@ -78,12 +78,16 @@ type RemoteCatalog struct {
 	listedAt time.Time
 	listing  chan struct{} // closed when the running listing finishes
 	parts    map[remoteKey]*remotePartition
-	unknown  *simplelru.LRU[remoteKey, time.Time] // when each was found missing
+	unknown  *simplelru.LRU[remoteKey, time.Time] // until when each is taken as missing
 }
 
+// remoteKey names an open partition: by name (Partition), or pinned to
+// one lineage of its topic (LineagePartition).
 type remoteKey struct {
 	topic     string
 	partition int32
+	pinned    bool
+	lineage   string // the pinned lineage's topic ID
 }
 
 // NewRemoteCatalog returns a catalog over b, which should be the caching
@@ -258,7 +262,23 @@ func (c *RemoteCatalog) servedLineages(ctx context.Context) (map[string]servedLi
 // manifest. No manifest is an *UnknownTopicOrPartitionError, remembered
 // for UnknownTTL.
 func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition int32) (Partition, error) {
-	k := remoteKey{topic, partition}
+	return c.partition(ctx, remoteKey{topic: topic, partition: partition})
+}
+
+// LineagePartition is Partition pinned to the lineage of topicID ("" for
+// a topic without topic IDs; remotelog.OpenRemoteLogLineage): it serves
+// that lineage only while the topic's topic object serves it, and is an
+// *UnknownTopicOrPartitionError otherwise. Serve's combined catalog reads
+// its local topics' own lineages so: a lineage another data dir makes
+// current over the same bucket holds another incarnation's records. That
+// answer is remembered for MinRefresh only, not UnknownTTL: the topic's
+// own uploader makes its lineage current at its first pass.
+func (c *RemoteCatalog) LineagePartition(ctx context.Context, topic string, partition int32, topicID string) (Partition, error) {
+	return c.partition(ctx, remoteKey{topic: topic, partition: partition, pinned: true, lineage: topicID})
+}
+
+func (c *RemoteCatalog) partition(ctx context.Context, k remoteKey) (Partition, error) {
+	topic, partition := k.topic, k.partition
 	if partition < 0 || manifest.ValidateTopic(topic) != nil {
 		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
@@ -267,18 +287,28 @@ func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition i
 		c.mu.Unlock()
 		return p, nil
 	}
-	if at, ok := c.unknown.Get(k); ok && c.o.Now().Sub(at) < c.o.UnknownTTL {
+	if until, ok := c.unknown.Get(k); ok && c.o.Now().Before(until) {
 		c.mu.Unlock()
 		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
 	c.mu.Unlock()
 
-	l, err := remotelog.OpenRemoteLog(ctx, c.b, c.prefix, topic, partition, c.o.Reader)
+	var l *remotelog.RemoteLog
+	var err error
+	if k.pinned {
+		l, err = remotelog.OpenRemoteLogLineage(ctx, c.b, c.prefix, topic, partition, k.lineage, c.o.Reader)
+	} else {
+		l, err = remotelog.OpenRemoteLog(ctx, c.b, c.prefix, topic, partition, c.o.Reader)
+	}
 	if err != nil {
 		var ue *remotelog.UnknownTopicOrPartitionError
 		if errors.As(err, &ue) {
+			ttl := c.o.UnknownTTL
+			if ue.OtherLineage {
+				ttl = c.o.MinRefresh
+			}
 			c.mu.Lock()
-			c.unknown.Add(k, c.o.Now()) // the oldest entry goes when full
+			c.unknown.Add(k, c.o.Now().Add(ttl)) // the oldest entry goes when full
 			c.mu.Unlock()
 			return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 		}
@@ -290,7 +320,7 @@ func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition i
 		return p, nil
 	}
 	c.unknown.Remove(k)
-	p := &remotePartition{log: l, c: c, refreshedAt: c.o.Now()}
+	p := &remotePartition{log: l, c: c, key: k, refreshedAt: c.o.Now()}
 	c.parts[k] = p
 	return p, nil
 }
@@ -300,6 +330,7 @@ func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition i
 type remotePartition struct {
 	log *remotelog.RemoteLog
 	c   *RemoteCatalog
+	key remoteKey // its entry in c.parts
 
 	mu          sync.Mutex // serialises refreshes
 	refreshedAt time.Time
@@ -353,10 +384,9 @@ func (p *remotePartition) refreshFailed(err error) error {
 	var ue *UnknownTopicOrPartitionError
 	if errors.As(err, &ue) {
 		p.gone.Store(true)
-		k := remoteKey{p.log.Topic(), p.log.Partition()}
 		p.c.mu.Lock()
-		if p.c.parts[k] == p {
-			delete(p.c.parts, k)
+		if p.c.parts[p.key] == p {
+			delete(p.c.parts, p.key)
 		}
 		p.c.mu.Unlock()
 		p.c.invalidateTopics()
@@ -504,7 +534,7 @@ func (c *RemoteCatalog) checkEnds(ctx context.Context, p *remotePartition) {
 			continue
 		}
 		g.Go(func() error {
-			sp, err := c.Partition(ctx, topic, n)
+			sp, err := c.partition(ctx, remoteKey{topic: topic, partition: n, pinned: p.key.pinned, lineage: p.key.lineage})
 			if err != nil {
 				return nil
 			}

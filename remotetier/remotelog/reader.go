@@ -60,13 +60,28 @@ type UnknownTopicOrPartitionError struct {
 	Partition int32
 	Key       string // the manifest key that does not exist
 	Deleted   bool   // the topic object marks the topic deleted
+	// OtherLineage: the log is pinned to Lineage (OpenRemoteLogLineage)
+	// and the topic object serves another lineage, Serving.
+	OtherLineage     bool
+	Lineage, Serving string
 }
 
 func (e *UnknownTopicOrPartitionError) Error() string {
 	if e.Deleted {
 		return fmt.Sprintf("unknown topic or partition %s-%d: the topic is deleted", e.Topic, e.Partition)
 	}
+	if e.OtherLineage {
+		return fmt.Sprintf("unknown topic or partition %s-%d: the bucket serves the topic's lineage %s, not %s", e.Topic, e.Partition, lineageName(e.Serving), lineageName(e.Lineage))
+	}
 	return fmt.Sprintf("unknown topic or partition %s-%d: no manifest at %s", e.Topic, e.Partition, e.Key)
+}
+
+// lineageName names a lineage by its topic ID in messages.
+func lineageName(topicID string) string {
+	if topicID == "" {
+		return "without a topic ID"
+	}
+	return "of topic ID " + topicID
 }
 
 // Is makes errors.Is(err, kafkaerr.ErrUnknownTopicOrPartition) true.
@@ -235,6 +250,10 @@ type RemoteLog struct {
 	// txnFree: no segment of m from offset from on has a .txnindex
 	// (learnt by AbortedTxns walking there).
 	txnFree txnFree
+
+	// pinned: the log reads only lineage pin (OpenRemoteLogLineage).
+	pinned bool
+	pin    string
 }
 
 // txnFree is a stretch at the end of a manifest's log without
@@ -257,6 +276,23 @@ type endCheck struct {
 // one the topic's topic object names (ResolveTopic): a deleted topic is
 // unknown, a re-created one is read from its new lineage only.
 func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic string, partition int32, opts ReaderOptions) (*RemoteLog, error) {
+	return openRemoteLog(ctx, b, prefix, topic, partition, opts, false, "")
+}
+
+// OpenRemoteLogLineage is OpenRemoteLog pinned to one lineage of the topic:
+// the one of topicID ("" for a topic without topic IDs, whose bucket has
+// no topic object). It is read only while the topic object serves it:
+// when it serves another (the topic was created again by another data dir
+// over the same bucket), the open, and every Refresh after it, is an
+// *UnknownTopicOrPartitionError with OtherLineage set, and the log keeps
+// the pinned lineage's manifest it had. A reader of one incarnation's
+// records (serve, whose local topic has its ID) never reads another's at
+// the same offsets, however the topic object changes between its calls.
+func OpenRemoteLogLineage(ctx context.Context, b objstore.BucketReader, prefix, topic string, partition int32, topicID string, opts ReaderOptions) (*RemoteLog, error) {
+	return openRemoteLog(ctx, b, prefix, topic, partition, opts, true, topicID)
+}
+
+func openRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic string, partition int32, opts ReaderOptions, pinned bool, pin string) (*RemoteLog, error) {
 	if _, err := manifest.ManifestKey(prefix, topic, partition); err != nil {
 		return nil, err
 	}
@@ -280,6 +316,8 @@ func OpenRemoteLog(ctx context.Context, b objstore.BucketReader, prefix, topic s
 		subs:      manifest.NewSubCache(BucketResolver(b), opts.SubManifestCache),
 		idx:       opts.IndexCache,
 		streams:   newStreamTable(opts.Streams),
+		pinned:    pinned,
+		pin:       pin,
 	}
 	m, topicID, err := l.loadRoot(ctx, true)
 	if err != nil {
@@ -335,6 +373,9 @@ func (l *RemoteLog) loadRoot(ctx context.Context, open bool) (*manifest.Manifest
 	}
 	if err != nil {
 		return nil, "", err
+	}
+	if l.pinned && topicID != l.pin {
+		return nil, "", &UnknownTopicOrPartitionError{Topic: l.topic, Partition: l.partition, OtherLineage: true, Lineage: l.pin, Serving: topicID}
 	}
 	key, err := manifest.ManifestKeyID(l.prefix, l.topic, keyID, l.partition)
 	if err != nil {

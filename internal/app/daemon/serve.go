@@ -497,9 +497,10 @@ func (s *Serve) start(ctx context.Context, loops *sync.WaitGroup) error {
 // loadManifests reads the root manifest of every remote-enabled partition
 // once (the combined catalog keeps them), retrying while the bucket fails.
 func (s *Serve) loadManifests(ctx context.Context, d *localtier.LogDir) error {
+	cat := fetchcache.NewCombinedCatalog(d, s.remote)
 	for _, pl := range d.RemotePartitions(nil) {
 		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-			_, err := s.remote.Partition(ctx, pl.Topic, pl.Partition)
+			_, err := cat.RemotePartition(ctx, pl.Topic, pl.Partition)
 			var ue *fetchcache.UnknownTopicOrPartitionError
 			if err == nil || errors.As(err, &ue) {
 				break

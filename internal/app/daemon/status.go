@@ -51,10 +51,11 @@ func (s *Serve) Status(ctx context.Context) (Status, error) {
 	d := s.LogDir()
 	if d != nil {
 		_, st.LocalSegments, st.LocalBytes = localUsage(d)
+		cat := fetchcache.NewCombinedCatalog(d, s.remote)
 		for _, pl := range d.RemotePartitions(nil) {
-			rp, err := s.remote.Partition(ctx, pl.Topic, pl.Partition)
-			if err != nil {
-				continue // nothing uploaded yet
+			rp, err := cat.RemotePartition(ctx, pl.Topic, pl.Partition)
+			if err != nil || rp == nil {
+				continue // nothing of the topic's own lineage uploaded yet
 			}
 			sl, ok := rp.(fetchcache.SegmentLister)
 			if !ok {
