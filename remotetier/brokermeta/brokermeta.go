@@ -126,6 +126,25 @@ func (s *Snapshot) Topic(name string) (*Topic, bool) {
 	return t, ok
 }
 
+// CleanupPolicyStated reports whether the snapshot states topic t's
+// cleanup.policy rather than assuming Kafka's default (delete). A
+// bootstrap server's DescribeConfigs gives the broker's effective value; a
+// KRaft metadata log only the topic's own override or a broker default set
+// at run time (a static log.cleanup.policy in the broker's
+// server.properties is not in it); the partition.metadata fallback no
+// config at all.
+func (s *Snapshot) CleanupPolicyStated(t *Topic) bool {
+	switch s.Origin {
+	case OriginAdmin:
+		return true
+	case OriginKRaft:
+		_, topic := t.Overrides["cleanup.policy"]
+		_, broker := s.BrokerDefaults["log.cleanup.policy"]
+		return topic || broker
+	}
+	return false
+}
+
 // Names returns the live topics' names, sorted.
 func (s *Snapshot) Names() []string {
 	return slices.Sorted(maps.Keys(s.Topics))

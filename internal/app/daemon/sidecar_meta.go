@@ -171,12 +171,22 @@ func (m *sidecarMeta) removesLineages() bool {
 
 // topic is the pass's view of topic, if the metadata has it.
 func (m *sidecarMeta) topic(name string) (*brokermeta.Topic, bool) {
+	t, _, ok := m.topicOf(name)
+	return t, ok
+}
+
+// topicOf is topic with whether the snapshot states its cleanup.policy
+// (brokermeta.Snapshot.CleanupPolicyStated).
+func (m *sidecarMeta) topicOf(name string) (t *brokermeta.Topic, policyStated, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.snap == nil {
-		return nil, false
+		return nil, false, false
 	}
-	return m.snap.Topic(name)
+	if t, ok = m.snap.Topic(name); !ok {
+		return nil, false, false
+	}
+	return t, m.snap.CleanupPolicyStated(t), true
 }
 
 // retention is the BrokerSource's Retention: the broker's own
@@ -212,10 +222,16 @@ func (m *sidecarMeta) compacted(topic string) bool {
 
 // remoteRule is the uploader's RemoteRetention: the policy's remote
 // retention.ms and retention.bytes for the partition's topic, with the
-// topic's cleanup.policy from the metadata (without it: delete unless the
-// broker's cleaner has cleaned the partition), counting the source's
+// topic's cleanup.policy from the metadata, counting the source's
 // segments only when this sidecar leads the partition. Topics without a
-// remote limit (no rules, or none set) are left alone.
+// remote limit (no rules, or none set) are left alone. Where the metadata
+// does not state the cleanup.policy (the topic is not in it, or it assumes
+// Kafka's default delete: a KRaft log lacks a static log.cleanup.policy of
+// the broker's server.properties), a partition the broker's cleaner has
+// cleaned (or that the metadata says is compacted) is taken as compact
+// only: its records are the latest of their keys, not deleted by age or
+// size. A policy that also deletes then keeps more than it needs to, and
+// loses nothing.
 func (m *sidecarMeta) remoteRule(pol *policy.Policy) func(remotetier.Partition) (remotetier.RetentionRule, bool) {
 	return func(p remotetier.Partition) (remotetier.RetentionRule, bool) {
 		d := pol.Decide(p.Topic)
@@ -223,9 +239,11 @@ func (m *sidecarMeta) remoteRule(pol *policy.Policy) func(remotetier.Partition) 
 			return remotetier.RetentionRule{}, false
 		}
 		cfg := topicconfig.Defaults()
-		if t, ok := m.topic(p.Topic); ok {
+		t, stated, ok := m.topicOf(p.Topic)
+		if ok {
 			cfg = t.Config
-		} else if p.Compacted {
+		}
+		if p.Compacted && !stated {
 			cfg.CleanupPolicy = topicconfig.Policy{Compact: true}
 		}
 		cfg.RetentionMs, cfg.RetentionBytes = d.RetentionMs, d.RetentionBytes

@@ -190,3 +190,54 @@ func TestSidecarOneSnapshotPerPass(t *testing.T) {
 		}
 	}
 }
+
+// TestSidecarRemoteRuleUnstatedCompaction: a partition the broker's cleaner
+// compacts is not deleted by age where the metadata does not state the
+// topic's cleanup.policy (a static log.cleanup.policy=compact in the
+// broker's server.properties is not in a KRaft log; the partition.metadata
+// fallback has no configs); a policy the metadata states is followed.
+func TestSidecarRemoteRuleUnstatedCompaction(t *testing.T) {
+	ms := int64(86_400_000)
+	pol, err := policy.New([]policy.Rule{{Match: "*", RetentionMs: &ms}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := func(overrides map[string]string) *brokermeta.Topic {
+		return &brokermeta.Topic{Name: "t", Overrides: overrides, Config: topicconfig.Defaults()}
+	}
+	for _, tt := range []struct {
+		name       string
+		origin     brokermeta.Origin
+		top        *brokermeta.Topic
+		brokerDefs map[string]string
+		compacted  bool
+		delete     bool
+	}{
+		{"kraft, no policy stated, cleaned", brokermeta.OriginKRaft, topic(nil), nil, true, false},
+		{"kraft, no policy stated, not cleaned", brokermeta.OriginKRaft, topic(nil), nil, false, true},
+		{"kraft, topic override delete, cleaned", brokermeta.OriginKRaft, topic(map[string]string{"cleanup.policy": "delete"}), nil, true, true},
+		{"kraft, broker default delete, cleaned", brokermeta.OriginKRaft, topic(nil), map[string]string{"log.cleanup.policy": "delete"}, true, true},
+		{"bootstrap server, effective delete, cleaned", brokermeta.OriginAdmin, topic(nil), nil, true, true},
+		{"partition.metadata fallback, cleaned", brokermeta.OriginFallback, topic(nil), nil, true, false},
+		{"topic not in the metadata, cleaned", brokermeta.OriginKRaft, nil, nil, true, false},
+		{"topic not in the metadata, not cleaned", brokermeta.OriginKRaft, nil, nil, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := &brokermeta.Snapshot{Origin: tt.origin, Topics: map[string]*brokermeta.Topic{}, BrokerDefaults: tt.brokerDefs}
+			if tt.top != nil {
+				snap.Topics["t"] = tt.top
+			}
+			m := &sidecarMeta{src: fixedMeta{snap}, nodeID: 1}
+			if _, err := m.leads(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			r, ok := m.remoteRule(pol)(remotetier.Partition{Topic: "t", Compacted: tt.compacted, Led: true})
+			if !ok {
+				t.Fatal("no rule")
+			}
+			if r.Config.CleanupPolicy.Delete != tt.delete {
+				t.Fatalf("cleanup.policy %+v: delete %v, want %v", r.Config.CleanupPolicy, r.Config.CleanupPolicy.Delete, tt.delete)
+			}
+		})
+	}
+}
