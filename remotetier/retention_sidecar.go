@@ -32,19 +32,17 @@ type RetentionRule struct {
 func (u *Uploader) retainPartition(ctx context.Context, p Partition, st *partState, rule RetentionRule, pr *PartitionReport) error {
 	var local []retention.Segment
 	if rule.CountSource {
-		var listed int64
 		for _, s := range p.Segments {
 			local = append(local, retention.Segment{BaseOffset: s.BaseOffset, LastOffset: s.LastOffset(), Size: s.Size, MaxTimestamp: s.MaxTimestamp})
-			listed += s.Size
 		}
-		if rest := p.SourceBytes - listed; rest > 0 {
-			// The active segment and whatever lies above the high
-			// watermark: never deletable, but part of the log's size.
-			next := p.HighWatermark
-			if n := len(p.Segments); n > 0 {
-				next = max(next, p.Segments[n-1].NextOffset)
-			}
-			local = append(local, retention.Segment{BaseOffset: next, LastOffset: next, Size: rest, MaxTimestamp: -1, Active: true})
+		// The active segment and what lies above the high watermark,
+		// never deletable, count toward the log's size, and so does what
+		// the listing skipped, each where it lies: only the source's
+		// segments past the remote end are counted (remoteDecision), so a
+		// segment the remote tier holds, below a DeleteRecords log start,
+		// or while the high watermark is stale, is not counted twice.
+		for _, s := range p.unlisted() {
+			local = append(local, retention.Segment{BaseOffset: s.BaseOffset, LastOffset: max(s.NextOffset, s.BaseOffset) - 1, Size: s.Size, MaxTimestamp: -1, Active: true})
 		}
 	}
 	opts := RetentionOptions{Prefix: u.opts.Prefix, Now: u.opts.Now, Metrics: u.opts.RetentionMetrics}

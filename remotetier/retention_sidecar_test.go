@@ -3,6 +3,7 @@ package remotetier
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tiered/tiered/localtier"
+	"github.com/tiered/tiered/localtier/checkpoint"
 	"github.com/tiered/tiered/localtier/topicconfig"
 	"github.com/tiered/tiered/localtier/vfs"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -194,5 +196,61 @@ func TestSidecarRetentionDespiteUploadError(t *testing.T) {
 	}
 	for _, s := range segs {
 		upCheckObjects(t, mem, s)
+	}
+}
+
+// TestSidecarRetentionBytesCountsSourceOnce: the leader's retention.bytes
+// counts the remote segments and the source's segments past the remote
+// end, as Kafka counts its log (remote, then local past the highest
+// uploaded offset). Source segments the listing skips, but the remote tier
+// holds, are not counted again: those below a DeleteRecords log start
+// (the broker deletes their files later), and every one while the
+// broker's high-watermark checkpoint is stale. With retention.bytes the
+// whole log's size, nothing is deleted.
+func TestSidecarRetentionBytesCountsSourceOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		after func(t *testing.T, dir string, l *localtier.Log)
+	}{
+		{"below a DeleteRecords log start", func(t *testing.T, dir string, l *localtier.Log) {
+			setBrokerLogStart(t, dir, l.Segments()[2].BaseOffset)
+		}},
+		{"stale high watermark", func(t *testing.T, dir string, l *localtier.Log) {
+			if err := checkpoint.WriteOffsets(vfs.Default, filepath.Join(dir, checkpoint.ReplicationOffsetFile),
+				map[checkpoint.TopicPartition]int64{{Topic: "orders", Partition: 0}: l.LogEndOffset() + 5000}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, _, l, view := upBrokerLog(t, 6)
+			mem := objstore.NewMemory()
+			cfg := topicconfig.Defaults()
+			cfg.RetentionBytes = -1
+			rule := func(Partition) (RetentionRule, bool) { return RetentionRule{Config: cfg, CountSource: true}, true }
+			u := upUploader(t, mem, NewBrokerSource(view, nil), Options{RemoteRetention: rule})
+			if _, err := u.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			tt.after(t, dir, l)
+			if _, err := u.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			m := upLoad(t, mem, "orders", 0)
+			segs := l.Segments()
+			if m.NextOffset() != segs[len(segs)-1].BaseOffset {
+				t.Fatalf("test setup: the remote log ends at %d, want every rolled segment uploaded (%d)", m.NextOffset(), segs[len(segs)-1].BaseOffset)
+			}
+			cfg.RetentionBytes = m.LogBytes() + segs[len(segs)-1].Size
+			for range 2 {
+				if _, err := u.RunOnce(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if after := upLoad(t, mem, "orders", 0); after.LogStartOffset != m.LogStartOffset {
+				t.Fatalf("remote log start %d, was %d: retention.bytes %d (the whole log) deleted segments", after.LogStartOffset, m.LogStartOffset, cfg.RetentionBytes)
+			}
+		})
 	}
 }

@@ -115,9 +115,11 @@ type Partition struct {
 	// retention.bytes): how long data not yet uploaded lasts there. -1 is
 	// no limit (tiered's own log keeps what is not uploaded).
 	SourceRetentionMs, SourceRetentionBytes int64
-	// SourceBytes is the size of every segment of the source log, the
-	// active one included (what retention.bytes is compared with).
-	SourceBytes int64
+	// Source is every segment of the source log, the active one and those
+	// below its log start included: what the source's retention.bytes is
+	// compared with, and what of the log past the remote tier's end the
+	// remote retention.bytes counts.
+	Source []SourceSegment
 	// Led is set when the source knows this broker leads the partition
 	// (BrokerSource with Leads): its log is the partition's whole log.
 	Led bool
@@ -140,6 +142,31 @@ type Partition struct {
 	// offsets (a broker's ID may be new to a bucket its own partitions
 	// filled without IDs before an upgrade: adopted then).
 	ownsID bool
+}
+
+// SourceSegment is one segment of the source log: its base offset, the
+// offset past its last batch, and its size.
+type SourceSegment struct {
+	BaseOffset, NextOffset, Size int64
+}
+
+// unlisted are the source's segments that Segments does not list: the
+// active one, those above the high watermark, and those the listing
+// skipped (empty ones, those wholly below a DeleteRecords log start, every
+// one while the high watermark is stale). Both lists are in offset order.
+func (p Partition) unlisted() []SourceSegment {
+	var out []SourceSegment
+	i := 0
+	for _, s := range p.Source {
+		for i < len(p.Segments) && p.Segments[i].BaseOffset < s.BaseOffset {
+			i++
+		}
+		if i < len(p.Segments) && p.Segments[i].BaseOffset == s.BaseOffset {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // SegmentMeta describes one segment as listed.
@@ -364,7 +391,7 @@ func (s *LocalSource) partition(l *localtier.Log, topic string, partition int32,
 		}
 	}
 	for _, sg := range segs {
-		p.SourceBytes += sg.Size
+		p.Source = append(p.Source, SourceSegment{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset, Size: sg.Size})
 	}
 	for i, sg := range segs {
 		if sg.Active || i+1 >= len(segs) {
@@ -636,7 +663,7 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 		return Partition{}, errors.Join(&localtier.UnknownTopicOrPartitionError{Topic: bp.Topic, Partition: bp.Partition}, err)
 	}
 	for _, sg := range segs {
-		p.SourceBytes += sg.Size
+		p.Source = append(p.Source, SourceSegment{BaseOffset: sg.BaseOffset, NextOffset: sg.NextOffset, Size: sg.Size})
 	}
 	// A high watermark past the log's end is not this log's: the
 	// checkpoint (by name, written every few seconds) still holds a deleted

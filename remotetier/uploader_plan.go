@@ -155,12 +155,14 @@ func limitTasks(tasks []task, n int) []task {
 // toward its size.
 func sourceLagSegments(p Partition) []LagSegment {
 	out := make([]LagSegment, 0, len(p.Segments)+1)
-	var listed int64
 	for _, s := range p.Segments {
 		out = append(out, LagSegment{BaseOffset: s.BaseOffset, NextOffset: s.NextOffset, Size: s.Size, MaxTimestamp: s.MaxTimestamp})
-		listed += s.Size
 	}
-	if rest := p.SourceBytes - listed; rest > 0 {
+	var rest int64
+	for _, s := range p.unlisted() {
+		rest += s.Size
+	}
+	if rest > 0 {
 		out = append(out, LagSegment{Size: rest, MaxTimestamp: -1, Active: true})
 	}
 	return out
