@@ -61,7 +61,7 @@ func TestGCKeepsSubRewrittenByRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := retentionStep(ctx, failing, m, etag, nil, cfg, opts, logger); err == nil {
+	if _, err := retentionStep(ctx, failing, m, etag, nil, cfg, 0, opts, logger); err == nil {
 		t.Fatal("the root write was refused, yet retention succeeded")
 	}
 
@@ -84,7 +84,7 @@ func TestGCKeepsSubRewrittenByRetention(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if _, err := retentionStep(ctx, s, m, etag, nil, cfg, opts, logger); err != nil {
+		if _, err := retentionStep(ctx, s, m, etag, nil, cfg, 0, opts, logger); err != nil {
 			t.Errorf("retention during GC: %v", err)
 		}
 	}}

@@ -261,7 +261,7 @@ func remoteRetentionPartition(ctx context.Context, store *manifestStore, pl loca
 		if err != nil {
 			return pr, nil, 0, err
 		}
-		step, err := retentionStep(ctx, store, m, etag, retention.FromLog(local), cfg, opts, logger)
+		step, err := retentionStep(ctx, store, m, etag, retention.FromLog(local), cfg, 0, opts, logger)
 		pr = step.pr
 		if objstore.IsPreconditionFailed(err) && attempt < 8 {
 			continue // another writer committed: plan again from its manifest
@@ -322,15 +322,16 @@ func remoteSegment(s manifest.Segment) retention.Segment {
 // reference's min timestamp (a segment's max timestamp is at least its min,
 // and one without timestamps, judged by its upload time, has min -1); its
 // .log has at least one byte.
+// The log start it plans from is m's, or floor, clamped to m's end, when higher.
 func remoteDecision(ctx context.Context, r manifest.Resolver, m *manifest.Manifest, local []retention.Segment,
-	cfg topicconfig.Config, now time.Time) (retention.Decision, error) {
+	cfg topicconfig.Config, now time.Time, floor int64) (retention.Decision, error) {
 	total := m.LogBytes()
 	for _, s := range local {
 		if s.NextOffset() > m.NextOffset() {
 			total += s.Size
 		}
 	}
-	plan := retention.NewRemotePlan(cfg, m.LogStartOffset, now, total)
+	plan := retention.NewRemotePlan(cfg, max(m.LogStartOffset, min(floor, m.NextOffset())), now, total)
 	for i, ref := range m.Sealed {
 		lastAtLeast := ref.BaseOffset
 		if i == 0 {
@@ -375,9 +376,12 @@ type retained struct {
 // manifest.RemoveBelow written conditionally on etag first, then the
 // objects it no longer references deleted (only by the writer whose commit
 // unreferenced them, so never twice). A lost race is returned as the
-// store's precondition error: plan again from the new manifest.
+// store's precondition error: plan again from the new manifest. The log
+// start moves to floor too when that is higher (the source's after a
+// DeleteRecords; clamped to m's end), taking the segments wholly below it
+// (retention.ReasonLogStartOffset).
 func retentionStep(ctx context.Context, store *manifestStore, m *manifest.Manifest, etag string, local []retention.Segment,
-	cfg topicconfig.Config, opts RetentionOptions, logger *slog.Logger) (retained, error) {
+	cfg topicconfig.Config, floor int64, opts RetentionOptions, logger *slog.Logger) (retained, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -386,11 +390,11 @@ func retentionStep(ctx context.Context, store *manifestStore, m *manifest.Manife
 	if m.Generation == 0 {
 		return out, nil // nothing remote yet
 	}
-	d, err := remoteDecision(ctx, store.subs, m, local, cfg, opts.Now())
+	d, err := remoteDecision(ctx, store.subs, m, local, cfg, opts.Now(), floor)
 	if err != nil {
 		return out, err
 	}
-	if len(d.Delete) == 0 || d.NewLogStartOffset <= m.LogStartOffset {
+	if d.NewLogStartOffset <= m.LogStartOffset {
 		return out, nil
 	}
 	var bytes int64

@@ -119,7 +119,7 @@ func TestRemoteRetentionCrashBeforeLocalDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step, err := retentionStep(ctx, store, m, etag, retention.FromLog(local), l.Config(), RetentionOptions{Now: later}, slog.New(slog.DiscardHandler))
+	step, err := retentionStep(ctx, store, m, etag, retention.FromLog(local), l.Config(), 0, RetentionOptions{Now: later}, slog.New(slog.DiscardHandler))
 	if err != nil || step.commit == nil {
 		t.Fatalf("first pass: %+v, %v", step.pr, err)
 	}

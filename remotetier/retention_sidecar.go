@@ -47,7 +47,7 @@ func (u *Uploader) retainPartition(ctx context.Context, p Partition, st *partSta
 	}
 	opts := RetentionOptions{Prefix: u.opts.Prefix, Now: u.opts.Now, Metrics: u.opts.RetentionMetrics}
 	for attempt := 1; ; attempt++ {
-		step, err := retentionStep(ctx, u.store, st.m, st.etag, local, rule.Config, opts, u.logger)
+		step, err := retentionStep(ctx, u.store, st.m, st.etag, local, rule.Config, 0, opts, u.logger)
 		if objstore.IsPreconditionFailed(err) && attempt < 4*u.opts.Retry.Attempts {
 			u.metrics.conflicts.Inc()
 			pr.CommitConflicts++

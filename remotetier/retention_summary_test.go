@@ -219,7 +219,7 @@ func TestRetentionSummaryDecision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := remoteDecision(ctx, store.subs, sh.m, sh.local, sh.cfg, sh.now)
+		got, err := remoteDecision(ctx, store.subs, sh.m, sh.local, sh.cfg, sh.now, 0)
 		if err != nil {
 			t.Fatalf("seed %d (%s): %v", seed, sh.desc, err)
 		}
@@ -243,7 +243,7 @@ func TestRetentionSummaryDecision(t *testing.T) {
 			skipping++
 		}
 
-		step, err := retentionStep(ctx, store, sh.m, sh.etag, sh.local, sh.cfg, RetentionOptions{DryRun: true, Now: func() time.Time { return sh.now }}, logger)
+		step, err := retentionStep(ctx, store, sh.m, sh.etag, sh.local, sh.cfg, 0, RetentionOptions{DryRun: true, Now: func() time.Time { return sh.now }}, logger)
 		if err != nil {
 			t.Fatalf("seed %d (%s): %v", seed, sh.desc, err)
 		}

@@ -284,6 +284,7 @@ func (p *RemotePlan) Offer(s Segment) bool {
 	switch {
 	case s.LastOffset < p.logStart:
 		del = Deletion{Segment: s, Reason: ReasonLogStartOffset}
+		p.excess = max(0, p.excess-s.Size)
 	case p.expired(s.MaxTimestamp):
 		del = Deletion{Segment: s, Reason: ReasonRetentionMs}
 		p.excess = max(0, p.excess-s.Size)

@@ -597,3 +597,71 @@ func TestConsumeBucketFIFOFailsAtOnce(t *testing.T) {
 		t.Fatal("consume --bucket still blocked on the FIFO after 20s")
 	}
 }
+
+// TestBucketDeleteRecords: a dry run changes nothing; then the remote log
+// starts at the offset, reads below it are out of range, reads from it are
+// the data dir's records, the segments wholly below it are gone without
+// orphans (bucket verify passes), and a second run at or below the new
+// start changes nothing.
+func TestBucketDeleteRecords(t *testing.T) {
+	dir, bucketURL, u := remoteFixture(t)
+	cut := u.m.Segments[0].BaseOffset + 7 // inside the first inline segment, past every sealed one
+	args := []string{"bucket", "delete-records", "--bucket", bucketURL, "--topic", "c", "--partition", "0", "--before", fmt.Sprint(cut)}
+	consume := func(from int64) result {
+		return run(t, "", "consume", "--bucket", bucketURL, "--topic", "c", "--partition", "0", "--from-offset", fmt.Sprint(from))
+	}
+
+	dry := mustRun(t, "", append(args, "--dry-run", "--json")...)
+	var out struct {
+		DryRun   bool  `json:"dry_run"`
+		Start    int64 `json:"log_start_offset"`
+		NewStart int64 `json:"new_log_start_offset"`
+		Segments []struct {
+			Reason string `json:"reason"`
+		} `json:"segments"`
+	}
+	if err := json.Unmarshal([]byte(dry.stdout), &out); err != nil {
+		t.Fatalf("%v: %q", err, dry.stdout)
+	}
+	if !out.DryRun || out.Start != 0 || out.NewStart != cut || len(out.Segments) != u.m.SegmentCount()-len(u.m.Segments) {
+		t.Fatalf("dry run: %+v; want log start 0 -> %d and the %d sealed segments", out, cut, u.m.SegmentCount()-len(u.m.Segments))
+	}
+	if res := consume(0); res.code != 0 || len(lines(res.stdout)) != 3000 {
+		t.Fatalf("after the dry run: exit %d, %d records", res.code, len(lines(res.stdout)))
+	}
+
+	res := mustRun(t, "", args...)
+	if !strings.Contains(res.stdout, fmt.Sprintf("c-0: log start offset moved from 0 to %d", cut)) {
+		t.Fatalf("output:\n%s", res.stdout)
+	}
+	if res := consume(cut - 1); res.code != ExitError || !strings.Contains(res.stderr, fmt.Sprintf("log start offset %d", cut)) {
+		t.Fatalf("read below the new log start: exit %d, stderr %q", res.code, res.stderr)
+	}
+	want := mustRun(t, "", "consume", "--data-dir", dir, "--topic", "c", "--partition", "0", "--from-offset", fmt.Sprint(cut))
+	if got := consume(cut); got.code != 0 || got.stdout != want.stdout {
+		t.Fatalf("read from the new log start: exit %d, %d records; want the data dir's %d", got.code, len(lines(got.stdout)), len(lines(want.stdout)))
+	}
+	mustRun(t, "", "bucket", "verify", "--bucket", bucketURL, "--grace", "0s")
+	if again := mustRun(t, "", args...); !strings.Contains(again.stdout, "nothing changed") {
+		t.Fatalf("second run:\n%s", again.stdout)
+	}
+
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"past the end", []string{"--topic", "c", "--partition", "0", "--before", "3001"}, ExitError, "must be at most its end 3000"},
+		{"unknown partition", []string{"--topic", "c", "--partition", "7", "--before", "1"}, ExitError, "unknown topic or partition c-7"},
+		{"no offset", []string{"--topic", "c", "--partition", "0"}, ExitUsage, "missing required flag --before"},
+		{"negative offset", []string{"--topic", "c", "--partition", "0", "--before", "-1"}, ExitUsage, "--before -1 is negative"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run(t, "", append([]string{"bucket", "delete-records", "--bucket", bucketURL}, tt.args...)...)
+			if res.code != tt.code || len(lines(res.stderr)) != 1 || !strings.Contains(res.stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and one line containing %q", res.code, res.stderr, tt.code, tt.want)
+			}
+		})
+	}
+}

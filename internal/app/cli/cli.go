@@ -96,7 +96,7 @@ func init() {
 		topicCreateCmd, topicAlterCmd, topicDescribeCmd,
 		produceCmd, consumeCmd, compactCmd, retentionCmd,
 		inspectSegmentCmd, inspectIndexCmd, inspectManifestCmd,
-		bucketVerifyCmd,
+		bucketVerifyCmd, bucketDeleteRecordsCmd,
 		replayCmd,
 		uploadCmd, sidecarCmd, sidecarPlanCmd,
 		serveCmd, fetchCmd, demoCmd,
@@ -112,7 +112,7 @@ func commands() []*command { return allCommands }
 var groups = map[string]string{
 	"topic":   "create|alter|describe",
 	"inspect": "segment|index|manifest",
-	"bucket":  "verify",
+	"bucket":  "verify|delete-records",
 	"config":  "print",
 	"groups":  "list|describe|reset-offsets|delete",
 }

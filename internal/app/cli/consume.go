@@ -435,16 +435,10 @@ func runConsume(r *Runner, ctx context.Context, args []string) error {
 	if err := noArgs(pos); err != nil {
 		return err
 	}
-	if err := requireTopic(*topic); err != nil {
+	if err := requireTopicPartition(fs, *topic, *partition); err != nil {
 		return err
 	}
 	set := setFlags(fs)
-	if !set["partition"] {
-		return usagef("missing required flag --partition")
-	}
-	if *partition < 0 || *partition > math.MaxInt32 {
-		return usagef("--partition %d is out of range", *partition)
-	}
 	if n := btoi(set["data-dir"]) + btoi(set["bucket"]) + btoi(set["fetch"]); n > 1 {
 		return usagef("give only one of --data-dir, --bucket and --fetch")
 	}

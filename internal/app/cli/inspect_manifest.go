@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"time"
 
 	"github.com/tiered/tiered/manifest"
@@ -72,14 +71,8 @@ func runInspectManifest(r *Runner, ctx context.Context, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if err := requireTopic(*topic); err != nil {
+	if err := requireTopicPartition(fs, *topic, *partition); err != nil {
 		return err
-	}
-	if !setFlags(fs)["partition"] {
-		return usagef("missing required flag --partition")
-	}
-	if *partition < 0 || *partition > math.MaxInt32 {
-		return usagef("--partition %d is out of range", *partition)
 	}
 	b, err := openReadBucket(ctx, *bucketURL)
 	if err != nil {

@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -113,6 +115,21 @@ func parseConfigs(list []string) (map[string]string, error) {
 func requireTopic(topic string) error {
 	if topic == "" {
 		return usagef("missing required flag --topic")
+	}
+	return nil
+}
+
+// requireTopicPartition checks the --topic and --partition flags of a
+// command that names one partition: both given, the partition in range.
+func requireTopicPartition(fs *flag.FlagSet, topic string, partition int) error {
+	if err := requireTopic(topic); err != nil {
+		return err
+	}
+	if !setFlags(fs)["partition"] {
+		return usagef("missing required flag --partition")
+	}
+	if partition < 0 || partition > math.MaxInt32 {
+		return usagef("--partition %d is out of range", partition)
 	}
 	return nil
 }
