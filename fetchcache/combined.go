@@ -97,11 +97,20 @@ func (p *CombinedPartition) remotePart(ctx context.Context) (Partition, error) {
 		return nil, nil
 	}
 	rp, err := p.remote.LineagePartition(ctx, p.topic, p.partition, p.topicID)
-	var ue *UnknownTopicOrPartitionError
-	if errors.As(err, &ue) {
+	if unknownRemote(err) {
 		return nil, nil
 	}
 	return rp, err
+}
+
+// unknownRemote reports whether err, from the remote partition, says it is
+// gone for this partition: its lineage is no longer the one served
+// (another data dir's is, or the topic is marked deleted), or its manifest
+// is gone. The partition then reads as one without a remote tier, as when
+// remotePart finds none, not as an unknown partition.
+func unknownRemote(err error) bool {
+	var ue *UnknownTopicOrPartitionError
+	return errors.As(err, &ue)
 }
 
 // remoteOffsets returns the remote partition and its offsets when it holds
@@ -112,6 +121,9 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 		return nil, Offsets{}, false, err
 	}
 	ro, err := rp.Offsets(ctx)
+	if unknownRemote(err) {
+		return nil, Offsets{}, false, nil
+	}
 	if err != nil {
 		return rp, Offsets{}, false, err
 	}
@@ -125,13 +137,14 @@ func (p *CombinedPartition) remoteOffsets(ctx context.Context, localStart int64)
 		// long-poll tick; a read inside that gap re-reads first (read).
 		if r, ok := rp.(refresher); ok {
 			reread, err := r.forceRefresh(ctx, p.log.Config().CleanupPolicy.Compact)
+			if reread && err == nil {
+				ro, err = rp.Offsets(ctx)
+			}
+			if unknownRemote(err) {
+				return nil, Offsets{}, false, nil
+			}
 			if err != nil {
 				return rp, Offsets{}, false, err
-			}
-			if reread {
-				if ro, err = rp.Offsets(ctx); err != nil {
-					return rp, Offsets{}, false, err
-				}
 			}
 		}
 	}
@@ -216,10 +229,14 @@ func (p *CombinedPartition) read(ctx context.Context, offset int64, maxBytes int
 		// by a manifest that may be up to MinRefresh old: re-read it, so
 		// that offsets uploaded since are not skipped.
 		if r, ok := rp.(refresher); ok {
-			if _, err := r.forceRefresh(ctx, false); err != nil {
-				return View{}, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
+			_, err := r.forceRefresh(ctx, false)
+			if err == nil {
+				ro, err = rp.Offsets(ctx)
 			}
-			if ro, err = rp.Offsets(ctx); err != nil {
+			if unknownRemote(err) {
+				return View{}, outOfRange(offset, lo, Offsets{}, false)
+			}
+			if err != nil {
 				return View{}, fmt.Errorf("read %s-%d at offset %d from the remote tier: %w", p.topic, p.partition, offset, err)
 			}
 		}
@@ -228,6 +245,9 @@ func (p *CombinedPartition) read(ctx context.Context, offset int64, maxBytes int
 		}
 	}
 	v, err := from(rp, offset)
+	if unknownRemote(err) {
+		return View{}, outOfRange(offset, lo, Offsets{}, false)
+	}
 	if err != nil {
 		return View{}, err
 	}
@@ -292,7 +312,7 @@ func (p *CombinedPartition) OffsetForTimestamp(ctx context.Context, ts int64) (i
 	}
 	if ok {
 		off, t, found, err := rp.OffsetForTimestamp(ctx, ts)
-		if err != nil {
+		if err != nil && !unknownRemote(err) {
 			return 0, 0, false, err
 		}
 		if found && off < lo.LogStart {
@@ -321,6 +341,9 @@ func (p *CombinedPartition) AbortedTxns(ctx context.Context, from, to int64) ([]
 		return local, nil
 	}
 	remote, err := rp.AbortedTxns(ctx, from, to)
+	if unknownRemote(err) {
+		return local, nil
+	}
 	if err != nil {
 		return nil, err
 	}

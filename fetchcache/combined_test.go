@@ -12,6 +12,7 @@ import (
 	"github.com/tiered/tiered/fetchcache"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/internal/testkit/testrecs"
+	"github.com/tiered/tiered/localtier"
 	"github.com/tiered/tiered/localtier/codec"
 	"github.com/tiered/tiered/localtier/record"
 	"github.com/tiered/tiered/remotetier/objstore"
@@ -237,16 +238,102 @@ func TestCombinedCatalogOtherLineageNotServed(t *testing.T) {
 // not read the other lineage's records at offsets below the local log
 // start; neither must later ones.
 func TestCombinedCatalogLineageSwitchedMidRequest(t *testing.T) {
+	ctx := context.Background()
+	sw := newLineageSwitch(t)
+	p := sw.p
+	// Each request may still read the own lineage (its objects stay until
+	// the superseded lineage's retention), or find no remote tier: never
+	// the other lineage's records, nor an unknown partition (the log dir
+	// has it).
+	for i := range 3 {
+		sw.advance(fetchcache.DefaultRemoteManifestTTL + time.Second)
+		data, err := p.Read(ctx, 0, 1<<20)
+		var oe *fetchcache.OffsetOutOfRangeError
+		if err != nil && !errors.As(err, &oe) {
+			t.Fatalf("request %d: read at offset 0: %v, want the own records or out of range", i, err)
+		}
+		if _, _, _, err := p.OffsetForTimestamp(ctx, 0); err != nil {
+			t.Fatalf("request %d: offset for timestamp 0: %v", i, err)
+		}
+		if err != nil {
+			continue
+		}
+		var dec record.Decoder
+		it := record.NewIter(data)
+		b, _ := it.Next()
+		recs, err := dec.Records(b)
+		if err != nil || len(recs) == 0 {
+			t.Fatalf("read at offset 0: %d records, %v", len(recs), err)
+		}
+		if k := string(recs[0].Key); k != "a-key-0" {
+			t.Fatalf("read at offset 0 the record of key %q, not the own lineage's a-key-0: another data dir's lineage was served", k)
+		}
+	}
+	// Nor a listing of offsets, which re-reads the manifest first too.
+	sw.advance(fetchcache.DefaultRemoteManifestTTL + time.Second)
+	if o, err := p.Offsets(ctx); err != nil || o.LogEnd != sw.ownEnd {
+		t.Fatalf("offsets %+v, %v: want the own log end %d", o, err, sw.ownEnd)
+	}
+}
+
+// TestCombinedCatalogLineageSwitchedServedAtOnce: the data dir whose
+// lineage the bucket serves now is served from the bucket at once, not once
+// the topic object read when the own lineage was opened ages in the cache,
+// and its partition takes the place of the own lineage's in the catalog
+// (one open remote partition per partition, however often the topic is
+// created again).
+func TestCombinedCatalogLineageSwitchedServedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	sw := newLineageSwitch(t)
+	other, ol, remote := sw.other, sw.ol, sw.remote
+	if _, err := ol.DeleteSegments(ol.Segments()[len(ol.Segments())-1].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	op, err := fetchcache.NewCombinedCatalog(other.Dir, remote).Partition(ctx, "cold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := op.Offsets(ctx); err != nil || o.LogStart != 0 {
+		t.Fatalf("the serving data dir's offsets %+v, %v: want the bucket's log start 0", o, err)
+	}
+	if n := remote.OpenPartitions(); n != 1 {
+		t.Fatalf("%d remote partitions open for one partition", n)
+	}
+}
+
+// lineageSwitch is a bucket whose topic "cold" the own data dir offloaded
+// (lineage A: 60 records remote, 6 local), read through p, a partition of
+// serve's combined catalog over remote (a catalog on the clock now), and
+// then created again by another data dir, other, whose lineage B (200
+// records, rolled and uploaded) the topic object serves since.
+type lineageSwitch struct {
+	other  *fetchkit.Env
+	ol     *localtier.Log
+	p      fetchcache.Partition
+	remote *fetchcache.RemoteCatalog
+	ownEnd int64
+	mu     sync.Mutex
+	now    time.Time
+}
+
+// advance moves the catalog's clock on by d.
+func (sw *lineageSwitch) advance(d time.Duration) {
+	sw.mu.Lock()
+	sw.now = sw.now.Add(d)
+	sw.mu.Unlock()
+}
+
+func newLineageSwitch(t *testing.T) *lineageSwitch {
+	t.Helper()
+	ctx := context.Background()
+	sw := &lineageSwitch{now: time.Unix(1_000_000, 0)}
+	clock := func() time.Time { sw.mu.Lock(); defer sw.mu.Unlock(); return sw.now }
 	own := fetchkit.NewEnvWithTopicIDs(t)
 	_, mem := fetchkit.OffloadedTopic(t, own, "cold", 6)
-	var mu sync.Mutex
-	now := time.Unix(1_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	p, err := fetchcache.NewCombinedCatalog(own.Dir, remote).Partition(ctx, "cold", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -275,38 +362,6 @@ func TestCombinedCatalogLineageSwitchedMidRequest(t *testing.T) {
 	if _, served, err := remotelog.ResolveTopic(ctx, mem, "", "cold"); err != nil || served == "" || served == ownID.String() {
 		t.Fatalf("test setup: the bucket serves lineage %q (%v), want the other data dir's", served, err)
 	}
-	// Each request may still read the own lineage (its objects stay until
-	// the superseded lineage's retention), or find no remote tier: never
-	// the other lineage's records.
-	for range 3 {
-		mu.Lock()
-		now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second)
-		mu.Unlock()
-		data, err := p.Read(ctx, 0, 1<<20)
-		var oe *fetchcache.OffsetOutOfRangeError
-		var ue *fetchcache.UnknownTopicOrPartitionError
-		if err != nil && !errors.As(err, &oe) && !errors.As(err, &ue) {
-			t.Fatalf("read at offset 0: %v, want out of range or the remote tier unknown", err)
-		}
-		if err != nil {
-			continue
-		}
-		var dec record.Decoder
-		it := record.NewIter(data)
-		b, _ := it.Next()
-		recs, err := dec.Records(b)
-		if err != nil || len(recs) == 0 {
-			t.Fatalf("read at offset 0: %d records, %v", len(recs), err)
-		}
-		if k := string(recs[0].Key); k != "a-key-0" {
-			t.Fatalf("read at offset 0 the record of key %q, not the own lineage's a-key-0: another data dir's lineage was served", k)
-		}
-	}
-	// Nor a listing of offsets, which re-reads the manifest first too.
-	mu.Lock()
-	now = now.Add(fetchcache.DefaultRemoteManifestTTL + time.Second)
-	mu.Unlock()
-	if o, err := p.Offsets(ctx); err != nil || o.LogEnd != ownEnd {
-		t.Fatalf("offsets %+v, %v: want the own log end %d", o, err, ownEnd)
-	}
+	sw.other, sw.ol, sw.p, sw.remote, sw.ownEnd = other, ol, p, remote, ownEnd
+	return sw
 }

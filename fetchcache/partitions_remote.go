@@ -78,7 +78,12 @@ type RemoteCatalog struct {
 	listedAt time.Time
 	listing  chan struct{} // closed when the running listing finishes
 	parts    map[remoteKey]*remotePartition
-	unknown  *simplelru.LRU[remoteKey, time.Time] // until when each is taken as missing
+	// pins is the lineage each partition was last opened pinned to
+	// (LineagePartition): opening it pinned to another closes that one's
+	// entry, so a topic created again many times does not keep an open
+	// log for each of its lineages.
+	pins    map[remoteKey]string
+	unknown *simplelru.LRU[remoteKey, time.Time] // until when each is taken as missing
 }
 
 // remoteKey names an open partition: by name (Partition), or pinned to
@@ -125,7 +130,7 @@ func NewRemoteCatalog(b objstore.BucketReader, o RemoteCatalogOptions) (*RemoteC
 	if err != nil {
 		return nil, fmt.Errorf("remote catalog: %w", err)
 	}
-	return &RemoteCatalog{b: b, prefix: prefix, o: o, parts: map[remoteKey]*remotePartition{}, unknown: unknown}, nil
+	return &RemoteCatalog{b: b, prefix: prefix, o: o, parts: map[remoteKey]*remotePartition{}, pins: map[remoteKey]string{}, unknown: unknown}, nil
 }
 
 // Topics lists the topics that have at least one root manifest under the
@@ -322,6 +327,13 @@ func (c *RemoteCatalog) partition(ctx context.Context, k remoteKey) (Partition, 
 	c.unknown.Remove(k)
 	p := &remotePartition{log: l, c: c, key: k, refreshedAt: c.o.Now()}
 	c.parts[k] = p
+	if k.pinned {
+		tp := remoteKey{topic: topic, partition: partition}
+		if old, ok := c.pins[tp]; ok && old != k.lineage {
+			delete(c.parts, remoteKey{topic: topic, partition: partition, pinned: true, lineage: old})
+		}
+		c.pins[tp] = k.lineage
+	}
 	return p, nil
 }
 
@@ -387,6 +399,9 @@ func (p *remotePartition) refreshFailed(err error) error {
 		p.c.mu.Lock()
 		if p.c.parts[p.key] == p {
 			delete(p.c.parts, p.key)
+			if tp := (remoteKey{topic: p.key.topic, partition: p.key.partition}); p.key.pinned && p.c.pins[tp] == p.key.lineage {
+				delete(p.c.pins, tp)
+			}
 		}
 		p.c.mu.Unlock()
 		p.c.invalidateTopics()

@@ -368,6 +368,9 @@ func (l *RemoteLog) loadRoot(ctx context.Context, open bool) (*manifest.Manifest
 		resolve = l.opts.Topics.Resolve
 	}
 	keyID, topicID, err := resolve(ctx, l.bucket, l.prefix, l.topic)
+	if err == nil && l.pinned && topicID != l.pin && open && l.opts.Topics != nil {
+		keyID, topicID, err = l.opts.Topics.Reread(ctx, l.bucket, l.prefix, l.topic)
+	}
 	if errors.Is(err, ErrTopicDeleted) {
 		return nil, "", &UnknownTopicOrPartitionError{Topic: l.topic, Partition: l.partition, Deleted: true}
 	}

@@ -72,23 +72,42 @@ func (c *TopicCache) Resolve(ctx context.Context, b objstore.BucketReader, prefi
 		if e, ok := c.get(k); ok {
 			return e, nil
 		}
-		keyID, topicID, err := ResolveTopic(ctx, b, prefix, topic)
-		e := topicEntry{keyID: keyID, topicID: topicID, at: c.now()}
-		switch {
-		case errors.Is(err, ErrTopicDeleted):
-			e.deleted = true
-		case err != nil:
-			return topicEntry{}, err
-		}
-		c.mu.Lock()
-		c.lru.Add(k, e)
-		c.mu.Unlock()
-		return e, nil
+		return c.read(ctx, b, prefix, topic)
 	})
 	if err != nil {
 		return "", "", err
 	}
 	return e.answer(topic)
+}
+
+// Reread is Resolve from the topic object itself, whatever the cache holds;
+// the answer replaces the cached one, so the next opens share it. A log
+// pinned to a lineage (OpenRemoteLogLineage) whose cached answer names
+// another re-reads so: the cached one may be up to the TTL old, and the
+// pinned lineage current since.
+func (c *TopicCache) Reread(ctx context.Context, b objstore.BucketReader, prefix, topic string) (keyID, topicID string, err error) {
+	e, err := c.read(ctx, b, prefix, topic)
+	if err != nil {
+		return "", "", err
+	}
+	return e.answer(topic)
+}
+
+// read reads the topic object and caches the answer: a served lineage or
+// a deleted topic (other errors are returned, not kept).
+func (c *TopicCache) read(ctx context.Context, b objstore.BucketReader, prefix, topic string) (topicEntry, error) {
+	keyID, topicID, err := ResolveTopic(ctx, b, prefix, topic)
+	e := topicEntry{keyID: keyID, topicID: topicID, at: c.now()}
+	switch {
+	case errors.Is(err, ErrTopicDeleted):
+		e.deleted = true
+	case err != nil:
+		return topicEntry{}, err
+	}
+	c.mu.Lock()
+	c.lru.Add(prefix+"\x00"+topic, e)
+	c.mu.Unlock()
+	return e, nil
 }
 
 func (c *TopicCache) get(k string) (topicEntry, bool) {
