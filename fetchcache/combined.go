@@ -44,15 +44,16 @@ func (c *CombinedCatalog) Partition(ctx context.Context, topic string, partition
 	if err != nil {
 		return nil, err
 	}
-	id, err := c.dir.TopicID(topic)
-	if err != nil {
-		return nil, err
+	t, ok := c.dir.Topic(topic)
+	if !ok {
+		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
 	topicID := ""
-	if !id.IsZero() {
-		topicID = id.String()
+	if !t.ID.IsZero() {
+		topicID = t.ID.String()
 	}
-	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, topicID: topicID, partition: partition}, nil
+	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, topicID: topicID, partition: partition,
+		partitions: int32(len(t.Partitions))}, nil
 }
 
 // RemotePartition is the remote part of a partition of the log dir: its
@@ -80,6 +81,8 @@ type CombinedPartition struct {
 	topic     string
 	topicID   string // the local topic's ID, "" for a topic without one
 	partition int32
+	// partitions is how many partitions the local topic has.
+	partitions int32
 }
 
 // remotePart returns the remote partition, nil when the topic does not use
@@ -96,7 +99,7 @@ func (p *CombinedPartition) remotePart(ctx context.Context) (Partition, error) {
 	if p.remote == nil || !p.log.Config().RemoteStorageEnable {
 		return nil, nil
 	}
-	rp, err := p.remote.LineagePartition(ctx, p.topic, p.partition, p.topicID)
+	rp, err := p.remote.LineagePartition(ctx, p.topic, p.partition, p.topicID, p.partitions)
 	if unknownRemote(err) {
 		return nil, nil
 	}

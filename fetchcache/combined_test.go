@@ -205,15 +205,8 @@ func TestCombinedCatalogOtherLineageNotServed(t *testing.T) {
 	if localStart == 0 {
 		t.Fatal("test setup: the local log start did not move")
 	}
-	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	p, err := fetchcache.NewCombinedCatalog(e.Dir, remote).Partition(ctx, "cold", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := combinedPartition(t, e.Dir, mem, "cold", 0)
 	o, err := p.Offsets(ctx)
 	if err != nil || o.LogStart != localStart {
 		t.Fatalf("offsets %+v, %v: want the local log start %d (the bucket's lineage is another topic id's)", o, err, localStart)
@@ -364,4 +357,47 @@ func newLineageSwitch(t *testing.T) *lineageSwitch {
 	}
 	sw.other, sw.ol, sw.p, sw.remote, sw.ownEnd = other, ol, p, remote, ownEnd
 	return sw
+}
+
+// TestCombinedCatalogListingChecksSiblingEnds: serve lists no bucket, yet a
+// listing of one partition's offsets checks the ends of its topic's other
+// partitions alongside (the log dir knows them), as the fetch service's
+// does from its listing: a client asking the partitions one by one does not
+// wait for one end check after the other.
+func TestCombinedCatalogListingChecksSiblingEnds(t *testing.T) {
+	e := fetchkit.NewEnvWithTopicIDs(t)
+	e.Topic("cold", 3, map[string]string{"remote.storage.enable": "true"})
+	for p := range int32(3) {
+		l := e.Log("cold", p)
+		e.Produce(l, fetchkit.ProduceOpts{Per: 4}, fetchkit.GenRecs(40, fetchkit.Ts0, "s"))
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem := objstore.NewMemory()
+	fetchkit.UploadAll(t, e, mem)
+	p, remote := combinedPartition(t, e.Dir, mem, "cold", 0)
+	if _, err := p.Offsets(fetchcache.WithOffsetsListing(context.Background())); err != nil {
+		t.Fatal(err)
+	}
+	for n := range int32(3) {
+		if !remote.EndChecked("cold", n) {
+			t.Errorf("partition %d: end not checked", n)
+		}
+	}
+}
+
+// combinedPartition is a partition of serve's combined catalog over dir and
+// a remote catalog (its defaults) over b.
+func combinedPartition(t *testing.T, dir *localtier.LogDir, b objstore.BucketReader, topic string, partition int32) (fetchcache.Partition, *fetchcache.RemoteCatalog) {
+	t.Helper()
+	remote, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fetchcache.NewCombinedCatalog(dir, remote).Partition(context.Background(), topic, partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, remote
 }

@@ -267,22 +267,25 @@ func (c *RemoteCatalog) servedLineages(ctx context.Context) (map[string]servedLi
 // manifest. No manifest is an *UnknownTopicOrPartitionError, remembered
 // for UnknownTTL.
 func (c *RemoteCatalog) Partition(ctx context.Context, topic string, partition int32) (Partition, error) {
-	return c.partition(ctx, remoteKey{topic: topic, partition: partition})
+	return c.partition(ctx, remoteKey{topic: topic, partition: partition}, 0)
 }
 
 // LineagePartition is Partition pinned to the lineage of topicID ("" for
 // a topic without topic IDs; remotelog.OpenRemoteLogLineage): it serves
 // that lineage only while the topic's topic object serves it, and is an
-// *UnknownTopicOrPartitionError otherwise. Serve's combined catalog reads
+// *UnknownTopicOrPartitionError otherwise. partitions is how many
+// partitions the topic has, as its caller knows them (0: unknown): a
+// listing of offsets checks their ends alongside (checkEnds) without a
+// listing of the bucket. Serve's combined catalog reads
 // its local topics' own lineages so: a lineage another data dir makes
 // current over the same bucket holds another incarnation's records. That
 // answer is remembered for MinRefresh only, not UnknownTTL: the topic's
 // own uploader makes its lineage current at its first pass.
-func (c *RemoteCatalog) LineagePartition(ctx context.Context, topic string, partition int32, topicID string) (Partition, error) {
-	return c.partition(ctx, remoteKey{topic: topic, partition: partition, pinned: true, lineage: topicID})
+func (c *RemoteCatalog) LineagePartition(ctx context.Context, topic string, partition int32, topicID string, partitions int32) (Partition, error) {
+	return c.partition(ctx, remoteKey{topic: topic, partition: partition, pinned: true, lineage: topicID}, partitions)
 }
 
-func (c *RemoteCatalog) partition(ctx context.Context, k remoteKey) (Partition, error) {
+func (c *RemoteCatalog) partition(ctx context.Context, k remoteKey, partitions int32) (Partition, error) {
 	topic, partition := k.topic, k.partition
 	if partition < 0 || manifest.ValidateTopic(topic) != nil {
 		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
@@ -325,7 +328,7 @@ func (c *RemoteCatalog) partition(ctx context.Context, k remoteKey) (Partition, 
 		return p, nil
 	}
 	c.unknown.Remove(k)
-	p := &remotePartition{log: l, c: c, key: k, refreshedAt: c.o.Now()}
+	p := &remotePartition{log: l, c: c, key: k, partitions: partitions, refreshedAt: c.o.Now()}
 	c.parts[k] = p
 	if k.pinned {
 		tp := remoteKey{topic: topic, partition: partition}
@@ -343,6 +346,9 @@ type remotePartition struct {
 	log *remotelog.RemoteLog
 	c   *RemoteCatalog
 	key remoteKey // its entry in c.parts
+	// partitions is how many partitions its topic has, as the opener
+	// knew them (LineagePartition; 0: unknown, the listing tells).
+	partitions int32
 
 	mu          sync.Mutex // serialises refreshes
 	refreshedAt time.Time
@@ -536,6 +542,12 @@ func (c *RemoteCatalog) checkEnds(ctx context.Context, p *remotePartition) {
 		}
 	}
 	c.mu.Unlock()
+	if parts == nil && p.partitions > 0 {
+		parts = make([]int32, p.partitions)
+		for i := range parts {
+			parts[i] = int32(i)
+		}
+	}
 	at, _ := slices.BinarySearch(parts, own)
 	var g errgroup.Group
 	g.SetLimit(endCheckParallel)
@@ -549,7 +561,7 @@ func (c *RemoteCatalog) checkEnds(ctx context.Context, p *remotePartition) {
 			continue
 		}
 		g.Go(func() error {
-			sp, err := c.partition(ctx, remoteKey{topic: topic, partition: n, pinned: p.key.pinned, lineage: p.key.lineage})
+			sp, err := c.partition(ctx, remoteKey{topic: topic, partition: n, pinned: p.key.pinned, lineage: p.key.lineage}, p.partitions)
 			if err != nil {
 				return nil
 			}
