@@ -63,7 +63,8 @@ type Offsets struct {
 type TopicInfo struct {
 	Name string
 	// ID is the topic ID (Kafka's string form) of the lineage served, ""
-	// when unknown (a topic without IDs, or a local topic).
+	// when unknown (a topic without IDs: a bucket written before them, or
+	// a data dir's topic created before tiered gave its topics IDs).
 	ID string
 	// Partitions are the partition numbers served, ascending.
 	Partitions []int32

@@ -22,7 +22,9 @@ func NewLocalCatalog(dir *localtier.LogDir) *LocalCatalog {
 	return &LocalCatalog{dir: dir}
 }
 
-// Topics lists the log dir's topics with their partitions.
+// Topics lists the log dir's topics with their partitions and topic IDs
+// (partition.metadata; none for a topic created before tiered gave its
+// topics IDs).
 func (c *LocalCatalog) Topics(ctx context.Context) ([]TopicInfo, error) {
 	names := c.dir.Topics()
 	out := make([]TopicInfo, 0, len(names))
@@ -32,6 +34,9 @@ func (c *LocalCatalog) Topics(ctx context.Context) ([]TopicInfo, error) {
 			continue // deleted meanwhile
 		}
 		ti := TopicInfo{Name: name, Partitions: make([]int32, len(t.Partitions))}
+		if !t.ID.IsZero() {
+			ti.ID = t.ID.String()
+		}
 		for i := range t.Partitions {
 			ti.Partitions[i] = int32(i)
 		}

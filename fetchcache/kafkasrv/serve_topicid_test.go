@@ -1,0 +1,90 @@
+package kafkasrv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/internal/testkit/fetchkit"
+	"github.com/tiered/tiered/remotetier/objstore"
+)
+
+// A serve data dir's topics carry the IDs its partition.metadata gives
+// them: Metadata answers them, a consumer fetching by topic ID (franz-go,
+// Fetch v13+) reads the records, and a group's committed offsets record the
+// incarnation they were committed against. When the data dir is lost and
+// the topic created again on a fresh one over the same bucket (whose group
+// objects outlive it), OffsetFetch answers -1 for the new incarnation, as
+// Kafka does once a topic is deleted: the old incarnation's offset would
+// skip the new records below it.
+func TestServeGroupOffsetsOfAnotherIncarnation(t *testing.T) {
+	groupBkt := objstore.NewMemory()
+	serveDir := func() (addr, id string) {
+		e := fetchkit.NewEnvWithTopicIDs(t)
+		e.Topic("orders", 1, nil)
+		e.Produce(e.Log("orders", 0), fetchkit.ProduceOpts{Per: 5}, fetchkit.GenRecs(30, ts0, "o"))
+		tid, err := e.Dir.TopicID("orders")
+		if err != nil || tid.IsZero() {
+			t.Fatalf("test setup: topic id %v, %v", tid, err)
+		}
+		return startKafka(t, fetchcache.NewCombinedCatalog(e.Dir, nil), KafkaOptions{Groups: startCoordinator(t, groupBkt, nil)}), tid.String()
+	}
+	offsetOf := func(rc *fetchkit.RawConn) int64 {
+		t.Helper()
+		q := kmsg.NewPtrOffsetFetchRequest()
+		q.Version, q.Group = 7, "g"
+		q.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "orders", Partitions: []int32{0}}}
+		resp := kmsg.NewPtrOffsetFetchResponse()
+		if err := rc.Request(2, q, resp); err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("offset fetch: %v code %d", err, resp.ErrorCode)
+		}
+		return resp.Topics[0].Partitions[0].Offset
+	}
+
+	addr, id := serveDir()
+	rc := fetchkit.DialRaw(t, addr)
+	mq := kmsg.NewPtrMetadataRequest()
+	mq.Version = 12
+	mq.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("orders")}}
+	mresp := kmsg.NewPtrMetadataResponse()
+	if err := rc.Request(1, mq, mresp); err != nil || len(mresp.Topics) != 1 {
+		t.Fatalf("metadata: %v, %d topics", err, len(mresp.Topics))
+	}
+	if got := mresp.Topics[0].TopicID; got != topicIDBytes(id) {
+		t.Fatalf("metadata topic id %x, want the data dir's %s", got, id)
+	}
+	cl := fetchkit.MustClient(t, kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond), kgo.DisableAutoCommit())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got int
+	for got < 20 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d records", got)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			t.Fatalf("fetch: %v", errs)
+		}
+		got += fs.NumRecords()
+	}
+	var commitErr error
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"orders": {0: {Epoch: -1, Offset: 20}}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) { commitErr = err })
+	if commitErr != nil {
+		t.Fatal(commitErr)
+	}
+	cl.Close()
+	if off := offsetOf(rc); off != 20 {
+		t.Fatalf("committed offset %d, want 20", off)
+	}
+
+	fresh, _ := serveDir()
+	if off := offsetOf(fetchkit.DialRaw(t, fresh)); off != -1 {
+		t.Fatalf("the topic created again on a fresh data dir: offset %d, want -1 (another incarnation's)", off)
+	}
+}
