@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tiered/tiered/internal/testkit/fetchkit"
 )
 
 // TestServeFetchMaxBytes runs serve with kafka.fetch_max_bytes set to 4 KiB
@@ -41,13 +43,9 @@ func TestServeFetchMaxBytes(t *testing.T) {
 				t.Fatalf("produce batch %d: %q", b, errs)
 			}
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(s.kafka))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
+		// serve's topics have IDs: a Fetch naming the topic is v12 at most.
+		cl := fetchkit.ByNameClient(t, s.kafka)
 		q := kmsg.NewPtrFetchRequest()
-		q.Version = 12
 		q.ReplicaID = -1
 		q.MaxWaitMillis = 100
 		q.MinBytes = 1
