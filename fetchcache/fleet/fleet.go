@@ -174,7 +174,11 @@ type Fleet struct {
 	resolved bool                  // Resolve found self among the DNS answers
 	seen     map[string]*peerState // by member address
 	selfOK   time.Time             // last successful renewal of our own lease (monotonic)
-	readOK   time.Time             // start of the last poll that read every peer's lease (monotonic)
+	// visible is when this replica's lease last became visible to its peers after it was
+	// not (its first renewal, or the first after a lapse; monotonic): it coordinates no
+	// group until a Lease after it (claimable).
+	visible  time.Time
+	readOK   time.Time // start of the last poll that read every peer's lease (monotonic)
 	seq      uint64
 	started  time.Time
 	live     []string // sorted
@@ -454,6 +458,9 @@ func (f *Fleet) renew(ctx context.Context) error {
 	// with new generations and commits. Whatever the next view gives back to it must be
 	// re-read from the bucket, not served from the state held before.
 	gap := !f.selfOK.IsZero() && start.Sub(f.selfOK) >= f.o.Lease
+	if gap || f.selfOK.IsZero() {
+		f.visible = time.Now() // the PUT is complete: peers can read the lease from now on
+	}
 	f.selfOK = start
 	f.mu.Unlock()
 	if gap {
@@ -704,15 +711,31 @@ func (f *Fleet) Changed() <-chan struct{} {
 
 // Owner returns the member that coordinates group: the live replica with the highest
 // rendezvous score. ok is false when no replica is live (this one does not count itself,
-// and no peer's lease is fresh): the group has no coordinator.
+// and no peer's lease is fresh), or when the group is this replica's but not yet
+// claimable: the group has no coordinator.
 func (f *Fleet) Owner(group string) (m Member, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a, ok := Rendezvous(f.current(time.Now()), group)
-	if !ok {
+	now := time.Now()
+	a, ok := Rendezvous(f.current(now), group)
+	if !ok || a == f.self && !f.claimable(now) {
 		return Member{}, false
 	}
 	return Member{Addr: a, NodeID: NodeID(a), Self: a == f.self}, true
+}
+
+// claimable reports whether this replica may coordinate the groups it wins at now (f.mu
+// held): alone, or a Lease after its lease became visible (visible). A replica that joins,
+// or comes back after its lease lapsed, wins groups its peers coordinate until they next
+// read its lease (a poll Interval later, or up to a Lease when their reads are slow or
+// failing, after which they stop counting themselves): claimed at once, a group would
+// have two coordinators meanwhile, each accepting its members' joins and commits, and the
+// stale one's commits would roll back the other's. A Lease after the lease is visible,
+// every peer has either read it (and handed the group over) or stopped coordinating.
+// Until then the group has no coordinator (clients are answered COORDINATOR_NOT_AVAILABLE
+// and retry).
+func (f *Fleet) claimable(now time.Time) bool {
+	return f.alone || !f.visible.IsZero() && now.Sub(f.visible) >= f.o.Lease
 }
 
 // Owns reports whether this replica coordinates group now.

@@ -194,6 +194,27 @@ func liveAddrs(f *Fleet) []string {
 }
 
 // waitLive waits until f sees exactly want, and returns how long that took.
+// waitClaimable waits until each fleet may coordinate the groups it wins (a lease after
+// its own lease became visible), at most limit.
+func waitClaimable(t *testing.T, limit time.Duration, fs ...*Fleet) {
+	t.Helper()
+	start := time.Now()
+	for _, f := range fs {
+		for {
+			f.mu.Lock()
+			ok := f.claimable(time.Now())
+			f.mu.Unlock()
+			if ok {
+				break
+			}
+			if time.Since(start) > limit {
+				t.Fatalf("%s cannot coordinate its groups %s after its start", f.self, limit)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 func waitLive(t *testing.T, f *Fleet, want []string, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -229,6 +250,7 @@ func TestTwoReplicasAgreeAndTakeOver(t *testing.T) {
 			c := startReplica(t, b, peers[1], peers, lease, nil)
 			waitLive(t, a.f, peers, 2*lease)
 			waitLive(t, c.f, peers, 2*lease)
+			waitClaimable(t, 2*lease, a.f, c.f)
 			if got := c.f.HTTPURL(peers[0]); got != "http://"+peers[0]+"/api" {
 				t.Fatalf("HTTP URL of %s in its lease: %q", peers[0], got)
 			}
@@ -300,6 +322,7 @@ func TestOnLoseOnlyMovedGroups(t *testing.T) {
 		return slices.Clone(held)
 	}})
 	waitLive(t, a.f, peers[:1], 2*lease)
+	waitClaimable(t, 2*lease, a.f)
 	var all []string
 	for i := range 100 {
 		g := fmt.Sprintf("g%d", i)
@@ -432,6 +455,7 @@ func TestDNSPeers(t *testing.T) {
 	want := []string{"10.1.0.5:9092", "10.1.0.7:9092"}
 	waitLive(t, a.f, want, 2*lease)
 	waitLive(t, c.f, want, 2*lease)
+	waitClaimable(t, 2*lease, a.f, c.f)
 	if a.f.Self().Addr != "10.1.0.5:9092" {
 		t.Fatalf("self in DNS mode = %s, want the IP the peers' name gives", a.f.Self().Addr)
 	}

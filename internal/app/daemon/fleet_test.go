@@ -84,11 +84,18 @@ func TestFetchFleetLifecycle(t *testing.T) {
 	if a.fleet.Self().NodeID != fleet.NodeID(peers[0]) || a.fleet.HTTPURL(peers[1]) != "http://"+addrs[2] {
 		t.Fatalf("node id %d, peer HTTP %q", a.fleet.Self().NodeID, a.fleet.HTTPURL(peers[1]))
 	}
+	// A replica coordinates the groups it wins a peer_lease after its lease became visible
+	// (no two coordinators while its peers have not read it yet).
 	for _, g := range []string{"a", "billing", "orders-app"} {
-		ma, _ := a.fleet.Owner(g)
-		mb, _ := b.fleet.Owner(g)
-		if ma.Addr != mb.Addr {
-			t.Fatalf("group %s: %s on one replica, %s on the other", g, ma.Addr, mb.Addr)
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			ma, oka := a.fleet.Owner(g)
+			mb, okb := b.fleet.Owner(g)
+			if oka && okb && ma.Addr == mb.Addr {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %s: %s (%v) on one replica, %s (%v) on the other", g, ma.Addr, oka, mb.Addr, okb)
+			}
 		}
 	}
 	if err := stopA(); err != nil {
