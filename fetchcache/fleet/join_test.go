@@ -66,13 +66,7 @@ func TestResumedReplicaWaitsBeforeCoordinating(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	b := objstore.NewMemory()
 	peers := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
-	a, err := New(Options{Bucket: b, Self: peers[0], Peers: peers, Lease: lease, Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	a := pausedReplica(t, b, peers[0], peers, lease)
 	c := startReplica(t, b, peers[1], peers, lease, nil)
 	waitLive(t, c.f, peers[1:], TakeoverBound(lease)+lease) // a is paused: c took everything
 	waitClaimable(t, 2*lease, c.f)

@@ -28,6 +28,20 @@ func splitBrain(a, c *Fleet, n int) string {
 	return ""
 }
 
+// pausedReplica is a replica started (its lease written once, the leases read once) whose
+// Run loop never runs: paused.
+func pausedReplica(t *testing.T, b objstore.Bucket, self string, peers []string, lease time.Duration) *Fleet {
+	t.Helper()
+	f, err := New(Options{Bucket: b, Self: self, Peers: peers, Lease: lease, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestReviewPausedReplicaStopsCoordinating: a replica paused for longer than its lease
 // (SIGSTOP, a long GC or VM stall) has had its groups taken over by its peers. When it
 // resumes, goroutines serving Kafka requests run before (or beside) its Run loop's next
@@ -39,13 +53,7 @@ func TestReviewPausedReplicaStopsCoordinating(t *testing.T) {
 	b := objstore.NewMemory()
 	peers := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
 	// a starts alone in its view, then is paused: its Run loop neither renews nor polls.
-	a, err := New(Options{Bucket: b, Self: peers[0], Peers: peers, Lease: lease, Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	a := pausedReplica(t, b, peers[0], peers, lease)
 	c := startReplica(t, b, peers[1], peers, lease, nil)
 	// c sees a's fresh lease, then declares a dead: a's lease stopped changing.
 	waitLive(t, c.f, peers[1:], TakeoverBound(lease)+lease)
