@@ -226,6 +226,22 @@ func (c *RemoteCatalog) unlistedTopicID(ctx context.Context, topic string) (stri
 	return topicID, topicID != "", nil
 }
 
+// topicDeleted reports whether the topic's topic object marks it deleted
+// (CatalogTopicIDs.KnownDeleted); false for a topic without one.
+func (c *RemoteCatalog) topicDeleted(ctx context.Context, topic string) (bool, error) {
+	if manifest.ValidateTopic(topic) != nil {
+		return false, nil
+	}
+	_, _, err := c.o.Reader.Topics.Resolve(ctx, c.b, c.prefix, topic)
+	switch {
+	case errors.Is(err, remotelog.ErrTopicDeleted):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return false, nil
+}
+
 // servedLineage is what a topic object says readers serve.
 type servedLineage struct {
 	keyID, topicID string

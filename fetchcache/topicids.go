@@ -65,6 +65,26 @@ func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id 
 	return pid, true, nil
 }
 
+// KnownDeleted reports whether topic, which the catalog does not serve, is
+// known deleted (groups.DeletionTeller). A bucket's catalog knows it when
+// the topic's topic object marks it deleted; a topic without a topic object
+// is unknown to it (a serve bucket holds only serve's remote-enabled
+// topics, while its groups commit offsets of the others too). Any other
+// catalog (a log dir's) lists every topic there is: one it does not serve
+// is deleted.
+func (c *CatalogTopicIDs) KnownDeleted(ctx context.Context, topic string) (bool, error) {
+	if d, ok := c.cat.(deletionResolver); ok {
+		return d.topicDeleted(ctx, topic)
+	}
+	return true, nil
+}
+
+// deletionResolver is a catalog that tells a topic known deleted from one
+// it does not know.
+type deletionResolver interface {
+	topicDeleted(ctx context.Context, topic string) (bool, error)
+}
+
 // HasPartition reports whether the catalog serves partition of topic
 // (groups.TopicPartitions: a commit on a partition the topic does not have
 // is refused). A partition the listing lacks is asked of the catalog

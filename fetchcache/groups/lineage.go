@@ -16,6 +16,17 @@ type TopicIDs interface {
 	CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error)
 }
 
+// DeletionTeller is TopicIDs whose view may lack topics that exist: a
+// bucket holds only the topics tiered to it, while the groups in it (those
+// of `tiered serve`) commit offsets of its other topics too. KnownDeleted
+// reports whether topic, which is not served, is known deleted (its topic
+// object says so) rather than unknown to the view. An offset of a topic
+// not served is stale only when it is known deleted; TopicIDs without this
+// take every topic they do not serve as deleted.
+type DeletionTeller interface {
+	KnownDeleted(ctx context.Context, topic string) (bool, error)
+}
+
 // TopicPartitions is TopicIDs that also tell a served topic's partitions:
 // Commit refuses an offset of a partition its topic does not have
 // (UNKNOWN_TOPIC_OR_PARTITION), as Kafka does. TopicIDs without it take
@@ -36,8 +47,9 @@ type Lineages struct {
 }
 
 type lineage struct {
-	id     string
-	served bool
+	id      string
+	served  bool
+	deleted bool // not served, and known deleted (DeletionTeller)
 }
 
 // NewLineages resolves topics through ids; nil ids give a nil *Lineages.
@@ -51,35 +63,50 @@ func NewLineages(ids TopicIDs) *Lineages {
 // Current is topic's current topic ID ("" for a topic without IDs) and
 // whether it is served; with a nil l, "" and true.
 func (l *Lineages) Current(ctx context.Context, topic string) (id string, served bool, err error) {
+	c, err := l.resolve(ctx, topic)
+	return c.id, c.served, err
+}
+
+// resolve is Current with whether a topic not served is known deleted.
+func (l *Lineages) resolve(ctx context.Context, topic string) (lineage, error) {
 	if l == nil {
-		return "", true, nil
+		return lineage{served: true}, nil
 	}
 	if c, ok := l.memo[topic]; ok {
-		return c.id, c.served, nil
+		return c, nil
 	}
-	id, served, err = l.ids.CurrentTopicID(ctx, topic)
+	id, served, err := l.ids.CurrentTopicID(ctx, topic)
 	if err != nil {
-		return "", false, err
+		return lineage{}, err
 	}
-	l.memo[topic] = lineage{id, served}
-	return id, served, nil
+	c := lineage{id: id, served: served, deleted: !served}
+	if d, ok := l.ids.(DeletionTeller); ok && !served {
+		if c.deleted, err = d.KnownDeleted(ctx, topic); err != nil {
+			return lineage{}, err
+		}
+	}
+	l.memo[topic] = c
+	return c, nil
 }
 
 // Stale reports whether off was committed against another incarnation of
-// its topic than the current one: it names a topic ID and the topic is no
-// longer served (deleted) or is served under another ID (deleted and
+// its topic than the current one: it names a topic ID and the topic is
+// known deleted (DeletionTeller) or is served under another ID (deleted and
 // re-created). Kafka deletes the committed offsets of a deleted topic; a
 // stale offset is answered as no committed offset. An offset naming no ID
-// is never stale.
+// is never stale, nor one of a topic the view does not know.
 func (l *Lineages) Stale(ctx context.Context, off Offset) (bool, error) {
 	if l == nil || off.TopicID == "" {
 		return false, nil
 	}
-	id, served, err := l.Current(ctx, off.Topic)
+	c, err := l.resolve(ctx, off.Topic)
 	if err != nil {
 		return false, err
 	}
-	return !served || id != off.TopicID, nil
+	if !c.served {
+		return c.deleted, nil
+	}
+	return c.id != off.TopicID, nil
 }
 
 // DropStale removes o's stale offsets (Stale) and returns them. On an

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tiered/tiered/fetchcache"
+	"github.com/tiered/tiered/fetchcache/groupadmin"
+	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
@@ -88,5 +90,60 @@ func TestServeGroupOffsetsOfAnotherIncarnation(t *testing.T) {
 	fresh, _ := serveDir()
 	if off := offsetOf(fetchkit.DialRaw(t, fresh)); off != -1 {
 		t.Fatalf("the topic created again on a fresh data dir: offset %d, want -1 (another incarnation's)", off)
+	}
+}
+
+// TestServeGroupOffsetsKeptByBucketAdmin: serve keeps its groups in its
+// bucket, which holds only its remote-enabled topics. `tiered groups
+// --bucket` (a bucket's catalog) must not take serve's committed offset of
+// another topic for a deleted topic's: describe shows it, and a reset of
+// another group topic, which drops the offsets of deleted topics, keeps it.
+func TestServeGroupOffsetsKeptByBucketAdmin(t *testing.T) {
+	groupBkt := objstore.NewMemory()
+	e := fetchkit.NewEnvWithTopicIDs(t)
+	e.Topic("orders", 1, nil) // local only: the bucket never holds it
+	e.Topic("payments", 1, map[string]string{"remote.storage.enable": "true"})
+	for _, tp := range []string{"orders", "payments"} {
+		e.Produce(e.Log(tp, 0), fetchkit.ProduceOpts{Per: 5}, fetchkit.GenRecs(30, ts0, "o"))
+	}
+	if err := e.Log("payments", 0).Roll(); err != nil {
+		t.Fatal(err)
+	}
+	fetchkit.UploadAll(t, e, groupBkt)
+	addr := startKafka(t, fetchcache.NewCombinedCatalog(e.Dir, nil), KafkaOptions{Groups: startCoordinator(t, groupBkt, nil)})
+	q := kmsg.NewPtrOffsetCommitRequest()
+	q.Version, q.Group, q.Generation = 8, "g", -1
+	for _, tp := range []string{"orders", "payments"} {
+		q.Topics = append(q.Topics, kmsg.OffsetCommitRequestTopic{Topic: tp, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 20, LeaderEpoch: -1}}})
+	}
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	if err := fetchkit.DialRaw(t, addr).Request(1, q, resp); err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range resp.Topics {
+		if c := rt.Partitions[0].ErrorCode; c != 0 {
+			t.Fatalf("commit %s: code %d", rt.Topic, c)
+		}
+	}
+
+	ctx := context.Background()
+	cat, err := fetchcache.NewRemoteCatalog(groupBkt, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &groupadmin.Admin{Store: groups.NewStore(groupBkt, groups.StoreOptions{}), Catalog: cat}
+	d, err := a.Describe(ctx, "g", "orders")
+	if err != nil || len(d.Offsets) != 1 || d.Offsets[0].Committed != 20 {
+		t.Fatalf("describe over the bucket: %+v, %v; want serve's committed offset 20 of orders", d, err)
+	}
+	if _, err := a.Reset(ctx, "g", groupadmin.ResetSpec{Topic: "payments", ToEarliest: true, Execute: true}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := a.Store.Reload(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, ok := o.Lookup("orders", 0); !ok || off.Offset != 20 {
+		t.Fatalf("after a reset of payments over the bucket, orders' offset is %+v (%v): serve's committed offset was dropped", off, ok)
 	}
 }
