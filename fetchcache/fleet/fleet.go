@@ -132,8 +132,8 @@ type Options struct {
 	// Self is this replica's advertised Kafka address (host:port).
 	Self string
 	// Peers is fetch.peers: the advertised addresses of every replica (Self among them),
-	// or a single host:port whose host is a DNS name resolving to all of them. Empty:
-	// alone.
+	// or a single host:port whose host is a DNS name resolving to all of them. Empty, or
+	// Self alone: alone.
 	Peers []string
 	// Lease is fetch.peer_lease (0: DefaultLease).
 	Lease time.Duration
@@ -175,9 +175,11 @@ type Fleet struct {
 	seen     map[string]*peerState // by member address
 	selfOK   time.Time             // last successful renewal of our own lease (monotonic)
 	// visible is when this replica's lease last became visible to its peers after it was
-	// not (its first renewal, or the first after a lapse; monotonic): it coordinates no
-	// group until a Lease after it (claimable).
+	// not (its first renewal, the first after a lapse, or the first poll that found it
+	// among the DNS answers its peers poll; monotonic): it coordinates no group until a
+	// Lease after it (claimable).
 	visible  time.Time
+	listed   bool      // this replica was among the members the last poll polled
 	readOK   time.Time // start of the last poll that read every peer's lease (monotonic)
 	seq      uint64
 	started  time.Time
@@ -236,7 +238,7 @@ func New(o Options) (*Fleet, error) {
 	f := &Fleet{o: o, log: o.Logger, self: o.Self, seen: map[string]*peerState{}, changed: make(chan struct{}),
 		metrics: newMetrics(o.Registerer)}
 	switch {
-	case len(o.Peers) == 0:
+	case len(o.Peers) == 0 || len(o.Peers) == 1 && o.Peers[0] == o.Self:
 		f.alone = true
 		f.live = []string{o.Self}
 	case len(o.Peers) == 1 && IsDNSName(o.Peers[0]):
@@ -457,9 +459,12 @@ func (f *Fleet) renew(ctx context.Context) error {
 	// hung): the peers have meanwhile declared it dead and coordinated its groups, perhaps
 	// with new generations and commits. Whatever the next view gives back to it must be
 	// re-read from the bucket, not served from the state held before.
-	gap := !f.selfOK.IsZero() && start.Sub(f.selfOK) >= f.o.Lease
+	// Measured to the write's end, an Interval short of a Lease: a write that started in
+	// time but landed late left the lease unchanged past the Lease its peers judge it by.
+	end := time.Now()
+	gap := !f.selfOK.IsZero() && end.Sub(f.selfOK) >= f.o.Lease-Interval(f.o.Lease)
 	if gap || f.selfOK.IsZero() {
-		f.visible = time.Now() // the PUT is complete: peers can read the lease from now on
+		f.visible = end // the PUT is complete: peers can read the lease from now on
 	}
 	f.selfOK = start
 	f.mu.Unlock()
@@ -604,6 +609,12 @@ func (f *Fleet) observe(now time.Time, obs map[string]observation, listed bool, 
 			delete(f.seen, m) // no longer among the peers
 		}
 	}
+	if listed && !f.listed {
+		// Newly among the DNS answers (a static list always names it): the peers read
+		// its lease only from now on.
+		f.visible = now
+	}
+	f.listed = listed
 	self := !f.released && listed && f.selfLive(now)
 	var live []string
 	for m, st := range f.seen {
@@ -747,7 +758,7 @@ func (f *Fleet) Owns(group string) bool {
 // ErrNoCoordinator: no replica of the fleet is live in this replica's view (its own lease
 // could not be written, or its peers' leases could not be read, for a lease length, and no
 // peer's is fresh). Clients are answered COORDINATOR_NOT_AVAILABLE and retry.
-var ErrNoCoordinator = errors.New("no live fetch replica to coordinate the group (this replica's lease is not renewed or its peers' leases are not read, and no peer's is fresh)")
+var ErrNoCoordinator = errors.New("no live fetch replica may coordinate the group now (this replica's lease is not renewed or its peers' leases are not read, and no peer's is fresh; or the group is this replica's, whose lease became visible to its peers less than fetch.peer_lease ago)")
 
 // Coordinator implements groups.Ring: the node that coordinates group and whether it is
 // this replica.

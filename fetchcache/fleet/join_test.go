@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,5 +80,113 @@ func TestResumedReplicaWaitsBeforeCoordinating(t *testing.T) {
 	a.poll(ctx)
 	if g := splitBrain(a, c.f, 200); g != "" {
 		t.Fatalf("group %s has two coordinators right after %s resumed (views %v and %v)", g, peers[0], liveAddrs(a), liveAddrs(c.f))
+	}
+}
+
+// TestListedLaterWaitsBeforeCoordinating: a replica missing from the DNS answers (a pod not
+// ready yet) renews its lease, but its peers read only the answers' leases. When it first
+// appears there, its peers have not read its lease yet: it must not claim its groups at once,
+// however long it has been renewing.
+func TestListedLaterWaitsBeforeCoordinating(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	b := objstore.NewMemory()
+	res := &fakeResolver{hosts: map[string][]string{}}
+	res.set("fetch-headless.tiered.svc", "10.1.0.7")
+	peers := []string{"fetch-headless.tiered.svc:9092"}
+	mk := func(self string) *Fleet {
+		t.Helper()
+		f, err := New(Options{Bucket: b, Self: self, Peers: peers, Lease: lease, Resolver: res, Logger: discard()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	a, c := mk("10.1.0.5:9092"), mk("10.1.0.7:9092")
+	ctx := context.Background()
+	for end := time.Now().Add(lease + Interval(lease)); time.Now().Before(end); time.Sleep(Interval(lease) / 2) {
+		for _, f := range []*Fleet{a, c} {
+			if err := f.renew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			f.poll(ctx)
+		}
+	}
+	res.set("fetch-headless.tiered.svc", "10.1.0.7", "10.1.0.5")
+	if err := a.renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.poll(ctx) // c has not polled since
+	if g := splitBrain(a, c, 200); g != "" {
+		t.Fatalf("group %s has two coordinators right after 10.1.0.5 appeared in the DNS answers (views %v and %v)", g, liveAddrs(a), liveAddrs(c))
+	}
+}
+
+// slowPut delays every Put while slow is set.
+type slowPut struct {
+	objstore.Bucket
+	slow  atomic.Bool
+	delay time.Duration
+}
+
+func (b *slowPut) Put(ctx context.Context, key string, r io.Reader, size int64, c objstore.Condition) (objstore.Attrs, error) {
+	if b.slow.Load() {
+		time.Sleep(b.delay)
+	}
+	return b.Bucket.Put(ctx, key, r, size, c)
+}
+
+// TestLateRenewalIsALapse: a renewal that starts in time but lands after the lease its peers
+// judge it by has let them declare the replica dead and take its groups. It is a lapse: the
+// replica drops its groups' state and does not claim them back at once.
+func TestLateRenewalIsALapse(t *testing.T) {
+	const lease = time.Second
+	mem := objstore.NewMemory()
+	peers := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	sa := &slowPut{Bucket: mem, delay: 350 * time.Millisecond}
+	a, c := pausedReplica(t, sa, peers[0], peers, lease), pausedReplica(t, mem, peers[1], peers, lease)
+	ctx := context.Background()
+	step := func(fs ...*Fleet) {
+		for _, f := range fs {
+			_ = f.renew(ctx)
+			f.poll(ctx)
+		}
+	}
+	for end := time.Now().Add(lease + 300*time.Millisecond); time.Now().Before(end); time.Sleep(Interval(lease)) {
+		step(a, c)
+	}
+	step(a, c)
+	t0 := time.Now()
+	time.Sleep(800 * time.Millisecond)
+	sa.slow.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- a.renew(ctx) }() // starts 0.8 lease after the last, lands about 1.15
+	step(c)
+	time.Sleep(time.Until(t0.Add(1050 * time.Millisecond)))
+	step(c) // c: a's lease unchanged for a lease: c takes everything
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sa.slow.Store(false)
+	a.poll(ctx)
+	if g := splitBrain(a, c, 200); g != "" {
+		t.Fatalf("group %s has two coordinators after a late renewal (views %v and %v)", g, liveAddrs(a), liveAddrs(c))
+	}
+}
+
+// TestSelfOnlyPeersIsAlone: fetch.peers naming only the replica itself is a fleet of one:
+// it coordinates every group at once, as one without peers does.
+func TestSelfOnlyPeersIsAlone(t *testing.T) {
+	f, err := New(Options{Bucket: objstore.NewMemory(), Self: "127.0.0.1:9001", Peers: []string{"127.0.0.1:9001"}, Lease: time.Second, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, self, err := f.Coordinator("g"); err != nil || !self {
+		t.Fatalf("Coordinator right after Start: self %v, %v", self, err)
 	}
 }
