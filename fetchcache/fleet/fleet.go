@@ -178,15 +178,19 @@ type Fleet struct {
 	// not (its first renewal, the first after a lapse, or the first poll that found it
 	// among the DNS answers its peers poll; monotonic): it coordinates no group until a
 	// Lease after it (claimable).
-	visible  time.Time
-	listed   bool      // this replica was among the members the last poll polled
-	readOK   time.Time // start of the last poll that read every peer's lease (monotonic)
-	seq      uint64
-	started  time.Time
-	live     []string // sorted
-	epoch    uint64
-	released bool
-	changed  chan struct{} // closed and replaced on every change of the live set
+	visible time.Time
+	// everListed and unlistedSince track this replica among the members its polls poll
+	// (a DNS name's answers; a static list always names it).
+	everListed    bool
+	unlistedSince time.Time // since when it has been missing (monotonic); zero while listed
+	selfEnd       time.Time // end of the last successful renewal of our own lease (monotonic)
+	readOK        time.Time // start of the last poll that read every peer's lease (monotonic)
+	seq           uint64
+	started       time.Time
+	live          []string // sorted
+	epoch         uint64
+	released      bool
+	changed       chan struct{} // closed and replaced on every change of the live set
 }
 
 type peerState struct {
@@ -459,14 +463,15 @@ func (f *Fleet) renew(ctx context.Context) error {
 	// hung): the peers have meanwhile declared it dead and coordinated its groups, perhaps
 	// with new generations and commits. Whatever the next view gives back to it must be
 	// re-read from the bucket, not served from the state held before.
-	// Measured to the write's end, an Interval short of a Lease: a write that started in
-	// time but landed late left the lease unchanged past the Lease its peers judge it by.
+	// Measured from the previous write's end to this one's: the peers see each write once
+	// it lands, and a write that started in time but landed late left the lease unchanged
+	// past the Lease they judge it by.
 	end := time.Now()
-	gap := !f.selfOK.IsZero() && end.Sub(f.selfOK) >= f.o.Lease-Interval(f.o.Lease)
-	if gap || f.selfOK.IsZero() {
+	gap := !f.selfEnd.IsZero() && end.Sub(f.selfEnd) >= f.o.Lease
+	if gap || f.selfEnd.IsZero() {
 		f.visible = end // the PUT is complete: peers can read the lease from now on
 	}
-	f.selfOK = start
+	f.selfOK, f.selfEnd = start, end
 	f.mu.Unlock()
 	if gap {
 		f.dropHeld()
@@ -609,12 +614,18 @@ func (f *Fleet) observe(now time.Time, obs map[string]observation, listed bool, 
 			delete(f.seen, m) // no longer among the peers
 		}
 	}
-	if listed && !f.listed {
-		// Newly among the DNS answers (a static list always names it): the peers read
-		// its lease only from now on.
-		f.visible = now
+	if listed {
+		// First among the DNS answers, or again after missing from them for a Lease: the
+		// peers read its lease only from now on. A shorter absence (answers that leave
+		// some members out now and then) does not restart the wait, or a replica whose
+		// answers flap would never coordinate.
+		if !f.everListed || !f.unlistedSince.IsZero() && now.Sub(f.unlistedSince) >= f.o.Lease {
+			f.visible = now
+		}
+		f.everListed, f.unlistedSince = true, time.Time{}
+	} else if f.unlistedSince.IsZero() {
+		f.unlistedSince = now
 	}
-	f.listed = listed
 	self := !f.released && listed && f.selfLive(now)
 	var live []string
 	for m, st := range f.seen {

@@ -190,3 +190,60 @@ func TestSelfOnlyPeersIsAlone(t *testing.T) {
 		t.Fatalf("Coordinator right after Start: self %v, %v", self, err)
 	}
 }
+
+// slowStore delays every Put and Get by d.
+type slowStore struct {
+	objstore.Bucket
+	d time.Duration
+}
+
+func (b *slowStore) Put(ctx context.Context, key string, r io.Reader, size int64, c objstore.Condition) (objstore.Attrs, error) {
+	time.Sleep(b.d)
+	return b.Bucket.Put(ctx, key, r, size, c)
+}
+
+func (b *slowStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	time.Sleep(b.d)
+	return b.Bucket.Get(ctx, key)
+}
+
+// TestSlowStoreIsNoLapse: every store request takes 1.5 poll intervals (within the
+// renewal's timeout): the renewals land well within a lease of each other, so none is a
+// lapse, and the replicas coordinate their groups a lease after they start.
+func TestSlowStoreIsNoLapse(t *testing.T) {
+	const lease = time.Second
+	mem := objstore.NewMemory()
+	slow := &slowStore{Bucket: mem, d: 3 * Interval(lease) / 2}
+	peers := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	var drops atomic.Int64
+	a := startReplicaWith(t, slow, Options{Self: peers[0], Peers: peers, Lease: lease,
+		Held: func() []string { return []string{"g"} }, OnLose: func(string) { drops.Add(1) }})
+	c := startReplica(t, slow, peers[1], peers, lease, nil)
+	waitClaimable(t, 4*lease, a.f, c.f)
+	time.Sleep(2 * lease)
+	if n := drops.Load(); n != 0 {
+		t.Fatalf("%d lapses seen with a slow store whose renewals all landed in time", n)
+	}
+}
+
+// TestFlappingDNSStillCoordinates: answers that leave the replica out every other lookup
+// (a resolver truncating its answers) do not keep restarting its wait: it coordinates.
+func TestFlappingDNSStillCoordinates(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	res := &flappingResolver{all: []string{"10.1.0.5", "10.1.0.7"}, some: []string{"10.1.0.7"}}
+	a := startReplica(t, objstore.NewMemory(), "10.1.0.5:9092", []string{"fetch-headless.tiered.svc:9092"}, lease, res)
+	waitClaimable(t, 5*lease, a.f)
+}
+
+// flappingResolver answers all, then some, in turn.
+type flappingResolver struct {
+	all, some []string
+	n         atomic.Int64
+}
+
+func (r *flappingResolver) LookupHost(ctx context.Context, host string) ([]string, error) {
+	if r.n.Add(1)%2 == 0 {
+		return r.some, nil
+	}
+	return r.all, nil
+}
