@@ -18,6 +18,21 @@ func (c ValidatingCatalog) Partition(ctx context.Context, topic string, partitio
 	return c.Catalog.Partition(ctx, topic, partition)
 }
 
+// knownStale passes CatalogTopicIDs' KnownStale on to the wrapped catalog
+// (staleResolver), as unlistedTopicID below: without it, a fetch listener's
+// group commits took every offset of a topic its bucket does not hold (a
+// serve bucket's local topics) as stale and dropped it. A refused name is
+// not known; a catalog that cannot tell knows every topic.
+func (c ValidatingCatalog) knownStale(ctx context.Context, topic, topicID string) (bool, error) {
+	if topicconfig.ValidateTopicName(topic) != nil {
+		return false, nil
+	}
+	if d, ok := c.Catalog.(staleResolver); ok {
+		return d.knownStale(ctx, topic, topicID)
+	}
+	return true, nil
+}
+
 // unlistedTopicID passes CatalogTopicIDs' look-up of a topic the cached
 // listing lacks on to the wrapped catalog (unlistedResolver), which the
 // embedded interface does not carry: without it a topic first uploaded

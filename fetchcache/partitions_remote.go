@@ -226,20 +226,18 @@ func (c *RemoteCatalog) unlistedTopicID(ctx context.Context, topic string) (stri
 	return topicID, topicID != "", nil
 }
 
-// topicDeleted reports whether the topic's topic object marks it deleted
-// (CatalogTopicIDs.KnownDeleted); false for a topic without one.
-func (c *RemoteCatalog) topicDeleted(ctx context.Context, topic string) (bool, error) {
+// knownStale reports whether the topic's topic object lists topicID among
+// its superseded lineages and serves another (CatalogTopicIDs.KnownStale);
+// false for a topic without one, or an ID it does not list.
+func (c *RemoteCatalog) knownStale(ctx context.Context, topic, topicID string) (bool, error) {
 	if manifest.ValidateTopic(topic) != nil {
 		return false, nil
 	}
-	_, _, err := c.o.Reader.Topics.Resolve(ctx, c.b, c.prefix, topic)
-	switch {
-	case errors.Is(err, remotelog.ErrTopicDeleted):
-		return true, nil
-	case err != nil:
+	current, deleted, superseded, err := c.o.Reader.Topics.Superseded(ctx, c.b, c.prefix, topic)
+	if err != nil {
 		return false, err
 	}
-	return false, nil
+	return (deleted || current != topicID) && slices.Contains(superseded, topicID), nil
 }
 
 // servedLineage is what a topic object says readers serve.

@@ -65,24 +65,25 @@ func (c *CatalogTopicIDs) CurrentTopicID(ctx context.Context, topic string) (id 
 	return pid, true, nil
 }
 
-// KnownDeleted reports whether topic, which the catalog does not serve, is
-// known deleted (groups.DeletionTeller). A bucket's catalog knows it when
-// the topic's topic object marks it deleted; a topic without a topic object
-// is unknown to it (a serve bucket holds only serve's remote-enabled
-// topics, while its groups commit offsets of the others too). Any other
-// catalog (a log dir's) lists every topic there is: one it does not serve
-// is deleted.
-func (c *CatalogTopicIDs) KnownDeleted(ctx context.Context, topic string) (bool, error) {
-	if d, ok := c.cat.(deletionResolver); ok {
-		return d.topicDeleted(ctx, topic)
+// KnownStale reports whether topicID is a known earlier incarnation of
+// topic (groups.StaleTeller), which the catalog does not serve now. A
+// bucket's catalog knows it when the topic's topic object lists it among
+// its superseded lineages (deleted, or replaced by a re-creation); an ID
+// it does not list is unknown to it (a serve bucket holds only serve's
+// remote-enabled topics, while its groups commit offsets of the others
+// too). Any other catalog (a log dir's) knows every topic there is: an
+// incarnation it does not serve is an earlier one.
+func (c *CatalogTopicIDs) KnownStale(ctx context.Context, topic, topicID string) (bool, error) {
+	if d, ok := c.cat.(staleResolver); ok {
+		return d.knownStale(ctx, topic, topicID)
 	}
 	return true, nil
 }
 
-// deletionResolver is a catalog that tells a topic known deleted from one
-// it does not know.
-type deletionResolver interface {
-	topicDeleted(ctx context.Context, topic string) (bool, error)
+// staleResolver is a catalog that tells a known earlier incarnation of a
+// topic from one it does not know.
+type staleResolver interface {
+	knownStale(ctx context.Context, topic, topicID string) (bool, error)
 }
 
 // HasPartition reports whether the catalog serves partition of topic

@@ -16,15 +16,16 @@ type TopicIDs interface {
 	CurrentTopicID(ctx context.Context, topic string) (id string, served bool, err error)
 }
 
-// DeletionTeller is TopicIDs whose view may lack topics that exist: a
-// bucket holds only the topics tiered to it, while the groups in it (those
-// of `tiered serve`) commit offsets of its other topics too. KnownDeleted
-// reports whether topic, which is not served, is known deleted (its topic
-// object says so) rather than unknown to the view. An offset of a topic
-// not served is stale only when it is known deleted; TopicIDs without this
-// take every topic they do not serve as deleted.
-type DeletionTeller interface {
-	KnownDeleted(ctx context.Context, topic string) (bool, error)
+// StaleTeller is TopicIDs whose view may lack topics, and incarnations of
+// topics, that exist: a bucket holds only the topics tiered to it, while
+// the groups in it (those of `tiered serve`) commit offsets of its other
+// topics too, and of incarnations the bucket never held. KnownStale
+// reports whether topicID is a known earlier incarnation of topic (its
+// topic object lists it deleted or replaced). An offset that is not of the
+// current incarnation served is stale only when it is known so; TopicIDs
+// without this take every such offset as stale.
+type StaleTeller interface {
+	KnownStale(ctx context.Context, topic, topicID string) (bool, error)
 }
 
 // TopicPartitions is TopicIDs that also tell a served topic's partitions:
@@ -42,14 +43,14 @@ type TopicPartitions interface {
 // *Lineages (no TopicIDs) takes every offset as current, as releases
 // before topic IDs did.
 type Lineages struct {
-	ids  TopicIDs
-	memo map[string]lineage
+	ids   TopicIDs
+	memo  map[string]lineage
+	stale map[[2]string]bool // KnownStale's answers by topic and ID
 }
 
 type lineage struct {
-	id      string
-	served  bool
-	deleted bool // not served, and known deleted (DeletionTeller)
+	id     string
+	served bool
 }
 
 // NewLineages resolves topics through ids; nil ids give a nil *Lineages.
@@ -57,56 +58,58 @@ func NewLineages(ids TopicIDs) *Lineages {
 	if ids == nil {
 		return nil
 	}
-	return &Lineages{ids: ids, memo: map[string]lineage{}}
+	return &Lineages{ids: ids, memo: map[string]lineage{}, stale: map[[2]string]bool{}}
 }
 
 // Current is topic's current topic ID ("" for a topic without IDs) and
 // whether it is served; with a nil l, "" and true.
 func (l *Lineages) Current(ctx context.Context, topic string) (id string, served bool, err error) {
-	c, err := l.resolve(ctx, topic)
-	return c.id, c.served, err
-}
-
-// resolve is Current with whether a topic not served is known deleted.
-func (l *Lineages) resolve(ctx context.Context, topic string) (lineage, error) {
 	if l == nil {
-		return lineage{served: true}, nil
+		return "", true, nil
 	}
 	if c, ok := l.memo[topic]; ok {
-		return c, nil
+		return c.id, c.served, nil
 	}
-	id, served, err := l.ids.CurrentTopicID(ctx, topic)
+	id, served, err = l.ids.CurrentTopicID(ctx, topic)
 	if err != nil {
-		return lineage{}, err
+		return "", false, err
 	}
-	c := lineage{id: id, served: served, deleted: !served}
-	if d, ok := l.ids.(DeletionTeller); ok && !served {
-		if c.deleted, err = d.KnownDeleted(ctx, topic); err != nil {
-			return lineage{}, err
-		}
-	}
-	l.memo[topic] = c
-	return c, nil
+	l.memo[topic] = lineage{id, served}
+	return id, served, nil
 }
 
 // Stale reports whether off was committed against another incarnation of
-// its topic than the current one: it names a topic ID and the topic is
-// known deleted (DeletionTeller) or is served under another ID (deleted and
-// re-created). Kafka deletes the committed offsets of a deleted topic; a
+// its topic than the current one: it names a topic ID and the topic is no
+// longer served (deleted) or is served under another ID (deleted and
+// re-created); with a StaleTeller, only when it knows that incarnation as
+// an earlier one. Kafka deletes the committed offsets of a deleted topic; a
 // stale offset is answered as no committed offset. An offset naming no ID
-// is never stale, nor one of a topic the view does not know.
+// is never stale.
 func (l *Lineages) Stale(ctx context.Context, off Offset) (bool, error) {
 	if l == nil || off.TopicID == "" {
 		return false, nil
 	}
-	c, err := l.resolve(ctx, off.Topic)
+	id, served, err := l.Current(ctx, off.Topic)
 	if err != nil {
 		return false, err
 	}
-	if !c.served {
-		return c.deleted, nil
+	if served && id == off.TopicID {
+		return false, nil
 	}
-	return c.id != off.TopicID, nil
+	t, ok := l.ids.(StaleTeller)
+	if !ok {
+		return true, nil
+	}
+	k := [2]string{off.Topic, off.TopicID}
+	if s, ok := l.stale[k]; ok {
+		return s, nil
+	}
+	s, err := t.KnownStale(ctx, off.Topic, off.TopicID)
+	if err != nil {
+		return false, err
+	}
+	l.stale[k] = s
+	return s, nil
 }
 
 // DropStale removes o's stale offsets (Stale) and returns them. On an

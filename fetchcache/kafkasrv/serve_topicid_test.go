@@ -12,6 +12,8 @@ import (
 	"github.com/tiered/tiered/fetchcache/groupadmin"
 	"github.com/tiered/tiered/fetchcache/groups"
 	"github.com/tiered/tiered/internal/testkit/fetchkit"
+	"github.com/tiered/tiered/internal/testkit/remotekit"
+	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
 )
 
@@ -99,32 +101,7 @@ func TestServeGroupOffsetsOfAnotherIncarnation(t *testing.T) {
 // another topic for a deleted topic's: describe shows it, and a reset of
 // another group topic, which drops the offsets of deleted topics, keeps it.
 func TestServeGroupOffsetsKeptByBucketAdmin(t *testing.T) {
-	groupBkt := objstore.NewMemory()
-	e := fetchkit.NewEnvWithTopicIDs(t)
-	e.Topic("orders", 1, nil) // local only: the bucket never holds it
-	e.Topic("payments", 1, map[string]string{"remote.storage.enable": "true"})
-	for _, tp := range []string{"orders", "payments"} {
-		e.Produce(e.Log(tp, 0), fetchkit.ProduceOpts{Per: 5}, fetchkit.GenRecs(30, ts0, "o"))
-	}
-	if err := e.Log("payments", 0).Roll(); err != nil {
-		t.Fatal(err)
-	}
-	fetchkit.UploadAll(t, e, groupBkt)
-	addr := startKafka(t, fetchcache.NewCombinedCatalog(e.Dir, nil), KafkaOptions{Groups: startCoordinator(t, groupBkt, nil)})
-	q := kmsg.NewPtrOffsetCommitRequest()
-	q.Version, q.Group, q.Generation = 8, "g", -1
-	for _, tp := range []string{"orders", "payments"} {
-		q.Topics = append(q.Topics, kmsg.OffsetCommitRequestTopic{Topic: tp, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 20, LeaderEpoch: -1}}})
-	}
-	resp := kmsg.NewPtrOffsetCommitResponse()
-	if err := fetchkit.DialRaw(t, addr).Request(1, q, resp); err != nil {
-		t.Fatal(err)
-	}
-	for _, rt := range resp.Topics {
-		if c := rt.Partitions[0].ErrorCode; c != 0 {
-			t.Fatalf("commit %s: code %d", rt.Topic, c)
-		}
-	}
+	groupBkt := serveCommittedBoth(t)
 
 	ctx := context.Background()
 	cat, err := fetchcache.NewRemoteCatalog(groupBkt, fetchcache.RemoteCatalogOptions{})
@@ -146,4 +123,111 @@ func TestServeGroupOffsetsKeptByBucketAdmin(t *testing.T) {
 	if off, ok := o.Lookup("orders", 0); !ok || off.Offset != 20 {
 		t.Fatalf("after a reset of payments over the bucket, orders' offset is %+v (%v): serve's committed offset was dropped", off, ok)
 	}
+}
+
+// TestBucketKnowsStaleIncarnations: over a bucket, an offset's incarnation
+// is stale only when the topic object lists it as an earlier one (deleted,
+// or replaced by a re-creation) — whether the catalog serves the topic now
+// or not (a re-created lineage without a manifest yet) — never when the
+// bucket does not know it: no topic object (a serve topic never tiered), or
+// an ID the object does not list (a serve topic created again local-only).
+func TestBucketKnowsStaleIncarnations(t *testing.T) {
+	const thirdID = "AAAAAAAAAAAAAAAAAAAAAg"
+	ctx := context.Background()
+	mem := objstore.NewMemory()
+	s, _, _, err := manifest.ObserveTopic("", "recreated", nil, manifest.Observation{TopicID: testTopicID, Partitions: 1, NowMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _, err = manifest.ObserveTopic("", "recreated", s, manifest.Observation{TopicID: otherTopicID, Partitions: 1, NowMs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	remotekit.PutTopicState(t, mem, s)
+	d, _, _, err := manifest.ObserveTopic("", "deleted", nil, manifest.Observation{TopicID: testTopicID, Partitions: 1, NowMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ = d.MarkDeleted(3)
+	remotekit.PutTopicState(t, mem, d)
+	cat, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lin := groups.NewLineages(fetchcache.NewCatalogTopicIDs(cat))
+	for _, tt := range []struct {
+		topic, id string
+		stale     bool
+	}{
+		{"recreated", testTopicID, true},   // replaced, and its new lineage has no manifest yet
+		{"recreated", otherTopicID, false}, // current
+		{"recreated", thirdID, false},      // not the bucket's
+		{"deleted", testTopicID, true},
+		{"deleted", thirdID, false},
+		{"never-tiered", testTopicID, false},
+	} {
+		got, err := lin.Stale(ctx, groups.Offset{Topic: tt.topic, Partition: 0, Offset: 5, TopicID: tt.id})
+		if err != nil || got != tt.stale {
+			t.Errorf("%s under %s: stale %v, %v; want %v", tt.topic, tt.id, got, err, tt.stale)
+		}
+	}
+}
+
+// TestFetchListenerKeepsServeOffsets: a fetch replica over serve's bucket
+// (the same groups/ objects) commits a group's offset of a tiered topic;
+// the group's offset of serve's local-only topic, which the bucket does not
+// hold, stays.
+func TestFetchListenerKeepsServeOffsets(t *testing.T) {
+	groupBkt := serveCommittedBoth(t)
+	remote, err := fetchcache.NewRemoteCatalog(groupBkt, fetchcache.RemoteCatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit20(t, startKafka(t, remote, KafkaOptions{Groups: startCoordinator(t, groupBkt, nil)}), "payments")
+	o, err := groups.NewStore(groupBkt, groups.StoreOptions{}).Reload(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, ok := o.Lookup("orders", 0); !ok || off.Offset != 20 {
+		t.Fatalf("after a commit through a fetch listener over the bucket, orders' offset is %+v (%v): serve's offset dropped", off, ok)
+	}
+}
+
+// commit20 commits offset 20 of partition 0 of each topic for group "g"
+// (a simple commit, generation -1) at the Kafka listener addr.
+func commit20(t *testing.T, addr string, topics ...string) {
+	t.Helper()
+	q := kmsg.NewPtrOffsetCommitRequest()
+	q.Version, q.Group, q.Generation = 8, "g", -1
+	for _, tp := range topics {
+		q.Topics = append(q.Topics, kmsg.OffsetCommitRequestTopic{Topic: tp, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 20, LeaderEpoch: -1}}})
+	}
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	if err := fetchkit.DialRaw(t, addr).Request(1, q, resp); err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range resp.Topics {
+		if c := rt.Partitions[0].ErrorCode; c != 0 {
+			t.Fatalf("commit %s: code %d", rt.Topic, c)
+		}
+	}
+}
+
+// serveCommittedBoth is a serve data dir's bucket with topics orders (local
+// only: the bucket never holds it) and payments (uploaded), and group "g"'s
+// offset 20 of both, committed through serve's Kafka listener.
+func serveCommittedBoth(t *testing.T) *objstore.Memory {
+	t.Helper()
+	groupBkt := objstore.NewMemory()
+	e := fetchkit.NewEnvWithTopicIDs(t)
+	e.Topic("orders", 1, nil) // local only: the bucket never holds it
+	e.Topic("payments", 1, map[string]string{"remote.storage.enable": "true"})
+	for _, tp := range []string{"orders", "payments"} {
+		e.Produce(e.Log(tp, 0), fetchkit.ProduceOpts{Per: 5}, fetchkit.GenRecs(30, ts0, "o"))
+	}
+	if err := e.Log("payments", 0).Roll(); err != nil {
+		t.Fatal(err)
+	}
+	fetchkit.UploadAll(t, e, groupBkt)
+	commit20(t, startKafka(t, fetchcache.NewCombinedCatalog(e.Dir, nil), KafkaOptions{Groups: startCoordinator(t, groupBkt, nil)}), "orders", "payments")
+	return groupBkt
 }

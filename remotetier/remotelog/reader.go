@@ -402,24 +402,8 @@ var ErrTopicDeleted = errors.New("topic is deleted")
 // name-only) and the topic ID ("" when there is no object: a topic
 // without IDs). A deleted topic is ErrTopicDeleted.
 func ResolveTopic(ctx context.Context, b objstore.BucketReader, prefix, topic string) (keyID, topicID string, err error) {
-	key, err := manifest.TopicKey(prefix, topic)
-	if err != nil {
-		return "", "", err
-	}
-	rc, err := b.Get(ctx, key)
-	if objstore.IsNotFound(err) {
-		return "", "", nil
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("read topic object of %s: %w", topic, err)
-	}
-	defer rc.Close()
-	data, err := manifest.ReadLimited(key, rc)
-	if err != nil {
-		return "", "", err
-	}
-	s, err := manifest.DecodeTopic(key, data)
-	if err != nil {
+	s, err := ReadTopic(ctx, b, prefix, topic)
+	if err != nil || s == nil {
 		return "", "", err
 	}
 	keyID, topicID, ok := s.Serving()
@@ -427,6 +411,28 @@ func ResolveTopic(ctx context.Context, b objstore.BucketReader, prefix, topic st
 		return "", "", fmt.Errorf("%s: %w", topic, ErrTopicDeleted)
 	}
 	return keyID, topicID, nil
+}
+
+// ReadTopic reads and decodes the topic's topic object (manifest.TopicKey);
+// nil when there is none (a topic without IDs, or one never tiered here).
+func ReadTopic(ctx context.Context, b objstore.BucketReader, prefix, topic string) (*manifest.TopicState, error) {
+	key, err := manifest.TopicKey(prefix, topic)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := b.Get(ctx, key)
+	if objstore.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read topic object of %s: %w", topic, err)
+	}
+	defer rc.Close()
+	data, err := manifest.ReadLimited(key, rc)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.DecodeTopic(key, data)
 }
 
 // TopicID is the served lineage's topic ID (Kafka's string form; "" for a

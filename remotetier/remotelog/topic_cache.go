@@ -2,7 +2,6 @@ package remotelog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -36,6 +35,7 @@ type TopicCache struct {
 type topicEntry struct {
 	keyID, topicID string
 	deleted        bool
+	superseded     []string // the superseded lineages' topic IDs
 	at             time.Time
 }
 
@@ -64,20 +64,37 @@ func NewTopicCache(ttl time.Duration, entries int) *TopicCache {
 
 // Resolve is ResolveTopic through the cache.
 func (c *TopicCache) Resolve(ctx context.Context, b objstore.BucketReader, prefix, topic string) (keyID, topicID string, err error) {
+	e, err := c.entry(ctx, b, prefix, topic)
+	if err != nil {
+		return "", "", err
+	}
+	return e.answer(topic)
+}
+
+// Superseded is Resolve's answer with the topic IDs of the topic's
+// superseded lineages (deleted, or replaced by a re-creation), through the
+// cache.
+func (c *TopicCache) Superseded(ctx context.Context, b objstore.BucketReader, prefix, topic string) (topicID string, deleted bool, superseded []string, err error) {
+	e, err := c.entry(ctx, b, prefix, topic)
+	if err != nil {
+		return "", false, nil, err
+	}
+	return e.topicID, e.deleted, e.superseded, nil
+}
+
+// entry is the topic's cached entry, read (once for concurrent callers)
+// when missing or older than the TTL.
+func (c *TopicCache) entry(ctx context.Context, b objstore.BucketReader, prefix, topic string) (topicEntry, error) {
 	k := prefix + "\x00" + topic
 	if e, ok := c.get(k); ok {
-		return e.answer(topic)
+		return e, nil
 	}
-	e, err := flight.Do(ctx, &c.sf, k, sharedTimeout, func(ctx context.Context) (topicEntry, error) {
+	return flight.Do(ctx, &c.sf, k, sharedTimeout, func(ctx context.Context) (topicEntry, error) {
 		if e, ok := c.get(k); ok {
 			return e, nil
 		}
 		return c.read(ctx, b, prefix, topic)
 	})
-	if err != nil {
-		return "", "", err
-	}
-	return e.answer(topic)
 }
 
 // Reread is Resolve from the topic object itself, whatever the cache holds;
@@ -96,13 +113,18 @@ func (c *TopicCache) Reread(ctx context.Context, b objstore.BucketReader, prefix
 // read reads the topic object and caches the answer: a served lineage or
 // a deleted topic (other errors are returned, not kept).
 func (c *TopicCache) read(ctx context.Context, b objstore.BucketReader, prefix, topic string) (topicEntry, error) {
-	keyID, topicID, err := ResolveTopic(ctx, b, prefix, topic)
-	e := topicEntry{keyID: keyID, topicID: topicID, at: c.now()}
-	switch {
-	case errors.Is(err, ErrTopicDeleted):
-		e.deleted = true
-	case err != nil:
+	s, err := ReadTopic(ctx, b, prefix, topic)
+	if err != nil {
 		return topicEntry{}, err
+	}
+	e := topicEntry{at: c.now()}
+	if s != nil {
+		var ok bool
+		e.keyID, e.topicID, ok = s.Serving()
+		e.deleted = !ok
+		for _, l := range s.Superseded {
+			e.superseded = append(e.superseded, l.TopicID)
+		}
 	}
 	c.mu.Lock()
 	c.lru.Add(prefix+"\x00"+topic, e)
