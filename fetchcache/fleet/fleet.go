@@ -132,8 +132,8 @@ type Options struct {
 	// Self is this replica's advertised Kafka address (host:port).
 	Self string
 	// Peers is fetch.peers: the advertised addresses of every replica (Self among them),
-	// or a single host:port whose host is a DNS name resolving to all of them. Empty, or
-	// Self alone: alone.
+	// or a single host:port whose host is a DNS name resolving to all of them. Empty:
+	// alone.
 	Peers []string
 	// Lease is fetch.peer_lease (0: DefaultLease).
 	Lease time.Duration
@@ -242,7 +242,7 @@ func New(o Options) (*Fleet, error) {
 	f := &Fleet{o: o, log: o.Logger, self: o.Self, seen: map[string]*peerState{}, changed: make(chan struct{}),
 		metrics: newMetrics(o.Registerer)}
 	switch {
-	case len(o.Peers) == 0 || len(o.Peers) == 1 && o.Peers[0] == o.Self:
+	case len(o.Peers) == 0:
 		f.alone = true
 		f.live = []string{o.Self}
 	case len(o.Peers) == 1 && IsDNSName(o.Peers[0]):

@@ -176,21 +176,6 @@ func TestLateRenewalIsALapse(t *testing.T) {
 	}
 }
 
-// TestSelfOnlyPeersIsAlone: fetch.peers naming only the replica itself is a fleet of one:
-// it coordinates every group at once, as one without peers does.
-func TestSelfOnlyPeersIsAlone(t *testing.T) {
-	f, err := New(Options{Bucket: objstore.NewMemory(), Self: "127.0.0.1:9001", Peers: []string{"127.0.0.1:9001"}, Lease: time.Second, Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, self, err := f.Coordinator("g"); err != nil || !self {
-		t.Fatalf("Coordinator right after Start: self %v, %v", self, err)
-	}
-}
-
 // slowStore delays every Put and Get by d.
 type slowStore struct {
 	objstore.Bucket
