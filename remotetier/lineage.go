@@ -16,6 +16,7 @@ import (
 	"github.com/tiered/tiered/internal/x/ctxsleep"
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // DefaultDeletedTopicRetention is how long a superseded lineage (a deleted
@@ -26,32 +27,6 @@ const DefaultDeletedTopicRetention = 24 * time.Hour
 // maxTopicCAS bounds the conditional-write retries of one topic object
 // update: each retry means another writer changed it in between.
 const maxTopicCAS = 16
-
-// LoadTopicState reads a topic's topic object and its ETag; a topic without
-// one is (nil, "", nil).
-func LoadTopicState(ctx context.Context, b objstore.Bucket, prefix, topic string) (*manifest.TopicState, string, error) {
-	key, err := manifest.TopicKey(prefix, topic)
-	if err != nil {
-		return nil, "", err
-	}
-	rc, attrs, err := objstore.GetWithAttrs(ctx, b, key)
-	if objstore.IsNotFound(err) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("read topic object %s: %w", key, err)
-	}
-	defer rc.Close()
-	data, err := manifest.ReadLimited(key, rc)
-	if err != nil {
-		return nil, "", err
-	}
-	s, err := manifest.DecodeTopic(key, data)
-	if err != nil {
-		return nil, "", err
-	}
-	return s, attrs.ETag, nil
-}
 
 // UpdateTopicState applies fn to the topic object (nil when there is none)
 // and writes the result with a conditional PUT (if-absent, or if-match on
@@ -73,7 +48,7 @@ func UpdateTopicState(ctx context.Context, b objstore.Bucket, prefix, topic stri
 				return nil, err
 			}
 		}
-		cur, etag, err := LoadTopicState(ctx, b, prefix, topic)
+		cur, etag, err := remotelog.ReadTopicVersion(ctx, b, prefix, topic)
 		if err != nil {
 			return nil, err
 		}
@@ -328,7 +303,7 @@ func removeLineages(ctx context.Context, b objstore.Bucket, prefix string, reten
 	var errs []error
 	for _, topic := range topics {
 		rep.Topics++
-		s, _, err := LoadTopicState(ctx, b, p, topic)
+		s, _, err := remotelog.ReadTopicVersion(ctx, b, p, topic)
 		if err != nil || s == nil {
 			errs = append(errs, err)
 			continue
@@ -649,7 +624,7 @@ func (u *Uploader) applyDeletions(ctx context.Context) error {
 // object); ok is false for a deleted topic. Remote retention and other
 // per-partition maintenance in the sidecar work on this lineage.
 func ServedLineage(ctx context.Context, b objstore.Bucket, prefix, topic string) (keyID string, ok bool, err error) {
-	s, _, err := LoadTopicState(ctx, b, prefix, topic)
+	s, _, err := remotelog.ReadTopicVersion(ctx, b, prefix, topic)
 	if err != nil {
 		return "", false, err
 	}

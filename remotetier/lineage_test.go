@@ -98,7 +98,7 @@ func TestLineageRecreation(t *testing.T) {
 	if _, err := rl.Read(ctx, 150, 1); err == nil {
 		t.Fatal("offset 150 of the old lineage served after re-creation")
 	}
-	st, _, err := LoadTopicState(ctx, mem, "", "orders")
+	st, _, err := remotelog.ReadTopicVersion(ctx, mem, "", "orders")
 	if err != nil || st.Current.TopicID != lineB || len(st.Superseded) != 1 || st.Superseded[0].TopicID != lineA {
 		t.Fatalf("topic object %+v, %v", st, err)
 	}
@@ -134,7 +134,7 @@ func TestLineageRecreation(t *testing.T) {
 	}
 	upCheckRemote(t, mem, newLog, "orders", 0, 100)
 	// Kept as removed (no partitions left): its ID stays refused.
-	if st, _, _ := LoadTopicState(ctx, mem, "", "orders"); len(st.Superseded) != 1 || st.Superseded[0].TopicID != lineA || st.Superseded[0].Partitions != 0 {
+	if st, _, _ := remotelog.ReadTopicVersion(ctx, mem, "", "orders"); len(st.Superseded) != 1 || st.Superseded[0].TopicID != lineA || st.Superseded[0].Partitions != 0 {
 		t.Fatalf("the removed lineage is not kept as removed: %+v", st.Superseded)
 	}
 	// Idempotent: a second sidecar running the same removal finds nothing.
@@ -156,7 +156,7 @@ func TestLineageUpgradeAdopts(t *testing.T) {
 	if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), ""}, Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st, _, err := LoadTopicState(ctx, mem, "", "orders"); st != nil || err != nil {
+	if st, _, err := remotelog.ReadTopicVersion(ctx, mem, "", "orders"); st != nil || err != nil {
 		t.Fatalf("a topic without an ID got a topic object: %+v, %v", st, err)
 	}
 	gen := upLoad(t, mem, "orders", 0).Generation
@@ -164,7 +164,7 @@ func TestLineageUpgradeAdopts(t *testing.T) {
 	if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), lineA}, Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := LoadTopicState(ctx, mem, "", "orders")
+	st, _, err := remotelog.ReadTopicVersion(ctx, mem, "", "orders")
 	if err != nil || st.Current.TopicID != lineA || !st.Current.NameOnlyKeys {
 		t.Fatalf("topic object %+v, %v", st, err)
 	}
@@ -271,7 +271,7 @@ func topicObjectRace(t *testing.T, mem objstore.Bucket) {
 		}
 		t.Fatalf("a writer gave up: %v", err)
 	}
-	st, _, err := LoadTopicState(ctx, mem, "", "orders")
+	st, _, err := remotelog.ReadTopicVersion(ctx, mem, "", "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestLineageUpgradeForeign(t *testing.T) {
 	if _, err := upUploader(t, mem, idSource{NewLocalSource(newDir, nil), lineB}, Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := LoadTopicState(ctx, mem, "", "orders")
+	st, _, err := remotelog.ReadTopicVersion(ctx, mem, "", "orders")
 	if err != nil || st.Current.NameOnlyKeys || st.Current.TopicID != lineB || len(st.Superseded) != 1 || !st.Superseded[0].NameOnlyKeys {
 		t.Fatalf("topic object %+v, %v", st, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // A lineage removed after the deleted-topic retention must stay refused: a
@@ -47,7 +48,7 @@ func TestRemovedLineageStaysRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := LoadTopicState(ctx, mem, "", "orders")
+	st, _, err := remotelog.ReadTopicVersion(ctx, mem, "", "orders")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tiered/tiered/manifest"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 const (
@@ -63,7 +64,7 @@ func rcRestart(t *testing.T, mem objstore.Bucket, live func(context.Context) (*L
 
 func rcServed(t *testing.T, mem objstore.Bucket) (string, bool) {
 	t.Helper()
-	s, _, err := LoadTopicState(context.Background(), mem, "", "orders")
+	s, _, err := remotelog.ReadTopicVersion(context.Background(), mem, "", "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestReconcileDeletedWhileDown(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			mem := rcUploaded(t, rcView(rcCluster, 10, map[string]string{"orders": lineA, "__consumer_offsets": rcOffsets}))
-			s, _, err := LoadTopicState(context.Background(), mem, "", "orders")
+			s, _, err := remotelog.ReadTopicVersion(context.Background(), mem, "", "orders")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +104,7 @@ func TestReconcileDeletedWhileDown(t *testing.T) {
 			if rep.ReconciledTopics != 1 {
 				t.Fatalf("reconciled %d topics, want 1", rep.ReconciledTopics)
 			}
-			s, _, err = LoadTopicState(context.Background(), mem, "", "orders")
+			s, _, err = remotelog.ReadTopicVersion(context.Background(), mem, "", "orders")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +199,7 @@ func TestReconcileWitnessesRefreshed(t *testing.T) {
 		if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), lineA}, o).RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		s, _, err := LoadTopicState(context.Background(), mem, "", "orders")
+		s, _, err := remotelog.ReadTopicVersion(context.Background(), mem, "", "orders")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // Two sidecars of one history whose views differ (one broker's metadata log
@@ -29,7 +30,7 @@ func TestReviewWitnessesTwoViewsChurn(t *testing.T) {
 		if _, err := upUploader(t, mem, idSource{NewLocalSource(d, nil), lineA}, o).RunOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		_, etag, err := LoadTopicState(context.Background(), mem, "", "orders")
+		_, etag, err := remotelog.ReadTopicVersion(context.Background(), mem, "", "orders")
 		if err != nil {
 			t.Fatal(err)
 		}

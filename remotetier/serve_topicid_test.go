@@ -26,7 +26,7 @@ func serveOldIncarnation(t *testing.T, mem objstore.Bucket, segs int, extra ...s
 	if _, err := upUploader(t, mem, NewLocalSource(old, nil), Options{}).RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st, _, err := LoadTopicState(context.Background(), mem, "", "t"); st != nil || err != nil {
+	if st, _, err := remotelog.ReadTopicVersion(context.Background(), mem, "", "t"); st != nil || err != nil {
 		t.Fatalf("test setup: the old incarnation wrote a topic object: %+v, %v", st, err)
 	}
 	return old
@@ -144,7 +144,7 @@ func TestServeFreshDataDirNewLineage(t *testing.T) {
 	if _, err := upUploader(t, mem, NewLocalSource(d, nil), Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := LoadTopicState(ctx, mem, "", "t")
+	st, _, err := remotelog.ReadTopicVersion(ctx, mem, "", "t")
 	if err != nil || st == nil || st.Current == nil || st.Current.TopicID != id || st.Current.NameOnlyKeys ||
 		len(st.Superseded) != 1 || !st.Superseded[0].NameOnlyKeys {
 		t.Fatalf("topic object %+v, %v: want topic id %s current in its own keys, the name-only lineage superseded", st, err, id)
@@ -190,7 +190,7 @@ func TestServeFreshDataDirLongerLogNotAdopted(t *testing.T) {
 	if _, err := upUploader(t, mem, NewLocalSource(d, nil), Options{}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := LoadTopicState(ctx, mem, "", "t")
+	st, _, err := remotelog.ReadTopicVersion(ctx, mem, "", "t")
 	if err != nil || st == nil || st.Current == nil || st.Current.NameOnlyKeys || len(st.Superseded) != 1 {
 		t.Fatalf("topic object %+v, %v: the name-only lineage was adopted by topic id %s", st, err, id)
 	}

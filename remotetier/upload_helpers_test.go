@@ -157,7 +157,7 @@ func upLoad(t testing.TB, bkt objstore.Bucket, topic string, p int32) *manifest.
 // current one, or the name-only lineage without an object.
 func upKeyID(t testing.TB, bkt objstore.Bucket, topic string) string {
 	t.Helper()
-	s, _, err := LoadTopicState(context.Background(), bkt, "", topic)
+	s, _, err := remotelog.ReadTopicVersion(context.Background(), bkt, "", topic)
 	if err != nil {
 		t.Fatal(err)
 	}

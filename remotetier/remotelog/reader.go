@@ -416,23 +416,43 @@ func ResolveTopic(ctx context.Context, b objstore.BucketReader, prefix, topic st
 // ReadTopic reads and decodes the topic's topic object (manifest.TopicKey);
 // nil when there is none (a topic without IDs, or one never tiered here).
 func ReadTopic(ctx context.Context, b objstore.BucketReader, prefix, topic string) (*manifest.TopicState, error) {
+	s, _, err := readTopic(ctx, prefix, topic, func(key string) (io.ReadCloser, objstore.Attrs, error) {
+		rc, err := b.Get(ctx, key)
+		return rc, objstore.Attrs{}, err
+	})
+	return s, err
+}
+
+// ReadTopicVersion is ReadTopic with the ETag of the version read
+// (objstore.GetWithAttrs), for a conditional write of the next one.
+func ReadTopicVersion(ctx context.Context, b objstore.BucketReader, prefix, topic string) (*manifest.TopicState, string, error) {
+	return readTopic(ctx, prefix, topic, func(key string) (io.ReadCloser, objstore.Attrs, error) {
+		return objstore.GetWithAttrs(ctx, b, key)
+	})
+}
+
+func readTopic(ctx context.Context, prefix, topic string, get func(key string) (io.ReadCloser, objstore.Attrs, error)) (*manifest.TopicState, string, error) {
 	key, err := manifest.TopicKey(prefix, topic)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	rc, err := b.Get(ctx, key)
+	rc, attrs, err := get(key)
 	if objstore.IsNotFound(err) {
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read topic object of %s: %w", topic, err)
+		return nil, "", fmt.Errorf("read topic object %s: %w", key, err)
 	}
 	defer rc.Close()
 	data, err := manifest.ReadLimited(key, rc)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return manifest.DecodeTopic(key, data)
+	s, err := manifest.DecodeTopic(key, data)
+	if err != nil {
+		return nil, "", err
+	}
+	return s, attrs.ETag, nil
 }
 
 // TopicID is the served lineage's topic ID (Kafka's string form; "" for a

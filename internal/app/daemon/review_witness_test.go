@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // TestSidecarReformattedWhileRunning is TestSidecarReformattedSameClusterID
@@ -33,7 +33,7 @@ func TestSidecarReformattedWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := remotetier.LoadTopicState(ctx, b, "", "foo")
+	st, _, err := remotelog.ReadTopicVersion(ctx, b, "", "foo")
 	if err != nil {
 		t.Fatal(err)
 	}

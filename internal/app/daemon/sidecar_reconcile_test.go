@@ -18,6 +18,7 @@ import (
 	"github.com/tiered/tiered/remotetier"
 	"github.com/tiered/tiered/remotetier/brokermeta"
 	"github.com/tiered/tiered/remotetier/objstore"
+	"github.com/tiered/tiered/remotetier/remotelog"
 )
 
 // reconcileOffsetsID is the topic ID of __consumer_offsets in the metadata
@@ -137,7 +138,7 @@ func TestSidecarDeletedWhileDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, _, err := remotetier.LoadTopicState(context.Background(), b, "", "foo")
+			s, _, err := remotelog.ReadTopicVersion(context.Background(), b, "", "foo")
 			if err != nil || s == nil || s.Current == nil || s.Current.TopicID != fooID.String() {
 				t.Fatalf("after the first pass: %+v, %v", s, err)
 			}
@@ -167,7 +168,7 @@ func TestSidecarDeletedWhileDown(t *testing.T) {
 			}
 
 			rep := reconcilePass(t, logDir, bucket)
-			s, _, err = remotetier.LoadTopicState(context.Background(), b, "", "foo")
+			s, _, err = remotelog.ReadTopicVersion(context.Background(), b, "", "foo")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +214,7 @@ func TestSidecarReformattedSameClusterID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, _, err := remotetier.LoadTopicState(context.Background(), b, "", "foo")
+			s, _, err := remotelog.ReadTopicVersion(context.Background(), b, "", "foo")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,7 +313,7 @@ func TestSidecarPendingRemovalNotReconciled(t *testing.T) {
 	}
 	served := func(when string) {
 		t.Helper()
-		s, _, err := remotetier.LoadTopicState(context.Background(), b, "", "foo")
+		s, _, err := remotelog.ReadTopicVersion(context.Background(), b, "", "foo")
 		if err != nil {
 			t.Fatal(err)
 		}
