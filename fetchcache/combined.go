@@ -48,11 +48,7 @@ func (c *CombinedCatalog) Partition(ctx context.Context, topic string, partition
 	if !ok {
 		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
-	topicID := ""
-	if !t.ID.IsZero() {
-		topicID = t.ID.String()
-	}
-	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, topicID: topicID, partition: partition,
+	return &CombinedPartition{local: NewLocalPartition(l), log: l, remote: c.remote, topic: topic, topicID: t.ID.StringOrEmpty(), partition: partition,
 		partitions: int32(len(t.Partitions))}, nil
 }
 

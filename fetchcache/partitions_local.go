@@ -33,10 +33,7 @@ func (c *LocalCatalog) Topics(ctx context.Context) ([]TopicInfo, error) {
 		if !ok {
 			continue // deleted meanwhile
 		}
-		ti := TopicInfo{Name: name, Partitions: make([]int32, len(t.Partitions))}
-		if !t.ID.IsZero() {
-			ti.ID = t.ID.String()
-		}
+		ti := TopicInfo{Name: name, ID: t.ID.StringOrEmpty(), Partitions: make([]int32, len(t.Partitions))}
 		for i := range t.Partitions {
 			ti.Partitions[i] = int32(i)
 		}

@@ -242,7 +242,7 @@ func (d *LogDir) load(rep *LoadReport) error {
 				// the directories are of two incarnations of the topic, and
 				// uploading either into the other's lineage would mix them.
 				err = fmt.Errorf("partition %d has topic id %q in its %s, partition 0 has %q: the partition directories are not of one topic",
-					p, idString(id), PartitionMetadataFile, idString(t.ID))
+					p, id.StringOrEmpty(), PartitionMetadataFile, t.ID.StringOrEmpty())
 			}
 			if err != nil && d.readOnly {
 				// A reader needs no lineage: it reads the records, and says
@@ -423,7 +423,7 @@ func (d *LogDir) CreateTopic(name string, partitions int, overrides map[string]s
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	d.topics[name] = t
-	d.logger.Info("created topic", "topic", name, "partitions", partitions, "topic_id", idString(t.ID))
+	d.logger.Info("created topic", "topic", name, "partitions", partitions, "topic_id", t.ID.StringOrEmpty())
 	return t, nil
 }
 
@@ -718,14 +718,6 @@ func (d *LogDir) TopicID(topic string) (TopicID, error) {
 		return TopicID{}, &UnknownTopicOrPartitionError{Topic: topic, Partition: -1}
 	}
 	return t.ID, nil
-}
-
-// idString is id's string form, "" for the zero ID.
-func idString(id TopicID) string {
-	if id.IsZero() {
-		return ""
-	}
-	return id.String()
 }
 
 // Checkpoint flushes nothing; it records every partition's recovery point and

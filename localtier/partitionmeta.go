@@ -38,6 +38,15 @@ func NewTopicID() TopicID {
 	}
 }
 
+// StringOrEmpty is id's string form, "" for the zero ID (a topic without
+// one), as the bucket's lineages and Kafka's answers name it.
+func (id TopicID) StringOrEmpty() string {
+	if id.IsZero() {
+		return ""
+	}
+	return id.String()
+}
+
 // IsZero reports whether id is the zero UUID.
 func (id TopicID) IsZero() bool { return id == TopicID{} }
 

@@ -58,10 +58,7 @@ func (s *manifestStore) ownLineage(ctx context.Context, pl localtier.PartitionLo
 	if err != nil {
 		return "", "", err
 	}
-	id := ""
-	if !pl.TopicID.IsZero() {
-		id = pl.TopicID.String()
-	}
+	id := pl.TopicID.StringOrEmpty()
 	keyID, served, ok := st.Serving()
 	switch {
 	case st == nil && id == "":

@@ -639,9 +639,7 @@ func (s *BrokerSource) partition(bp localtier.BrokerPartition, hw, logStart int6
 	if err != nil {
 		return Partition{}, fmt.Errorf("read topic id of %s-%d: %w", bp.Topic, bp.Partition, err)
 	}
-	if !id.IsZero() {
-		p.TopicID = id.String()
-	}
+	p.TopicID = id.StringOrEmpty()
 	if s.TopicID != nil && p.TopicID != "" {
 		if cur, ok := s.TopicID(bp.Topic); ok && cur != "" && cur != p.TopicID {
 			return Partition{}, &localtier.UnknownTopicOrPartitionError{Topic: bp.Topic, Partition: bp.Partition}

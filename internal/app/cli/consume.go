@@ -192,10 +192,7 @@ func (s *localSource) openPartition() error {
 	if err != nil {
 		return fmt.Errorf("read topic ID of %s-%d: %w", s.topic, s.partition, err)
 	}
-	s.id = ""
-	if !id.IsZero() {
-		s.id = id.String()
-	}
+	s.id = id.StringOrEmpty()
 	if s.pinned == nil {
 		f, err := os.Open(l.Dir())
 		if err != nil {

@@ -247,9 +247,7 @@ func buildPlan(ctx context.Context, view *localtier.BrokerView, snap *brokermeta
 			pt.Partitions = append(pt.Partitions, pp)
 		}
 		sort.Slice(pt.Partitions, func(i, j int) bool { return pt.Partitions[i].Partition < pt.Partitions[j].Partition })
-		if !id.IsZero() {
-			pt.TopicID = id.String()
-		}
+		pt.TopicID = id.StringOrEmpty()
 		rep.Topics = append(rep.Topics, pt)
 	}
 	return rep, nil
