@@ -138,8 +138,8 @@ func (s *Snapshot) CleanupPolicyStated(t *Topic) bool {
 	case OriginAdmin:
 		return true
 	case OriginKRaft:
-		_, topic := t.Overrides["cleanup.policy"]
-		_, broker := s.BrokerDefaults["log.cleanup.policy"]
+		_, topic := t.Overrides[topicconfig.CleanupPolicyConfig]
+		_, broker := TopicDefaults(s.BrokerDefaults)[topicconfig.CleanupPolicyConfig]
 		return topic || broker
 	}
 	return false
