@@ -77,12 +77,11 @@ type RemoteCatalog struct {
 	topics   []TopicInfo
 	listedAt time.Time
 	listing  chan struct{} // closed when the running listing finishes
-	parts    map[remoteKey]*remotePartition
-	// pins is the lineage each partition was last opened pinned to
-	// (LineagePartition): opening it pinned to another closes that one's
-	// entry, so a topic created again many times does not keep an open
-	// log for each of its lineages.
-	pins    map[remoteKey]string
+	// parts holds the open partitions by slot: one per partition by name,
+	// and one pinned (to the lineage in its key), which a partition pinned
+	// to another lineage replaces, so a topic created again many times does
+	// not keep an open log for each of its lineages.
+	parts   map[remoteKey]*remotePartition
 	unknown *simplelru.LRU[remoteKey, time.Time] // until when each is taken as missing
 }
 
@@ -93,6 +92,12 @@ type remoteKey struct {
 	partition int32
 	pinned    bool
 	lineage   string // the pinned lineage's topic ID
+}
+
+// slot is k's place in RemoteCatalog.parts: k without its lineage.
+func (k remoteKey) slot() remoteKey {
+	k.lineage = ""
+	return k
 }
 
 // NewRemoteCatalog returns a catalog over b, which should be the caching
@@ -130,7 +135,7 @@ func NewRemoteCatalog(b objstore.BucketReader, o RemoteCatalogOptions) (*RemoteC
 	if err != nil {
 		return nil, fmt.Errorf("remote catalog: %w", err)
 	}
-	return &RemoteCatalog{b: b, prefix: prefix, o: o, parts: map[remoteKey]*remotePartition{}, pins: map[remoteKey]string{}, unknown: unknown}, nil
+	return &RemoteCatalog{b: b, prefix: prefix, o: o, parts: map[remoteKey]*remotePartition{}, unknown: unknown}, nil
 }
 
 // Topics lists the topics that have at least one root manifest under the
@@ -305,7 +310,7 @@ func (c *RemoteCatalog) partition(ctx context.Context, k remoteKey, partitions i
 		return nil, &UnknownTopicOrPartitionError{Topic: topic, Partition: partition}
 	}
 	c.mu.Lock()
-	if p, ok := c.parts[k]; ok {
+	if p, ok := c.parts[k.slot()]; ok && p.key == k {
 		c.mu.Unlock()
 		return p, nil
 	}
@@ -338,19 +343,12 @@ func (c *RemoteCatalog) partition(ctx context.Context, k remoteKey, partitions i
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p, ok := c.parts[k]; ok { // a concurrent open won
+	if p, ok := c.parts[k.slot()]; ok && p.key == k { // a concurrent open won
 		return p, nil
 	}
 	c.unknown.Remove(k)
 	p := &remotePartition{log: l, c: c, key: k, partitions: partitions, refreshedAt: c.o.Now()}
-	c.parts[k] = p
-	if k.pinned {
-		tp := remoteKey{topic: topic, partition: partition}
-		if old, ok := c.pins[tp]; ok && old != k.lineage {
-			delete(c.parts, remoteKey{topic: topic, partition: partition, pinned: true, lineage: old})
-		}
-		c.pins[tp] = k.lineage
-	}
+	c.parts[k.slot()] = p // in place of another lineage's
 	return p, nil
 }
 
@@ -359,7 +357,7 @@ func (c *RemoteCatalog) partition(ctx context.Context, k remoteKey, partitions i
 type remotePartition struct {
 	log *remotelog.RemoteLog
 	c   *RemoteCatalog
-	key remoteKey // its entry in c.parts
+	key remoteKey // its key (c.parts holds it at key.slot())
 	// partitions is how many partitions its topic has, as the opener
 	// knew them (LineagePartition; 0: unknown, the listing tells).
 	partitions int32
@@ -417,11 +415,8 @@ func (p *remotePartition) refreshFailed(err error) error {
 	if errors.As(err, &ue) {
 		p.gone.Store(true)
 		p.c.mu.Lock()
-		if p.c.parts[p.key] == p {
-			delete(p.c.parts, p.key)
-			if tp := (remoteKey{topic: p.key.topic, partition: p.key.partition}); p.key.pinned && p.c.pins[tp] == p.key.lineage {
-				delete(p.c.pins, tp)
-			}
+		if p.c.parts[p.key.slot()] == p {
+			delete(p.c.parts, p.key.slot())
 		}
 		p.c.mu.Unlock()
 		p.c.invalidateTopics()
