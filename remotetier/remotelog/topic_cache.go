@@ -101,9 +101,22 @@ func (c *TopicCache) entry(ctx context.Context, b objstore.BucketReader, prefix,
 // the answer replaces the cached one, so the next opens share it. A log
 // pinned to a lineage (OpenRemoteLogLineage) whose cached answer names
 // another re-reads so: the cached one may be up to the TTL old, and the
-// pinned lineage current since.
+// pinned lineage current since. Concurrent re-reads of a topic share one
+// read, and one asked after another's read began takes its answer: the
+// partitions of a topic opened side by side (a listing's end checks) cost
+// one GET, not one each.
 func (c *TopicCache) Reread(ctx context.Context, b objstore.BucketReader, prefix, topic string) (keyID, topicID string, err error) {
-	e, err := c.read(ctx, b, prefix, topic)
+	k := prefix + "\x00" + topic
+	asked := c.now()
+	e, err := flight.Do(ctx, &c.sf, k+"\x00reread", sharedTimeout, func(ctx context.Context) (topicEntry, error) {
+		c.mu.Lock()
+		e, ok := c.lru.Get(k)
+		c.mu.Unlock()
+		if ok && !e.at.Before(asked) {
+			return e, nil
+		}
+		return c.read(ctx, b, prefix, topic)
+	})
 	if err != nil {
 		return "", "", err
 	}
