@@ -206,7 +206,7 @@ func TestCombinedCatalogOtherLineageNotServed(t *testing.T) {
 		t.Fatal("test setup: the local log start did not move")
 	}
 	ctx := context.Background()
-	p, _ := combinedPartition(t, e.Dir, mem, "cold", 0)
+	p, _ := combinedPartition(t, e.Dir, mem, fetchcache.RemoteCatalogOptions{}, "cold", 0)
 	o, err := p.Offsets(ctx)
 	if err != nil || o.LogStart != localStart {
 		t.Fatalf("offsets %+v, %v: want the local log start %d (the bucket's lineage is another topic id's)", o, err, localStart)
@@ -323,22 +323,15 @@ func newLineageSwitch(t *testing.T) *lineageSwitch {
 	clock := func() time.Time { sw.mu.Lock(); defer sw.mu.Unlock(); return sw.now }
 	own := fetchkit.NewEnvWithTopicIDs(t)
 	_, mem := fetchkit.OffloadedTopic(t, own, "cold", 6)
-	remote, err := fetchcache.NewRemoteCatalog(mem, fetchcache.RemoteCatalogOptions{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := fetchcache.NewCombinedCatalog(own.Dir, remote).Partition(ctx, "cold", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, remote := combinedPartition(t, own.Dir, mem, fetchcache.RemoteCatalogOptions{Now: clock}, "cold", 0)
 	if o, err := p.Offsets(ctx); err != nil || o.LogStart != 0 {
 		t.Fatalf("offsets %+v, %v: want the own lineage's log start 0", o, err)
 	}
 	ownRecs := readPartition(t, p, 0)
-	ownEnd := ownRecs[len(ownRecs)-1].Offset + 1
 	if len(ownRecs) == 0 || string(ownRecs[0].Key) != "a-key-0" {
 		t.Fatalf("test setup: the own lineage reads %d records", len(ownRecs))
 	}
+	ownEnd := ownRecs[len(ownRecs)-1].Offset + 1
 
 	other := fetchkit.NewEnvWithTopicIDs(t)
 	other.Topic("cold", 1, map[string]string{"remote.storage.enable": "true"})
@@ -376,7 +369,7 @@ func TestCombinedCatalogListingChecksSiblingEnds(t *testing.T) {
 	}
 	mem := objstore.NewMemory()
 	fetchkit.UploadAll(t, e, mem)
-	p, remote := combinedPartition(t, e.Dir, mem, "cold", 0)
+	p, remote := combinedPartition(t, e.Dir, mem, fetchcache.RemoteCatalogOptions{}, "cold", 0)
 	if _, err := p.Offsets(fetchcache.WithOffsetsListing(context.Background())); err != nil {
 		t.Fatal(err)
 	}
@@ -388,10 +381,10 @@ func TestCombinedCatalogListingChecksSiblingEnds(t *testing.T) {
 }
 
 // combinedPartition is a partition of serve's combined catalog over dir and
-// a remote catalog (its defaults) over b.
-func combinedPartition(t *testing.T, dir *localtier.LogDir, b objstore.BucketReader, topic string, partition int32) (fetchcache.Partition, *fetchcache.RemoteCatalog) {
+// a remote catalog over b.
+func combinedPartition(t *testing.T, dir *localtier.LogDir, b objstore.BucketReader, o fetchcache.RemoteCatalogOptions, topic string, partition int32) (fetchcache.Partition, *fetchcache.RemoteCatalog) {
 	t.Helper()
-	remote, err := fetchcache.NewRemoteCatalog(b, fetchcache.RemoteCatalogOptions{})
+	remote, err := fetchcache.NewRemoteCatalog(b, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,11 +66,7 @@ func TestJoinNeverTwoCoordinators(t *testing.T) {
 // them until it next reads the lease: the resumed replica must not claim them back at once.
 func TestResumedReplicaWaitsBeforeCoordinating(t *testing.T) {
 	const lease = 600 * time.Millisecond
-	b := objstore.NewMemory()
-	peers := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
-	a := pausedReplica(t, b, peers[0], peers, lease)
-	c := startReplica(t, b, peers[1], peers, lease, nil)
-	waitLive(t, c.f, peers[1:], TakeoverBound(lease)+lease) // a is paused: c took everything
+	a, c, peers := takenOver(t, lease)
 	waitClaimable(t, 2*lease, c.f)
 	// a resumes: it renews and reads the leases, and c has not read its new lease yet.
 	ctx := context.Background()

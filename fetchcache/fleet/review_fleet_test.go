@@ -42,6 +42,19 @@ func pausedReplica(t *testing.T, b objstore.Bucket, self string, peers []string,
 	return f
 }
 
+// takenOver is a replica a started alone in its view and then paused (pausedReplica:
+// its Run loop neither renews nor polls), and its peer c, which saw a's fresh lease and
+// then declared a dead (a's lease stopped changing), taking every group.
+func takenOver(t *testing.T, lease time.Duration) (a *Fleet, c *replica, peers []string) {
+	t.Helper()
+	b := objstore.NewMemory()
+	peers = []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	a = pausedReplica(t, b, peers[0], peers, lease)
+	c = startReplica(t, b, peers[1], peers, lease, nil)
+	waitLive(t, c.f, peers[1:], TakeoverBound(lease)+lease)
+	return a, c, peers
+}
+
 // TestReviewPausedReplicaStopsCoordinating: a replica paused for longer than its lease
 // (SIGSTOP, a long GC or VM stall) has had its groups taken over by its peers. When it
 // resumes, goroutines serving Kafka requests run before (or beside) its Run loop's next
@@ -50,13 +63,7 @@ func pausedReplica(t *testing.T, b objstore.Bucket, self string, peers []string,
 // Lease stops counting itself" — a paused replica renewed nothing for a lease.
 func TestReviewPausedReplicaStopsCoordinating(t *testing.T) {
 	const lease = 600 * time.Millisecond
-	b := objstore.NewMemory()
-	peers := []string{"127.0.0.1:9001", "127.0.0.1:9002"}
-	// a starts alone in its view, then is paused: its Run loop neither renews nor polls.
-	a := pausedReplica(t, b, peers[0], peers, lease)
-	c := startReplica(t, b, peers[1], peers, lease, nil)
-	// c sees a's fresh lease, then declares a dead: a's lease stopped changing.
-	waitLive(t, c.f, peers[1:], TakeoverBound(lease)+lease)
+	a, c, peers := takenOver(t, lease)
 	time.Sleep(Interval(lease)) // a's own lease is now over a lease old in every reading
 	if g := splitBrain(a, c.f, 200); g != "" {
 		ma, _ := a.Owner(g)
