@@ -126,7 +126,7 @@ func GC(ctx context.Context, b objstore.Bucket, opts GCOptions) (GCReport, error
 			// Read once a pass. Unreadable, it only hides removed
 			// lineages: the partitions' own orphans are collected as
 			// before, and the error says what was not checked.
-			if ts, _, err = remotelog.ReadTopicVersion(ctx, b, id.prefix, id.topic); err != nil {
+			if ts, err = remotelog.ReadTopic(ctx, b, id.prefix, id.topic); err != nil {
 				errs = append(errs, fmt.Errorf("gc %s: removed lineages not collected: %w", id.topic, err))
 				ts = nil
 			}

@@ -303,7 +303,7 @@ func removeLineages(ctx context.Context, b objstore.Bucket, prefix string, reten
 	var errs []error
 	for _, topic := range topics {
 		rep.Topics++
-		s, _, err := remotelog.ReadTopicVersion(ctx, b, p, topic)
+		s, err := remotelog.ReadTopic(ctx, b, p, topic)
 		if err != nil || s == nil {
 			errs = append(errs, err)
 			continue
@@ -624,7 +624,7 @@ func (u *Uploader) applyDeletions(ctx context.Context) error {
 // object); ok is false for a deleted topic. Remote retention and other
 // per-partition maintenance in the sidecar work on this lineage.
 func ServedLineage(ctx context.Context, b objstore.Bucket, prefix, topic string) (keyID string, ok bool, err error) {
-	s, _, err := remotelog.ReadTopicVersion(ctx, b, prefix, topic)
+	s, err := remotelog.ReadTopic(ctx, b, prefix, topic)
 	if err != nil {
 		return "", false, err
 	}

@@ -54,7 +54,7 @@ func RemoteLookup(b objstore.Bucket, prefix string) (retention.RemoteLookup, err
 // object; once one names a topic ID, the bucket serves another lineage,
 // which the uploader refuses to write the topic into (manifest.ErrNoTopicID).
 func (s *manifestStore) ownLineage(ctx context.Context, pl localtier.PartitionLog) (keyID, why string, err error) {
-	st, _, err := remotelog.ReadTopicVersion(ctx, s.bkt, s.prefix, pl.Topic)
+	st, err := remotelog.ReadTopic(ctx, s.bkt, s.prefix, pl.Topic)
 	if err != nil {
 		return "", "", err
 	}
